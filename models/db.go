@@ -1,0 +1,88 @@
+// Package models holds the hub's bun models and the query functions over them.
+//
+// Query functions take bun.IDB so they compose inside transactions, and the
+// same code runs on PostgreSQL (production) and sqlite (the embedded default).
+package models
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/driver/pgdriver"
+	"github.com/uptrace/bun/driver/sqliteshim"
+)
+
+// Sentinel errors that the API maps to HTTP statuses in one place.
+var (
+	// ErrNotFound means the record does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means the write would break a uniqueness rule.
+	ErrConflict = errors.New("conflict")
+)
+
+// Open connects to the database named by url: a postgres:// URL selects
+// PostgreSQL, anything else is a sqlite file path (optionally prefixed with
+// sqlite:// or file:).
+func Open(url string) (*bun.DB, error) {
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(url)))
+		return register(bun.NewDB(sqldb, pgdialect.New())), nil
+	}
+	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "file:")
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	if path == "" {
+		return nil, errors.New("empty database path")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("create database folder: %w", err)
+	}
+	// One connection with WAL and a busy timeout: sqlite serialises writers
+	// anyway, and a single connection avoids SQLITE_BUSY storms.
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)" +
+		"&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	sqldb, err := sql.Open(sqliteshim.ShimName, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	sqldb.SetMaxOpenConns(1)
+	return register(bun.NewDB(sqldb, sqlitedialect.New())), nil
+}
+
+// register tells bun about the join tables of many-to-many relations.
+func register(db *bun.DB) *bun.DB {
+	db.RegisterModel((*UserGroup)(nil), (*GroupPermission)(nil), (*NodeQueue)(nil))
+	return db
+}
+
+// IsPostgres reports whether db talks to PostgreSQL.
+func IsPostgres(db bun.IDB) bool {
+	_, ok := db.Dialect().(*pgdialect.Dialect)
+	return ok
+}
+
+// dbErr translates driver errors into the package's sentinel errors.
+func dbErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sql.ErrNoRows):
+		return ErrNotFound
+	}
+	var pgErr pgdriver.Error
+	if errors.As(err, &pgErr) && pgErr.Field('C') == "23505" {
+		return fmt.Errorf("%w: %s", ErrConflict, pgErr.Field('D'))
+	}
+	if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+		return fmt.Errorf("%w: %s", ErrConflict, err.Error())
+	}
+	return err
+}

@@ -1,0 +1,88 @@
+// Package dbtest runs a test body against every database the hub supports:
+// a fresh sqlite file and a fresh PostgreSQL schema, both fully migrated.
+//
+// PostgreSQL comes from HUB_TEST_POSTGRES_URL (make test sets it). Without
+// it the tests fail, unless HUB_TEST_SQLITE_ONLY=1 says on purpose that only
+// sqlite is wanted: a missing database is never silently skipped.
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/migrations"
+	"github.com/thehub/hub/models"
+)
+
+// Dialects returns the names of the databases tests run against.
+func Dialects(t testing.TB) []string {
+	if os.Getenv("HUB_TEST_POSTGRES_URL") != "" {
+		return []string{"sqlite", "postgres"}
+	}
+	if os.Getenv("HUB_TEST_SQLITE_ONLY") == "1" {
+		return []string{"sqlite"}
+	}
+	t.Fatal("HUB_TEST_POSTGRES_URL is not set: run `make test`, or set HUB_TEST_SQLITE_ONLY=1 to test sqlite alone")
+	return nil
+}
+
+// Run runs body once per database as a subtest named after it.
+func Run(t *testing.T, body func(t *testing.T, db *bun.DB)) {
+	t.Helper()
+	for _, name := range Dialects(t) {
+		t.Run(name, func(t *testing.T) {
+			body(t, Open(t, name))
+		})
+	}
+}
+
+// Open returns a fresh, migrated database of the named kind that is
+// removed when the test ends. It returns the URL too via URL().
+func Open(t testing.TB, kind string) *bun.DB {
+	t.Helper()
+	db, err := models.Open(URL(t, kind))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	require.NoError(t, migrations.Up(context.Background(), db))
+	return db
+}
+
+// URL returns the URL of a fresh, empty database of the named kind.
+func URL(t testing.TB, kind string) string {
+	t.Helper()
+	if kind == "sqlite" {
+		return filepath.Join(t.TempDir(), "hub.db")
+	}
+	base := os.Getenv("HUB_TEST_POSTGRES_URL")
+	require.NotEmpty(t, base, "HUB_TEST_POSTGRES_URL")
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "t_" + hex.EncodeToString(b)
+
+	admin, err := models.Open(base)
+	require.NoError(t, err)
+	defer admin.Close()
+	_, err = admin.Exec("CREATE SCHEMA " + schema)
+	require.NoError(t, err, "create test schema in %s", base)
+	t.Cleanup(func() {
+		admin, err := models.Open(base)
+		if err == nil {
+			_, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+			_ = admin.Close()
+		}
+	})
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}

@@ -1,0 +1,174 @@
+package models
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/uptrace/bun"
+)
+
+// Permission is a Django-style model permission: <action>_<model>.
+type Permission struct {
+	bun.BaseModel `bun:"table:permissions,alias:p"`
+
+	ID       int64  `bun:"id,pk,autoincrement"`
+	AppLabel string `bun:"app_label"`
+	Codename string `bun:"codename"`
+	Model    string `bun:"model"`
+	Name     string `bun:"name"`
+}
+
+// UserPermission grants a permission to one user directly.
+type UserPermission struct {
+	bun.BaseModel `bun:"table:user_permissions"`
+	UserID        int64 `bun:"user_id,pk"`
+	PermissionID  int64 `bun:"permission_id,pk"`
+}
+
+// AppLabel is the app label of every hub permission.
+const AppLabel = "hub"
+
+// Actions are the four permission verbs of every model.
+var Actions = []string{"view", "add", "change", "delete"}
+
+// PermissionModels lists every model that has permissions, with the
+// human-readable name used in permission names. Later features add models
+// here; EnsureAuthData creates the missing rows at start-up.
+var PermissionModels = []struct{ Model, Verbose string }{
+	{"user", "user"}, {"group", "group"}, {"permission", "permission"}, {"clientkey", "client key"},
+	{"site", "site"}, {"node", "node"}, {"queue", "queue"}, {"configuration", "configuration"},
+	{"alert", "alert"}, {"action", "action"}, {"space", "space"}, {"nfsshare", "NFS share"},
+	{"smbshare", "SMB share"}, {"storagepool", "storage pool"}, {"server", "server"},
+	{"datastore", "data store"}, {"ipaddress", "IP address"}, {"bucket", "bucket"},
+	{"externaltarget", "external target"}, {"workflow", "workflow"}, {"schedule", "schedule"},
+	{"policy", "policy"}, {"job", "job"}, {"task", "task"}, {"jobstat", "job stat"},
+	{"settingstask", "settings task"}, {"setting", "setting"}, {"feature", "feature"},
+	{"filestatustype", "file status type"}, {"certificatelifetime", "certificate lifetime"},
+	{"tag", "tag"}, {"search", "search"}, {"file", "file"},
+}
+
+// usersGroupGrants are the codenames of the default Users group: read access
+// to the catalogue, running jobs and searches, and managing their own keys.
+func usersGroupGrants() []string {
+	var out []string
+	for _, m := range PermissionModels {
+		switch m.Model {
+		case "user", "group", "permission", "configuration", "setting", "certificatelifetime":
+			continue
+		}
+		out = append(out, "view_"+m.Model)
+	}
+	return append(out, "add_clientkey", "change_clientkey", "delete_clientkey",
+		"add_job", "change_job", "add_search", "delete_search")
+}
+
+// Codename returns the codename of action on model, e.g. view_site.
+func Codename(action, model string) string { return action + "_" + model }
+
+// EnsureAuthData creates missing permissions and the default groups
+// (Administrators with every permission, Users with usersGroupGrants). It is
+// idempotent and runs at every start.
+func EnsureAuthData(ctx context.Context, db bun.IDB) error {
+	for _, m := range PermissionModels {
+		for _, a := range Actions {
+			p := &Permission{AppLabel: AppLabel, Codename: Codename(a, m.Model), Model: m.Model,
+				Name: fmt.Sprintf("Can %s %s", a, m.Verbose)}
+			if _, err := db.NewInsert().Model(p).On("CONFLICT (codename) DO NOTHING").Exec(ctx); err != nil {
+				return fmt.Errorf("ensure permission %s: %w", p.Codename, err)
+			}
+		}
+	}
+	var all []string
+	if err := db.NewSelect().Model((*Permission)(nil)).Column("codename").Scan(ctx, &all); err != nil {
+		return dbErr(err)
+	}
+	for name, grants := range map[string][]string{GroupAdministrators: all, GroupUsers: usersGroupGrants()} {
+		if err := ensureGroupGrants(ctx, db, name, grants); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureGroupGrants creates the group if missing and adds the grants it
+// lacks, never removing what an operator granted.
+func ensureGroupGrants(ctx context.Context, db bun.IDB, name string, grants []string) error {
+	g := &Group{Name: name}
+	if _, err := db.NewInsert().Model(g).On("CONFLICT (name) DO NOTHING").Exec(ctx); err != nil {
+		return dbErr(err)
+	}
+	if err := db.NewSelect().Model(g).Where("name = ?", name).Scan(ctx); err != nil {
+		return dbErr(err)
+	}
+	ps, err := permissionsByCodename(ctx, db, grants)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		_, err := db.NewInsert().Model(&GroupPermission{GroupID: g.ID, PermissionID: p.ID}).
+			On("CONFLICT (group_id, permission_id) DO NOTHING").Exec(ctx)
+		if err != nil {
+			return dbErr(err)
+		}
+	}
+	return nil
+}
+
+// PermissionsQuery is the base query of the permission list.
+func PermissionsQuery(db bun.IDB) *bun.SelectQuery {
+	return db.NewSelect().Model((*Permission)(nil)).Order("p.id")
+}
+
+// GetPermission loads one permission.
+func GetPermission(ctx context.Context, db bun.IDB, id int64) (*Permission, error) {
+	p := new(Permission)
+	err := db.NewSelect().Model(p).Where("id = ?", id).Scan(ctx)
+	return p, dbErr(err)
+}
+
+func permissionsByCodename(ctx context.Context, db bun.IDB, codenames []string) ([]Permission, error) {
+	var ps []Permission
+	if len(codenames) == 0 {
+		return ps, nil
+	}
+	if err := db.NewSelect().Model(&ps).Where("codename IN (?)", bun.In(codenames)).Order("id").Scan(ctx); err != nil {
+		return nil, dbErr(err)
+	}
+	if missing := missingNames(codenames, ps, func(p Permission) string { return p.Codename }); missing != "" {
+		return nil, fmt.Errorf("%w: permission %q", ErrNotFound, missing)
+	}
+	return ps, nil
+}
+
+// UserPermissions returns the permissions a user holds through its groups
+// and directly; a superuser holds every permission.
+func UserPermissions(ctx context.Context, db bun.IDB, u *User) (group, direct []Permission, err error) {
+	if u.IsSuperuser {
+		err = PermissionsQuery(db).Scan(ctx, &group)
+		return group, nil, dbErr(err)
+	}
+	err = db.NewSelect().Model(&group).Distinct().
+		Join("JOIN group_permissions AS gp ON gp.permission_id = p.id").
+		Join("JOIN user_groups AS ug ON ug.group_id = gp.group_id").
+		Where("ug.user_id = ?", u.ID).Order("p.id").Scan(ctx)
+	if err != nil {
+		return nil, nil, dbErr(err)
+	}
+	err = db.NewSelect().Model(&direct).
+		Join("JOIN user_permissions AS up ON up.permission_id = p.id").
+		Where("up.user_id = ?", u.ID).Order("p.id").Scan(ctx)
+	return group, direct, dbErr(err)
+}
+
+// PermissionSet returns the codenames a user holds.
+func PermissionSet(ctx context.Context, db bun.IDB, u *User) (map[string]bool, error) {
+	group, direct, err := UserPermissions(ctx, db, u)
+	if err != nil {
+		return nil, err
+	}
+	set := make(map[string]bool, len(group)+len(direct))
+	for _, p := range append(group, direct...) {
+		set[p.Codename] = true
+	}
+	return set, nil
+}

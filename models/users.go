@@ -1,0 +1,171 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// User is a hub account.
+type User struct {
+	bun.BaseModel `bun:"table:users,alias:u"`
+
+	ID              int64          `bun:"id,pk,autoincrement"`
+	Username        string         `bun:"username"`
+	Password        string         `bun:"password"` // bcrypt hash; "" means no usable password
+	Email           string         `bun:"email"`
+	FirstName       string         `bun:"first_name"`
+	LastName        string         `bun:"last_name"`
+	IsActive        bool           `bun:"is_active"`
+	IsSuperuser     bool           `bun:"is_superuser"`
+	DateJoined      time.Time      `bun:"date_joined"`
+	LastLogin       *time.Time     `bun:"last_login"`
+	NASAllowSSH     bool           `bun:"nas_allow_ssh"`
+	NASPrimaryGroup *string        `bun:"nas_primary_group"`
+	NASUID          *int64         `bun:"nas_uid"`
+	Profile         map[string]any `bun:"profile,type:jsonb"`
+	IDPIssuer       *string        `bun:"idp_issuer"`
+	IDPSubject      *string        `bun:"idp_subject"`
+
+	Groups []Group `bun:"m2m:user_groups,join:User=Group"`
+}
+
+// UserGroup links users and groups.
+type UserGroup struct {
+	bun.BaseModel `bun:"table:user_groups"`
+	UserID        int64  `bun:"user_id,pk"`
+	User          *User  `bun:"rel:belongs-to,join:user_id=id"`
+	GroupID       int64  `bun:"group_id,pk"`
+	Group         *Group `bun:"rel:belongs-to,join:group_id=id"`
+}
+
+// SetPassword stores a slow (bcrypt) hash of password.
+func (u *User) SetPassword(password string) error {
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return fmt.Errorf("hash password: %w", err)
+	}
+	u.Password = string(h)
+	return nil
+}
+
+// CheckPassword reports whether password matches the stored hash.
+func (u *User) CheckPassword(password string) bool {
+	return u.Password != "" && bcrypt.CompareHashAndPassword([]byte(u.Password), []byte(password)) == nil
+}
+
+// GetUser loads a user by username, with groups.
+func GetUser(ctx context.Context, db bun.IDB, username string) (*User, error) {
+	u := new(User)
+	err := db.NewSelect().Model(u).Relation("Groups").Where("u.username = ?", username).Scan(ctx)
+	return u, dbErr(err)
+}
+
+// GetUserByID loads a user by id, with groups.
+func GetUserByID(ctx context.Context, db bun.IDB, id int64) (*User, error) {
+	u := new(User)
+	err := db.NewSelect().Model(u).Relation("Groups").Where("u.id = ?", id).Scan(ctx)
+	return u, dbErr(err)
+}
+
+// UsersQuery is the base query of the user list, ordered by username.
+func UsersQuery(db bun.IDB) *bun.SelectQuery {
+	return db.NewSelect().Model((*User)(nil)).Relation("Groups").Order("u.username")
+}
+
+// CreateUser inserts u and sets its groups by name; a NAS user gets the next
+// free uid at or above initialUID.
+func CreateUser(ctx context.Context, db bun.IDB, u *User, groups []string, initialUID int64) error {
+	if u.DateJoined.IsZero() {
+		u.DateJoined = time.Now().UTC()
+	}
+	if u.NASPrimaryGroup != nil && u.NASUID == nil {
+		uid, err := nextUID(ctx, db, initialUID)
+		if err != nil {
+			return err
+		}
+		u.NASUID = &uid
+	}
+	if _, err := db.NewInsert().Model(u).Exec(ctx); err != nil {
+		return dbErr(err)
+	}
+	return SetUserGroups(ctx, db, u, groups)
+}
+
+func nextUID(ctx context.Context, db bun.IDB, initial int64) (int64, error) {
+	var maxUID *int64
+	err := db.NewSelect().Model((*User)(nil)).ColumnExpr("MAX(nas_uid)").Scan(ctx, &maxUID)
+	if err != nil {
+		return 0, dbErr(err)
+	}
+	if maxUID == nil || *maxUID < initial {
+		return initial, nil
+	}
+	return *maxUID + 1, nil
+}
+
+// UpdateUser writes every column of u and, when groups is non-nil, replaces
+// its groups.
+func UpdateUser(ctx context.Context, db bun.IDB, u *User, groups []string, initialUID int64) error {
+	if u.NASPrimaryGroup != nil && u.NASUID == nil {
+		uid, err := nextUID(ctx, db, initialUID)
+		if err != nil {
+			return err
+		}
+		u.NASUID = &uid
+	}
+	if _, err := db.NewUpdate().Model(u).WherePK().ExcludeColumn("id").Exec(ctx); err != nil {
+		return dbErr(err)
+	}
+	if groups == nil {
+		return nil
+	}
+	return SetUserGroups(ctx, db, u, groups)
+}
+
+// SetUserGroups replaces u's groups with the named ones (ErrNotFound names a
+// missing group).
+func SetUserGroups(ctx context.Context, db bun.IDB, u *User, names []string) error {
+	gs, err := groupsByName(ctx, db, names)
+	if err != nil {
+		return err
+	}
+	if _, err := db.NewDelete().Model((*UserGroup)(nil)).Where("user_id = ?", u.ID).Exec(ctx); err != nil {
+		return dbErr(err)
+	}
+	for _, g := range gs {
+		if _, err := db.NewInsert().Model(&UserGroup{UserID: u.ID, GroupID: g.ID}).Exec(ctx); err != nil {
+			return dbErr(err)
+		}
+	}
+	u.Groups = gs
+	return nil
+}
+
+// DeleteUser removes a user by username.
+func DeleteUser(ctx context.Context, db bun.IDB, username string) error {
+	res, err := db.NewDelete().Model((*User)(nil)).Where("username = ?", username).Exec(ctx)
+	return affected(res, err)
+}
+
+// TouchLogin records a successful login.
+func TouchLogin(ctx context.Context, db bun.IDB, u *User) error {
+	now := time.Now().UTC()
+	u.LastLogin = &now
+	_, err := db.NewUpdate().Model(u).Column("last_login").WherePK().Exec(ctx)
+	return dbErr(err)
+}
+
+// affected turns "no rows affected" into ErrNotFound.
+func affected(res interface{ RowsAffected() (int64, error) }, err error) error {
+	if err != nil {
+		return dbErr(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
