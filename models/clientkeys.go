@@ -73,9 +73,10 @@ func ClientKeyUser(ctx context.Context, db bun.IDB, key string) (*ClientKey, err
 	return k, nil
 }
 
-// ClientKeysQuery lists keys; a userID of 0 lists every user's keys.
-func ClientKeysQuery(db bun.IDB, userID int64) *bun.SelectQuery {
-	q := db.NewSelect().Model((*ClientKey)(nil)).Relation("User").Order("ck.id")
+// ClientKeysQuery selects keys into dest; a userID of 0 selects every
+// user's keys.
+func ClientKeysQuery(db bun.IDB, dest any, userID int64) *bun.SelectQuery {
+	q := db.NewSelect().Model(dest).Relation("User").Order("ck.id")
 	if userID != 0 {
 		q.Where("ck.user_id = ?", userID)
 	}
@@ -85,7 +86,7 @@ func ClientKeysQuery(db bun.IDB, userID int64) *bun.SelectQuery {
 // GetClientKey loads a key visible to userID (0 = any user).
 func GetClientKey(ctx context.Context, db bun.IDB, id, userID int64) (*ClientKey, error) {
 	k := new(ClientKey)
-	err := ClientKeysQuery(db, userID).Model(k).Where("ck.id = ?", id).Scan(ctx)
+	err := ClientKeysQuery(db, k, userID).Where("ck.id = ?", id).Scan(ctx)
 	return k, dbErr(err)
 }
 

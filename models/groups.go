@@ -33,16 +33,16 @@ const (
 	GroupUsers          = "Users"
 )
 
-// GroupsQuery is the base query of the group list.
-func GroupsQuery(db bun.IDB) *bun.SelectQuery {
-	return db.NewSelect().Model((*Group)(nil)).Relation("Permissions").
+// GroupsQuery selects groups with permissions and users into dest.
+func GroupsQuery(db bun.IDB, dest any) *bun.SelectQuery {
+	return db.NewSelect().Model(dest).Relation("Permissions").
 		Relation("Users", func(q *bun.SelectQuery) *bun.SelectQuery { return q.Order("username") }).Order("g.id")
 }
 
 // GetGroup loads a group with its permissions and users.
 func GetGroup(ctx context.Context, db bun.IDB, id int64) (*Group, error) {
 	g := new(Group)
-	err := GroupsQuery(db).Model(g).Where("g.id = ?", id).Scan(ctx)
+	err := GroupsQuery(db, g).Where("g.id = ?", id).Scan(ctx)
 	return g, dbErr(err)
 }
 

@@ -114,9 +114,9 @@ func ensureGroupGrants(ctx context.Context, db bun.IDB, name string, grants []st
 	return nil
 }
 
-// PermissionsQuery is the base query of the permission list.
-func PermissionsQuery(db bun.IDB) *bun.SelectQuery {
-	return db.NewSelect().Model((*Permission)(nil)).Order("p.id")
+// PermissionsQuery selects permissions into dest.
+func PermissionsQuery(db bun.IDB, dest any) *bun.SelectQuery {
+	return db.NewSelect().Model(dest).Order("p.id")
 }
 
 // GetPermission loads one permission.
@@ -144,7 +144,7 @@ func permissionsByCodename(ctx context.Context, db bun.IDB, codenames []string) 
 // and directly; a superuser holds every permission.
 func UserPermissions(ctx context.Context, db bun.IDB, u *User) (group, direct []Permission, err error) {
 	if u.IsSuperuser {
-		err = PermissionsQuery(db).Scan(ctx, &group)
+		err = PermissionsQuery(db, &group).Scan(ctx)
 		return group, nil, dbErr(err)
 	}
 	err = db.NewSelect().Model(&group).Distinct().

@@ -63,7 +63,7 @@ func GetSiteByName(ctx context.Context, db bun.IDB, name string) (*Site, error) 
 	return s, dbErr(err)
 }
 
-// SitesQuery is the base query of the site list.
-func SitesQuery(db bun.IDB) *bun.SelectQuery {
-	return db.NewSelect().Model((*Site)(nil)).Order("s.name")
+// SitesQuery selects sites into dest, ordered by name.
+func SitesQuery(db bun.IDB, dest any) *bun.SelectQuery {
+	return db.NewSelect().Model(dest).Order("s.name")
 }

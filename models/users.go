@@ -71,9 +71,9 @@ func GetUserByID(ctx context.Context, db bun.IDB, id int64) (*User, error) {
 	return u, dbErr(err)
 }
 
-// UsersQuery is the base query of the user list, ordered by username.
-func UsersQuery(db bun.IDB) *bun.SelectQuery {
-	return db.NewSelect().Model((*User)(nil)).Relation("Groups").Order("u.username")
+// UsersQuery selects users with groups into dest, ordered by username.
+func UsersQuery(db bun.IDB, dest any) *bun.SelectQuery {
+	return db.NewSelect().Model(dest).Relation("Groups").Order("u.username")
 }
 
 // CreateUser inserts u and sets its groups by name; a NAS user gets the next
@@ -168,4 +168,31 @@ func affected(res interface{ RowsAffected() (int64, error) }, err error) error {
 		return ErrNotFound
 	}
 	return nil
+}
+
+// EnsureAdmin creates the superuser username in the Administrators group
+// when missing, with password. When the user exists, the password is reset
+// only if reset is true (an operator set it explicitly). It reports whether
+// the user was created.
+func EnsureAdmin(ctx context.Context, db bun.IDB, username, password string, reset bool) (bool, error) {
+	u, err := GetUser(ctx, db, username)
+	switch {
+	case err == nil:
+		if !reset {
+			return false, nil
+		}
+		if err := u.SetPassword(password); err != nil {
+			return false, err
+		}
+		u.IsActive = true
+		_, err := db.NewUpdate().Model(u).Column("password", "is_active").WherePK().Exec(ctx)
+		return false, dbErr(err)
+	case err != ErrNotFound:
+		return false, err
+	}
+	u = &User{Username: username, IsActive: true, IsSuperuser: true}
+	if err := u.SetPassword(password); err != nil {
+		return false, err
+	}
+	return true, CreateUser(ctx, db, u, []string{GroupAdministrators}, 0)
 }

@@ -1,0 +1,43 @@
+// Package hub holds the activities that touch the hub database. They run on
+// the hub task queue, never at a site.
+package hub
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/models"
+)
+
+// Activities are the hub-side activities; register a *Activities.
+type Activities struct {
+	DB *bun.DB
+}
+
+// Heartbeat is what a site worker node reports about itself.
+type Heartbeat struct {
+	Site             string
+	Queue            string
+	Node             string
+	WorkerVersion    string
+	EngineVersion    string
+	AnalyticsVersion string
+	SearchVersion    string
+}
+
+// RecordHeartbeat stores a node's heartbeat at the hub's clock, so that
+// liveness is judged against one clock whatever the nodes' drift.
+func (a *Activities) RecordHeartbeat(ctx context.Context, hb Heartbeat) error {
+	err := models.RecordHeartbeat(ctx, a.DB, models.Heartbeat{
+		Site: hb.Site, Node: hb.Node, Queue: hb.Queue, WorkerVersion: hb.WorkerVersion,
+		EngineVersion: hb.EngineVersion, AnalyticsVersion: hb.AnalyticsVersion, SearchVersion: hb.SearchVersion,
+		At: time.Now().UTC(),
+	})
+	if err != nil {
+		return fmt.Errorf("record heartbeat of %s/%s/%s: %w", hb.Site, hb.Queue, hb.Node, err)
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package hub
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
+)
+
+func (s *Server) authRoutes(api *gin.RouterGroup) {
+	api.POST("/auth/token/", handle(s.obtainToken))
+	api.POST("/auth/token/refresh/", handle(s.refreshToken))
+	api.POST("/auth/token/verify/", handle(s.verifyToken))
+	api.GET("/auth/token/publickey/", s.publicKey)
+	api.POST("/auth/idp/token/", handle(s.idpToken))
+}
+
+var errBadCredentials = &web.Error{Status: http.StatusUnauthorized, Detail: "No active account found with the given credentials."}
+var errTokenInvalid = &web.Error{Status: http.StatusUnauthorized, Detail: "Token is invalid or expired."}
+
+func (s *Server) obtainToken(c *gin.Context) error {
+	var in struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+	}
+	if err := web.Bind(c, &in); err != nil {
+		return err
+	}
+	v := web.ValidationError{}
+	v.Check(in.Username != "", "username", "This field is required.")
+	v.Check(in.Password != "", "password", "This field is required.")
+	if err := v.Err(); err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	u, err := models.GetUser(ctx, s.DB, in.Username)
+	if errors.Is(err, models.ErrNotFound) || (err == nil && (!u.IsActive || !u.CheckPassword(in.Password))) {
+		return errBadCredentials
+	} else if err != nil {
+		return err
+	}
+	if err := models.TouchLogin(ctx, s.DB, u); err != nil {
+		return err
+	}
+	access, refresh, err := s.Tokens.Pair(u)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, gin.H{"access": access, "refresh": refresh})
+	return nil
+}
+
+func (s *Server) refreshToken(c *gin.Context) error {
+	var in struct {
+		Refresh string `json:"refresh"`
+	}
+	if err := web.Bind(c, &in); err != nil {
+		return err
+	}
+	if in.Refresh == "" {
+		return web.Invalid("refresh", "This field is required.")
+	}
+	u, err := s.Tokens.User(c.Request.Context(), s.DB, in.Refresh, auth.TypeRefresh)
+	if errors.Is(err, auth.ErrBadToken) {
+		return errTokenInvalid
+	} else if err != nil {
+		return err
+	}
+	access, err := s.Tokens.Issue(u, auth.TypeAccess)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, gin.H{"access": access})
+	return nil
+}
+
+func (s *Server) verifyToken(c *gin.Context) error {
+	var in struct {
+		Token string `json:"token"`
+		Type  string `json:"type"`
+	}
+	if err := web.Bind(c, &in); err != nil {
+		return err
+	}
+	v := web.ValidationError{}
+	v.Check(in.Token != "", "token", "This field is required.")
+	if in.Type == "" {
+		v.Add("type", "This field is required.")
+	} else {
+		v.Check(in.Type == auth.TypeAccess || in.Type == auth.TypeRefresh, "type", `"`+in.Type+`" is not a valid choice: use access or refresh.`)
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	_, err := s.Tokens.User(c.Request.Context(), s.DB, in.Token, in.Type)
+	if errors.Is(err, auth.ErrBadToken) {
+		return errTokenInvalid
+	} else if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, gin.H{})
+	return nil
+}
+
+func (s *Server) publicKey(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"algorithm": "EdDSA", "public_key": s.Tokens.PublicKeyPEM()})
+}
+
+// idpToken exchanges an ID token of the configured OIDC issuer for hub
+// tokens and the local user's record.
+func (s *Server) idpToken(c *gin.Context) error {
+	var in struct {
+		Token   string `json:"token"`
+		IDToken string `json:"id_token"`
+	}
+	if err := web.Bind(c, &in); err != nil {
+		return err
+	}
+	raw := in.Token
+	if raw == "" {
+		raw = in.IDToken
+	}
+	if raw == "" {
+		return web.Invalid("token", "This field is required.")
+	}
+	ctx := c.Request.Context()
+	conf, err := models.GetConfiguration(ctx, s.DB)
+	if err != nil {
+		return err
+	}
+	claims, err := s.IDP.Verify(ctx, raw, time.Duration(conf.IDPJWKSTimeout)*time.Second)
+	switch {
+	case errors.Is(err, auth.ErrIDPDisabled):
+		return web.Errorf(http.StatusNotFound, "No identity provider is configured.")
+	case errors.Is(err, auth.ErrBadToken):
+		return web.Errorf(http.StatusUnauthorized, "The identity provider token is invalid: %v", err)
+	case err != nil:
+		s.Log.Warn("identity provider unavailable", "error", err)
+		return web.Errorf(http.StatusBadGateway, "The identity provider could not be reached.")
+	}
+	u, err := auth.LinkUser(ctx, s.DB, claims)
+	if errors.Is(err, auth.ErrBadToken) {
+		return web.Errorf(http.StatusUnauthorized, "%v", err)
+	} else if err != nil {
+		return err
+	}
+	if err := models.TouchLogin(ctx, s.DB, u); err != nil {
+		return err
+	}
+	access, refresh, err := s.Tokens.Pair(u)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, gin.H{"access": access, "refresh": refresh, "user": renderUser(c, u)})
+	return nil
+}

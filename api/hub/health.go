@@ -1,0 +1,137 @@
+package hub
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.temporal.io/sdk/client"
+
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/models"
+)
+
+// Health values, worst last.
+const (
+	healthOK       = "ok"
+	healthWarning  = "warning"
+	healthCritical = "critical"
+)
+
+func worse(a, b string) string {
+	rank := map[string]int{healthOK: 0, healthWarning: 1, healthCritical: 2}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+func (s *Server) healthRoutes(r *gin.RouterGroup) {
+	r.GET("/health/", auth.Require("view_site"), handle(s.health))
+}
+
+// health reports the hub (database and Temporal reachable) and each site:
+// a node or queue is online when its last heartbeat is within
+// node_health_last_heartbeat_interval; a site is ok when every queue is
+// online, warning when some are, critical when none (or no node ever
+// reported). Overall is critical when the hub or every site is, warning
+// when any site is not ok.
+func (s *Server) health(c *gin.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
+	defer cancel()
+	hub := healthOK
+	if err := s.DB.PingContext(ctx); err != nil {
+		s.Log.Warn("health: database unreachable", "error", err)
+		hub = healthCritical
+	}
+	if _, err := s.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		s.Log.Warn("health: temporal unreachable", "error", err)
+		hub = healthCritical
+	}
+	overall := hub
+	var sites []gin.H
+	if hub == healthOK {
+		var err error
+		sites, overall, err = s.siteHealth(ctx, overall)
+		if err != nil {
+			return err
+		}
+	}
+	if sites == nil {
+		sites = []gin.H{}
+	}
+	c.JSON(http.StatusOK, gin.H{"overall_health": overall, "hub_status": gin.H{"health": hub}, "site_status": sites})
+	return nil
+}
+
+func (s *Server) siteHealth(ctx context.Context, overall string) ([]gin.H, string, error) {
+	conf, err := models.GetConfiguration(ctx, s.DB)
+	if err != nil {
+		return nil, "", err
+	}
+	cutoff := time.Now().Add(-time.Duration(conf.NodeHealthLastHeartbeatInterval) * time.Second)
+	online := func(t *time.Time) bool { return t != nil && t.After(cutoff) }
+	status := func(ok bool) string {
+		if ok {
+			return healthOK
+		}
+		return healthCritical
+	}
+	var sites []models.Site
+	if err := models.SitesQuery(s.DB, &sites).Scan(ctx); err != nil {
+		return nil, "", err
+	}
+	out := make([]gin.H, 0, len(sites))
+	worst, allDown := healthOK, len(sites) > 0
+	for _, site := range sites {
+		nodes, err := models.SiteNodes(ctx, s.DB, site.ID)
+		if err != nil {
+			return nil, "", err
+		}
+		queues, err := models.SiteQueues(ctx, s.DB, site.ID)
+		if err != nil {
+			return nil, "", err
+		}
+		nodeOut := make([]gin.H, len(nodes))
+		for i, n := range nodes {
+			hasDefault := false
+			for _, q := range n.Queues {
+				hasDefault = hasDefault || q.Name == models.DefaultQueue
+			}
+			nodeOut[i] = gin.H{"name": n.Name, "health": status(online(n.LastHeartbeat)), "online": online(n.LastHeartbeat),
+				"has_default_queue": hasDefault, "last_heartbeat": n.LastHeartbeat, "worker_version": n.WorkerVersion,
+				"engine_version": n.EngineVersion, "analytics_version": n.AnalyticsVersion, "search_version": n.SearchVersion}
+		}
+		up := 0
+		queueOut := make([]gin.H, len(queues))
+		for i, q := range queues {
+			if online(q.LastHeartbeat) {
+				up++
+			}
+			queueOut[i] = gin.H{"name": q.Name, "health": status(online(q.LastHeartbeat)), "online": online(q.LastHeartbeat),
+				"last_heartbeat": q.LastHeartbeat}
+		}
+		health := healthWarning
+		switch {
+		case up == 0:
+			health = healthCritical
+		case up == len(queues):
+			health = healthOK
+		}
+		worst = worse(worst, health)
+		if health != healthCritical {
+			allDown = false
+		}
+		out = append(out, gin.H{"site": site.Name, "health": health, "nodes": nodeOut, "queues": queueOut})
+	}
+	// One site in trouble is a warning for the hub as a whole; every site
+	// down is critical.
+	switch {
+	case allDown:
+		overall = healthCritical
+	case worst != healthOK:
+		overall = worse(overall, healthWarning)
+	}
+	return out, overall, nil
+}

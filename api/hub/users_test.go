@@ -1,0 +1,216 @@
+package hub_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/api/hub/apitest"
+)
+
+func TestUsersCRUD(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		r := e.AsAdmin(http.MethodPost, "/api/users/", map[string]any{
+			"username": "alice", "password": "alice-pass-1", "email": "alice@example.com",
+			"first_name": "Alice", "groups": []string{"Users"},
+			"nas_user": map[string]any{"primary_group": "staff", "allow_ssh": true},
+			"profile":  map[string]any{"timezone": "Europe/Paris", "department": "R&D"},
+		})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		u := r.Map()
+		require.NotContains(t, u, "password", "passwords are never returned")
+		require.Equal(t, "alice", u["username"])
+		require.Equal(t, float64(100000), u["nas_user"].(map[string]any)["uid"], "uid from initial_uid")
+		require.Equal(t, "Users", u["groups"].([]any)[0].(map[string]any)["name"])
+		require.Equal(t, "Europe/Paris", u["profile"].(map[string]any)["timezone"])
+		require.True(t, strings.HasSuffix(u["url"].(string), "/api/users/alice/"))
+
+		r = e.AsAdmin(http.MethodPost, "/api/users/", map[string]any{"username": "bob", "password": "bob-pass-12",
+			"nas_user": map[string]any{"primary_group": "staff"}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		require.Equal(t, float64(100001), r.Map()["nas_user"].(map[string]any)["uid"])
+
+		r = e.AsAdmin(http.MethodGet, "/api/users/alice/", nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.Equal(t, "alice@example.com", r.Map()["email"])
+
+		// PATCH: password optional, uid unchangeable.
+		r = e.AsAdmin(http.MethodPatch, "/api/users/alice/", map[string]any{"last_name": "Liddell",
+			"nas_user": map[string]any{"uid": 5, "allow_ssh": false}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.Equal(t, "Liddell", r.Map()["last_name"])
+		require.Equal(t, float64(100000), r.Map()["nas_user"].(map[string]any)["uid"])
+		e.Login("alice", "alice-pass-1")
+		r = e.AsAdmin(http.MethodPatch, "/api/users/alice/", map[string]any{"password": "alice-pass-2"})
+		require.Equal(t, http.StatusOK, r.Status)
+		e.Login("alice", "alice-pass-2")
+
+		r = e.AsAdmin(http.MethodGet, "/api/users/", nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.Equal(t, float64(3), r.Map()["count"])
+
+		require.Equal(t, http.StatusNoContent, e.AsAdmin(http.MethodDelete, "/api/users/bob/", nil).Status)
+		require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodGet, "/api/users/bob/", nil).Status)
+		require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodDelete, "/api/users/bob/", nil).Status)
+		require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodPatch, "/api/users/bob/", map[string]any{}).Status)
+	})
+}
+
+func TestUserValidation(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	e.CreateUser("taken")
+	cases := []struct {
+		name  string
+		body  any
+		field string
+	}{
+		{"missing username", map[string]any{"password": "long-enough"}, "username"},
+		{"missing password", map[string]any{"username": "x1"}, "password"},
+		{"short password", map[string]any{"username": "x1", "password": "short"}, "password"},
+		{"bad username chars", map[string]any{"username": "a b!", "password": "long-enough"}, "username"},
+		{"username too long", map[string]any{"username": strings.Repeat("a", 151), "password": "long-enough"}, "username"},
+		{"duplicate username", map[string]any{"username": "taken", "password": "long-enough"}, "username"},
+		{"bad email", map[string]any{"username": "x1", "password": "long-enough", "email": "nope"}, "email"},
+		{"unknown group", map[string]any{"username": "x1", "password": "long-enough", "groups": []string{"Nope"}}, "groups"},
+		{"nas user without group", map[string]any{"username": "x1", "password": "long-enough", "nas_user": map[string]any{}}, "nas_user.primary_group"},
+		{"bad timezone", map[string]any{"username": "x1", "password": "long-enough", "profile": map[string]any{"timezone": "Mars/Base"}}, "profile.timezone"},
+		{"unknown site", map[string]any{"username": "x1", "password": "long-enough", "profile": map[string]any{"home_site": 999}}, "profile.home_site"},
+		{"wrong type", map[string]any{"username": "x1", "password": "long-enough", "is_active": "yes"}, "is_active"},
+	}
+	for _, tc := range cases {
+		r := e.AsAdmin(http.MethodPost, "/api/users/", tc.body)
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", tc.name, r.Body)
+		require.Contains(t, r.Map(), tc.field, "%s: %s", tc.name, r.Body)
+	}
+	r := e.AsAdmin(http.MethodPost, "/api/users/", "[1,2")
+	require.Equal(t, http.StatusBadRequest, r.Status)
+	require.Contains(t, r.Map(), "detail")
+	r = e.AsAdmin(http.MethodPost, "/api/users/", "[1,2]")
+	require.Equal(t, http.StatusBadRequest, r.Status, string(r.Body))
+}
+
+func TestActivateDeactivateAndChangePassword(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		tok := e.CreateUser("carol")
+		refresh := e.Do(http.MethodPost, "/api/auth/token/", "", map[string]string{"username": "carol", "password": "password-carol"}).Map()["refresh"].(string)
+
+		r := e.AsAdmin(http.MethodPost, "/api/users/carol/deactivate/", nil)
+		require.Equal(t, http.StatusCreated, r.Status)
+		require.Equal(t, false, r.Map()["is_active"])
+		// A deactivated user's tokens stop working and it cannot log in.
+		require.Equal(t, http.StatusUnauthorized, e.Do(http.MethodGet, "/api/my-permissions/", apitest.Bearer(tok), nil).Status)
+		require.Equal(t, http.StatusUnauthorized, e.Do(http.MethodPost, "/api/auth/token/verify/", "", map[string]string{"token": tok, "type": "access"}).Status)
+		require.Equal(t, http.StatusUnauthorized, e.Do(http.MethodPost, "/api/auth/token/refresh/", "", map[string]string{"refresh": refresh}).Status)
+		require.Equal(t, http.StatusUnauthorized, e.Do(http.MethodPost, "/api/auth/token/", "", map[string]string{"username": "carol", "password": "password-carol"}).Status)
+
+		r = e.AsAdmin(http.MethodPost, "/api/users/carol/activate/", nil)
+		require.Equal(t, http.StatusCreated, r.Status)
+		require.Equal(t, true, r.Map()["is_active"])
+		require.Equal(t, http.StatusOK, e.Do(http.MethodGet, "/api/my-permissions/", apitest.Bearer(tok), nil).Status)
+		require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodPost, "/api/users/ghost/activate/", nil).Status)
+
+		// change_password checks the old password and validates the new one.
+		cp := func(old, new string) apitest.Response {
+			return e.Do(http.MethodPost, "/api/users/change_password/", apitest.Bearer(tok), map[string]string{"old_password": old, "new_password": new})
+		}
+		require.Equal(t, http.StatusBadRequest, cp("wrong-pass", "new-password-1").Status)
+		require.Equal(t, http.StatusBadRequest, cp("password-carol", "short").Status)
+		require.Equal(t, http.StatusBadRequest, cp("", "").Status)
+		require.Equal(t, http.StatusCreated, cp("password-carol", "new-password-1").Status)
+		e.Login("carol", "new-password-1")
+
+		// A deleted user's token stops working.
+		require.Equal(t, http.StatusNoContent, e.AsAdmin(http.MethodDelete, "/api/users/carol/", nil).Status)
+		require.Equal(t, http.StatusUnauthorized, e.Do(http.MethodGet, "/api/my-permissions/", apitest.Bearer(tok), nil).Status)
+	})
+}
+
+// TestPermissionsEnforced: an ordinary user gets 403 on every endpoint it
+// lacks the permission for, and 200 where the Users group grants it.
+func TestPermissionsEnforced(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	user := apitest.Bearer(e.CreateUser("dave"))
+	forbidden := []struct{ method, path string }{
+		{"GET", "/api/users/"}, {"POST", "/api/users/"}, {"GET", "/api/users/admin/"},
+		{"PATCH", "/api/users/admin/"}, {"DELETE", "/api/users/admin/"},
+		{"POST", "/api/users/admin/activate/"}, {"POST", "/api/users/admin/deactivate/"},
+		{"GET", "/api/groups/"}, {"POST", "/api/groups/"}, {"GET", "/api/groups/1/"},
+		{"PATCH", "/api/groups/1/"}, {"DELETE", "/api/groups/1/"},
+		{"GET", "/api/permissions/"}, {"GET", "/api/permissions/1/"},
+	}
+	for _, f := range forbidden {
+		r := e.Do(f.method, f.path, user, map[string]any{})
+		require.Equal(t, http.StatusForbidden, r.Status, "%s %s: %s", f.method, f.path, r.Body)
+		require.Contains(t, r.Map(), "detail")
+	}
+	for _, path := range []string{"/api/my-permissions/", "/api/health/", "/api/auth/clientkeys/"} {
+		require.Equal(t, http.StatusOK, e.Do("GET", path, user, nil).Status, path)
+	}
+
+	// Granting the permission through a group opens the endpoint.
+	r := e.AsAdmin(http.MethodPost, "/api/groups/", map[string]any{"name": "Auditors", "permissions": []string{"view_user"}, "users": []string{"dave"}})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	require.Equal(t, http.StatusOK, e.Do("GET", "/api/users/", user, nil).Status)
+	require.Equal(t, http.StatusForbidden, e.Do("POST", "/api/users/", user, map[string]any{}).Status)
+
+	r = e.Do("GET", "/api/my-permissions/", user, nil)
+	perms := r.JSON().([]any)[0].(map[string]any)
+	var codenames []string
+	for _, p := range perms["group_permissions"].([]any) {
+		codenames = append(codenames, p.(map[string]any)["codename"].(string))
+	}
+	require.Contains(t, codenames, "view_user")
+	require.Contains(t, codenames, "view_site")
+	require.NotContains(t, codenames, "add_user")
+	for _, k := range []string{"user_permissions", "group_object_permissions", "user_object_permissions"} {
+		require.Contains(t, perms, k)
+	}
+}
+
+func TestGroupsAndPermissionsResources(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.CreateUser("erin")
+		r := e.AsAdmin(http.MethodPost, "/api/groups/", map[string]any{"name": "Operators", "permissions": []string{"view_site", "change_site"}, "users": []string{"erin"}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		id := int(r.Map()["id"].(float64))
+		require.ElementsMatch(t, []any{"view_site", "change_site"}, r.Map()["permissions"])
+		require.Equal(t, []any{"erin"}, r.Map()["users"])
+
+		path := fmt.Sprintf("/api/groups/%d/", id)
+		r = e.AsAdmin(http.MethodPatch, path, map[string]any{"name": "Ops", "permissions": []string{"view_site"}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.Equal(t, "Ops", r.Map()["name"])
+		require.Equal(t, []any{"view_site"}, r.Map()["permissions"])
+		require.Equal(t, []any{"erin"}, r.Map()["users"], "users untouched when not sent")
+
+		require.Equal(t, http.StatusBadRequest, e.AsAdmin(http.MethodPost, "/api/groups/", map[string]any{}).Status)
+		require.Equal(t, http.StatusBadRequest, e.AsAdmin(http.MethodPost, "/api/groups/", map[string]any{"name": "X", "permissions": []string{"fly_site"}}).Status)
+		require.Equal(t, http.StatusBadRequest, e.AsAdmin(http.MethodPost, "/api/groups/", map[string]any{"name": "X", "users": []string{"ghost"}}).Status)
+		require.Equal(t, http.StatusConflict, e.AsAdmin(http.MethodPost, "/api/groups/", map[string]any{"name": "Users"}).Status)
+		require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodGet, "/api/groups/9999/", nil).Status)
+		require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodGet, "/api/groups/abc/", nil).Status)
+
+		require.Equal(t, http.StatusNoContent, e.AsAdmin(http.MethodDelete, path, nil).Status)
+		require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodGet, path, nil).Status)
+
+		r = e.AsAdmin(http.MethodGet, "/api/permissions/?page_size=0", nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		results := r.Map()["results"].([]any)
+		require.Equal(t, int(r.Map()["count"].(float64)), len(results))
+		p := results[0].(map[string]any)
+		for _, k := range []string{"id", "app_label", "codename", "model", "name"} {
+			require.Contains(t, p, k)
+		}
+		r = e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/permissions/%d/", int(p["id"].(float64))), nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.Equal(t, p["codename"], r.Map()["codename"])
+	})
+}

@@ -1,0 +1,120 @@
+// Package web holds the conventions every hub endpoint shares: error
+// rendering, request ids, JSON binding, validation and pagination.
+package web
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/thehub/hub/models"
+)
+
+// Error is an error with an HTTP status and a message safe to show clients.
+type Error struct {
+	Status int
+	Detail string
+}
+
+func (e *Error) Error() string { return e.Detail }
+
+// Errorf builds an Error with a formatted detail.
+func Errorf(status int, format string, args ...any) *Error {
+	return &Error{Status: status, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Common client errors.
+var (
+	ErrUnauthenticated = &Error{http.StatusUnauthorized, "Authentication credentials were not provided or are invalid."}
+	ErrForbidden       = &Error{http.StatusForbidden, "You do not have permission to perform this action."}
+	ErrNotFound        = &Error{http.StatusNotFound, "Not found."}
+)
+
+// ValidationError maps field names to messages; it renders as 400 with the
+// fields as the body, e.g. {"username": ["This field is required."]}.
+type ValidationError map[string][]string
+
+func (v ValidationError) Error() string {
+	return fmt.Sprintf("validation failed: %v", map[string][]string(v))
+}
+
+// Add records a message for a field.
+func (v ValidationError) Add(field, msg string) { v[field] = append(v[field], msg) }
+
+// Check records msg for field when ok is false.
+func (v ValidationError) Check(ok bool, field, msg string) {
+	if !ok {
+		v.Add(field, msg)
+	}
+}
+
+// Err returns v as an error, or nil when no field failed.
+func (v ValidationError) Err() error {
+	if len(v) == 0 {
+		return nil
+	}
+	return v
+}
+
+// Invalid is a one-field validation error.
+func Invalid(field, msg string) error { return ValidationError{field: {msg}} }
+
+// status maps an error to its HTTP status and client-visible body: the one
+// place where domain errors meet HTTP.
+func status(err error) (int, any) {
+	var we *Error
+	var ve ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return http.StatusBadRequest, map[string][]string(ve)
+	case errors.As(err, &we):
+		return we.Status, gin.H{"detail": we.Detail}
+	case errors.Is(err, models.ErrNotFound):
+		return http.StatusNotFound, gin.H{"detail": ErrNotFound.Detail}
+	case errors.Is(err, models.ErrConflict):
+		return http.StatusConflict, gin.H{"detail": "A record with these values already exists."}
+	}
+	return http.StatusInternalServerError, nil
+}
+
+// Errors renders the last error a handler recorded with c.Error. Internal
+// errors are logged with the request id and never echoed.
+func Errors(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Next()
+		if len(c.Errors) == 0 || c.Writer.Written() {
+			return
+		}
+		err := c.Errors.Last().Err
+		code, body := status(err)
+		if code == http.StatusInternalServerError {
+			id := RequestID(c)
+			log.Error("request failed", "request_id", id, "method", c.Request.Method, "path", c.Request.URL.Path, "error", err)
+			body = gin.H{"detail": "Internal server error.", "request_id": id}
+		}
+		if code == http.StatusUnauthorized {
+			c.Header("WWW-Authenticate", `Bearer realm="api"`)
+		}
+		c.JSON(code, body)
+	}
+}
+
+// Recover turns a panic into a logged 500 with the usual body.
+func Recover(log *slog.Logger) gin.HandlerFunc {
+	return gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, v any) {
+		id := RequestID(c)
+		log.Error("panic in handler", "request_id", id, "path", c.Request.URL.Path, "panic", v)
+		c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"detail": "Internal server error.", "request_id": id})
+	})
+}
+
+// NotFound and MethodNotAllowed answer unknown routes in JSON.
+func NotFound(c *gin.Context) { c.JSON(http.StatusNotFound, gin.H{"detail": ErrNotFound.Detail}) }
+
+// MethodNotAllowed answers a known path with a method it does not serve.
+func MethodNotAllowed(c *gin.Context) {
+	c.JSON(http.StatusMethodNotAllowed, gin.H{"detail": fmt.Sprintf("Method %q not allowed.", c.Request.Method)})
+}

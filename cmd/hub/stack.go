@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	hubact "github.com/thehub/hub/activities/hub"
+	"github.com/thehub/hub/api/auth"
+	hubapi "github.com/thehub/hub/api/hub"
+	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/cmd/hub/devserver"
+	"github.com/thehub/hub/migrations"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/worker"
+	"github.com/thehub/hub/workflows"
+)
+
+// runDev starts everything in one process and blocks until ctx ends.
+func runDev(ctx context.Context, cfg *Config) error {
+	log := cfg.logger()
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	// Bind the API ports first so a busy port fails before anything starts.
+	lns, err := listenAll(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeAll(lns)
+
+	ts, err := devserver.Start(devserver.Options{
+		FrontendAddr: cfg.TemporalAddr, UIAddr: cfg.TemporalUIAddr, Namespace: cfg.Namespace,
+		DatabaseFile: filepath.Join(cfg.DataDir, "temporal.db"), SearchAttributes: workflows.SearchAttributes,
+		Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer ts.Stop()
+	cfg.TemporalAddr = ts.FrontendAddr()
+
+	db, password, err := openHubDB(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, name := range cfg.DevSites {
+		if _, err := models.EnsureSite(ctx, db, name); err != nil {
+			return fmt.Errorf("create dev site %s: %w", name, err)
+		}
+	}
+	tc, err := dialTemporal(cfg)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+
+	var workers []sdkworker.Worker
+	defer func() {
+		for _, w := range workers {
+			w.Stop()
+		}
+	}()
+	hw := worker.Hub(tc, &hubact.Activities{DB: db})
+	if err := hw.Start(); err != nil {
+		return fmt.Errorf("start hub worker: %w", err)
+	}
+	workers = append(workers, hw)
+	var wg sync.WaitGroup
+	hbCtx, stopHeartbeats := context.WithCancel(ctx)
+	defer func() { stopHeartbeats(); wg.Wait() }()
+	for _, name := range cfg.DevSites {
+		sc := worker.SiteConfig{Site: name, Queue: models.DefaultQueue, Node: cfg.Node,
+			Root: filepath.Join(cfg.DataDir, "sites", name), HeartbeatInterval: cfg.Heartbeat}
+		if sc.Node == "" {
+			sc.Node, _ = os.Hostname()
+		}
+		sw, err := startSiteWorker(hbCtx, tc, sc, log, &wg)
+		if err != nil {
+			return err
+		}
+		workers = append(workers, sw)
+	}
+
+	servers, err := newServers(ctx, cfg, db, tc, log)
+	if err != nil {
+		return err
+	}
+	errc := serveAll(servers, lns, log)
+	printBanner(cfg, ts.UIURL(), password, lns)
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	log.Info("shutting down")
+	shutdownAll(servers)
+	return err
+}
+
+// runServe serves the three APIs against an existing Temporal cluster.
+func runServe(ctx context.Context, cfg *Config) error {
+	log := cfg.logger()
+	lns, err := listenAll(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeAll(lns)
+	db, password, err := openHubDB(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	tc, err := dialTemporal(cfg)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	servers, err := newServers(ctx, cfg, db, tc, log)
+	if err != nil {
+		return err
+	}
+	errc := serveAll(servers, lns, log)
+	printBanner(cfg, "", password, lns)
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	shutdownAll(servers)
+	return err
+}
+
+// runWorker runs the hub worker and/or one site worker until ctx ends.
+func runWorker(ctx context.Context, cfg *Config) error {
+	log := cfg.logger()
+	tc, err := dialTemporal(cfg)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	if cfg.Hub {
+		db, err := models.Open(cfg.DatabaseURL)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		if err := migrations.Up(ctx, db); err != nil {
+			return err
+		}
+		hw := worker.Hub(tc, &hubact.Activities{DB: db})
+		if err := hw.Start(); err != nil {
+			return fmt.Errorf("start hub worker: %w", err)
+		}
+		defer hw.Stop()
+		log.Info("hub worker started", "task_queue", workflows.HubTaskQueue)
+	}
+	var wg sync.WaitGroup
+	if cfg.Site != "" {
+		sc := worker.SiteConfig{Site: cfg.Site, Queue: cfg.Queue, Root: cfg.Root, Node: cfg.Node, HeartbeatInterval: cfg.Heartbeat}
+		sw, err := startSiteWorker(ctx, tc, sc, log, &wg)
+		if err != nil {
+			return err
+		}
+		defer sw.Stop()
+		log.Info("site worker started", "task_queue", workflows.SiteTaskQueue(cfg.Site, cfg.Queue), "root", cfg.Root)
+	}
+	<-ctx.Done()
+	wg.Wait()
+	return nil
+}
+
+func startSiteWorker(ctx context.Context, tc client.Client, sc worker.SiteConfig, log *slog.Logger, wg *sync.WaitGroup) (sdkworker.Worker, error) {
+	if err := os.MkdirAll(sc.Root, 0o750); err != nil {
+		return nil, fmt.Errorf("create site root %s: %w", sc.Root, err)
+	}
+	sw := worker.Site(tc, sc)
+	if err := sw.Start(); err != nil {
+		return nil, fmt.Errorf("start site worker %s/%s: %w", sc.Site, sc.Queue, err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		worker.Heartbeats(ctx, tc, sc, log)
+	}()
+	return sw, nil
+}
+
+// openHubDB opens and migrates the database, creates permissions, default
+// groups and the administrator. password is non-empty only when it was
+// generated now and must be shown once.
+func openHubDB(ctx context.Context, cfg *Config, log *slog.Logger) (*bun.DB, string, error) {
+	db, err := models.Open(cfg.DatabaseURL)
+	if err != nil {
+		return nil, "", err
+	}
+	fail := func(err error) (*bun.DB, string, error) { db.Close(); return nil, "", err }
+	if err := migrations.Up(ctx, db); err != nil {
+		return fail(err)
+	}
+	if err := models.EnsureAuthData(ctx, db); err != nil {
+		return fail(fmt.Errorf("create permissions and groups: %w", err))
+	}
+	password := cfg.AdminPassword
+	if password == "" {
+		password = generatePassword()
+	}
+	created, err := models.EnsureAdmin(ctx, db, cfg.AdminUsername, password, cfg.adminPasswordSet)
+	if err != nil {
+		return fail(fmt.Errorf("create administrator: %w", err))
+	}
+	if created && !cfg.adminPasswordSet {
+		return db, password, nil
+	}
+	return db, "", nil
+}
+
+func generatePassword() string {
+	b := make([]byte, 15)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func dialTemporal(cfg *Config) (client.Client, error) {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddr, Namespace: cfg.Namespace,
+		Logger: sdklog.NewStructuredLogger(logger)})
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddr, err)
+	}
+	return tc, nil
+}
+
+// The three listeners, in this order.
+const (
+	lnAPI = iota
+	lnCJ
+	lnAuth
+)
+
+func listenAll(cfg *Config) ([]net.Listener, error) {
+	var lns []net.Listener
+	for _, a := range []struct{ addr, env string }{{cfg.APIAddr, "HUB_API_ADDR"}, {cfg.CJAddr, "HUB_CJ_ADDR"}, {cfg.AuthAddr, "HUB_AUTH_ADDR"}} {
+		ln, err := net.Listen("tcp", a.addr)
+		if err != nil {
+			closeAll(lns)
+			return nil, fmt.Errorf("cannot listen on %s (set %s): %w", a.addr, a.env, err)
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+func closeAll(lns []net.Listener) {
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+}
+
+func newServers(ctx context.Context, cfg *Config, db *bun.DB, tc client.Client, log *slog.Logger) ([]*http.Server, error) {
+	tokens, err := auth.NewTokens(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	api := &hubapi.Server{DB: db, Tokens: tokens, Temporal: tc, Log: log,
+		IDP: &auth.IDP{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID}}
+	mk := func(h http.Handler) *http.Server {
+		return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	}
+	return []*http.Server{lnAPI: mk(api.Handler()), lnCJ: mk(notYet(log)), lnAuth: mk(notYet(log))}, nil
+}
+
+// notYet answers every request of a listener whose routes are not served
+// by this build with a JSON 404.
+func notYet(log *slog.Logger) http.Handler {
+	r := gin.New()
+	r.Use(web.RequestIDs(log), web.Recover(log))
+	r.NoRoute(web.NotFound)
+	return r
+}
+
+func serveAll(servers []*http.Server, lns []net.Listener, log *slog.Logger) <-chan error {
+	errc := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() {
+			if err := srv.Serve(lns[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("server stopped", "addr", lns[i].Addr().String(), "error", err)
+				errc <- err
+			}
+		}()
+	}
+	return errc
+}
+
+func shutdownAll(servers []*http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.Shutdown(ctx)
+	}
+}
+
+func printBanner(cfg *Config, uiURL, password string, lns []net.Listener) {
+	url := func(i int) string { return "http://" + lns[i].Addr().String() }
+	fmt.Println("The hub is running.")
+	fmt.Printf("  Hub API            %s/api/   (reference: %s/api/docs/)\n", url(lnAPI), url(lnAPI))
+	fmt.Printf("  C+J API            %s/\n", url(lnCJ))
+	fmt.Printf("  C+J token server   %s/oauth2/token\n", url(lnAuth))
+	fmt.Printf("  Temporal frontend  %s (namespace %s)\n", cfg.TemporalAddr, cfg.Namespace)
+	if uiURL != "" {
+		fmt.Printf("  Temporal Web UI    %s/namespaces/%s/workflows\n", uiURL, cfg.Namespace)
+	}
+	if len(cfg.DevSites) > 0 {
+		fmt.Printf("  Dev sites          %v, roots under %s\n", cfg.DevSites, filepath.Join(cfg.DataDir, "sites"))
+	}
+	fmt.Printf("  Database           %s\n", cfg.DatabaseURL)
+	switch {
+	case password != "":
+		fmt.Printf("  Admin              %s / %s   (generated now and shown only once)\n", cfg.AdminUsername, password)
+	case cfg.adminPasswordSet:
+		fmt.Printf("  Admin              %s / (the password in HUB_ADMIN_PASSWORD)\n", cfg.AdminUsername)
+	default:
+		fmt.Printf("  Admin              %s / (shown at first start; set HUB_ADMIN_PASSWORD to reset it)\n", cfg.AdminUsername)
+	}
+	fmt.Println("Press Ctrl-C to stop.")
+}

@@ -1,0 +1,41 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/thehub/hub/workflows"
+)
+
+// EnsureSearchAttributes registers the hub's custom search attributes on
+// the namespace when missing; it is idempotent and runs at start-up, so an
+// external cluster needs no manual step.
+func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes: %w", err)
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	for name, typ := range workflows.SearchAttributes {
+		got, ok := have.GetCustomAttributes()[name]
+		switch {
+		case !ok:
+			missing[name] = typ
+		case got != typ:
+			return fmt.Errorf("search attribute %s is registered as %s, not %s; it cannot be changed in place", name, got, typ)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: missing})
+	if err != nil {
+		return fmt.Errorf("add search attributes: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+// Package worker builds the hub's Temporal workers: one function per
+// task-queue kind.
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	hubact "github.com/thehub/hub/activities/hub"
+	"github.com/thehub/hub/workflows"
+)
+
+// Version is the hub's version, set at build time with -ldflags.
+var Version = "dev"
+
+// Hub returns the hub worker: every workflow and the hub activities.
+func Hub(c client.Client, acts *hubact.Activities) sdkworker.Worker {
+	w := sdkworker.New(c, workflows.HubTaskQueue, sdkworker.Options{})
+	w.RegisterWorkflowWithOptions(workflows.NodeWorkflow, workflow.RegisterOptions{Name: workflows.NodeWorkflowName})
+	w.RegisterActivity(acts)
+	return w
+}
+
+// SiteConfig describes one site worker process.
+type SiteConfig struct {
+	Site, Queue, Root, Node string
+	HeartbeatInterval       time.Duration
+}
+
+// Site returns a worker polling the site's queue.
+func Site(c client.Client, cfg SiteConfig) sdkworker.Worker {
+	w := sdkworker.New(c, workflows.SiteTaskQueue(cfg.Site, cfg.Queue), sdkworker.Options{
+		// The default two pollers measurably starve busy site queues.
+		MaxConcurrentActivityTaskPollers: 8,
+	})
+	return w
+}
+
+// Heartbeats signals the node's heartbeat to the hub every interval until
+// ctx ends; the hub judges liveness from these.
+func Heartbeats(ctx context.Context, c client.Client, cfg SiteConfig, log *slog.Logger) {
+	hb := hubact.Heartbeat{Site: cfg.Site, Queue: cfg.Queue, Node: cfg.Node, WorkerVersion: Version,
+		EngineVersion: "temporal-go-sdk " + temporal.SDKVersion, AnalyticsVersion: Version, SearchVersion: Version}
+	opts := client.StartWorkflowOptions{
+		ID:                       workflows.NodeWorkflowID(cfg.Site, cfg.Queue, cfg.Node),
+		TaskQueue:                workflows.HubTaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+	t := time.NewTicker(cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := c.SignalWithStartWorkflow(sctx, opts.ID, workflows.NodeHeartbeatSignal, hb, opts, workflows.NodeWorkflowName, hb)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			log.Warn("heartbeat not sent", "site", cfg.Site, "queue", cfg.Queue, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
