@@ -1,0 +1,353 @@
+package site
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+)
+
+// Change is how an entry differs from the previous snapdiff run.
+type Change string
+
+// Changes reported by Snapdiff.
+const (
+	Created Change = "created"
+	Updated Change = "updated"
+	// Moved entries are a deletion and a creation of the same inode with
+	// unchanged size, mtime and birth time; OldPath holds the previous path.
+	Moved   Change = "moved"
+	Deleted Change = "deleted"
+)
+
+// DiffEntry is one changed entry. For Deleted entries the Entry fields
+// describe the entry as it was and State is empty.
+type DiffEntry struct {
+	Entry
+	Change  Change `json:"change"`
+	OldPath string `json:"old_path,omitempty"`
+}
+
+// SnapdiffResult summarises a Snapdiff. Pending is the new manifest,
+// which only replaces the previous one on Commit; it is a plain path so
+// the result can be stored in workflow state and committed later, by
+// another activity.
+type SnapdiffResult struct {
+	Created, Updated, Moved, Deleted int
+	// Entries is the number of entries in the new manifest.
+	Entries int
+	Pending string
+}
+
+// Commit makes the new manifest the base of the next Snapdiff.
+func (r *SnapdiffResult) Commit() error { return CommitSnapdiff(r.Pending) }
+
+// Discard drops the new manifest; the next Snapdiff diffs against the
+// same base again.
+func (r *SnapdiffResult) Discard() error { return DiscardSnapdiff(r.Pending) }
+
+// snapdiffBatch is the number of changes passed to each emit call.
+const snapdiffBatch = 1000
+
+// manifestVersion is bumped when the manifest line format changes; a
+// manifest of another version is treated as absent (full rescan).
+const manifestVersion = 2
+
+type manifestHeader struct {
+	Version int    `json:"v"`
+	Root    string `json:"root"`
+	Path    string `json:"path"`
+}
+
+type manifestEntry struct {
+	Path  string `json:"p"`
+	Type  string `json:"t"`
+	Size  int64  `json:"s"`
+	Mtime int64  `json:"m"`
+	Ino   uint64 `json:"i"`
+	Dev   uint64 `json:"d"`
+	Btime int64  `json:"b,omitempty"`
+}
+
+// Snapdiff walks managedPath and compares it with the manifest kept in
+// manifestDir from the last committed run for the same root and path,
+// calling emit with batches of changes. Updated entries are emitted
+// during the walk; created, moved and deleted ones once it is complete
+// (a move is only known when both its halves are). The first run reports
+// everything as created. The new manifest is written next to the old one
+// and must be committed (see SnapdiffResult) once the changes have been
+// handled; until then every Snapdiff reports against the old base.
+//
+// Directories are reported as created, moved and deleted but never as
+// updated: their mtime changes with every child added or removed.
+// The previous manifest is held in memory (roughly 150 bytes per entry).
+func Snapdiff(ctx context.Context, root *Root, managedPath, manifestDir string, emit func([]DiffEntry) error) (*SnapdiffResult, error) {
+	rel, err := cleanRel(managedPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(manifestDir, 0o755); err != nil {
+		return nil, fmt.Errorf("snapdiff: %w", err)
+	}
+	final := filepath.Join(manifestDir, manifestName(root, rel))
+	hdr := manifestHeader{Version: manifestVersion, Root: root.dir, Path: apiPath(rel)}
+	old, err := readManifest(final, hdr)
+	if err != nil {
+		return nil, err
+	}
+
+	pending, err := newPendingManifest(final, hdr)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			pending.abort()
+		}
+	}()
+
+	res := &SnapdiffResult{Pending: pending.name}
+	out := &diffEmitter{emit: emit}
+	var created []item
+	all, _ := newFilter(WalkOptions{})
+	cfg := walkConfig{filter: all, missingOK: true, btime: true}
+	err = walkTree(ctx, root, []string{apiPath(rel)}, cfg, func(items []item) error {
+		for _, it := range items {
+			me := manifestEntry{Path: it.Path, Type: it.Type, Size: it.Size, Mtime: it.Mtime.UnixNano(), Ino: it.ino, Dev: it.dev, Btime: it.btime}
+			if err := pending.add(me); err != nil {
+				return err
+			}
+			res.Entries++
+			prev, seen := old[it.Path]
+			if !seen {
+				created = append(created, it)
+				continue
+			}
+			delete(old, it.Path)
+			if prev.Type != me.Type {
+				// A file replaced by a directory (or vice versa) is a new entry.
+				old["\x00"+it.Path] = prev
+				created = append(created, it)
+				continue
+			}
+			if me.Type != TypeDirectory && (prev.Size != me.Size || prev.Mtime != me.Mtime || prev.Ino != me.Ino) {
+				res.Updated++
+				if err := out.add(DiffEntry{Entry: it.Entry, Change: Updated}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	// What is left of the old manifest was deleted, unless a created
+	// entry is the same inode unchanged: then it moved. The birth time
+	// (where the filesystem has one) rules out a new file that was given
+	// a deleted file's inode number, size and mtime (cp -p, tar, rsync).
+	type fileID struct {
+		dev, ino          uint64
+		size, mtim, btime int64
+		typ               string
+	}
+	gone := make(map[fileID]string, len(old))
+	for key, prev := range old {
+		gone[fileID{prev.Dev, prev.Ino, prev.Size, prev.Mtime, prev.Btime, prev.Type}] = key
+	}
+	for _, it := range created {
+		id := fileID{it.dev, it.ino, it.Size, it.Mtime.UnixNano(), it.btime, it.Type}
+		d := DiffEntry{Entry: it.Entry, Change: Created}
+		if key, found := gone[id]; found && it.ino != 0 {
+			delete(gone, id)
+			d.Change, d.OldPath = Moved, old[key].Path
+			delete(old, key)
+			res.Moved++
+		} else {
+			res.Created++
+		}
+		if err := out.add(d); err != nil {
+			return nil, err
+		}
+	}
+	for _, prev := range old {
+		res.Deleted++
+		d := DiffEntry{Entry: Entry{Path: prev.Path, Type: prev.Type, Size: prev.Size, Mtime: time.Unix(0, prev.Mtime)}, Change: Deleted}
+		if err := out.add(d); err != nil {
+			return nil, err
+		}
+	}
+	if err := out.flush(); err != nil {
+		return nil, err
+	}
+	if err := pending.close(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return res, nil
+}
+
+type diffEmitter struct {
+	emit func([]DiffEntry) error
+	cur  []DiffEntry
+}
+
+func (e *diffEmitter) add(d DiffEntry) error {
+	e.cur = append(e.cur, d)
+	if len(e.cur) >= snapdiffBatch {
+		return e.flush()
+	}
+	return nil
+}
+
+func (e *diffEmitter) flush() error {
+	if len(e.cur) == 0 {
+		return nil
+	}
+	batch := e.cur
+	e.cur = nil
+	return e.emit(batch)
+}
+
+// manifestName keys the manifest by root and managed path, so several
+// sites and managed paths can share one manifest folder.
+func manifestName(root *Root, rel string) string {
+	h := sha256.Sum256([]byte(root.dir + "\x00" + apiPath(rel)))
+	return hex.EncodeToString(h[:16]) + ".manifest"
+}
+
+// readManifest loads the previous manifest keyed by path; a missing
+// manifest, or one written for something else, is an empty base.
+func readManifest(name string, want manifestHeader) (map[string]manifestEntry, error) {
+	old := map[string]manifestEntry{}
+	f, err := os.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return old, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapdiff: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	if !sc.Scan() {
+		return old, sc.Err()
+	}
+	var hdr manifestHeader
+	if err := json.Unmarshal(sc.Bytes(), &hdr); err != nil || hdr != want {
+		return old, nil
+	}
+	for sc.Scan() {
+		var e manifestEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("snapdiff: manifest %s: %w", name, err)
+		}
+		old[e.Path] = e
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("snapdiff: manifest %s: %w", name, err)
+	}
+	return old, nil
+}
+
+type pendingManifest struct {
+	name string
+	f    *os.File
+	w    *bufio.Writer
+	enc  *json.Encoder
+}
+
+// pendingSuffix separates a pending manifest's random part from the final
+// name it commits to.
+const pendingSuffix = ".pending-"
+
+var pendingRE = regexp.MustCompile(`^(.+\.manifest)\.pending-[0-9a-f]{16}$`)
+
+func newPendingManifest(final string, hdr manifestHeader) (*pendingManifest, error) {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	name := final + pendingSuffix + hex.EncodeToString(rnd[:])
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("snapdiff: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 256<<10)
+	p := &pendingManifest{name: name, f: f, w: w, enc: json.NewEncoder(w)}
+	if err := p.enc.Encode(hdr); err != nil {
+		p.abort()
+		return nil, fmt.Errorf("snapdiff: %w", err)
+	}
+	return p, nil
+}
+
+func (p *pendingManifest) add(e manifestEntry) error {
+	if err := p.enc.Encode(e); err != nil {
+		return fmt.Errorf("snapdiff: %w", err)
+	}
+	return nil
+}
+
+func (p *pendingManifest) close() error {
+	err := p.w.Flush()
+	if err == nil {
+		err = p.f.Sync()
+	}
+	if cerr := p.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(p.name)
+		return fmt.Errorf("snapdiff: %w", err)
+	}
+	return nil
+}
+
+func (p *pendingManifest) abort() {
+	_ = p.f.Close()
+	_ = os.Remove(p.name)
+}
+
+// CommitSnapdiff atomically replaces the manifest with the pending one
+// returned by Snapdiff. Committing an already committed manifest again
+// is not an error, so a retried commit activity is harmless.
+func CommitSnapdiff(pending string) error {
+	m := pendingRE.FindStringSubmatch(filepath.Base(pending))
+	if m == nil {
+		return fmt.Errorf("snapdiff: %q is not a pending manifest", pending)
+	}
+	final := filepath.Join(filepath.Dir(pending), m[1])
+	if err := os.Rename(pending, final); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, serr := os.Stat(final); serr == nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("snapdiff: commit: %w", err)
+	}
+	if err := syncDir(filepath.Dir(final)); err != nil {
+		return fmt.Errorf("snapdiff: commit: %w", err)
+	}
+	return nil
+}
+
+// DiscardSnapdiff removes a pending manifest; removing it twice is fine.
+func DiscardSnapdiff(pending string) error {
+	if pendingRE.FindStringSubmatch(filepath.Base(pending)) == nil {
+		return fmt.Errorf("snapdiff: %q is not a pending manifest", pending)
+	}
+	if err := os.Remove(pending); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("snapdiff: discard: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package site
+
+import (
+	"errors"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var (
+	errNoAttr           = unix.ENODATA
+	errXattrUnsupported = unix.EOPNOTSUPP
+)
+
+// xattrSupported probes with a read, so a read-only root is no problem:
+// a filesystem with user xattrs answers "no such attribute".
+func xattrSupported(dir string) bool {
+	_, err := unix.Lgetxattr(dir, recordXattr, nil)
+	return err == nil || errors.Is(err, unix.ENODATA)
+}
+
+func lgetxattr(path, name string) ([]byte, error) {
+	buf := make([]byte, 512)
+	for {
+		n, err := unix.Lgetxattr(path, name, buf)
+		if errors.Is(err, unix.ERANGE) {
+			buf = make([]byte, len(buf)*4)
+			continue
+		}
+		if err != nil {
+			return nil, normalizeXattrErr(err)
+		}
+		return buf[:n], nil
+	}
+}
+
+func lsetxattr(path, name string, value []byte) error {
+	return normalizeXattrErr(unix.Lsetxattr(path, name, value, 0))
+}
+
+func lremovexattr(path, name string) error {
+	return normalizeXattrErr(unix.Lremovexattr(path, name))
+}
+
+// normalizeXattrErr folds the errno spellings of "not supported" into one.
+func normalizeXattrErr(err error) error {
+	if errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EOPNOTSUPP) {
+		return errXattrUnsupported
+	}
+	return err
+}
+
+// setMtime restores a file's mtime without touching its atime or
+// following a symlink.
+func setMtime(path string, mtime time.Time) error {
+	ts := []unix.Timespec{
+		{Sec: 0, Nsec: unix.UTIME_OMIT},
+		unix.NsecToTimespec(mtime.UnixNano()),
+	}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, path, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &os.PathError{Op: "utimensat", Path: path, Err: err}
+	}
+	return nil
+}
+
+// syncFS flushes the filesystem holding dir with one syncfs(2), which is
+// far cheaper than an fsync per file for a batch of many files.
+func syncFS(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return unix.Syncfs(int(d.Fd()))
+}
+
+const openNoFollow = unix.O_NOFOLLOW
+
+// birthTime returns the creation time of path in Unix ns, or 0 when the
+// filesystem does not record one.
+func birthTime(path string) int64 {
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &stx); err != nil || stx.Mask&unix.STATX_BTIME == 0 {
+		return 0
+	}
+	return stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
+}

@@ -1,0 +1,41 @@
+//go:build !linux
+
+package site
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+)
+
+var (
+	errNoAttr           = errors.New("no such attribute")
+	errXattrUnsupported = errors.New("extended attributes not supported on this platform")
+)
+
+func xattrSupported(string) bool { return false }
+
+func lgetxattr(string, string) ([]byte, error) { return nil, errXattrUnsupported }
+
+func lsetxattr(string, string, []byte) error { return errXattrUnsupported }
+
+func lremovexattr(string, string) error { return errXattrUnsupported }
+
+func setMtime(path string, mtime time.Time) error { return os.Chtimes(path, time.Time{}, mtime) }
+
+// syncFS falls back to syncing dir itself: without syncfs(2), data of the
+// batch's files is only as durable as the platform makes it.
+func syncFS(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+const openNoFollow = syscall.O_NOFOLLOW
+
+// birthTime is unknown without statx(2).
+func birthTime(string) int64 { return 0 }

@@ -1,0 +1,540 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// Entry types.
+const (
+	TypeFile      = "file"
+	TypeDirectory = "directory"
+	TypeSymlink   = "symlink"
+)
+
+// Entry is one walked filesystem object.
+type Entry struct {
+	// Path is root-relative with a leading "/" ("/projects/a.txt").
+	Path string `json:"path"`
+	// Type is TypeFile, TypeDirectory or TypeSymlink.
+	Type string `json:"type"`
+	// Size is the file's logical size: for a migrated stub, the size of
+	// the original data. Directories report 0.
+	Size int64 `json:"size"`
+	// Mtime is the modification time (restored to the original for stubs).
+	Mtime time.Time `json:"mtime"`
+	// State is the migration state; always Resident for non-files.
+	State State `json:"state"`
+}
+
+// WalkOptions filters and batches a Walk.
+type WalkOptions struct {
+	// Include and Exclude are doublestar globs ("projects/**/*.txt")
+	// matched against the root-relative path without its leading "/". An
+	// entry is reported when it matches some Include (or Include is
+	// empty) and no Exclude. A directory matching an Exclude is not
+	// descended into.
+	Include, Exclude []string
+	// Types keeps only these entry types; empty keeps all.
+	Types []string
+	// States keeps only entries in these states; empty keeps all.
+	States []State
+	// BatchSize caps the entries per batch; default 1000.
+	BatchSize int
+	// BatchBytes closes a batch once its files add up to this many bytes;
+	// 0 means no byte limit.
+	BatchBytes int64
+	// AutoBatch replaces BatchSize with a size chosen from the file sizes
+	// observed so far (see autoBatchSize).
+	AutoBatch bool
+	// Workers is the number of directories read in parallel; default
+	// 4×GOMAXPROCS, since the walk waits on I/O more than on CPU.
+	Workers int
+}
+
+const defaultBatchSize = 1000
+
+// Auto batch sizing aims for batches that take about autoBatchTime to
+// process, modelling a file's cost as a fixed per-file overhead (open,
+// stat, a remote PUT round trip) plus its bytes at a nominal bandwidth:
+//
+//	batch = autoBatchTime / (autoPerFile + meanFileSize/autoBandwidth)
+//
+// clamped to [autoMinBatch, autoMaxBatch]. Small files thus travel in big
+// batches (per-task overhead dominates), large files in small ones (a
+// failed or retried task redoes little). With these constants 4 KiB files
+// give 10,000 entries, 1 MiB files 4,000, 100 MiB files 59 and 1 GiB files 5.
+const (
+	autoBatchTime = 60 * time.Second
+	autoPerFile   = 5 * time.Millisecond
+	autoBandwidth = 100 << 20 // bytes per second
+	autoMinBatch  = 1
+	autoMaxBatch  = 10000
+)
+
+func autoBatchSize(files, bytes int64) int {
+	if files == 0 {
+		return defaultBatchSize
+	}
+	mean := float64(bytes) / float64(files)
+	perFile := autoPerFile.Seconds() + mean/autoBandwidth
+	n := int(autoBatchTime.Seconds() / perFile)
+	return min(max(n, autoMinBatch), autoMaxBatch)
+}
+
+// item is a walked entry with the details Snapdiff and Delete need.
+type item struct {
+	Entry
+	ino, dev uint64
+	btime    int64   // birth time (ns), when walkConfig.btime asks for it
+	rec      *Record // raw record, even when it no longer matches
+	abs      string
+}
+
+// walkConfig tunes walkTree.
+type walkConfig struct {
+	workers int
+	filter  *filter
+	// missingOK ignores given paths that do not exist instead of failing.
+	missingOK bool
+	// btime fetches birth times, which tell a moved file from a new file
+	// that reuses a deleted file's inode.
+	btime bool
+}
+
+// Walk reports every entry under the given root-relative paths exactly
+// once (a path inside another given path is ignored), in no particular
+// order, calling emit with batches of entries. Directories are read by
+// parallel workers; emit is never called concurrently. Symlinks are
+// reported, not followed; special files (fifos, sockets, devices) and the
+// root's .hub folder are skipped.
+func Walk(ctx context.Context, root *Root, paths []string, opts WalkOptions, emit func(batch []Entry) error) error {
+	f, err := newFilter(opts)
+	if err != nil {
+		return err
+	}
+	b := batcher{size: opts.BatchSize, bytes: opts.BatchBytes, auto: opts.AutoBatch}
+	if b.size <= 0 {
+		b.size = defaultBatchSize
+	}
+	err = walkTree(ctx, root, paths, walkConfig{workers: opts.Workers, filter: f}, func(items []item) error {
+		for i := range items {
+			if full := b.add(items[i].Entry); full {
+				if err := emit(b.take()); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(b.cur) > 0 {
+		return emit(b.take())
+	}
+	return nil
+}
+
+type batcher struct {
+	size  int
+	bytes int64
+	auto  bool
+
+	cur      []Entry
+	curBytes int64
+	// seen files and bytes, for AutoBatch.
+	files, fileBytes int64
+}
+
+// add appends e and reports whether the batch is now full.
+func (b *batcher) add(e Entry) bool {
+	b.cur = append(b.cur, e)
+	if e.Type == TypeFile {
+		b.curBytes += e.Size
+		b.files++
+		b.fileBytes += e.Size
+	}
+	limit := b.size
+	if b.auto {
+		limit = autoBatchSize(b.files, b.fileBytes)
+	}
+	return len(b.cur) >= limit || (b.bytes > 0 && b.curBytes >= b.bytes)
+}
+
+func (b *batcher) take() []Entry {
+	out := b.cur
+	b.cur, b.curBytes = nil, 0
+	return out
+}
+
+// filter decides which entries are reported; walks always descend into
+// directories that are not excluded.
+type filter struct {
+	include, exclude []string
+	types            map[string]bool
+	states           map[State]bool
+}
+
+func newFilter(opts WalkOptions) (*filter, error) {
+	f := &filter{}
+	for _, list := range []struct {
+		in  []string
+		out *[]string
+	}{{opts.Include, &f.include}, {opts.Exclude, &f.exclude}} {
+		for _, p := range list.in {
+			p = strings.TrimLeft(p, "/")
+			if !doublestar.ValidatePattern(p) {
+				return nil, fmt.Errorf("walk: invalid pattern %q", p)
+			}
+			*list.out = append(*list.out, p)
+		}
+	}
+	if len(opts.Types) > 0 {
+		f.types = map[string]bool{}
+		for _, t := range opts.Types {
+			if t != TypeFile && t != TypeDirectory && t != TypeSymlink {
+				return nil, fmt.Errorf("walk: unknown type %q", t)
+			}
+			f.types[t] = true
+		}
+	}
+	if len(opts.States) > 0 {
+		f.states = map[State]bool{}
+		for _, s := range opts.States {
+			if s != Resident && s != Premigrated && s != Migrated {
+				return nil, fmt.Errorf("walk: unknown state %q", s)
+			}
+			f.states[s] = true
+		}
+	}
+	return f, nil
+}
+
+func (f *filter) excluded(rel string) bool {
+	for _, p := range f.exclude {
+		if doublestar.MatchUnvalidated(p, rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// wants is checked before the (costlier) lstat and state lookup.
+func (f *filter) wants(rel, typ string) bool {
+	if f.types != nil && !f.types[typ] {
+		return false
+	}
+	if len(f.include) == 0 {
+		return true
+	}
+	for _, p := range f.include {
+		if doublestar.MatchUnvalidated(p, rel) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *filter) wantsState(s State) bool { return f.states == nil || f.states[s] }
+
+func typeOf(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return TypeFile
+	case m.IsDir():
+		return TypeDirectory
+	case m&fs.ModeSymlink != 0:
+		return TypeSymlink
+	}
+	return ""
+}
+
+// skipName hides the hub's own files from walks.
+func skipName(parentRel, name string) bool {
+	return strings.HasPrefix(name, tmpPrefix) || (parentRel == "" && name == hubDir)
+}
+
+// topLevel drops paths that lie inside another given path, so each entry
+// is walked once.
+func topLevel(rels []string) []string {
+	rels = slices.Clone(rels)
+	sort.Strings(rels)
+	var out []string
+	for _, r := range rels {
+		if n := len(out); n > 0 {
+			last := out[n-1]
+			if last == "" || r == last || strings.HasPrefix(r, last+"/") {
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// walkTree walks paths with parallel workers and calls visit, from a
+// single goroutine, with chunks of reported items.
+func walkTree(ctx context.Context, root *Root, paths []string, cfg walkConfig, visit func([]item) error) error {
+	f, workers := cfg.filter, cfg.workers
+	if workers <= 0 {
+		workers = 4 * runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	w := &walker{ctx: ctx, root: root, f: f, btime: cfg.btime, out: make(chan []item, 2*workers)}
+	w.queue.cond = sync.NewCond(&w.queue.mu)
+
+	var rels []string
+	for _, p := range paths {
+		rel, err := cleanRel(p)
+		if err != nil {
+			return err
+		}
+		rels = append(rels, rel)
+	}
+	var starts []item
+	for _, rel := range topLevel(rels) {
+		if rel == "" {
+			w.queue.push(dirJob{rel: "", abs: root.dir})
+			continue
+		}
+		_, abs, err := root.resolve(rel)
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(abs)
+		if err != nil {
+			if cfg.missingOK && errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return fmt.Errorf("walk %s: %w", apiPath(rel), err)
+		}
+		typ := typeOf(fi.Mode())
+		if typ == "" || f.excluded(rel) {
+			continue
+		}
+		if f.wants(rel, typ) {
+			if it := w.makeItem(rel, abs, typ, fi); f.wantsState(it.State) {
+				starts = append(starts, it)
+			}
+		}
+		if typ == TypeDirectory {
+			w.queue.push(dirJob{rel: rel, abs: abs})
+		}
+	}
+	if len(starts) > 0 {
+		if err := visit(starts); err != nil {
+			return err
+		}
+	}
+
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				job, ok := w.queue.pop()
+				if !ok {
+					return
+				}
+				err := w.readDir(job)
+				w.queue.done()
+				if err != nil {
+					cancel(err)
+					w.queue.abort()
+					return
+				}
+			}
+		}()
+	}
+	stop := context.AfterFunc(ctx, w.queue.abort)
+	defer stop()
+	go func() {
+		wg.Wait()
+		close(w.out)
+	}()
+
+	var visitErr error
+	for items := range w.out {
+		if visitErr != nil {
+			continue // drain so workers can exit
+		}
+		if visitErr = visit(items); visitErr != nil {
+			cancel(visitErr)
+		}
+	}
+	if visitErr != nil {
+		return visitErr
+	}
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+type dirJob struct{ rel, abs string }
+
+// dirQueue is an unbounded LIFO of directories to read (LIFO keeps the
+// walk depth-first, which bounds the queue by depth × fan-out). It knows
+// when the walk is over: no directory queued and none being read.
+type dirQueue struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	jobs    []dirJob
+	active  int
+	stopped bool
+}
+
+func (q *dirQueue) push(j dirJob) {
+	q.mu.Lock()
+	q.jobs = append(q.jobs, j)
+	q.active++
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+func (q *dirQueue) pop() (dirJob, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.jobs) == 0 && !q.stopped && q.active > 0 {
+		q.cond.Wait()
+	}
+	if q.stopped || len(q.jobs) == 0 {
+		return dirJob{}, false
+	}
+	j := q.jobs[len(q.jobs)-1]
+	q.jobs = q.jobs[:len(q.jobs)-1]
+	return j, true
+}
+
+// done marks one popped directory as read.
+func (q *dirQueue) done() {
+	q.mu.Lock()
+	q.active--
+	last := q.active == 0
+	q.mu.Unlock()
+	if last {
+		q.cond.Broadcast()
+	}
+}
+
+func (q *dirQueue) abort() {
+	q.mu.Lock()
+	q.stopped = true
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+type walker struct {
+	ctx   context.Context
+	root  *Root
+	f     *filter
+	btime bool
+	out   chan []item
+	queue dirQueue
+}
+
+// readDir reads one directory in chunks, queueing subdirectories and
+// sending reported items.
+func (w *walker) readDir(job dirJob) error {
+	d, err := os.Open(job.abs)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed while we walked
+		}
+		return fmt.Errorf("walk %s: %w", apiPath(job.rel), err)
+	}
+	defer d.Close()
+	for {
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
+		des, err := d.ReadDir(1024)
+		var items []item
+		for _, de := range des {
+			name := de.Name()
+			if skipName(job.rel, name) {
+				continue
+			}
+			rel := path.Join(job.rel, name)
+			typ := typeOf(de.Type())
+			if typ == "" || w.f.excluded(rel) {
+				continue
+			}
+			abs := filepath.Join(job.abs, name)
+			if typ == TypeDirectory {
+				w.queue.push(dirJob{rel: rel, abs: abs})
+			}
+			if !w.f.wants(rel, typ) {
+				continue
+			}
+			fi, lerr := de.Info()
+			if lerr != nil {
+				if errors.Is(lerr, fs.ErrNotExist) {
+					continue
+				}
+				return fmt.Errorf("walk %s: %w", apiPath(rel), lerr)
+			}
+			if it := w.makeItem(rel, abs, typ, fi); w.f.wantsState(it.State) {
+				items = append(items, it)
+			}
+		}
+		if len(items) > 0 {
+			select {
+			case w.out <- items:
+			case <-w.ctx.Done():
+				return context.Cause(w.ctx)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("walk %s: %w", apiPath(job.rel), err)
+		}
+	}
+}
+
+// makeItem builds the reported item; an unreadable state record counts
+// as no record, as the file is then treated as resident everywhere.
+func (w *walker) makeItem(rel, abs, typ string, fi fs.FileInfo) item {
+	it := item{
+		Entry: Entry{Path: apiPath(rel), Type: typ, Mtime: fi.ModTime(), State: Resident},
+		ino:   inode(fi),
+		dev:   device(fi),
+		abs:   abs,
+	}
+	if w.btime {
+		it.btime = birthTime(abs)
+	}
+	if typ == TypeDirectory {
+		return it
+	}
+	it.Size = fi.Size()
+	if typ == TypeFile {
+		rec, _ := w.root.state.get(abs, rel)
+		it.rec = rec
+		it.State = rec.effective(fi)
+		if it.State == Migrated {
+			it.Size = rec.Size
+		}
+	}
+	return it
+}

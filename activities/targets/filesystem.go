@@ -1,0 +1,267 @@
+package targets
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// tmpPrefix marks files a Put is still writing; List hides them.
+const tmpPrefix = ".hub-tmp-"
+
+// sumXattr stores "<sha256> <size> <mtime ns>" on each object written by
+// Put. Size and mtime let Stat notice that someone rewrote the file
+// behind our back, in which case the sum is no longer trusted.
+const sumXattr = "user.hub.sha256"
+
+// Filesystem is a Driver storing each object as a file under a folder.
+type Filesystem struct {
+	dir string
+}
+
+// NewFilesystem returns a filesystem driver for cfg.MigrationTargetFolder
+// (joined with cfg.Prefix), creating the folder if needed.
+func NewFilesystem(cfg Config) (*Filesystem, error) {
+	if cfg.MigrationTargetFolder == "" {
+		return nil, errors.New("filesystem target: MigrationTargetFolder is empty")
+	}
+	prefix, err := cleanPrefix(cfg.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("filesystem target: %w", err)
+	}
+	dir, err := filepath.Abs(filepath.Join(cfg.MigrationTargetFolder, filepath.FromSlash(prefix)))
+	if err != nil {
+		return nil, fmt.Errorf("filesystem target: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("filesystem target: %w", err)
+	}
+	return &Filesystem{dir: dir}, nil
+}
+
+func (f *Filesystem) path(key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	return filepath.Join(f.dir, filepath.FromSlash(key)), nil
+}
+
+// Put writes to a temporary file next to the destination and renames it
+// into place, so readers never see a partial object. It does not fsync
+// each file: see Sync.
+func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	dst, err := f.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), tmpPrefix+"*")
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+
+	h := sha256.New()
+	n, err := copyBuffer(io.MultiWriter(tmp, h), ctxReader{ctx, r})
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if size >= 0 && n != size {
+		return fmt.Errorf("put %s: read %d bytes, expected %d", key, n, size)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if cr, ok := r.(*ChecksummedReader); ok && cr.Sum != "" && cr.Sum != sum {
+		return fmt.Errorf("put %s: content sha256 %s does not match the expected %s", key, sum, cr.Sum)
+	}
+	fi, err := tmp.Stat()
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	// A missing sum only costs a re-read on verification, so xattr errors
+	// (filesystems without user xattrs) are not fatal.
+	_ = fsetxattr(tmp, sumXattr, sumValue(sum, fi.Size(), fi.ModTime()))
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	keep = true
+	return nil
+}
+
+func sumValue(sum string, size int64, mtime time.Time) string {
+	return sum + " " + strconv.FormatInt(size, 10) + " " + strconv.FormatInt(mtime.UnixNano(), 10)
+}
+
+// Get opens the object file.
+func (f *Filesystem) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	p, err := f.path(key)
+	if err != nil {
+		return nil, err
+	}
+	file, err := os.Open(p)
+	if err != nil {
+		return nil, f.wrap("get", key, err)
+	}
+	fi, err := file.Stat()
+	if err != nil {
+		_ = file.Close()
+		return nil, f.wrap("get", key, err)
+	}
+	if !fi.Mode().IsRegular() {
+		_ = file.Close()
+		return nil, fmt.Errorf("get %s: %w", key, ErrNotFound)
+	}
+	return file, nil
+}
+
+// Stat reports the checksum recorded by Put when the file still has the
+// size and mtime it had then.
+func (f *Filesystem) Stat(ctx context.Context, key string) (Object, error) {
+	p, err := f.path(key)
+	if err != nil {
+		return Object{}, err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return Object{}, f.wrap("stat", key, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return Object{}, fmt.Errorf("stat %s: %w", key, ErrNotFound)
+	}
+	obj := Object{Key: key, Size: fi.Size(), Mtime: fi.ModTime()}
+	if v, err := getxattr(p, sumXattr); err == nil {
+		if sum, _, _ := strings.Cut(v, " "); v == sumValue(sum, fi.Size(), fi.ModTime()) {
+			obj.Checksum = sum
+		}
+	}
+	return obj, nil
+}
+
+// Delete removes the object file; a directory at key counts as absent.
+func (f *Filesystem) Delete(ctx context.Context, key string) error {
+	p, err := f.path(key)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	if fi.IsDir() {
+		return nil
+	}
+	if err := os.Remove(p); err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	return nil
+}
+
+// List walks the deepest folder implied by prefix. Each call rescans that
+// folder, which is fine for the modest listings the hub makes of a
+// filesystem target but is O(objects under the folder) per page.
+func (f *Filesystem) List(ctx context.Context, prefix, marker string, max int) ([]Object, string, error) {
+	if max <= 0 {
+		max = 1000
+	}
+	base := prefix
+	if !strings.HasSuffix(base, "/") {
+		base = base[:strings.LastIndex(base, "/")+1]
+	}
+	start := filepath.Join(f.dir, filepath.FromSlash(base))
+	if base != "" {
+		if err := checkKey(strings.TrimSuffix(base, "/")); err != nil {
+			return nil, "", err
+		}
+	}
+	var keys []string
+	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == start && isNotFound(err) {
+				return filepath.SkipAll
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), tmpPrefix) {
+			return nil
+		}
+		rel, err := filepath.Rel(f.dir, p)
+		if err != nil {
+			return err
+		}
+		key := filepath.ToSlash(rel)
+		if strings.HasPrefix(key, prefix) && key > marker {
+			keys = append(keys, key)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list %q: %w", prefix, err)
+	}
+	sort.Strings(keys)
+	next := ""
+	if len(keys) > max {
+		keys = keys[:max]
+		next = keys[max-1]
+	}
+	objs := make([]Object, 0, len(keys))
+	for _, k := range keys {
+		fi, err := os.Lstat(filepath.Join(f.dir, filepath.FromSlash(k)))
+		if err != nil {
+			if isNotFound(err) {
+				continue // deleted since the walk
+			}
+			return nil, "", fmt.Errorf("list %q: %w", prefix, err)
+		}
+		objs = append(objs, Object{Key: k, Size: fi.Size(), Mtime: fi.ModTime()})
+	}
+	return objs, next, nil
+}
+
+// Sync flushes the target filesystem once, which is far cheaper than an
+// fsync per object when a batch of thousands of small files was written.
+func (f *Filesystem) Sync(ctx context.Context) error {
+	if err := syncfs(f.dir); err != nil {
+		return fmt.Errorf("sync %s: %w", f.dir, err)
+	}
+	return nil
+}
+
+func (f *Filesystem) wrap(op, key string, err error) error {
+	if isNotFound(err) {
+		return fmt.Errorf("%s %s: %w", op, key, ErrNotFound)
+	}
+	return fmt.Errorf("%s %s: %w", op, key, err)
+}
+
+// isNotFound also treats ENOTDIR as absence: "a/b" cannot exist when "a"
+// is a file.
+func isNotFound(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}

@@ -1,0 +1,184 @@
+// Package targets holds the drivers for the external storage targets that
+// the hub copies file data to (migration targets). Every driver implements
+// Driver, so the site activities never care where the bytes end up.
+package targets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrNotFound is returned (wrapped) by Get and Stat when the object does not exist.
+var ErrNotFound = errors.New("object not found")
+
+// ErrInvalidKey is returned (wrapped) for keys that are empty, absolute,
+// not in clean form or that would climb out of the target with "..".
+var ErrInvalidKey = errors.New("invalid object key")
+
+// Object describes one stored object.
+type Object struct {
+	// Key is the object key relative to the target (Config.Prefix removed).
+	Key string
+	// Size is the object size in bytes.
+	Size int64
+	// Mtime is when the object was last written on the target.
+	Mtime time.Time
+	// Checksum is the hex SHA-256 of the content, or "" when the driver
+	// cannot tell without reading the object back.
+	Checksum string
+}
+
+// Driver is a storage target. Keys are slash-separated relative paths
+// ("projects/a.txt"). Implementations are safe for concurrent use.
+type Driver interface {
+	// Put stores size bytes read from r under key, replacing any previous
+	// object, so retrying a Put is harmless. A reader that returns fewer
+	// or more than size bytes fails the Put and leaves no new object.
+	// Wrap r in a ChecksummedReader when its SHA-256 is already known.
+	Put(ctx context.Context, key string, r io.Reader, size int64) error
+	// Get opens the object for reading; the caller closes it.
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	// Stat describes the object without reading its content.
+	Stat(ctx context.Context, key string) (Object, error)
+	// Delete removes the object; deleting an absent object is not an error.
+	Delete(ctx context.Context, key string) error
+	// List returns up to max objects whose key starts with prefix and sorts
+	// after marker, in key order. nextMarker is "" on the last page and is
+	// otherwise the marker for the following call.
+	List(ctx context.Context, prefix, marker string, max int) (objs []Object, nextMarker string, err error)
+}
+
+// Syncer is implemented by drivers whose Put does not make data durable
+// on its own. Callers that are about to destroy their local copy (migrate)
+// call Sync once per batch instead of paying a flush on every object.
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
+
+// ChecksummedReader carries content whose hex SHA-256 the caller has
+// already computed. Drivers use it to skip a hashing pass and to have the
+// bytes received checked against the sum: the filesystem driver fails a
+// Put whose data does not match Sum, and the S3 driver signs Sum as the
+// payload hash, which AWS S3 verifies (S3-compatible servers may not).
+type ChecksummedReader struct {
+	io.ReadSeeker
+	Sum string
+}
+
+// Config selects and configures a driver. Fields that do not apply to
+// the chosen storage type are ignored.
+type Config struct {
+	// StorageType is "filesystem" or "s3".
+	StorageType string
+	// MigrationTargetFolder is the directory holding the objects (filesystem).
+	MigrationTargetFolder string
+	// Endpoint is the S3 host name, or a full URL such as
+	// "http://127.0.0.1:9000". Empty means AWS itself.
+	Endpoint string
+	// Port is appended to a bare Endpoint host when non-zero.
+	Port int
+	// Scheme is "http" or "https" (default) for a bare Endpoint host.
+	Scheme string
+	// Region is the S3 signing region; default "us-east-1".
+	Region string
+	// SSLVerify enables TLS certificate verification. It is off in the
+	// zero value because on-premise S3 servers commonly use private CAs.
+	SSLVerify bool
+	// Bucket is the S3 bucket.
+	Bucket string
+	// AccessKeyID and SecretAccessKey are static S3 credentials; when
+	// both are empty requests are sent unsigned.
+	AccessKeyID, SecretAccessKey string
+	// Prefix namespaces every key inside the target (a sub-folder or a key
+	// prefix). Keys returned by List do not include it.
+	Prefix string
+}
+
+var (
+	_ Driver = (*Filesystem)(nil)
+	_ Syncer = (*Filesystem)(nil)
+	_ Driver = (*S3)(nil)
+)
+
+// openers maps a storage type to its constructor; azure and gcs drivers
+// slot in here.
+var openers = map[string]func(Config) (Driver, error){
+	"filesystem": func(c Config) (Driver, error) { return NewFilesystem(c) },
+	"s3":         func(c Config) (Driver, error) { return NewS3(c) },
+}
+
+// Open returns the driver for cfg.StorageType.
+func Open(cfg Config) (Driver, error) {
+	typ := strings.ToLower(strings.TrimSpace(cfg.StorageType))
+	open, ok := openers[typ]
+	if !ok {
+		known := make([]string, 0, len(openers))
+		for k := range openers {
+			known = append(known, k)
+		}
+		sort.Strings(known)
+		return nil, fmt.Errorf("targets: unknown storage type %q (supported: %s)", cfg.StorageType, strings.Join(known, ", "))
+	}
+	d, err := open(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("targets: open %s target: %w", typ, err)
+	}
+	return d, nil
+}
+
+// checkKey refuses keys that do not name a single object strictly inside
+// the target; the filesystem driver relies on it to stay in its folder.
+func checkKey(key string) error {
+	switch {
+	case key == "", key == ".", key == "..":
+	case strings.HasPrefix(key, "/"), strings.HasPrefix(key, "../"):
+	case strings.ContainsRune(key, 0):
+	case path.Clean(key) != key:
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: %q", ErrInvalidKey, key)
+}
+
+// cleanPrefix turns a configured prefix into "a/b/" form ("" stays "").
+func cleanPrefix(p string) (string, error) {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return "", nil
+	}
+	if err := checkKey(p); err != nil {
+		return "", fmt.Errorf("prefix: %w", err)
+	}
+	return p + "/", nil
+}
+
+// copyBufs recycles copy buffers: a fresh 32 KiB buffer per io.Copy is a
+// measurable share of the cost of copying many small files.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b }}
+
+// copyBuffer is io.Copy with a pooled buffer.
+func copyBuffer(dst io.Writer, src io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	return io.CopyBuffer(dst, src, *bp)
+}
+
+// ctxReader stops a long copy soon after its context is cancelled.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

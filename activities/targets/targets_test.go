@@ -1,0 +1,367 @@
+package targets
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/stretchr/testify/require"
+)
+
+// newFakeS3 starts an in-process S3 server with one bucket and returns a
+// Config pointing at it.
+func newFakeS3(t testing.TB, useTLS bool) Config {
+	t.Helper()
+	backend := s3mem.New()
+	require.NoError(t, backend.CreateBucket("hub"))
+	faker := gofakes3.New(backend)
+	var srv *httptest.Server
+	if useTLS {
+		srv = httptest.NewTLSServer(faker.Server())
+	} else {
+		srv = httptest.NewServer(faker.Server())
+	}
+	t.Cleanup(srv.Close)
+	return Config{
+		StorageType:     "s3",
+		Endpoint:        srv.URL,
+		Bucket:          "hub",
+		Region:          "us-east-1",
+		AccessKeyID:     "test",
+		SecretAccessKey: "test-secret",
+	}
+}
+
+// driverCases builds every driver the contract suite runs against.
+func driverCases() []struct {
+	name string
+	open func(t *testing.T) Driver
+} {
+	return []struct {
+		name string
+		open func(t *testing.T) Driver
+	}{
+		{"filesystem", func(t *testing.T) Driver {
+			d, err := Open(Config{StorageType: "filesystem", MigrationTargetFolder: t.TempDir()})
+			require.NoError(t, err)
+			return d
+		}},
+		{"filesystem-prefix", func(t *testing.T) Driver {
+			d, err := Open(Config{StorageType: "filesystem", MigrationTargetFolder: t.TempDir(), Prefix: "/site-a/"})
+			require.NoError(t, err)
+			return d
+		}},
+		{"s3", func(t *testing.T) Driver {
+			d, err := Open(newFakeS3(t, false))
+			require.NoError(t, err)
+			return d
+		}},
+		{"s3-tls-prefix", func(t *testing.T) Driver {
+			cfg := newFakeS3(t, true)
+			cfg.Prefix = "site-a"
+			d, err := Open(cfg)
+			require.NoError(t, err)
+			return d
+		}},
+	}
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func get(t *testing.T, d Driver, key string) []byte {
+	t.Helper()
+	rc, err := d.Get(context.Background(), key)
+	require.NoError(t, err)
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	return b
+}
+
+func TestDriverContract(t *testing.T) {
+	t.Parallel()
+	for _, dc := range driverCases() {
+		t.Run(dc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+
+			t.Run("round trip and stat", func(t *testing.T) {
+				d := dc.open(t)
+				for _, size := range []int{0, 1, 100 << 10} {
+					data := bytes.Repeat([]byte{byte(size)}, size)
+					key := fmt.Sprintf("dir/sub/obj-%d.bin", size)
+					require.NoError(t, d.Put(ctx, key, bytes.NewReader(data), int64(size)))
+					require.Equal(t, data, get(t, d, key))
+					obj, err := d.Stat(ctx, key)
+					require.NoError(t, err)
+					require.Equal(t, key, obj.Key)
+					require.Equal(t, int64(size), obj.Size)
+					require.False(t, obj.Mtime.IsZero())
+					if obj.Checksum != "" {
+						require.Equal(t, sum(data), obj.Checksum)
+					}
+				}
+			})
+
+			t.Run("overwrite is idempotent", func(t *testing.T) {
+				d := dc.open(t)
+				for _, content := range []string{"first", "second", "second"} {
+					require.NoError(t, d.Put(ctx, "k", strings.NewReader(content), int64(len(content))))
+				}
+				require.Equal(t, "second", string(get(t, d, "k")))
+				objs, _, err := d.List(ctx, "", "", 10)
+				require.NoError(t, err)
+				require.Len(t, objs, 1)
+			})
+
+			t.Run("absent objects", func(t *testing.T) {
+				d := dc.open(t)
+				_, err := d.Get(ctx, "missing/key")
+				require.ErrorIs(t, err, ErrNotFound)
+				_, err = d.Stat(ctx, "missing/key")
+				require.ErrorIs(t, err, ErrNotFound)
+				require.NoError(t, d.Delete(ctx, "missing/key"))
+
+				require.NoError(t, d.Put(ctx, "gone", strings.NewReader("x"), 1))
+				require.NoError(t, d.Delete(ctx, "gone"))
+				require.NoError(t, d.Delete(ctx, "gone"))
+				_, err = d.Stat(ctx, "gone")
+				require.ErrorIs(t, err, ErrNotFound)
+			})
+
+			t.Run("list pages in key order", func(t *testing.T) {
+				d := dc.open(t)
+				var want []string
+				for i := range 25 {
+					key := fmt.Sprintf("list/%02d/f", i)
+					want = append(want, key)
+					require.NoError(t, d.Put(ctx, key, strings.NewReader("x"), 1))
+				}
+				require.NoError(t, d.Put(ctx, "other/f", strings.NewReader("x"), 1))
+				require.NoError(t, d.Put(ctx, "list-sibling", strings.NewReader("x"), 1))
+
+				var got []string
+				marker, pages := "", 0
+				for {
+					objs, next, err := d.List(ctx, "list/", marker, 10)
+					require.NoError(t, err)
+					pages++
+					for _, o := range objs {
+						got = append(got, o.Key)
+						require.Equal(t, int64(1), o.Size)
+					}
+					if next == "" {
+						break
+					}
+					marker = next
+				}
+				require.Equal(t, want, got)
+				require.Equal(t, 3, pages)
+
+				objs, _, err := d.List(ctx, "list/1", "", 100)
+				require.NoError(t, err)
+				require.Len(t, objs, 10)
+				objs, _, err = d.List(ctx, "list", "", 100)
+				require.NoError(t, err)
+				require.Len(t, objs, 26)
+			})
+
+			t.Run("invalid keys", func(t *testing.T) {
+				d := dc.open(t)
+				for _, key := range []string{"", ".", "..", "../x", "a/../../x", "/abs", "a//b", "a/./b", "a/"} {
+					require.ErrorIs(t, d.Put(ctx, key, strings.NewReader("x"), 1), ErrInvalidKey, key)
+					_, err := d.Get(ctx, key)
+					require.ErrorIs(t, err, ErrInvalidKey, key)
+					_, err = d.Stat(ctx, key)
+					require.ErrorIs(t, err, ErrInvalidKey, key)
+					require.ErrorIs(t, d.Delete(ctx, key), ErrInvalidKey, key)
+				}
+			})
+
+			t.Run("wrong size leaves no object", func(t *testing.T) {
+				d := dc.open(t)
+				require.Error(t, d.Put(ctx, "short", strings.NewReader("abc"), 10))
+				require.Error(t, d.Put(ctx, "long", strings.NewReader("abcdef"), 2))
+				for _, k := range []string{"short", "long"} {
+					_, err := d.Stat(ctx, k)
+					require.ErrorIs(t, err, ErrNotFound, k)
+				}
+			})
+
+			t.Run("reader that cannot seek", func(t *testing.T) {
+				d := dc.open(t)
+				data := bytes.Repeat([]byte("0123456789"), 1000)
+				r := io.MultiReader(bytes.NewReader(data[:5000]), bytes.NewReader(data[5000:]))
+				require.NoError(t, d.Put(ctx, "stream", r, int64(len(data))))
+				require.Equal(t, data, get(t, d, "stream"))
+			})
+
+			t.Run("checksummed reader", func(t *testing.T) {
+				d := dc.open(t)
+				data := []byte("known content")
+				cr := &ChecksummedReader{ReadSeeker: bytes.NewReader(data), Sum: sum(data)}
+				require.NoError(t, d.Put(ctx, "known", cr, int64(len(data))))
+				obj, err := d.Stat(ctx, "known")
+				require.NoError(t, err)
+				if obj.Checksum != "" {
+					require.Equal(t, sum(data), obj.Checksum)
+				}
+			})
+
+			t.Run("cancelled context", func(t *testing.T) {
+				d := dc.open(t)
+				cctx, cancel := context.WithCancel(ctx)
+				cancel()
+				require.Error(t, d.Put(cctx, "never", strings.NewReader("x"), 1))
+			})
+		})
+	}
+}
+
+func TestOpen(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"unknown type", Config{StorageType: "tape"}, `unknown storage type "tape" (supported: filesystem, s3)`},
+		{"not yet supported", Config{StorageType: "azure"}, `unknown storage type "azure"`},
+		{"filesystem without folder", Config{StorageType: "filesystem"}, "MigrationTargetFolder is empty"},
+		{"s3 without bucket", Config{StorageType: "s3"}, "Bucket is empty"},
+		{"s3 bad scheme", Config{StorageType: "s3", Bucket: "b", Endpoint: "ftp://host"}, "scheme must be http or https"},
+		{"prefix escaping", Config{StorageType: "filesystem", MigrationTargetFolder: "/tmp", Prefix: "../x"}, "invalid object key"},
+		{"case insensitive type", Config{StorageType: " S3 ", Bucket: "b", Endpoint: "minio.local", Port: 9000, Scheme: "http"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d, err := Open(tt.cfg)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.NotNil(t, d)
+		})
+	}
+}
+
+func TestEndpointURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, ""},
+		{Config{Endpoint: "s3.example.org"}, "https://s3.example.org"},
+		{Config{Endpoint: "minio", Port: 9000, Scheme: "http"}, "http://minio:9000"},
+		{Config{Endpoint: "http://127.0.0.1:9000"}, "http://127.0.0.1:9000"},
+		{Config{Endpoint: "https://host", Port: 8443}, "https://host:8443"},
+	}
+	for _, tt := range tests {
+		got, err := endpointURL(tt.cfg)
+		require.NoError(t, err)
+		require.Equal(t, tt.want, got)
+	}
+}
+
+func TestS3Multipart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, err := NewS3(newFakeS3(t, false))
+	require.NoError(t, err)
+	d.multipartThreshold, d.partSize = 5<<20, 5<<20 // S3's minimum part size
+
+	data := make([]byte, 12<<20+123)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	file := filepath.Join(t.TempDir(), "big")
+	require.NoError(t, os.WriteFile(file, data, 0o644))
+
+	tests := []struct {
+		name   string
+		reader func() io.Reader
+	}{
+		{"file (ReaderAt)", func() io.Reader {
+			f, err := os.Open(file)
+			require.NoError(t, err)
+			t.Cleanup(func() { f.Close() })
+			return f
+		}},
+		{"checksummed file", func() io.Reader {
+			f, err := os.Open(file)
+			require.NoError(t, err)
+			t.Cleanup(func() { f.Close() })
+			return &ChecksummedReader{ReadSeeker: f, Sum: sum(data)}
+		}},
+		{"plain seeker", func() io.Reader { return struct{ io.ReadSeeker }{bytes.NewReader(data)} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := "big/" + strings.ReplaceAll(tt.name, " ", "-")
+			require.NoError(t, d.Put(ctx, key, tt.reader(), int64(len(data))))
+			require.Equal(t, data, get(t, d, key))
+			obj, err := d.Stat(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, int64(len(data)), obj.Size)
+			require.Equal(t, sum(data), obj.Checksum)
+		})
+	}
+}
+
+func TestFilesystemDetectsChanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+
+	t.Run("checksum mismatch refused", func(t *testing.T) {
+		cr := &ChecksummedReader{ReadSeeker: strings.NewReader("actual"), Sum: sum([]byte("expected"))}
+		require.ErrorContains(t, d.Put(ctx, "mismatch", cr, 6), "does not match")
+		_, err := d.Stat(ctx, "mismatch")
+		require.ErrorIs(t, err, ErrNotFound)
+	})
+
+	t.Run("rewritten object loses its recorded checksum", func(t *testing.T) {
+		require.NoError(t, d.Put(ctx, "obj", strings.NewReader("hello"), 5))
+		obj, err := d.Stat(ctx, "obj")
+		require.NoError(t, err)
+		if obj.Checksum == "" {
+			t.Skip("no user xattrs on this filesystem")
+		}
+		require.Equal(t, sum([]byte("hello")), obj.Checksum)
+		f, err := os.OpenFile(filepath.Join(dir, "obj"), os.O_WRONLY|os.O_APPEND, 0)
+		require.NoError(t, err)
+		_, err = f.WriteString("!")
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		obj, err = d.Stat(ctx, "obj")
+		require.NoError(t, err)
+		require.Empty(t, obj.Checksum)
+	})
+
+	t.Run("no temp files left and sync works", func(t *testing.T) {
+		require.NoError(t, d.Sync(ctx))
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, e := range entries {
+			require.False(t, strings.HasPrefix(e.Name(), tmpPrefix), e.Name())
+		}
+	})
+}
