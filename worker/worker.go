@@ -14,6 +14,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	hubact "github.com/thehub/hub/activities/hub"
+	"github.com/thehub/hub/activities/site"
+	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
 )
 
@@ -24,6 +26,14 @@ var Version = "dev"
 func Hub(c client.Client, acts *hubact.Activities) sdkworker.Worker {
 	w := sdkworker.New(c, workflows.HubTaskQueue, sdkworker.Options{})
 	w.RegisterWorkflowWithOptions(workflows.NodeWorkflow, workflow.RegisterOptions{Name: workflows.NodeWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.JobWorkflow, workflow.RegisterOptions{Name: workflows.JobWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.SettingsWorkflow, workflow.RegisterOptions{Name: workflows.SettingsWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.ResourceChangeWorkflow, workflow.RegisterOptions{Name: workflows.ResourceChangeWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.CJDatastoresWorkflow, workflow.RegisterOptions{Name: workflows.CJDatastoresWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.SiteRefreshWorkflow, workflow.RegisterOptions{Name: workflows.SiteRefreshWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.SpaceWorkflow, workflow.RegisterOptions{Name: workflows.SpaceWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.BucketDeleteWorkflow, workflow.RegisterOptions{Name: workflows.BucketDeleteWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.TargetFilesWorkflow, workflow.RegisterOptions{Name: workflows.TargetFilesWorkflowName})
 	w.RegisterActivity(acts)
 	return w
 }
@@ -31,16 +41,30 @@ func Hub(c client.Client, acts *hubact.Activities) sdkworker.Worker {
 // SiteConfig describes one site worker process.
 type SiteConfig struct {
 	Site, Queue, Root, Node string
+	ConfigDir               string // default <root>/.hub/config
 	HeartbeatInterval       time.Duration
+	// SecretKey opens the target credentials jobs pass sealed; optional.
+	SecretKey []byte
 }
 
-// Site returns a worker polling the site's queue.
-func Site(c client.Client, cfg SiteConfig) sdkworker.Worker {
+// Site returns a worker polling the site's queue with the site activities
+// over cfg.Root.
+func Site(c client.Client, cfg SiteConfig) (sdkworker.Worker, error) {
+	acts, err := site.NewActivities(cfg.Site, cfg.Queue, cfg.Node, cfg.Root, cfg.ConfigDir)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.SecretKey) > 0 {
+		if acts.Cipher, err = models.NewCipher(cfg.SecretKey); err != nil {
+			return nil, err
+		}
+	}
 	w := sdkworker.New(c, workflows.SiteTaskQueue(cfg.Site, cfg.Queue), sdkworker.Options{
 		// The default two pollers measurably starve busy site queues.
 		MaxConcurrentActivityTaskPollers: 8,
 	})
-	return w
+	w.RegisterActivity(acts)
+	return w, nil
 }
 
 // Heartbeats signals the node's heartbeat to the hub every interval until

@@ -1,0 +1,362 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/thehub/hub/activities/site"
+	"github.com/thehub/hub/activities/targets"
+	"github.com/thehub/hub/models"
+)
+
+// StepPlan is one step of a rule's chain with its parameters resolved
+// against the job's runtime fields.
+type StepPlan struct {
+	Name   string
+	Params map[string]any
+}
+
+// JobPlan is everything the job workflow needs to run a job: small, so it
+// can ride along across continue-as-new.
+type JobPlan struct {
+	JobID       int64
+	Workflow    string
+	Site        string
+	Queue       string
+	Run         int
+	Resubmit    bool // this run reruns what an earlier run left undone
+	Discovery   string
+	Paths       []string
+	Include     []string
+	Exclude     []string
+	Rules       []site.RuleFilter
+	Chains      [][]StepPlan // per rule
+	BatchSize   int
+	BatchBytes  int64
+	AutoBatch   bool
+	Targets     []site.TargetSpec
+	StepTimeout time.Duration // task_invalidation_timeout
+	Leftover    []models.BatchRef
+}
+
+// LoadJobPlan reads the job, its definition snapshot, the site's batching
+// and glob settings and the targets available at the site.
+func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*JobPlan, error) {
+	j, err := models.GetJob(ctx, a.DB, jobID)
+	if err != nil {
+		return nil, notFoundIsFinal(err)
+	}
+	s, err := models.GetSiteByName(ctx, a.DB, j.Site)
+	if err != nil {
+		return nil, notFoundIsFinal(err)
+	}
+	conf, err := models.GetConfiguration(ctx, a.DB)
+	if err != nil {
+		return nil, err
+	}
+	p := &JobPlan{JobID: j.ID, Workflow: j.Workflow, Site: j.Site, Queue: j.Queue, Run: j.Run, Resubmit: j.Run > 1,
+		Discovery: deref(j.Discovery), Paths: j.Paths, BatchSize: int(s.FileBatchSize),
+		BatchBytes: s.FileBatchGB << 30, AutoBatch: s.EnableAutoFileBatchSizing,
+		StepTimeout: time.Duration(conf.TaskInvalidationTimeout) * time.Minute, Leftover: j.Leftover}
+	p.Include = append(globs(s.Include, j.IgnoreSiteIncludes), j.Include...)
+	p.Exclude = append(globs(s.Exclude, j.IgnoreSiteExcludes), j.Exclude...)
+	for _, r := range j.Definition.FilterRules {
+		p.Rules = append(p.Rules, site.RuleFilter{Type: r.Type, State: r.State})
+		var chain []StepPlan
+		for _, st := range r.Action {
+			chain = append(chain, StepPlan{Name: st.Name, Params: resolveParams(st.Params, j.Fields)})
+		}
+		p.Chains = append(p.Chains, chain)
+	}
+	ts, err := models.JobTargets(ctx, a.DB, s.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range ts {
+		p.Targets = append(p.Targets, targetSpec(t))
+	}
+	return p, nil
+}
+
+// targetSpec describes a target for the site. A field set on the target
+// wins over its bucket's. Secrets stay sealed: they cross Temporal history
+// encrypted and only the site worker, holding the same secret key, opens
+// them.
+func targetSpec(t models.ExternalTarget) site.TargetSpec {
+	spec := site.TargetSpec{Name: t.Name, LocalFileRegex: t.LocalFileRegex, DeleteOnRecall: t.DeleteOnRecall,
+		SecretsTable: "external_targets", Secrets: map[string]string{}}
+	loc, storage := t.TargetLocation, t.StorageType
+	bucketName := ""
+	if b := t.Bucket; b != nil {
+		bucketName = b.Name
+		if loc.Endpoint == "" {
+			loc.Endpoint, loc.Port, loc.Scheme, loc.SSLVerify = b.Endpoint, b.Port, b.Scheme, b.SSLVerify
+		}
+		if loc.Region == "" {
+			loc.Region = b.Region
+		}
+		if loc.MigrationTargetFolder == "" {
+			loc.MigrationTargetFolder = b.MigrationTargetFolder
+		}
+		if t.SecretAccessKeyEnc == "" && t.AccessKeyIDEnc == "" {
+			spec.SecretsTable = "buckets"
+			t.TargetSecrets = b.TargetSecrets
+		}
+	}
+	for _, f := range models.SecretFields {
+		if v := *t.TargetSecrets.Field(f); v != "" {
+			spec.Secrets[f] = v
+		}
+	}
+	port := 0
+	if loc.Port != nil {
+		port = int(*loc.Port)
+	}
+	spec.Config = targets.Config{StorageType: storage, MigrationTargetFolder: loc.MigrationTargetFolder,
+		Endpoint: loc.Endpoint, Port: port, Scheme: loc.Scheme, Region: loc.Region, SSLVerify: loc.SSLVerify,
+		Bucket: bucketName}
+	return spec
+}
+
+// globs reads a site's include/exclude object: {"globs": [...]} or
+// {"<name>": "<glob>", ...}.
+func globs(m map[string]any, ignore bool) []string {
+	if ignore || len(m) == 0 {
+		return nil
+	}
+	var out []string
+	for k, v := range m {
+		switch x := v.(type) {
+		case string:
+			out = append(out, x)
+		case []any:
+			for _, g := range x {
+				if s, ok := g.(string); ok {
+					out = append(out, s)
+				}
+			}
+		default:
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// resolveParams replaces "$field" values with the job's runtime field.
+func resolveParams(params map[string]any, fields map[string]any) map[string]any {
+	out := make(map[string]any, len(params))
+	for k, v := range params {
+		if s, ok := v.(string); ok && strings.HasPrefix(s, "$") {
+			v = fields[strings.TrimPrefix(s, "$")]
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func notFoundIsFinal(err error) error {
+	if err == models.ErrNotFound {
+		return temporal.NewNonRetryableApplicationError(err.Error(), "NotFound", err)
+	}
+	return err
+}
+
+// JobStateChange moves a job to a state.
+type JobStateChange struct {
+	JobID     int64
+	State     string
+	Started   bool
+	Completed bool
+}
+
+// SetJobState records a job's state.
+func (a *Activities) SetJobState(ctx context.Context, c JobStateChange) error {
+	return models.UpdateJob(ctx, a.DB, c.JobID, models.JobUpdate{State: c.State, Started: c.Started, Completed: c.Completed})
+}
+
+// DiscoveryDone records what discovery found: the file count and the
+// explicitly given paths that could not be found.
+type DiscoveryDone struct {
+	JobID  int64
+	Run    int
+	Files  int64
+	Failed []site.Outcome
+	Final  bool // the whole job is discovered (dir_walk_complete)
+}
+
+// RecordDiscovery stores discovery's counts and failures.
+func (a *Activities) RecordDiscovery(ctx context.Context, d DiscoveryDone) error {
+	u := models.JobUpdate{}
+	if d.Final {
+		t := true
+		u.DirWalkComplete = &t
+	}
+	if d.Run == 1 {
+		u.NumFiles = &d.Files
+	}
+	if err := models.UpdateJob(ctx, a.DB, d.JobID, u); err != nil {
+		return err
+	}
+	if len(d.Failed) == 0 {
+		return nil
+	}
+	t := &models.Task{JobID: d.JobID, TaskType: "discovery", TaskID: fmt.Sprintf("job-%d-r%d-discovery", d.JobID, d.Run),
+		State: models.TaskFailure, Run: d.Run, NumPaths: int64(len(d.Failed))}
+	if err := models.CreateTask(ctx, a.DB, t); err != nil {
+		return err
+	}
+	if err := models.RecordOutcomes(ctx, a.DB, d.JobID, t.ID, outcomes(d.Failed)); err != nil {
+		return err
+	}
+	if d.Run == 1 {
+		n := d.Files + int64(len(d.Failed))
+		return models.UpdateJob(ctx, a.DB, d.JobID, models.JobUpdate{NumFiles: &n})
+	}
+	return nil
+}
+
+// TaskStart describes a task about to run.
+type TaskStart struct {
+	JobID            int64
+	Site, Queue      string
+	Run, Batch, Step int
+	BatchRun         int // run whose batch file the task reads
+	Name             string
+	NumPaths         int
+}
+
+// StartTask records a STARTED task, idempotently, and returns its id.
+func (a *Activities) StartTask(ctx context.Context, s TaskStart) (int64, error) {
+	now := time.Now().UTC()
+	t := &models.Task{JobID: s.JobID, Site: s.Site, Queue: s.Queue, TaskType: s.Name, State: models.TaskStarted,
+		TaskID: fmt.Sprintf("job-%d-r%d-b%d-r%d-s%d", s.JobID, s.Run, s.Batch, s.BatchRun, s.Step),
+		Run:    s.Run, Batch: s.Batch, Step: s.Step, NumPaths: int64(s.NumPaths), Started: &now,
+		FriendlyName: fmt.Sprintf("%s of batch %d", s.Name, s.Batch)}
+	if err := models.CreateTask(ctx, a.DB, t); err != nil {
+		return 0, err
+	}
+	return t.ID, nil
+}
+
+// TaskEnd is a task's final state with its per-path outcomes.
+type TaskEnd struct {
+	JobID    int64
+	TaskID   int64
+	State    string
+	Error    string
+	Outcomes []site.Outcome
+}
+
+// TaskCounts summarises a task's outcomes.
+type TaskCounts struct{ Succeeded, Failed, Skipped int }
+
+// FinishTask stores a task's outcomes (bulk) and final state.
+func (a *Activities) FinishTask(ctx context.Context, e TaskEnd) (TaskCounts, error) {
+	var c TaskCounts
+	for _, o := range e.Outcomes {
+		switch o.State {
+		case site.OutcomeSuccess:
+			c.Succeeded++
+		case site.OutcomeFailure:
+			c.Failed++
+		default:
+			c.Skipped++
+		}
+	}
+	if err := models.RecordOutcomes(ctx, a.DB, e.JobID, e.TaskID, outcomes(e.Outcomes)); err != nil {
+		return c, err
+	}
+	state := e.State
+	if state == "" {
+		state = models.TaskSuccess
+		if c.Failed > 0 {
+			state = models.TaskFailure
+		}
+	}
+	result := map[string]any{"succeeded": c.Succeeded, "failed": c.Failed, "skipped": c.Skipped}
+	if e.Error != "" {
+		result["error"] = e.Error
+	}
+	return c, models.FinishTask(ctx, a.DB, e.TaskID, state, result)
+}
+
+func outcomes(in []site.Outcome) []models.PathOutcome {
+	out := make([]models.PathOutcome, len(in))
+	for i, o := range in {
+		out[i] = models.PathOutcome{Path: o.Path, State: o.State, Code: codeOf(o.State), Message: o.Message}
+	}
+	return out
+}
+
+func codeOf(state string) string {
+	switch state {
+	case site.OutcomeSuccess:
+		return "ok"
+	case site.OutcomeFailure:
+		return "failed"
+	}
+	return "skipped"
+}
+
+// JobEnd closes a run: final state, batches left undone (for resubmit) and
+// the cancelled/aborted path counts they hold.
+type JobEnd struct {
+	JobID     int64
+	State     string // SUCCESS, FAILURE or CANCELLED; SUCCESS becomes has-failures when paths failed
+	Cancelled []models.BatchRef
+	Aborted   []models.BatchRef
+}
+
+// JobOutcome is what FinishJob decided.
+type JobOutcome struct {
+	State       string
+	HasFailures bool
+}
+
+// FinishJob records a run's end. A SUCCESS with failed, cancelled or
+// aborted paths is stored as SUCCESS with has_failures; a run where every
+// path failed is FAILURE.
+func (a *Activities) FinishJob(ctx context.Context, e JobEnd) (JobOutcome, error) {
+	if err := models.CancelOpenTasks(ctx, a.DB, e.JobID); err != nil {
+		return JobOutcome{}, err
+	}
+	if err := models.RefreshJobCounts(ctx, a.DB, e.JobID); err != nil {
+		return JobOutcome{}, err
+	}
+	j, err := models.GetJob(ctx, a.DB, e.JobID)
+	if err != nil {
+		return JobOutcome{}, err
+	}
+	var cancelled, aborted int64
+	for _, b := range e.Cancelled {
+		cancelled += int64(b.N)
+	}
+	for _, b := range e.Aborted {
+		aborted += int64(b.N)
+	}
+	leftover := append(append([]models.BatchRef{}, e.Cancelled...), e.Aborted...)
+	out := JobOutcome{State: e.State, HasFailures: j.NumFailedFiles > 0 || aborted > 0 || cancelled > 0}
+	if e.State == models.JobSuccess && j.NumProcessedFiles == 0 && j.NumSkippedFiles == 0 && (j.NumFailedFiles > 0 || aborted > 0) {
+		out.State = models.JobFailure
+	}
+	err = models.UpdateJob(ctx, a.DB, e.JobID, models.JobUpdate{State: out.State, Completed: true,
+		HasFailures: &out.HasFailures, Leftover: &leftover, Cancelled: &cancelled, Aborted: &aborted})
+	return out, err
+}
+
+// FailedPathsPage returns up to limit paths of the job not yet done
+// (failed, cancelled or aborted outcomes), after the given path.
+func (a *Activities) FailedPathsPage(ctx context.Context, jobID int64, after string, limit int) ([]string, error) {
+	return models.UnfinishedPaths(ctx, a.DB, jobID, after, limit)
+}

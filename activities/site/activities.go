@@ -1,0 +1,42 @@
+package site
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/thehub/hub/models"
+)
+
+// Activities are the Temporal activities of a site worker: every side
+// effect on the site's storage. One value serves one worker process; it
+// keeps no state between calls beyond what is on disk.
+type Activities struct {
+	Root      *Root
+	Site      string
+	Queue     string
+	Node      string
+	ConfigDir string // the site's configuration folder: applied settings, exports, shares
+	// Cipher opens target credentials sealed by the hub; nil when the
+	// worker has no secret key (then only credential-less targets work).
+	Cipher *models.Cipher
+}
+
+// NewActivities opens the site root (creating it if missing) and the
+// configuration folder, by default <root>/.hub/config.
+func NewActivities(site, queue, node, rootDir, configDir string) (*Activities, error) {
+	if err := os.MkdirAll(rootDir, 0o750); err != nil {
+		return nil, fmt.Errorf("create site root: %w", err)
+	}
+	root, err := NewRoot(rootDir)
+	if err != nil {
+		return nil, err
+	}
+	if configDir == "" {
+		configDir = filepath.Join(root.Dir(), hubDir, "config")
+	}
+	if err := os.MkdirAll(configDir, 0o750); err != nil {
+		return nil, fmt.Errorf("create site config folder: %w", err)
+	}
+	return &Activities{Root: root, Site: site, Queue: queue, Node: node, ConfigDir: configDir}, nil
+}

@@ -1,0 +1,629 @@
+package site
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/thehub/hub/activities/targets"
+	"github.com/thehub/hub/models"
+)
+
+// Job batches live on the site, under <root>/.hub/jobs/<job>/r<run>/: the
+// workflow's history carries only batch numbers and counts. A site's nodes
+// share the root, so any node of the queue can run any batch.
+
+// Outcome states of a path, as the hub records them.
+const (
+	OutcomeSuccess = "SUCCESS"
+	OutcomeFailure = "FAILURE"
+	OutcomeSkipped = "SKIPPED"
+)
+
+// Outcome is the compact per-path result of a step or of discovery.
+type Outcome struct {
+	Path    string `json:"p"`
+	State   string `json:"s"`
+	Message string `json:"m,omitempty"`
+}
+
+// RuleFilter is the selection part of a workflow definition's filter rule.
+type RuleFilter struct {
+	Type  string // all|file|directory|symlink
+	State string // any|resident|premigrated|migrated
+}
+
+// DiscoverInput asks for a job's paths to be found and written as batches.
+type DiscoverInput struct {
+	JobID      int64
+	Run        int
+	FirstBatch int    // number of the first batch written
+	Mode       string // "recursive", "snapdiff", or "" (exactly the given paths)
+	Paths      []string
+	Include    []string
+	Exclude    []string
+	Rules      []RuleFilter
+	BatchSize  int
+	BatchBytes int64
+	AutoBatch  bool
+}
+
+// BatchMeta describes one written batch: which rule's steps apply and how
+// many paths it holds.
+type BatchMeta struct {
+	Index int
+	Rule  int
+	N     int
+}
+
+// DiscoverOutput lists the batches written and the paths that could not be
+// discovered (only for explicitly given paths, a bounded list).
+type DiscoverOutput struct {
+	Batches []BatchMeta
+	Files   int64
+	Bytes   int64
+	Failed  []Outcome
+	// Snapdiff is the pending manifest to commit when the job succeeds.
+	Snapdiff string
+}
+
+// batchEntry is one line of a batch file.
+type batchEntry struct {
+	Path    string `json:"path"`
+	Type    string `json:"type"`
+	State   State  `json:"state,omitempty"`
+	Size    int64  `json:"size"`
+	Change  Change `json:"change,omitempty"`
+	OldPath string `json:"old_path,omitempty"`
+}
+
+func (a *Activities) jobDir(jobID int64, run int) string {
+	return filepath.Join(a.Root.Dir(), hubDir, "jobs", fmt.Sprint(jobID), fmt.Sprintf("r%d", run))
+}
+
+func batchFile(dir string, index int) string {
+	return filepath.Join(dir, fmt.Sprintf("b%06d.jsonl", index))
+}
+
+func outcomeFile(dir string, index, step int) string {
+	return filepath.Join(dir, fmt.Sprintf("b%06d.s%02d.out", index, step))
+}
+
+// matchRule returns the first rule selecting e, or -1.
+func matchRule(rules []RuleFilter, typ string, state State) int {
+	for i, r := range rules {
+		if r.Type != "" && r.Type != "all" && r.Type != typ {
+			continue
+		}
+		if r.State != "" && r.State != "any" && State(r.State) != state {
+			continue
+		}
+		return i
+	}
+	return -1
+}
+
+// batchWriter groups entries per rule into batch files.
+type batchWriter struct {
+	mu      sync.Mutex
+	dir     string
+	next    int
+	size    int
+	bytes   int64
+	open    map[int][]batchEntry
+	openSz  map[int]int64
+	out     DiscoverOutput
+	onBatch func()
+}
+
+func (w *batchWriter) add(rule int, e batchEntry) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.open == nil {
+		w.open, w.openSz = map[int][]batchEntry{}, map[int]int64{}
+	}
+	w.open[rule] = append(w.open[rule], e)
+	w.openSz[rule] += e.Size
+	w.out.Files++
+	w.out.Bytes += e.Size
+	if len(w.open[rule]) >= w.size || (w.bytes > 0 && w.openSz[rule] >= w.bytes) {
+		return w.flush(rule)
+	}
+	return nil
+}
+
+func (w *batchWriter) flush(rule int) error {
+	entries := w.open[rule]
+	if len(entries) == 0 {
+		return nil
+	}
+	var sb strings.Builder
+	enc := json.NewEncoder(&sb)
+	for _, e := range entries {
+		if err := enc.Encode(e); err != nil {
+			return err
+		}
+	}
+	if err := writeFileAtomic(batchFile(w.dir, w.next), []byte(sb.String())); err != nil {
+		return fmt.Errorf("write batch: %w", err)
+	}
+	w.out.Batches = append(w.out.Batches, BatchMeta{Index: w.next, Rule: rule, N: len(entries)})
+	w.next++
+	delete(w.open, rule)
+	delete(w.openSz, rule)
+	if w.onBatch != nil {
+		w.onBatch()
+	}
+	return nil
+}
+
+func (w *batchWriter) close(rules int) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for r := 0; r < rules; r++ {
+		if err := w.flush(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Discover finds a job's paths and writes them as batch files grouped by
+// the first filter rule each matches (entries matching none are not part
+// of the job). It heartbeats per batch and is safe to retry: a retry
+// rewrites the same run's batches from scratch.
+func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverOutput, error) {
+	dir := a.jobDir(in.JobID, in.Run)
+	if in.FirstBatch == 0 {
+		_ = os.RemoveAll(dir) // a retried discovery starts clean
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, err
+	}
+	size := in.BatchSize
+	if size <= 0 {
+		size = defaultBatchSize
+	}
+	w := &batchWriter{dir: dir, next: in.FirstBatch, size: size, bytes: in.BatchBytes,
+		onBatch: func() { activity.RecordHeartbeat(ctx, "batches") }}
+	var err error
+	switch in.Mode {
+	case "recursive":
+		err = Walk(ctx, a.Root, in.Paths, WalkOptions{Include: in.Include, Exclude: in.Exclude,
+			BatchSize: size, BatchBytes: in.BatchBytes, AutoBatch: in.AutoBatch}, func(batch []Entry) error {
+			for _, e := range batch {
+				if r := matchRule(in.Rules, e.Type, e.State); r >= 0 {
+					if err := w.add(r, batchEntry{Path: e.Path, Type: e.Type, State: e.State, Size: e.Size}); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	case "snapdiff":
+		if len(in.Paths) != 1 {
+			return nil, temporal.NewNonRetryableApplicationError("snapdiff discovery needs exactly one managed path", "BadInput", nil)
+		}
+		var res *SnapdiffResult
+		res, err = Snapdiff(ctx, a.Root, in.Paths[0], filepath.Join(a.Root.Dir(), hubDir, "manifests"), func(batch []DiffEntry) error {
+			for _, d := range batch {
+				if r := matchRule(in.Rules, d.Type, d.State); r >= 0 || d.Change == Deleted {
+					if err := w.add(max(r, 0), batchEntry{Path: d.Path, Type: d.Type, State: d.State, Size: d.Size, Change: d.Change, OldPath: d.OldPath}); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if res != nil {
+			w.out.Snapdiff = res.Pending
+		}
+	case "":
+		for _, p := range in.Paths {
+			e, _, statErr := a.Root.Stat(p)
+			if statErr != nil {
+				w.out.Failed = append(w.out.Failed, Outcome{Path: p, State: OutcomeFailure, Message: statErr.Error()})
+				continue
+			}
+			if r := matchRule(in.Rules, e.Type, e.State); r >= 0 {
+				if err = w.add(r, batchEntry{Path: e.Path, Type: e.Type, State: e.State, Size: e.Size}); err != nil {
+					break
+				}
+			}
+		}
+	default:
+		return nil, temporal.NewNonRetryableApplicationError("unknown discovery "+in.Mode, "BadInput", nil)
+	}
+	if err != nil {
+		if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrReserved) || os.IsNotExist(errors.Unwrap(err)) {
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), "BadPath", err)
+		}
+		return nil, fmt.Errorf("discover: %w", err)
+	}
+	if err := w.close(len(in.Rules)); err != nil {
+		return nil, err
+	}
+	return &w.out, nil
+}
+
+// TargetSpec is an external target as a job passes it to a site. Secrets
+// arrive sealed (see models.Cipher) and are opened here with the site
+// worker's secret key.
+type TargetSpec struct {
+	Name           string
+	LocalFileRegex string
+	DeleteOnRecall bool
+	Config         targets.Config
+	SecretsTable   string
+	Secrets        map[string]string // secret field -> sealed value
+}
+
+// StepInput runs one step of a rule's chain over one batch.
+type StepInput struct {
+	JobID   int64
+	Run     int // run whose batch file this is
+	Batch   int
+	Step    int // index in the rule's action chain
+	Name    string
+	Params  map[string]any
+	Targets []TargetSpec
+}
+
+// StepOutput has one outcome per path the step handled.
+type StepOutput struct {
+	Outcomes []Outcome
+}
+
+// stepChunk is how many paths run between journal writes: a retried step
+// redoes at most this many paths, and those find their work already done.
+const stepChunk = 100
+
+// RunStep runs one step over one batch. Paths that failed the previous step
+// of the chain are left out. Outcomes are journaled on the site as chunks
+// finish, so a retry after a crash resumes where the journal ends and
+// every path is reported exactly once.
+func (a *Activities) RunStep(ctx context.Context, in StepInput) (*StepOutput, error) {
+	dir := a.jobDir(in.JobID, in.Run)
+	entries, err := readBatch(batchFile(dir, in.Batch))
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("batch %d of job %d: %v", in.Batch, in.JobID, err), "MissingBatch", err)
+	}
+	if in.Step > 0 {
+		prev, err := readOutcomes(outcomeFile(dir, in.Batch, in.Step-1))
+		if err != nil {
+			return nil, err
+		}
+		ok := map[string]bool{}
+		for _, o := range prev {
+			ok[o.Path] = o.State == OutcomeSuccess
+		}
+		kept := entries[:0]
+		for _, e := range entries {
+			if ok[e.Path] {
+				kept = append(kept, e)
+			}
+		}
+		entries = kept
+	}
+	journal := outcomeFile(dir, in.Batch, in.Step)
+	done, err := readOutcomes(journal)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(done))
+	for _, o := range done {
+		seen[o.Path] = true
+	}
+	var todo []batchEntry
+	for _, e := range entries {
+		if !seen[e.Path] {
+			todo = append(todo, e)
+		}
+	}
+	run, err := a.stepFunc(in)
+	if err != nil {
+		return nil, err
+	}
+	for lo := 0; lo < len(todo); lo += stepChunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		chunk := todo[lo:min(lo+stepChunk, len(todo))]
+		outs, err := run(ctx, chunk)
+		if err != nil {
+			return nil, err
+		}
+		if err := appendOutcomes(journal, outs); err != nil {
+			return nil, err
+		}
+		done = append(done, outs...)
+		activity.RecordHeartbeat(ctx, len(done))
+	}
+	return &StepOutput{Outcomes: done}, nil
+}
+
+type chunkFunc func(ctx context.Context, chunk []batchEntry) ([]Outcome, error)
+
+// stepFunc binds a step name and its parameters to the storage functions.
+func (a *Activities) stepFunc(in StepInput) (chunkFunc, error) {
+	opts := StepOptions{
+		Overwrite:      boolParam(in.Params, "overwrite"),
+		StubSize:       int64(numParam(in.Params, "stub_size")),
+		DeleteOnRecall: boolParam(in.Params, "delete_on_recall"),
+		DeleteRemote:   boolParam(in.Params, "remote"),
+	}
+	drivers := newDriverSet(in.Targets, a.Cipher)
+	heartbeat := func(ctx context.Context) func(int) {
+		return func(n int) { activity.RecordHeartbeat(ctx, n) }
+	}
+	byPath := func(f func(ctx context.Context, paths []string, o StepOptions) ([]Result, error)) chunkFunc {
+		return func(ctx context.Context, chunk []batchEntry) ([]Outcome, error) {
+			o := opts
+			o.Progress = heartbeat(ctx)
+			res, err := f(ctx, entryPaths(chunk), o)
+			return toOutcomes(res), err
+		}
+	}
+	switch in.Name {
+	case "premigrate", "migrate":
+		step := Premigrate
+		if in.Name == "migrate" {
+			step = Migrate
+			if v, ok := in.Params["premigrate"].(bool); ok && v {
+				step = Premigrate // "migrate" with premigrate=true keeps the data resident
+			}
+		}
+		named, _ := in.Params["target"].(string)
+		return func(ctx context.Context, chunk []batchEntry) ([]Outcome, error) {
+			groups, outs := drivers.pick(chunk, named)
+			o := opts
+			o.Progress = heartbeat(ctx)
+			for name, paths := range groups {
+				d, err := drivers.get(name)
+				if err != nil {
+					outs = append(outs, failAll(paths, err)...)
+					continue
+				}
+				res, err := step(ctx, a.Root, paths, d, name, o)
+				if err != nil {
+					return nil, err
+				}
+				outs = append(outs, toOutcomes(res)...)
+			}
+			return outs, nil
+		}, nil
+	case "recall":
+		return byPath(func(ctx context.Context, paths []string, o StepOptions) ([]Result, error) {
+			return Recall(ctx, a.Root, paths, drivers.get, o)
+		}), nil
+	case "reverse_stub":
+		return byPath(func(ctx context.Context, paths []string, o StepOptions) ([]Result, error) {
+			return ReverseStub(ctx, a.Root, paths, drivers.get, o)
+		}), nil
+	case "delete":
+		return byPath(func(ctx context.Context, paths []string, o StepOptions) ([]Result, error) {
+			return Delete(ctx, a.Root, paths, drivers.get, o)
+		}), nil
+	}
+	return nil, temporal.NewNonRetryableApplicationError("unknown step "+in.Name, "BadInput", nil)
+}
+
+// CleanupJob removes a job's batch files once the job no longer needs them.
+func (a *Activities) CleanupJob(ctx context.Context, jobID int64) error {
+	return os.RemoveAll(filepath.Dir(a.jobDir(jobID, 0)))
+}
+
+// CommitSnapdiff makes a snapdiff job's manifest the base of the next run.
+func (a *Activities) CommitSnapdiff(ctx context.Context, pending string) error {
+	if pending == "" {
+		return nil
+	}
+	return CommitSnapdiff(pending)
+}
+
+// driverSet opens each target once per activity.
+type driverSet struct {
+	mu     sync.Mutex
+	cipher *models.Cipher
+	specs  []TargetSpec
+	opened map[string]targets.Driver
+	regex  map[string]*regexp.Regexp
+}
+
+func newDriverSet(specs []TargetSpec, c *models.Cipher) *driverSet {
+	return &driverSet{specs: specs, cipher: c, opened: map[string]targets.Driver{}, regex: map[string]*regexp.Regexp{}}
+}
+
+func (s *driverSet) get(name string) (targets.Driver, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d, ok := s.opened[name]; ok {
+		return d, nil
+	}
+	for _, t := range s.specs {
+		if t.Name == name {
+			cfg := t.Config
+			if len(t.Secrets) > 0 {
+				if s.cipher == nil {
+					return nil, fmt.Errorf("target %q has credentials but this site worker has no secret key (HUB_SECRET_KEY)", name)
+				}
+				open := func(field string) (string, error) {
+					return s.cipher.Open(models.SecretColumn(t.SecretsTable, field), t.Secrets[field])
+				}
+				var err error
+				if cfg.AccessKeyID, err = open(models.SecretAccessKeyID); err != nil {
+					return nil, err
+				}
+				if cfg.SecretAccessKey, err = open(models.SecretSecretAccessKey); err != nil {
+					return nil, err
+				}
+				if cfg.AccessKeyID == "" {
+					if cfg.AccessKeyID, err = open(models.SecretAccessKey); err != nil {
+						return nil, err
+					}
+				}
+			}
+			d, err := targets.Open(cfg)
+			if err != nil {
+				return nil, err
+			}
+			s.opened[name] = d
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("external target %q is not available to this job", name)
+}
+
+// pick groups paths by target: the named one, else the first target whose
+// local_file_regex matches the path. Paths no target accepts fail.
+func (s *driverSet) pick(chunk []batchEntry, named string) (map[string][]string, []Outcome) {
+	groups := map[string][]string{}
+	var failed []Outcome
+	for _, e := range chunk {
+		if named != "" {
+			groups[named] = append(groups[named], e.Path)
+			continue
+		}
+		chosen := ""
+		for _, t := range s.specs {
+			re, ok := s.regex[t.Name]
+			if !ok {
+				re, _ = regexp.Compile(t.LocalFileRegex)
+				s.regex[t.Name] = re
+			}
+			if re != nil && re.MatchString(e.Path) {
+				chosen = t.Name
+				break
+			}
+		}
+		if chosen == "" {
+			failed = append(failed, Outcome{Path: e.Path, State: OutcomeFailure, Message: "no external target accepts this path (local_file_regex)"})
+			continue
+		}
+		groups[chosen] = append(groups[chosen], e.Path)
+	}
+	return groups, failed
+}
+
+func failAll(paths []string, err error) []Outcome {
+	out := make([]Outcome, len(paths))
+	for i, p := range paths {
+		out[i] = Outcome{Path: p, State: OutcomeFailure, Message: err.Error()}
+	}
+	return out
+}
+
+// toOutcomes maps step results to hub states. A path already in the state
+// the step aims for ("already premigrated") counts as a success: the step
+// is idempotent and the path is where the job wants it.
+func toOutcomes(res []Result) []Outcome {
+	out := make([]Outcome, len(res))
+	for i, r := range res {
+		state := OutcomeSuccess
+		switch {
+		case r.Code == CodeFailed:
+			state = OutcomeFailure
+		case r.Code == CodeSkipped && !strings.HasPrefix(r.Message, "already "):
+			state = OutcomeSkipped
+		}
+		out[i] = Outcome{Path: r.Path, State: state, Message: r.Message}
+	}
+	return out
+}
+
+func entryPaths(es []batchEntry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Path
+	}
+	return out
+}
+
+func boolParam(p map[string]any, k string) bool { v, _ := p[k].(bool); return v }
+
+func numParam(p map[string]any, k string) float64 {
+	switch v := p[k].(type) {
+	case float64:
+		return v
+	case int:
+		return float64(v)
+	case int64:
+		return float64(v)
+	case json.Number:
+		f, _ := v.Float64()
+		return f
+	}
+	return 0
+}
+
+func readBatch(name string) ([]batchEntry, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []batchEntry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var e batchEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}
+
+// readOutcomes reads a journal; a missing journal is empty and a torn last
+// line (a crash mid-write) is ignored, its paths are simply redone.
+func readOutcomes(name string) ([]Outcome, error) {
+	data, err := os.ReadFile(name)
+	if os.IsNotExist(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var out []Outcome
+	for _, line := range strings.Split(string(data), "\n") {
+		var o Outcome
+		if line == "" || json.Unmarshal([]byte(line), &o) != nil {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+func appendOutcomes(name string, outs []Outcome) error {
+	var sb strings.Builder
+	enc := json.NewEncoder(&sb)
+	for _, o := range outs {
+		if err := enc.Encode(o); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(sb.String()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,429 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+)
+
+func (s *Server) jobRoutes(r *gin.RouterGroup) {
+	perm := auth.CRUD("job")
+	r.POST("/file/workflow/", auth.Require("add_job"), handle(s.runWorkflow))
+	r.POST("/jobs/", perm, handle(s.createJobOld))
+	r.GET("/jobs/:id/", perm, handle(s.getJob))
+	r.DELETE("/jobs/:id/", perm, handle(s.deleteJob))
+	r.POST("/jobs/:id/pause/", auth.Require("change_job"), handle(s.signalJob(workflows.PauseSignal)))
+	r.POST("/jobs/:id/resume/", auth.Require("change_job"), handle(s.signalJob(workflows.ResumeSignal)))
+	r.POST("/jobs/:id/cancel/", auth.Require("change_job"), handle(s.cancelJob))
+	r.POST("/jobs/:id/resubmit/", auth.Require("change_job"), handle(s.resubmitJob))
+}
+
+// runWorkflowInput is the body of POST /file/workflow/.
+type runWorkflowInput struct {
+	Site               *string        `json:"site"`
+	Workflow           *string        `json:"workflow"`
+	Discovery          *string        `json:"discovery"`
+	Job                *int64         `json:"job"`
+	Fields             map[string]any `json:"fields"`
+	Paths              []any          `json:"paths"`
+	Include            []string       `json:"include"`
+	Exclude            []string       `json:"exclude"`
+	IgnoreSiteIncludes bool           `json:"ignore_site_includes"`
+	IgnoreSiteExcludes bool           `json:"ignore_site_excludes"`
+	Queue              *string        `json:"queue"`
+}
+
+var queuePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// jobPaths accepts paths as strings or {"path": ...} objects. Every path is
+// absolute inside the site root; ".." and NUL are refused here, symlinks
+// leaving the root are refused by the site worker, per path.
+func jobPaths(v web.ValidationError, raw []any) []string {
+	var out []string
+	for i, p := range raw {
+		var s string
+		switch x := p.(type) {
+		case string:
+			s = x
+		case map[string]any:
+			s, _ = x["path"].(string)
+		}
+		field := fmt.Sprintf("paths[%d]", i)
+		switch {
+		case s == "":
+			v.Add(field, "Each path must be a non-empty string or an object with a path.")
+		case !strings.HasPrefix(s, "/"):
+			v.Add(field, "Paths are absolute inside the site root and start with /.")
+		case strings.ContainsRune(s, 0) || containsDotDot(s):
+			v.Add(field, "Paths may not contain .. or NUL.")
+		default:
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func containsDotDot(p string) bool {
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// checkFields validates runtime fields against the definition and fills
+// defaults.
+func checkFields(v web.ValidationError, defs map[string]models.WorkflowField, given map[string]any) map[string]any {
+	out := map[string]any{}
+	for name := range given {
+		if _, ok := defs[name]; !ok {
+			v.Add("fields."+name, "Unknown field for this workflow.")
+		}
+	}
+	for name, f := range defs {
+		val, ok := given[name]
+		if !ok || val == nil {
+			if f.Required && f.Default == nil {
+				v.Add("fields."+name, "This field is required.")
+			}
+			if f.Default != nil {
+				out[name] = f.Default
+			}
+			continue
+		}
+		switch f.Type {
+		case "number":
+			if _, isNum := val.(float64); !isNum {
+				if n, isJSON := val.(interface{ Float64() (float64, error) }); isJSON {
+					fv, _ := n.Float64()
+					val = fv
+				} else {
+					v.Add("fields."+name, "Expected a number.")
+				}
+			}
+		case "checkbox":
+			if _, ok := val.(bool); !ok {
+				v.Add("fields."+name, "Expected a boolean.")
+			}
+		case "choice":
+			found := false
+			for _, c := range f.Choices {
+				found = found || fmt.Sprint(c) == fmt.Sprint(val)
+			}
+			if !found {
+				v.Add("fields."+name, fmt.Sprintf("%v is not one of the choices.", val))
+			}
+		default:
+			if _, ok := val.(string); !ok {
+				v.Add("fields."+name, "Expected a string.")
+			}
+		}
+		out[name] = val
+	}
+	return out
+}
+
+// newJob validates a job request and builds the job record.
+func (s *Server) newJob(c *gin.Context, in runWorkflowInput) (*models.Job, error) {
+	ctx := c.Request.Context()
+	v := web.ValidationError{}
+	v.Check(deref(in.Site) != "", "site", "This field is required.")
+	v.Check(deref(in.Workflow) != "", "workflow", "This field is required.")
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	site, err := models.GetSiteByName(ctx, s.DB, *in.Site)
+	if isNotFound(err) {
+		v.Add("site", fmt.Sprintf("Site %q does not exist.", *in.Site))
+	} else if err != nil {
+		return nil, err
+	}
+	wf, err := models.GetWorkflowByName(ctx, s.DB, *in.Workflow)
+	if isNotFound(err) {
+		v.Add("workflow", fmt.Sprintf("Workflow %q does not exist.", *in.Workflow))
+	} else if err != nil {
+		return nil, err
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	v.Check(wf.Enabled, "workflow", "This workflow is disabled.")
+	v.Check(!wf.ScheduleOnly, "workflow", "This workflow can only run inside a schedule.")
+	discovery := deref(wf.Discovery)
+	if in.Discovery != nil {
+		discovery = *in.Discovery
+	}
+	if discovery == "none" {
+		discovery = ""
+	}
+	v.Check(discovery == "" || discovery == "recursive" || discovery == "snapdiff", "discovery", "Use recursive, snapdiff or none.")
+	paths := jobPaths(v, in.Paths)
+	v.Check(len(in.Paths) > 0, "paths", "At least one path is required.")
+	v.Check(discovery != "snapdiff" || len(in.Paths) == 1, "paths", "Snapdiff discovery takes exactly one managed path.")
+	fields := checkFields(v, wf.Fields, in.Fields)
+	queue := wf.PreferredQueue
+	if in.Queue != nil {
+		queue = *in.Queue
+	}
+	if queue == "" {
+		queue = models.DefaultQueue
+	}
+	v.Check(queuePattern.MatchString(queue), "queue", "Must match [a-zA-Z0-9-_]+.")
+	for i, g := range append(append([]string{}, in.Include...), in.Exclude...) {
+		v.Check(g != "", fmt.Sprintf("include/exclude[%d]", i), "Globs may not be empty.")
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	j := &models.Job{Workflow: wf.Name, Site: site.Name, SiteID: site.ID, Queue: queue, Fields: fields, Paths: paths,
+		Include: in.Include, Exclude: in.Exclude, IgnoreSiteIncludes: in.IgnoreSiteIncludes, IgnoreSiteExcludes: in.IgnoreSiteExcludes,
+		Definition: models.JobDefinition{Name: wf.Name, Discovery: discovery, DiscoveryOptions: wf.DiscoveryOptions,
+			FilterRules: wf.FilterRules, PreferredQueue: wf.PreferredQueue},
+		FriendlyName: fmt.Sprintf("%s on %s", wf.Label, site.Name)}
+	if discovery != "" {
+		j.Discovery = &discovery
+	}
+	p := auth.Current(c)
+	j.OwnerType, j.OwnerID, j.OwnerName = models.OwnerUser, &p.User.ID, p.User.Username
+	if p.ClientKey != nil {
+		j.ClientKeyID, j.ClientKeyName = &p.ClientKey.ID, p.ClientKey.Name
+	}
+	return j, nil
+}
+
+// startJob records the job and starts its workflow; if Temporal refuses,
+// the job is marked FAILURE so nothing is left PENDING forever.
+func (s *Server) startJob(ctx context.Context, j *models.Job) error {
+	if err := models.CreateJob(ctx, s.DB, j); err != nil {
+		return err
+	}
+	return s.startJobWorkflow(ctx, j)
+}
+
+func (s *Server) startJobWorkflow(ctx context.Context, j *models.Job) error {
+	opts := client.StartWorkflowOptions{
+		ID: workflows.JobWorkflowID(j.ID), TaskQueue: workflows.HubTaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.HubSite.ValueSet(j.Site), workflows.HubWorkflow.ValueSet(j.Workflow),
+			workflows.HubJobID.ValueSet(j.ID), workflows.HubJobState.ValueSet(models.JobPending)),
+	}
+	if _, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.JobWorkflowName, workflows.JobInput{JobID: j.ID}); err != nil {
+		_ = models.UpdateJob(context.WithoutCancel(ctx), s.DB, j.ID, models.JobUpdate{State: models.JobFailure, Completed: true})
+		return fmt.Errorf("start job workflow: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) runWorkflow(c *gin.Context) error {
+	var in runWorkflowInput
+	if err := web.Bind(c, &in); err != nil {
+		return err
+	}
+	j, err := s.newJob(c, in)
+	if err != nil {
+		return err
+	}
+	if err := s.startJob(c.Request.Context(), j); err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, gin.H{"site": j.Site, "workflow": j.Workflow, "discovery": j.Discovery, "job": j.ID,
+		"fields": j.Fields, "paths": j.Paths, "include": j.Include, "exclude": j.Exclude, "queue": j.Queue,
+		"ignore_site_includes": j.IgnoreSiteIncludes, "ignore_site_excludes": j.IgnoreSiteExcludes,
+		"url": web.AbsURL(c, fmt.Sprintf("/api/jobs/%d/", j.ID))})
+	return nil
+}
+
+// createJobOld is POST /jobs/ with the older body: jobtype instead of
+// workflow; state is ignored (a job always starts PENDING).
+func (s *Server) createJobOld(c *gin.Context) error {
+	var in struct {
+		runWorkflowInput
+		JobType *string `json:"jobtype"`
+	}
+	if err := web.Bind(c, &in); err != nil {
+		return err
+	}
+	if in.Workflow == nil {
+		in.Workflow = in.JobType
+	}
+	if in.Workflow == nil {
+		return web.Invalid("jobtype", "This field is required.")
+	}
+	j, err := s.newJob(c, in.runWorkflowInput)
+	if err != nil {
+		return err
+	}
+	if err := s.startJob(c.Request.Context(), j); err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, renderJob(c, j))
+	return nil
+}
+
+// renderJob is a job as the API shows it, with both the newer (workflow,
+// owner object) and older (jobtype) field names.
+func renderJob(c *gin.Context, j *models.Job) gin.H {
+	var runtime *float64
+	if j.Started != nil {
+		end := time.Now()
+		if j.Completed != nil {
+			end = *j.Completed
+		}
+		r := end.Sub(*j.Started).Seconds()
+		runtime = &r
+	}
+	owner := gin.H{"type": j.OwnerType, "id": j.OwnerID, "name": j.OwnerName}
+	switch j.OwnerType {
+	case models.OwnerSystem:
+		owner["id"], owner["name"] = models.OwnerSystemID, "System"
+	case models.OwnerUnknown:
+		owner["id"], owner["name"] = models.OwnerUnknownID, "Unknown"
+	}
+	var clientKey, schedule any
+	if j.ClientKeyID != nil {
+		clientKey = j.ClientKeyName
+	}
+	if j.ScheduleID != nil {
+		schedule = j.ScheduleName
+	}
+	state := j.State
+	return gin.H{
+		"id": j.ID, "url": web.AbsURL(c, fmt.Sprintf("/api/jobs/%d/", j.ID)), "workflow": j.Workflow, "jobtype": j.Workflow,
+		"site": j.Site, "queue": j.Queue, "discovery": j.Discovery, "fields": j.Fields, "state": state,
+		"has_failures": j.HasFailures, "created": j.Created, "started": j.Started, "completed": j.Completed,
+		"runtime": runtime, "owner": owner, "clientkey": clientKey, "schedule": schedule,
+		"dir_walk_complete": j.DirWalkComplete, "is_settings_job": j.IsSettingsJob, "friendly_name": j.FriendlyName,
+		"progress": j.Progress, "paths": j.Paths, "include": j.Include, "exclude": j.Exclude, "run": j.Run,
+		"numfiles": j.NumFiles, "numprocessedfiles": j.NumProcessedFiles, "numfailedfiles": j.NumFailedFiles,
+		"numskippedfiles": j.NumSkippedFiles, "numabortedfiles": j.NumAbortedFiles, "numcancelledfiles": j.NumCancelledFiles,
+		"temporal_workflow_id": workflows.JobWorkflowID(j.ID),
+	}
+}
+
+func (s *Server) jobFromPath(c *gin.Context) (*models.Job, error) {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return nil, err
+	}
+	return models.GetJob(c.Request.Context(), s.DB, id)
+}
+
+func (s *Server) getJob(c *gin.Context) error {
+	j, err := s.jobFromPath(c)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, renderJob(c, j))
+	return nil
+}
+
+var errJobNotRunning = &web.Error{Status: http.StatusConflict, Detail: "The job is not running."}
+
+// signalJob sends pause or resume to a running job's workflow.
+func (s *Server) signalJob(signal string) func(c *gin.Context) error {
+	return func(c *gin.Context) error {
+		j, err := s.jobFromPath(c)
+		if err != nil {
+			return err
+		}
+		if models.JobFinished(j.State) || j.State == models.JobCancelling {
+			return errJobNotRunning
+		}
+		err = s.Temporal.SignalWorkflow(c.Request.Context(), workflows.JobWorkflowID(j.ID), "", signal, nil)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return errJobNotRunning
+		} else if err != nil {
+			return err
+		}
+		c.JSON(http.StatusAccepted, renderJob(c, j))
+		return nil
+	}
+}
+
+// cancelJob requests Temporal cancellation: steps in flight stop at their
+// next heartbeat, and the workflow records the job CANCELLED.
+func (s *Server) cancelJob(c *gin.Context) error {
+	j, err := s.jobFromPath(c)
+	if err != nil {
+		return err
+	}
+	if models.JobFinished(j.State) {
+		return errJobNotRunning
+	}
+	ctx := c.Request.Context()
+	err = s.Temporal.CancelWorkflow(ctx, workflows.JobWorkflowID(j.ID), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return errJobNotRunning
+	} else if err != nil {
+		return err
+	}
+	if err := models.UpdateJob(ctx, s.DB, j.ID, models.JobUpdate{State: models.JobCancelling}); err != nil {
+		return err
+	}
+	j.State = models.JobCancelling
+	c.JSON(http.StatusAccepted, renderJob(c, j))
+	return nil
+}
+
+// resubmitJob reruns what a finished job failed, aborted or had cancelled.
+// An unfinished job, or one with nothing left to redo, is unchanged (200).
+func (s *Server) resubmitJob(c *gin.Context) error {
+	j, err := s.jobFromPath(c)
+	if err != nil {
+		return err
+	}
+	if !models.JobFinished(j.State) || (j.State == models.JobSuccess && !j.HasFailures) {
+		c.JSON(http.StatusOK, renderJob(c, j))
+		return nil
+	}
+	ctx := c.Request.Context()
+	run := j.Run + 1
+	if err := models.UpdateJob(ctx, s.DB, j.ID, models.JobUpdate{State: models.JobPending, Run: &run}); err != nil {
+		return err
+	}
+	if err := s.startJobWorkflow(ctx, j); err != nil {
+		return err
+	}
+	if j, err = models.GetJob(ctx, s.DB, j.ID); err != nil {
+		return err
+	}
+	c.JSON(http.StatusAccepted, renderJob(c, j))
+	return nil
+}
+
+// deleteJob removes a finished job's records; a running job must be
+// cancelled first.
+func (s *Server) deleteJob(c *gin.Context) error {
+	j, err := s.jobFromPath(c)
+	if err != nil {
+		return err
+	}
+	if !models.JobFinished(j.State) {
+		return web.Errorf(http.StatusConflict, "The job is %s; cancel it before deleting it.", j.State)
+	}
+	if err := models.DeleteJob(c.Request.Context(), s.DB, j.ID); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+

@@ -1,0 +1,427 @@
+package models
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/driver/pgdriver"
+)
+
+// Job states. Transitions are documented in docs/jobs.md.
+const (
+	JobPending    = "PENDING"
+	JobStarted    = "STARTED"
+	JobPausing    = "PAUSING"
+	JobPaused     = "PAUSED"
+	JobCancelling = "CANCELLING"
+	JobCancelled  = "CANCELLED"
+	JobSuccess    = "SUCCESS"
+	JobFailure    = "FAILURE"
+	// JobHasFailures is a filter value, not a stored state: a SUCCESS job
+	// with has_failures set (some paths failed, the job ran to its end).
+	JobHasFailures = "HAS_FAILURES"
+)
+
+// JobFinished reports whether state is final.
+func JobFinished(state string) bool {
+	return state == JobSuccess || state == JobFailure || state == JobCancelled
+}
+
+// Task and per-path states.
+const (
+	TaskPending   = "PENDING"
+	TaskStarted   = "STARTED"
+	TaskSuccess   = "SUCCESS"
+	TaskFailure   = "FAILURE"
+	TaskError     = "ERROR"
+	TaskSkipped   = "SKIPPED"
+	TaskCancelled = "CANCELLED"
+	// PathAborted is a path whose task died or was invalidated.
+	PathAborted = "ABORTED"
+)
+
+// Owner kinds and the ids the API uses for the non-user owners.
+const (
+	OwnerUser      = "user"
+	OwnerSystem    = "system"
+	OwnerUnknown   = "unknown"
+	OwnerSystemID  = -2
+	OwnerUnknownID = -1
+)
+
+// Job is one application of a workflow definition to paths on a site.
+type Job struct {
+	bun.BaseModel `bun:"table:jobs,alias:j"`
+
+	ID                 int64          `bun:"id,pk,autoincrement"`
+	Workflow           string         `bun:"workflow"`
+	Definition         JobDefinition  `bun:"definition,type:jsonb"`
+	Site               string         `bun:"site"`
+	SiteID             int64          `bun:"site_id"`
+	Queue              string         `bun:"queue"`
+	Discovery          *string        `bun:"discovery"`
+	Fields             map[string]any `bun:"fields,type:jsonb"`
+	Paths              []string       `bun:"paths,type:jsonb"`
+	Include            []string       `bun:"include,type:jsonb"`
+	Exclude            []string       `bun:"exclude,type:jsonb"`
+	IgnoreSiteIncludes bool           `bun:"ignore_site_includes"`
+	IgnoreSiteExcludes bool           `bun:"ignore_site_excludes"`
+	State              string         `bun:"state"`
+	HasFailures        bool           `bun:"has_failures"`
+	Created            time.Time      `bun:"created"`
+	Started            *time.Time     `bun:"started"`
+	Completed          *time.Time     `bun:"completed"`
+	Updated            time.Time      `bun:"updated"`
+	OwnerType          string         `bun:"owner_type"`
+	OwnerID            *int64         `bun:"owner_id"`
+	OwnerName          string         `bun:"owner_name"`
+	ClientKeyID        *int64         `bun:"clientkey_id"`
+	ClientKeyName      string         `bun:"clientkey_name"`
+	ScheduleID         *int64         `bun:"schedule_id"`
+	ScheduleName       string         `bun:"schedule_name"`
+	DirWalkComplete    bool           `bun:"dir_walk_complete"`
+	IsSettingsJob      bool           `bun:"is_settings_job"`
+	FriendlyName       string         `bun:"friendly_name"`
+	NumFiles           int64          `bun:"numfiles"`
+	NumProcessedFiles  int64          `bun:"numprocessedfiles"`
+	NumFailedFiles     int64          `bun:"numfailedfiles"`
+	NumSkippedFiles    int64          `bun:"numskippedfiles"`
+	NumAbortedFiles    int64          `bun:"numabortedfiles"`
+	NumCancelledFiles  int64          `bun:"numcancelledfiles"`
+	Progress           float64        `bun:"progress"`
+	Run                int            `bun:"run"`
+	Leftover           []BatchRef     `bun:"leftover,type:jsonb"`
+}
+
+// BatchRef names a batch written at the site: batch Index of run Run,
+// holding N paths under filter rule Rule.
+type BatchRef struct {
+	Run   int `json:"run"`
+	Index int `json:"index"`
+	Rule  int `json:"rule"`
+	N     int `json:"n"`
+}
+
+// JobDefinition is the snapshot of a workflow definition a job runs, so
+// later edits of the definition never change a running job.
+type JobDefinition struct {
+	Name             string         `json:"name"`
+	Discovery        string         `json:"discovery"`
+	DiscoveryOptions map[string]any `json:"discovery_options,omitempty"`
+	Fields           map[string]any `json:"fields,omitempty"`
+	FilterRules      []FilterRule   `json:"filter_rules"`
+	PreferredQueue   string         `json:"preferred_queue,omitempty"`
+}
+
+// FilterRule selects entries by type and migration state and names the
+// chain of steps applied to them.
+type FilterRule struct {
+	Type   string     `json:"type"`  // all|file|directory|symlink
+	State  string     `json:"state"` // any|resident|premigrated|migrated
+	Action []StepSpec `json:"action"`
+}
+
+// StepSpec is one step of a rule's action chain.
+type StepSpec struct {
+	Name   string         `json:"name"`
+	Params map[string]any `json:"params,omitempty"`
+}
+
+// Task is one batch × step executed at a site.
+type Task struct {
+	bun.BaseModel `bun:"table:tasks,alias:t"`
+
+	ID           int64          `bun:"id,pk,autoincrement"`
+	JobID        int64          `bun:"job_id"`
+	Site         string         `bun:"site"`
+	Queue        string         `bun:"queue"`
+	TaskType     string         `bun:"tasktype"`
+	TaskID       string         `bun:"task_id"`
+	State        string         `bun:"state"`
+	Run          int            `bun:"run"`
+	Batch        int            `bun:"batch"`
+	Step         int            `bun:"step"`
+	NumPaths     int64          `bun:"numpaths"`
+	Created      time.Time      `bun:"created"`
+	Started      *time.Time     `bun:"started"`
+	Completed    *time.Time     `bun:"completed"`
+	Result       map[string]any `bun:"result,type:jsonb"`
+	FriendlyName string         `bun:"friendly_name"`
+}
+
+// JobStat is the latest outcome of one path of a job.
+type JobStat struct {
+	bun.BaseModel `bun:"table:job_stats,alias:js"`
+
+	ID      int64     `bun:"id,pk,autoincrement"`
+	JobID   int64     `bun:"job_id"`
+	TaskID  *int64    `bun:"task_id"`
+	Path    string    `bun:"path"`
+	State   string    `bun:"state"`
+	Code    string    `bun:"code"`
+	Message string    `bun:"message"`
+	Updated time.Time `bun:"updated"`
+}
+
+// JobStatHistory is every outcome a path had, one row per task.
+type JobStatHistory struct {
+	bun.BaseModel `bun:"table:job_stat_history,alias:jh"`
+
+	ID      int64     `bun:"id,pk,autoincrement"`
+	JobID   int64     `bun:"job_id"`
+	TaskID  *int64    `bun:"task_id"`
+	Path    string    `bun:"path"`
+	State   string    `bun:"state"`
+	Code    string    `bun:"code"`
+	Message string    `bun:"message"`
+	Created time.Time `bun:"created"`
+}
+
+// CreateJob inserts a PENDING job.
+func CreateJob(ctx context.Context, db bun.IDB, j *Job) error {
+	now := time.Now().UTC()
+	j.Created, j.Updated, j.State = now, now, JobPending
+	if j.Run == 0 {
+		j.Run = 1
+	}
+	_, err := db.NewInsert().Model(j).Exec(ctx)
+	return dbErr(err)
+}
+
+// GetJob loads a job.
+func GetJob(ctx context.Context, db bun.IDB, id int64) (*Job, error) {
+	j := new(Job)
+	err := db.NewSelect().Model(j).Where("j.id = ?", id).Scan(ctx)
+	return j, dbErr(err)
+}
+
+// DeleteJob removes a job with its tasks and stats.
+func DeleteJob(ctx context.Context, db bun.IDB, id int64) error {
+	res, err := db.NewDelete().Model((*Job)(nil)).Where("id = ?", id).Exec(ctx)
+	return affected(res, err)
+}
+
+// JobUpdate is a partial update of a job's state and timestamps.
+type JobUpdate struct {
+	State           string
+	Started         bool // set started to now when unset
+	Completed       bool // set completed to now
+	DirWalkComplete *bool
+	NumFiles        *int64
+	HasFailures     *bool
+	Run             *int
+	Leftover        *[]BatchRef
+	Cancelled       *int64
+	Aborted         *int64
+}
+
+// UpdateJob applies u to job id and touches updated.
+func UpdateJob(ctx context.Context, db bun.IDB, id int64, u JobUpdate) error {
+	now := time.Now().UTC()
+	q := db.NewUpdate().Model((*Job)(nil)).Where("id = ?", id).Set("updated = ?", now)
+	if u.State != "" {
+		q.Set("state = ?", u.State)
+	}
+	if u.Started {
+		q.Set("started = COALESCE(started, ?)", now)
+	}
+	if u.Completed {
+		q.Set("completed = ?", now)
+	}
+	if u.DirWalkComplete != nil {
+		q.Set("dir_walk_complete = ?", *u.DirWalkComplete)
+	}
+	if u.NumFiles != nil {
+		q.Set("numfiles = ?", *u.NumFiles)
+	}
+	if u.HasFailures != nil {
+		q.Set("has_failures = ?", *u.HasFailures)
+	}
+	if u.Run != nil {
+		q.Set("run = ?", *u.Run).Set("completed = NULL")
+	}
+	if u.Leftover != nil {
+		q.Set("leftover = ?", jsonText(*u.Leftover))
+	}
+	if u.Cancelled != nil {
+		q.Set("numcancelledfiles = ?", *u.Cancelled)
+	}
+	if u.Aborted != nil {
+		q.Set("numabortedfiles = ?", *u.Aborted)
+	}
+	res, err := q.Exec(ctx)
+	return affected(res, err)
+}
+
+// CreateTask records a task, idempotently by its task_id (the Temporal
+// activity id), and returns its row.
+func CreateTask(ctx context.Context, db bun.IDB, t *Task) error {
+	t.Created = time.Now().UTC()
+	if _, err := db.NewInsert().Model(t).On("CONFLICT (task_id) DO NOTHING").Exec(ctx); err != nil {
+		return dbErr(err)
+	}
+	return dbErr(db.NewSelect().Model(t).Where("task_id = ?", t.TaskID).Scan(ctx))
+}
+
+// FinishTask sets a task's final state and result.
+func FinishTask(ctx context.Context, db bun.IDB, id int64, state string, result map[string]any) error {
+	now := time.Now().UTC()
+	_, err := db.NewUpdate().Model((*Task)(nil)).Where("id = ?", id).
+		Set("state = ?", state).Set("completed = ?", now).Set("started = COALESCE(started, ?)", now).
+		Set("result = ?", jsonText(result)).Exec(ctx)
+	return dbErr(err)
+}
+
+// CancelOpenTasks marks a job's pending and started tasks CANCELLED.
+func CancelOpenTasks(ctx context.Context, db bun.IDB, jobID int64) error {
+	_, err := db.NewUpdate().Model((*Task)(nil)).Where("job_id = ? AND state IN (?)", jobID, bun.In([]string{TaskPending, TaskStarted})).
+		Set("state = ?", TaskCancelled).Set("completed = ?", time.Now().UTC()).Exec(ctx)
+	return dbErr(err)
+}
+
+// PathOutcome is the outcome of one path in one task.
+type PathOutcome struct {
+	Path    string
+	State   string
+	Code    string
+	Message string
+}
+
+// RecordOutcomes upserts the latest outcome of each path into job_stats and
+// appends each to the history, then refreshes the job's counters. It is
+// idempotent per task: a retried call leaves the same rows. On PostgreSQL
+// rows travel by COPY into a temporary table, then one upsert.
+func RecordOutcomes(ctx context.Context, db *bun.DB, jobID, taskID int64, outs []PathOutcome) error {
+	if len(outs) > 0 {
+		var err error
+		if IsPostgres(db) {
+			err = recordOutcomesCopy(ctx, db, jobID, taskID, outs)
+		} else {
+			err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+				return recordOutcomesInsert(ctx, tx, jobID, taskID, outs)
+			})
+		}
+		if err != nil {
+			return fmt.Errorf("record outcomes of task %d: %w", taskID, err)
+		}
+	}
+	return RefreshJobCounts(ctx, db, jobID)
+}
+
+func recordOutcomesInsert(ctx context.Context, tx bun.Tx, jobID, taskID int64, outs []PathOutcome) error {
+	now := time.Now().UTC()
+	if _, err := tx.NewDelete().Model((*JobStatHistory)(nil)).Where("task_id = ?", taskID).Exec(ctx); err != nil {
+		return err
+	}
+	const chunk = 500 // stays under sqlite's bound-parameter limit
+	for lo := 0; lo < len(outs); lo += chunk {
+		part := outs[lo:min(lo+chunk, len(outs))]
+		stats := make([]JobStat, len(part))
+		hist := make([]JobStatHistory, len(part))
+		for i, o := range part {
+			stats[i] = JobStat{JobID: jobID, TaskID: &taskID, Path: o.Path, State: o.State, Code: o.Code, Message: o.Message, Updated: now}
+			hist[i] = JobStatHistory{JobID: jobID, TaskID: &taskID, Path: o.Path, State: o.State, Code: o.Code, Message: o.Message, Created: now}
+		}
+		_, err := tx.NewInsert().Model(&stats).On("CONFLICT (job_id, path) DO UPDATE").
+			Set("task_id = EXCLUDED.task_id, state = EXCLUDED.state, code = EXCLUDED.code").
+			Set("message = EXCLUDED.message, updated = EXCLUDED.updated").Exec(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.NewInsert().Model(&hist).Exec(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func recordOutcomesCopy(ctx context.Context, db *bun.DB, jobID, taskID int64, outs []PathOutcome) error {
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
+	for _, o := range outs {
+		_ = w.Write([]string{o.Path, o.State, o.Code, o.Message})
+	}
+	w.Flush()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE outcomes (path TEXT, state TEXT, code TEXT, message TEXT) ON COMMIT DROP`); err != nil {
+			return err
+		}
+		if _, err := pgdriver.CopyFrom(ctx, conn, &buf, `COPY outcomes FROM STDIN WITH (FORMAT csv)`); err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		if _, err := tx.ExecContext(ctx, `DELETE FROM job_stat_history WHERE task_id = ?`, taskID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO job_stats (job_id, task_id, path, state, code, message, updated)
+			SELECT ?, ?, path, state, code, message, ? FROM outcomes
+			ON CONFLICT (job_id, path) DO UPDATE SET task_id = EXCLUDED.task_id, state = EXCLUDED.state,
+			code = EXCLUDED.code, message = EXCLUDED.message, updated = EXCLUDED.updated`, jobID, taskID, now); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO job_stat_history (job_id, task_id, path, state, code, message, created)
+			SELECT ?, ?, path, state, code, message, ? FROM outcomes`, jobID, taskID, now)
+		return err
+	})
+}
+
+// RefreshJobCounts recomputes a job's processed, failed and skipped
+// counters and its progress from job_stats. Cancelled and aborted paths
+// are counted by batch when the job ends (FinishJobRun), since the hub
+// never saw the paths of batches that did not run.
+func RefreshJobCounts(ctx context.Context, db bun.IDB, jobID int64) error {
+	var rows []struct {
+		State string `bun:"state"`
+		N     int64  `bun:"n"`
+	}
+	err := db.NewSelect().Model((*JobStat)(nil)).Column("state").ColumnExpr("COUNT(*) AS n").
+		Where("job_id = ?", jobID).Group("state").Scan(ctx, &rows)
+	if err != nil {
+		return dbErr(err)
+	}
+	c := map[string]int64{}
+	for _, r := range rows {
+		c[r.State] = r.N
+	}
+	done := c[TaskSuccess] + c[TaskFailure] + c[TaskSkipped]
+	least := "LEAST" // the two-argument minimum is spelled differently
+	if !IsPostgres(db) {
+		least = "MIN"
+	}
+	_, err = db.NewUpdate().Model((*Job)(nil)).Where("id = ?", jobID).
+		Set("numprocessedfiles = ?", c[TaskSuccess]).Set("numfailedfiles = ?", c[TaskFailure]).
+		Set("numskippedfiles = ?", c[TaskSkipped]).Set("updated = ?", time.Now().UTC()).
+		Set("progress = CASE WHEN numfiles > 0 THEN "+least+"(100.0, 100.0 * ? / numfiles) ELSE progress END", done).
+		Exec(ctx)
+	return dbErr(err)
+}
+
+// jsonText is v as JSON text for a jsonb column in a raw Set: an untyped
+// literal that PostgreSQL casts to jsonb and sqlite stores as text.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain data reaches here
+	}
+	return string(b)
+}
+
+// UnfinishedPaths returns up to limit paths of a job whose latest outcome
+// is not SUCCESS or SKIPPED, after the given path (keyset paging).
+func UnfinishedPaths(ctx context.Context, db bun.IDB, jobID int64, after string, limit int) ([]string, error) {
+	var paths []string
+	err := db.NewSelect().Model((*JobStat)(nil)).Column("path").
+		Where("job_id = ? AND state NOT IN (?) AND path > ?", jobID, bun.In([]string{TaskSuccess, TaskSkipped}), after).
+		Order("path").Limit(int64(limit)).Scan(ctx, &paths)
+	return paths, dbErr(err)
+}

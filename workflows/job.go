@@ -1,0 +1,398 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	hubact "github.com/thehub/hub/activities/hub"
+	"github.com/thehub/hub/activities/site"
+	"github.com/thehub/hub/models"
+)
+
+// Names of the job workflow, its signals and its query.
+const (
+	JobWorkflowName = "JobWorkflow"
+	PauseSignal     = "pause"
+	ResumeSignal    = "resume"
+	ProgressQuery   = "progress"
+)
+
+// JobWorkflowID is the workflow id of job id: one workflow per job; a
+// resubmitted job runs again under the same id.
+func JobWorkflowID(id int64) string { return fmt.Sprintf("job-%d", id) }
+
+// JobInput starts or continues a job. Carry is set only by
+// continue-as-new.
+type JobInput struct {
+	JobID int64
+	Carry *JobCarry
+}
+
+// JobCarry is the state a job carries into its next run: ids, cursors and
+// counts, never path lists.
+type JobCarry struct {
+	Plan        hubact.JobPlan
+	Queue       []models.BatchRef // batches to run, in order
+	Next        int               // index in Queue of the next batch to dispatch
+	Done        int               // batches finished
+	Aborted     []models.BatchRef // batches whose task failed for good
+	Paused      bool
+	Snapdiff    string // pending manifest to commit on success
+	FailedAfter string // resubmit: keyset cursor into the failed paths
+	Prepared    bool   // discovery (or resubmit preparation) is complete
+}
+
+// JobProgress answers the progress query.
+type JobProgress struct {
+	JobID       int64
+	State       string
+	Batches     int
+	BatchesDone int
+	InFlight    int
+	Paused      bool
+}
+
+// Tunables, each with the reason for its value.
+const (
+	// jobParallelBatches bounds the batches of one job in flight at once,
+	// so one job cannot monopolise a site's pool.
+	jobParallelBatches = 4
+	// jobBatchesPerRun: continue-as-new after this many finished batches;
+	// a batch costs about 20 history events per step, so a run stays far
+	// below the 10,240-event limit whatever the job's size.
+	jobBatchesPerRun = 40
+	// failedPathsPage is how many failed paths a resubmit re-discovers
+	// per site activity.
+	failedPathsPage = 1000
+)
+
+var (
+	// hubOptions: database bookkeeping, retried until the database answers.
+	hubOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second},
+	}
+	// siteHeartbeat is how soon a dead site worker's activity is retried
+	// elsewhere, and how soon a cancellation reaches a running step.
+	siteHeartbeat = 20 * time.Second
+)
+
+// siteOptions runs activities on the job's site queue. A step may take at
+// most task_invalidation_timeout; after five failed attempts its batch is
+// aborted (and can be resubmitted).
+func siteOptions(p *hubact.JobPlan, timeout time.Duration) workflow.ActivityOptions {
+	if timeout <= 0 {
+		timeout = 24 * time.Hour
+	}
+	return workflow.ActivityOptions{
+		TaskQueue:           SiteTaskQueue(p.Site, p.Queue),
+		StartToCloseTimeout: timeout,
+		HeartbeatTimeout:    siteHeartbeat,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5, MaximumInterval: time.Minute,
+			NonRetryableErrorTypes: []string{"BadInput", "BadPath", "MissingBatch", "NotFound"}},
+	}
+}
+
+// JobWorkflow runs a job: discover the paths into batches at the site,
+// then run each batch through its rule's chain of steps, a few batches at
+// a time, recording every path's outcome at the hub.
+func JobWorkflow(ctx workflow.Context, in JobInput) error {
+	j := &jobRun{jobID: in.JobID}
+	if err := j.setup(ctx, in); err != nil {
+		return err
+	}
+	return j.run(ctx)
+}
+
+type jobRun struct {
+	jobID     int64
+	c         JobCarry
+	state     string // last state recorded at the hub
+	inFlight  int
+	sinceRun  int
+	cancelled []models.BatchRef
+	wake      int // bumped by signals and finished batches
+	hub       workflow.Context
+}
+
+func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
+	// Bookkeeping runs on a context that cancellation does not reach, so a
+	// cancelled job still records why and where it stopped.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	j.hub = workflow.WithActivityOptions(dctx, hubOptions)
+	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (JobProgress, error) {
+		return JobProgress{JobID: j.jobID, State: j.state, Batches: len(j.c.Queue), BatchesDone: j.c.Done,
+			InFlight: j.inFlight, Paused: j.c.Paused}, nil
+	}); err != nil {
+		return err
+	}
+	pause := workflow.GetSignalChannel(ctx, PauseSignal)
+	resume := workflow.GetSignalChannel(ctx, ResumeSignal)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(pause, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); j.c.Paused = true })
+			sel.AddReceive(resume, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); j.c.Paused = false })
+			sel.Select(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			j.wake++
+		}
+	})
+	if in.Carry != nil {
+		j.c = *in.Carry
+		j.state = models.JobStarted
+		if j.c.Paused {
+			j.state = models.JobPaused
+		}
+		return nil
+	}
+	var a *hubact.Activities
+	var plan hubact.JobPlan
+	if err := workflow.ExecuteActivity(j.hub, a.LoadJobPlan, j.jobID).Get(ctx, &plan); err != nil {
+		return err
+	}
+	j.c.Plan = plan
+	j.c.Queue = append(j.c.Queue, plan.Leftover...)
+	return j.setState(models.JobStarted, true, false)
+}
+
+func (j *jobRun) setState(state string, started, completed bool) error {
+	var a *hubact.Activities
+	err := workflow.ExecuteActivity(j.hub, a.SetJobState, hubact.JobStateChange{JobID: j.jobID, State: state,
+		Started: started, Completed: completed}).Get(j.hub, nil)
+	if err != nil {
+		return err
+	}
+	j.state = state
+	return workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(state))
+}
+
+func (j *jobRun) run(ctx workflow.Context) error {
+	if !j.c.Prepared {
+		if err := j.prepare(ctx); err != nil {
+			return j.fail(ctx, err)
+		}
+	}
+	for {
+		if ctx.Err() != nil {
+			return j.cancel(ctx)
+		}
+		if err := j.syncPauseState(); err != nil {
+			return err
+		}
+		if j.c.Next >= len(j.c.Queue) && j.inFlight == 0 {
+			return j.finish(ctx)
+		}
+		rollover := j.sinceRun >= jobBatchesPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+		if rollover && j.inFlight == 0 {
+			return workflow.NewContinueAsNewError(ctx, JobWorkflowName, JobInput{JobID: j.jobID, Carry: &j.c})
+		}
+		if !j.c.Paused && !rollover && j.inFlight < jobParallelBatches && j.c.Next < len(j.c.Queue) {
+			j.dispatch(ctx, j.c.Queue[j.c.Next])
+			j.c.Next++
+			continue
+		}
+		seen := j.wake
+		_ = workflow.Await(ctx, func() bool { return j.wake != seen })
+	}
+}
+
+// prepare fills the batch queue: discovery for a new job; for a resubmit,
+// the failed paths of earlier runs re-discovered as new batches (the
+// batches earlier runs never finished are already queued).
+func (j *jobRun) prepare(ctx workflow.Context) error {
+	p := &j.c.Plan
+	var s *site.Activities
+	var a *hubact.Activities
+	sctx := workflow.WithActivityOptions(ctx, siteOptions(p, 0))
+	first := 0
+	for _, b := range j.c.Queue {
+		if b.Run == p.Run {
+			first = max(first, b.Index+1)
+		}
+	}
+	discover := func(in site.DiscoverInput) (*site.DiscoverOutput, error) {
+		var out site.DiscoverOutput
+		if err := workflow.ExecuteActivity(sctx, s.Discover, in).Get(ctx, &out); err != nil {
+			return nil, err
+		}
+		for _, b := range out.Batches {
+			j.c.Queue = append(j.c.Queue, models.BatchRef{Run: p.Run, Index: b.Index, Rule: b.Rule, N: b.N})
+			first = max(first, b.Index+1)
+		}
+		return &out, nil
+	}
+	if !p.Resubmit {
+		out, err := discover(site.DiscoverInput{JobID: j.jobID, Run: p.Run, Mode: p.Discovery, Paths: p.Paths,
+			Include: p.Include, Exclude: p.Exclude, Rules: p.Rules, BatchSize: p.BatchSize, BatchBytes: p.BatchBytes, AutoBatch: p.AutoBatch})
+		if err != nil {
+			return err
+		}
+		j.c.Snapdiff = out.Snapdiff
+		if err := workflow.ExecuteActivity(j.hub, a.RecordDiscovery, hubact.DiscoveryDone{JobID: j.jobID, Run: p.Run,
+			Files: out.Files, Failed: out.Failed, Final: true}).Get(ctx, nil); err != nil {
+			return err
+		}
+		j.c.Prepared = true
+		return nil
+	}
+	for pages := 0; ; pages++ {
+		if pages >= jobBatchesPerRun {
+			return workflow.NewContinueAsNewError(ctx, JobWorkflowName, JobInput{JobID: j.jobID, Carry: &j.c})
+		}
+		var paths []string
+		if err := workflow.ExecuteActivity(j.hub, a.FailedPathsPage, j.jobID, j.c.FailedAfter, failedPathsPage).Get(ctx, &paths); err != nil {
+			return err
+		}
+		if len(paths) == 0 {
+			break
+		}
+		j.c.FailedAfter = paths[len(paths)-1]
+		out, err := discover(site.DiscoverInput{JobID: j.jobID, Run: p.Run, FirstBatch: first, Paths: paths, Rules: p.Rules, BatchSize: p.BatchSize})
+		if err != nil {
+			return err
+		}
+		if err := workflow.ExecuteActivity(j.hub, a.RecordDiscovery, hubact.DiscoveryDone{JobID: j.jobID, Run: p.Run,
+			Files: out.Files, Failed: out.Failed}).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	j.c.Prepared = true
+	return nil
+}
+
+// dispatch runs one batch through its rule's chain in a coroutine.
+func (j *jobRun) dispatch(ctx workflow.Context, b models.BatchRef) {
+	j.inFlight++
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		defer func() { j.inFlight--; j.sinceRun++; j.wake++ }()
+		switch err := j.runBatch(ctx, b); {
+		case err == nil:
+			j.c.Done++
+		case temporal.IsCanceledError(err) || ctx.Err() != nil:
+			j.cancelled = append(j.cancelled, b)
+		default:
+			workflow.GetLogger(ctx).Error("batch aborted", "job", j.jobID, "batch", b.Index, "error", err)
+			j.c.Aborted = append(j.c.Aborted, b)
+			j.c.Done++
+		}
+	})
+}
+
+func (j *jobRun) runBatch(ctx workflow.Context, b models.BatchRef) error {
+	p := &j.c.Plan
+	var s *site.Activities
+	var a *hubact.Activities
+	sctx := workflow.WithActivityOptions(ctx, siteOptions(p, p.StepTimeout))
+	// A context belongs to its coroutine: this batch's bookkeeping gets
+	// its own disconnected context.
+	hctx, _ := workflow.NewDisconnectedContext(ctx)
+	hctx = workflow.WithActivityOptions(hctx, hubOptions)
+	for k, step := range p.Chains[b.Rule] {
+		var taskID int64
+		err := workflow.ExecuteActivity(hctx, a.StartTask, hubact.TaskStart{JobID: j.jobID, Site: p.Site, Queue: p.Queue,
+			Run: p.Run, Batch: b.Index, BatchRun: b.Run, Step: k, Name: step.Name, NumPaths: b.N}).Get(hctx, &taskID)
+		if err != nil {
+			return err
+		}
+		var out site.StepOutput
+		stepErr := workflow.ExecuteActivity(sctx, s.RunStep, site.StepInput{JobID: j.jobID, Run: b.Run, Batch: b.Index,
+			Step: k, Name: step.Name, Params: step.Params, Targets: p.Targets}).Get(ctx, &out)
+		end := hubact.TaskEnd{JobID: j.jobID, TaskID: taskID, Outcomes: out.Outcomes}
+		if stepErr != nil {
+			end.State, end.Error = models.TaskError, stepErr.Error()
+			if temporal.IsCanceledError(stepErr) || ctx.Err() != nil {
+				end.State = models.TaskCancelled
+			}
+		}
+		if err := workflow.ExecuteActivity(hctx, a.FinishTask, end).Get(hctx, nil); err != nil {
+			return err
+		}
+		if stepErr != nil {
+			return stepErr
+		}
+	}
+	return nil
+}
+
+// syncPauseState records PAUSING/PAUSED/STARTED as the pause flag and the
+// batches in flight change.
+func (j *jobRun) syncPauseState() error {
+	want := models.JobStarted
+	if j.c.Paused {
+		want = models.JobPaused
+		if j.inFlight > 0 {
+			want = models.JobPausing
+		}
+	}
+	if want == j.state {
+		return nil
+	}
+	return j.setState(want, false, false)
+}
+
+func (j *jobRun) finish(ctx workflow.Context) error {
+	var a *hubact.Activities
+	var s *site.Activities
+	var out hubact.JobOutcome
+	err := workflow.ExecuteActivity(j.hub, a.FinishJob, hubact.JobEnd{JobID: j.jobID, State: models.JobSuccess,
+		Aborted: j.c.Aborted}).Get(ctx, &out)
+	if err != nil {
+		return err
+	}
+	j.state = out.State
+	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(out.State))
+	if out.State == models.JobSuccess && !out.HasFailures {
+		sctx := workflow.WithActivityOptions(j.hub, siteOptions(&j.c.Plan, time.Hour))
+		if j.c.Snapdiff != "" {
+			if err := workflow.ExecuteActivity(sctx, s.CommitSnapdiff, j.c.Snapdiff).Get(ctx, nil); err != nil {
+				return err
+			}
+		}
+		// Nothing is left to resubmit: the batch files can go.
+		_ = workflow.ExecuteActivity(sctx, s.CleanupJob, j.jobID).Get(ctx, nil)
+	}
+	return nil
+}
+
+// cancel waits for the batches in flight to stop (their steps see the
+// cancellation at their next heartbeat), then records the job CANCELLED
+// with every batch not finished kept for resubmit.
+func (j *jobRun) cancel(ctx workflow.Context) error {
+	_ = workflow.Await(j.hub, func() bool { return j.inFlight == 0 })
+	left := append(append([]models.BatchRef{}, j.cancelled...), j.c.Queue[j.c.Next:]...)
+	var a *hubact.Activities
+	var out hubact.JobOutcome
+	err := workflow.ExecuteActivity(j.hub, a.FinishJob, hubact.JobEnd{JobID: j.jobID, State: models.JobCancelled,
+		Cancelled: left, Aborted: j.c.Aborted}).Get(j.hub, &out)
+	if err != nil {
+		return err
+	}
+	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(models.JobCancelled))
+	return temporal.NewCanceledError()
+}
+
+// fail ends a job whose preparation failed for good.
+func (j *jobRun) fail(ctx workflow.Context, cause error) error {
+	var cne *workflow.ContinueAsNewError
+	if errors.As(cause, &cne) {
+		return cause
+	}
+	if ctx.Err() != nil {
+		return j.cancel(ctx)
+	}
+	workflow.GetLogger(ctx).Error("job failed", "job", j.jobID, "error", cause)
+	var a *hubact.Activities
+	if err := workflow.ExecuteActivity(j.hub, a.SetJobState, hubact.JobStateChange{JobID: j.jobID,
+		State: models.JobFailure, Completed: true}).Get(j.hub, nil); err != nil {
+		return err
+	}
+	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(models.JobFailure))
+	return cause
+}
