@@ -1,0 +1,197 @@
+package hub_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/models"
+)
+
+func setBatchSize(t *testing.T, e *apitest.Env, site string, n int) {
+	_, err := e.DB.NewUpdate().Model((*models.Site)(nil)).Set("file_batch_size = ?", n).Where("name = ?", site).Exec(context.Background())
+	require.NoError(t, err)
+}
+
+func startJob(t *testing.T, e *apitest.Env, site, workflow string, paths []string) int64 {
+	r := e.AsAdmin(http.MethodPost, "/api/file/workflow/", map[string]any{"site": site, "workflow": workflow, "paths": paths})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	return int64(r.Map()["job"].(float64))
+}
+
+func jobState(e *apitest.Env, id int64) map[string]any {
+	return e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/%d/", id), nil).Map()
+}
+
+func requireTargetMatches(t *testing.T, s *jobSite, files map[string][]byte) {
+	for p, want := range files {
+		got, err := os.ReadFile(filepath.Join(s.targetDir, filepath.FromSlash(p)))
+		require.NoError(t, err, p)
+		require.True(t, bytes.Equal(want, got), "target copy of %s differs", p)
+	}
+}
+
+func TestJobPauseResume(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	e.StartHubWorker()
+	s := newJobSite(t, e, "west")
+	setBatchSize(t, e, "west", 10)
+	files := makeTree(t, s.root, 400)
+	id := startJob(t, e, "west", "premigrate", []string{"/data"})
+	require.Eventually(t, func() bool { return jobState(e, id)["numprocessedfiles"].(float64) > 0 }, time.Minute, 20*time.Millisecond)
+
+	r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/pause/", id), nil)
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	require.Eventually(t, func() bool { return jobState(e, id)["state"] == "PAUSED" }, time.Minute, 20*time.Millisecond)
+	paused := jobState(e, id)["numprocessedfiles"].(float64)
+	require.Less(t, paused, float64(400), "pause should land mid-job")
+	// Paused: no new task is dispatched.
+	require.Never(t, func() bool { return jobState(e, id)["numprocessedfiles"].(float64) != paused }, 2*time.Second, 100*time.Millisecond)
+	// Resubmitting an unfinished job changes nothing.
+	r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/resubmit/", id), nil)
+	require.Equal(t, http.StatusOK, r.Status)
+	require.Equal(t, "PAUSED", r.Map()["state"])
+
+	require.Equal(t, http.StatusAccepted, e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/resume/", id), nil).Status)
+	job := waitJob(t, e, id)
+	require.Equal(t, "SUCCESS", job["state"], job)
+	require.Equal(t, float64(400), job["numprocessedfiles"])
+	requireTargetMatches(t, s, files)
+
+	// Controls of a finished job are refused clearly.
+	for _, op := range []string{"pause", "resume", "cancel"} {
+		require.Equal(t, http.StatusConflict, e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/%s/", id, op), nil).Status, op)
+	}
+	require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodPost, "/api/jobs/999/pause/", nil).Status)
+}
+
+func TestJobCancelThenResubmit(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.StartHubWorker()
+		s := newJobSite(t, e, "north")
+		setBatchSize(t, e, "north", 10)
+		files := makeTree(t, s.root, 400)
+		id := startJob(t, e, "north", "premigrate", []string{"/data"})
+		require.Eventually(t, func() bool { return jobState(e, id)["numprocessedfiles"].(float64) > 0 }, time.Minute, 20*time.Millisecond)
+
+		cancelledAt := time.Now()
+		r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/cancel/", id), nil)
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		job := waitJob(t, e, id)
+		require.Equal(t, "CANCELLED", job["state"], job)
+		require.Less(t, time.Since(cancelledAt), 25*time.Second, "cancel lands within a heartbeat interval")
+		done := job["numprocessedfiles"].(float64)
+		require.Less(t, done, float64(400))
+		require.Equal(t, float64(400), done+job["numcancelledfiles"].(float64), job)
+
+		n, err := e.DB.NewSelect().Model((*models.Task)(nil)).Where("job_id = ? AND state IN (?)", id, []string{"STARTED", "PENDING"}).Count(context.Background())
+		require.NoError(t, err)
+		require.Zero(t, n, "no task left STARTED or PENDING")
+
+		// Resubmit reruns exactly what was cancelled.
+		r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/resubmit/", id), nil)
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		job = waitJob(t, e, id)
+		require.Equal(t, "SUCCESS", job["state"], job)
+		require.Equal(t, false, job["has_failures"], job)
+		require.Equal(t, float64(400), job["numprocessedfiles"])
+		var rerun int64
+		require.NoError(t, e.DB.NewSelect().Model((*models.Task)(nil)).ColumnExpr("COALESCE(SUM(numpaths), 0)").
+			Where("job_id = ? AND run = 2", id).Scan(context.Background(), &rerun))
+		require.Equal(t, int64(400-done), rerun, "run 2 touched only the cancelled paths")
+		requireTargetMatches(t, s, files)
+		stats, err := e.DB.NewSelect().Model((*models.JobStat)(nil)).Where("job_id = ? AND state = 'SUCCESS'", id).Count(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, int64(400), stats, "one final record per path")
+	})
+}
+
+func TestJobFailuresThenResubmitOnlyFailures(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	e.StartHubWorker()
+	s := newJobSite(t, e, "south")
+	files := makeTree(t, s.root, 120)
+	// Only files under d0x/ have a target: the rest fail.
+	_, err := e.DB.NewUpdate().Table("external_targets").Set("local_file_regex = ?", "^/data/d0").Where("1 = 1").Exec(context.Background())
+	require.NoError(t, err)
+	job := runJob(t, e, "south", "premigrate", []string{"/data"}, nil)
+	require.Equal(t, "SUCCESS", job["state"], job)
+	require.Equal(t, true, job["has_failures"])
+	failed := job["numfailedfiles"].(float64)
+	require.Greater(t, failed, float64(0))
+	require.Equal(t, float64(120), failed+job["numprocessedfiles"].(float64))
+
+	_, err = e.DB.NewUpdate().Table("external_targets").Set("local_file_regex = ?", ".*").Where("1 = 1").Exec(context.Background())
+	require.NoError(t, err)
+	r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/resubmit/", int64(job["id"].(float64))), nil)
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	job = waitJob(t, e, int64(job["id"].(float64)))
+	require.Equal(t, "SUCCESS", job["state"], job)
+	require.Equal(t, false, job["has_failures"], job)
+	require.Equal(t, float64(120), job["numprocessedfiles"])
+	var rerun int64
+	require.NoError(t, e.DB.NewSelect().Model((*models.Task)(nil)).ColumnExpr("COALESCE(SUM(numpaths), 0)").
+		Where("job_id = ? AND run = 2", int64(job["id"].(float64))).Scan(context.Background(), &rerun))
+	require.Equal(t, int64(failed), rerun, "the resubmit ran only the failed paths")
+	requireTargetMatches(t, s, files)
+}
+
+func TestJobValidation(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	_, err := models.EnsureSite(context.Background(), e.DB, "v1")
+	require.NoError(t, err)
+	cases := []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{"workflow": "premigrate", "paths": []string{"/a"}}, "site"},
+		{map[string]any{"site": "v1", "paths": []string{"/a"}}, "workflow"},
+		{map[string]any{"site": "nope", "workflow": "premigrate", "paths": []string{"/a"}}, "site"},
+		{map[string]any{"site": "v1", "workflow": "nope", "paths": []string{"/a"}}, "workflow"},
+		{map[string]any{"site": "v1", "workflow": "premigrate"}, "paths"},
+		{map[string]any{"site": "v1", "workflow": "premigrate", "paths": []string{"relative"}}, "paths[0]"},
+		{map[string]any{"site": "v1", "workflow": "premigrate", "paths": []string{"/a/../../etc"}}, "paths[0]"},
+		{map[string]any{"site": "v1", "workflow": "premigrate", "paths": []any{5}}, "paths[0]"},
+		{map[string]any{"site": "v1", "workflow": "premigrate", "paths": []string{"/a"}, "discovery": "magic"}, "discovery"},
+		{map[string]any{"site": "v1", "workflow": "send", "paths": []string{"/a"}}, "fields.destination_site"},
+		{map[string]any{"site": "v1", "workflow": "premigrate", "paths": []string{"/a"}, "fields": map[string]any{"x": 1}}, "fields.x"},
+		{map[string]any{"site": "v1", "workflow": "premigrate", "paths": []string{"/a"}, "queue": "bad queue"}, "queue"},
+	}
+	for _, tc := range cases {
+		r := e.AsAdmin(http.MethodPost, "/api/file/workflow/", tc.body)
+		require.Equal(t, http.StatusBadRequest, r.Status, "%v: %s", tc.body, r.Body)
+		require.Contains(t, r.Map(), tc.field, "%v: %s", tc.body, r.Body)
+	}
+	require.Equal(t, http.StatusBadRequest, e.AsAdmin(http.MethodPost, "/api/file/workflow/", "{").Status)
+	// Disabled and schedule-only workflows are refused.
+	_, err = e.DB.NewUpdate().Table("workflows").Set("enabled = ?", false).Where("name = 'recall'").Exec(context.Background())
+	require.NoError(t, err)
+	_, err = e.DB.NewUpdate().Table("workflows").Set("schedule_only = ?", true).Where("name = 'migrate'").Exec(context.Background())
+	require.NoError(t, err)
+	for _, wf := range []string{"recall", "migrate"} {
+		r := e.AsAdmin(http.MethodPost, "/api/file/workflow/", map[string]any{"site": "v1", "workflow": wf, "paths": []string{"/a"}})
+		require.Equal(t, http.StatusBadRequest, r.Status, wf)
+		require.Contains(t, r.Map(), "workflow")
+	}
+	// Older revision body: jobtype.
+	r := e.AsAdmin(http.MethodPost, "/api/jobs/", map[string]any{"site": "v1", "paths": []string{"/a"}})
+	require.Equal(t, http.StatusBadRequest, r.Status)
+	require.Contains(t, r.Map(), "jobtype")
+	// A plain user without add_job... Users have add_job; an Auditor does not.
+	r = e.AsAdmin(http.MethodPost, "/api/groups/", map[string]any{"name": "NoJobs", "permissions": []string{"view_job"}})
+	require.Equal(t, http.StatusCreated, r.Status)
+	tok := e.CreateUser("nojobs", "NoJobs")
+	require.Equal(t, http.StatusForbidden, e.Do(http.MethodPost, "/api/file/workflow/", apitest.Bearer(tok), map[string]any{}).Status)
+}
