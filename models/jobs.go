@@ -356,7 +356,7 @@ func recordOutcomesCopy(ctx context.Context, db *bun.DB, jobID, taskID int64, ou
 		if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE outcomes (path TEXT, state TEXT, code TEXT, message TEXT) ON COMMIT DROP`); err != nil {
 			return err
 		}
-		if _, err := pgdriver.CopyFrom(ctx, conn, &buf, `COPY outcomes FROM STDIN WITH (FORMAT csv)`); err != nil {
+		if _, err := pgdriver.CopyFrom(ctx, conn, &buf, `COPY outcomes FROM STDIN WITH (FORMAT csv, FORCE_NOT_NULL (path, state, code, message))`); err != nil {
 			return err
 		}
 		now := time.Now().UTC()

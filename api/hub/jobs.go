@@ -213,13 +213,22 @@ func (s *Server) startJob(ctx context.Context, j *models.Job) error {
 	if err := models.CreateJob(ctx, s.DB, j); err != nil {
 		return err
 	}
-	return s.startJobWorkflow(ctx, j)
+	return s.startJobWorkflow(ctx, j, false)
 }
 
-func (s *Server) startJobWorkflow(ctx context.Context, j *models.Job) error {
+// startJobWorkflow starts job j's workflow. A resubmit may find the
+// previous run still closing (it records the final state just before it
+// ends); that run has nothing left to do, so it is replaced.
+func (s *Server) startJobWorkflow(ctx context.Context, j *models.Job, resubmit bool) error {
+	conflict := enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+	if resubmit {
+		conflict = enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING
+	}
 	opts := client.StartWorkflowOptions{
 		ID: workflows.JobWorkflowID(j.ID), TaskQueue: workflows.HubTaskQueue,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy:                 conflict,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.HubSite.ValueSet(j.Site), workflows.HubWorkflow.ValueSet(j.Workflow),
 			workflows.HubJobID.ValueSet(j.ID), workflows.HubJobState.ValueSet(models.JobPending)),
@@ -400,7 +409,7 @@ func (s *Server) resubmitJob(c *gin.Context) error {
 	if err := models.UpdateJob(ctx, s.DB, j.ID, models.JobUpdate{State: models.JobPending, Run: &run}); err != nil {
 		return err
 	}
-	if err := s.startJobWorkflow(ctx, j); err != nil {
+	if err := s.startJobWorkflow(ctx, j, true); err != nil {
 		return err
 	}
 	if j, err = models.GetJob(ctx, s.DB, j.ID); err != nil {
@@ -426,4 +435,3 @@ func (s *Server) deleteJob(c *gin.Context) error {
 	c.Status(http.StatusNoContent)
 	return nil
 }
-
