@@ -106,6 +106,20 @@ func TestJobPremigrateMigrateRecall(t *testing.T) {
 			require.NoError(t, err)
 			require.Less(t, fi.Size(), int64(len(want)), "%s should be a stub", p)
 		}
+		// The file browser shows the migration status, from the site itself.
+		r := e.AsAdmin(http.MethodGet, "/api/file/?site=east&path=/data/d00/e0&page_size=0", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		listing := r.Map()["results"].([]any)
+		require.NotEmpty(t, listing)
+		for _, f := range listing {
+			fm := f.(map[string]any)
+			require.Equal(t, "migrated", fm["status"], fm)
+			require.Contains(t, fm["remote_locations"], "east-fs")
+			require.Greater(t, fm["size"].(float64), fm["data_size"].(float64), "logical size kept, data released")
+		}
+		require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodGet, "/api/file/?site=east&path=/nope", nil).Status)
+		require.Equal(t, http.StatusBadRequest, e.AsAdmin(http.MethodGet, "/api/file/?site=east&path=/../x", nil).Status)
+		require.Equal(t, http.StatusBadRequest, e.AsAdmin(http.MethodGet, "/api/file/?path=/", nil).Status)
 
 		job = runJob(t, e, "east", "recall", []string{"/data"}, nil)
 		require.Equal(t, "SUCCESS", job["state"], job)

@@ -1,0 +1,121 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+)
+
+// ListDirInput asks for one page of a directory's children.
+type ListDirInput struct {
+	Path    string
+	Offset  int
+	Limit   int // 0 = all
+	Details bool
+}
+
+// FileInfo is a file or directory as the file browser shows it.
+type FileInfo struct {
+	Path            string         `json:"path"`
+	Name            string         `json:"name"`
+	Type            string         `json:"type"`
+	Size            int64          `json:"size"`
+	DataSize        int64          `json:"data_size"`
+	DiskUsage       int64          `json:"disk_usage"`
+	PathDepth       int            `json:"path_depth"`
+	TotalFiles      *int64         `json:"total_files"`
+	Atime           time.Time      `json:"atime"`
+	Ctime           time.Time      `json:"ctime"`
+	Mtime           time.Time      `json:"mtime"`
+	Status          string         `json:"status"`
+	RemoteLocations map[string]any `json:"remote_locations"`
+	Error           string         `json:"error,omitempty"`
+}
+
+// ListDirOutput is the directory itself and one page of its children,
+// sorted by name.
+type ListDirOutput struct {
+	Entry    FileInfo
+	Children []FileInfo
+	Total    int
+}
+
+// ListDir lists a directory of the site (or describes a single file).
+func (a *Activities) ListDir(ctx context.Context, in ListDirInput) (*ListDirOutput, error) {
+	entry, err := a.fileInfo(in.Path, in.Details)
+	if err != nil {
+		return nil, err
+	}
+	out := &ListDirOutput{Entry: entry}
+	if entry.Type != TypeDirectory {
+		return out, nil
+	}
+	abs, _ := a.Root.Resolve(in.Path)
+	des, err := os.ReadDir(abs)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, de := range des {
+		if (entry.Path == "/" && de.Name() == hubDir) || strings.HasPrefix(de.Name(), tmpPrefix) {
+			continue
+		}
+		names = append(names, de.Name())
+	}
+	sort.Strings(names)
+	out.Total = len(names)
+	total := int64(len(names))
+	out.Entry.TotalFiles = &total
+	lo := min(in.Offset, len(names))
+	hi := len(names)
+	if in.Limit > 0 {
+		hi = min(lo+in.Limit, len(names))
+	}
+	for _, n := range names[lo:hi] {
+		fi, err := a.fileInfo(path.Join(entry.Path, n), in.Details)
+		if err != nil {
+			fi = FileInfo{Path: path.Join(entry.Path, n), Name: n, Error: err.Error()}
+		}
+		out.Children = append(out.Children, fi)
+	}
+	return out, nil
+}
+
+func (a *Activities) fileInfo(p string, details bool) (FileInfo, error) {
+	e, rec, err := a.Root.Stat(p)
+	if err != nil {
+		if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrReserved) || errors.Is(err, os.ErrNotExist) {
+			return FileInfo{}, temporal.NewNonRetryableApplicationError(err.Error(), "BadPath", err)
+		}
+		return FileInfo{}, err
+	}
+	fi := FileInfo{Path: e.Path, Name: path.Base(e.Path), Type: e.Type, Size: e.Size, Mtime: e.Mtime,
+		Status: string(e.State), PathDepth: strings.Count(strings.TrimSuffix(e.Path, "/"), "/"),
+		RemoteLocations: map[string]any{}}
+	if e.Path == "/" {
+		fi.Name, fi.PathDepth = "/", 0
+	}
+	if rec != nil && rec.Target != "" {
+		fi.RemoteLocations[rec.Target] = map[string]any{"key": rec.Key, "checksum": rec.Checksum}
+	}
+	abs, err := a.Root.Resolve(p)
+	if err != nil {
+		return fi, err
+	}
+	if st, err := os.Lstat(abs); err == nil {
+		fi.DataSize = st.Size()
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			fi.DiskUsage = sys.Blocks * 512
+			fi.Atime = time.Unix(sys.Atim.Sec, sys.Atim.Nsec).UTC()
+			fi.Ctime = time.Unix(sys.Ctim.Sec, sys.Ctim.Nsec).UTC()
+		}
+	}
+	return fi, nil
+}

@@ -1,0 +1,160 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/thehub/hub/activities/site"
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+)
+
+func (s *Server) fileRoutes(r *gin.RouterGroup) {
+	r.GET("/file/", auth.Require("view_file"), handle(s.browse))
+	r.GET("/spaces/:id/files/", auth.Require("view_space"), handle(s.spaceFiles))
+}
+
+// browseParams reads the query shared by the file browser endpoints.
+func browseParams(c *gin.Context, conf models.Configuration) (p string, details bool, timeout time.Duration, err error) {
+	p = c.DefaultQuery("path", "/")
+	if !strings.HasPrefix(p, "/") || containsDotDot(p) || strings.ContainsRune(p, 0) {
+		return "", false, 0, web.Invalid("path", "Paths are absolute inside the site root, without ..")
+	}
+	if details, err = web.QueryBool(c, "details", false); err != nil {
+		return "", false, 0, err
+	}
+	timeout = time.Duration(conf.StatTimeout) * time.Second
+	if v, ok, err := web.QueryInt(c, "custom_timeout"); err != nil {
+		return "", false, 0, err
+	} else if ok {
+		if v <= 0 || v > 3600 {
+			return "", false, 0, web.Invalid("custom_timeout", "Seconds between 1 and 3600.")
+		}
+		timeout = time.Duration(v) * time.Second
+	}
+	return path.Clean(p), details, timeout, nil
+}
+
+// listDir runs BrowseWorkflow at a site and waits for the listing.
+func (s *Server) listDir(ctx context.Context, siteName string, in site.ListDirInput, timeout time.Duration) (*site.ListDirOutput, error) {
+	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: "browse-" + models.NewUUID(), TaskQueue: workflows.HubTaskQueue, WorkflowExecutionTimeout: timeout + 10*time.Second,
+	}, workflows.BrowseWorkflowName, workflows.BrowseInput{Site: siteName, Queue: models.DefaultQueue, List: in, Timeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	var out site.ListDirOutput
+	if err := run.Get(ctx, &out); err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == "BadPath" {
+			return nil, web.Errorf(http.StatusNotFound, "%s", appErr.Message())
+		}
+		return nil, web.Errorf(http.StatusGatewayTimeout, "Site %s did not answer in time: %v", siteName, err)
+	}
+	return &out, nil
+}
+
+func renderFile(c *gin.Context, siteName string, f site.FileInfo) gin.H {
+	return gin.H{"path": f.Path, "name": f.Name, "type": f.Type, "site": siteName, "size": f.Size,
+		"data_size": f.DataSize, "disk_usage": f.DiskUsage, "path_depth": f.PathDepth, "total_files": f.TotalFiles,
+		"atime": f.Atime, "ctime": f.Ctime, "mtime": f.Mtime, "time_refreshed": time.Now().UTC(), "deleted": false,
+		"restricted": false, "status": f.Status, "error": f.Error, "metadata": gin.H{}, "remote_locations": f.RemoteLocations,
+		"children":      web.AbsURL(c, "/api/file/?site="+siteName+"&path="+f.Path),
+		"image_preview": nil, "thumbnail": nil, "video_preview": nil,
+		"url": web.AbsURL(c, "/api/file/?site="+siteName+"&path="+f.Path)}
+}
+
+// browse lists one directory of one site: GET /file/?site=&path=.
+func (s *Server) browse(c *gin.Context) error {
+	ctx := c.Request.Context()
+	conf, err := models.GetConfiguration(ctx, s.DB)
+	if err != nil {
+		return err
+	}
+	p, details, timeout, err := browseParams(c, conf)
+	if err != nil {
+		return err
+	}
+	siteName := c.Query("site")
+	if siteName == "" {
+		return web.Invalid("site", "This field is required.")
+	}
+	if _, err := models.GetSiteByName(ctx, s.DB, siteName); isNotFound(err) {
+		return web.Invalid("site", fmt.Sprintf("Site %q does not exist.", siteName))
+	} else if err != nil {
+		return err
+	}
+	page, size, err := web.PageParams(c)
+	if err != nil {
+		return err
+	}
+	out, err := s.listDir(ctx, siteName, site.ListDirInput{Path: p, Offset: (page - 1) * size, Limit: size, Details: details}, timeout)
+	if err != nil {
+		return err
+	}
+	results := make([]any, len(out.Children))
+	for i, f := range out.Children {
+		results[i] = renderFile(c, siteName, f)
+	}
+	return web.WritePageWith(c, gin.H{"path": p, "entry": renderFile(c, siteName, out.Entry)}, results, out.Total, page, size)
+}
+
+// spaceFiles lists a directory inside a space on each of its sites (or
+// the one named by ?site=); paths are relative to the space's mountpoint.
+func (s *Server) spaceFiles(c *gin.Context) error {
+	ctx := c.Request.Context()
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	sp, err := models.GetSpace(ctx, s.DB, id, models.SpaceFilter{})
+	if err != nil {
+		return err
+	}
+	conf, err := models.GetConfiguration(ctx, s.DB)
+	if err != nil {
+		return err
+	}
+	rel, details, timeout, err := browseParams(c, conf)
+	if err != nil {
+		return err
+	}
+	raise, err := web.QueryBool(c, "raise_exception", false)
+	if err != nil {
+		return err
+	}
+	want := c.Query("site")
+	var results []any
+	for _, link := range sp.Links {
+		if link.Site == nil || (want != "" && link.Site.Name != want) {
+			continue
+		}
+		out, err := s.listDir(ctx, link.Site.Name, site.ListDirInput{Path: path.Join(sp.Mountpoint, rel), Details: details}, timeout)
+		if err != nil {
+			if raise {
+				return err
+			}
+			results = append(results, gin.H{"path": rel, "site": link.Site.Name, "error": err.Error()})
+			continue
+		}
+		for _, f := range out.Children {
+			f.Path = "/" + strings.TrimPrefix(strings.TrimPrefix(f.Path, sp.Mountpoint), "/")
+			results = append(results, renderFile(c, link.Site.Name, f))
+		}
+	}
+	if results == nil {
+		results = []any{}
+	}
+	return web.PaginateSlice(c, results, func(r *any) any { return *r })
+}
