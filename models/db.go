@@ -60,6 +60,7 @@ func Open(url string) (*bun.DB, error) {
 // register tells bun about the join tables of many-to-many relations.
 func register(db *bun.DB) *bun.DB {
 	db.RegisterModel((*UserGroup)(nil), (*GroupPermission)(nil), (*NodeQueue)(nil))
+	db.RegisterModel((*SpaceSite)(nil), (*ExternalTargetSite)(nil))
 	return db
 }
 

@@ -27,6 +27,7 @@ func Hub(c client.Client, acts *hubact.Activities) sdkworker.Worker {
 	w := sdkworker.New(c, workflows.HubTaskQueue, sdkworker.Options{})
 	w.RegisterWorkflowWithOptions(workflows.NodeWorkflow, workflow.RegisterOptions{Name: workflows.NodeWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.JobWorkflow, workflow.RegisterOptions{Name: workflows.JobWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.BrowseWorkflow, workflow.RegisterOptions{Name: workflows.BrowseWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.SettingsWorkflow, workflow.RegisterOptions{Name: workflows.SettingsWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.ResourceChangeWorkflow, workflow.RegisterOptions{Name: workflows.ResourceChangeWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.CJDatastoresWorkflow, workflow.RegisterOptions{Name: workflows.CJDatastoresWorkflowName})
@@ -43,8 +44,8 @@ type SiteConfig struct {
 	Site, Queue, Root, Node string
 	ConfigDir               string // default <root>/.hub/config
 	HeartbeatInterval       time.Duration
-	// SecretKey opens the target credentials jobs pass sealed; optional.
-	SecretKey []byte
+	// Cipher opens the target credentials jobs pass sealed; optional.
+	Cipher *models.Cipher
 }
 
 // Site returns a worker polling the site's queue with the site activities
@@ -54,11 +55,7 @@ func Site(c client.Client, cfg SiteConfig) (sdkworker.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(cfg.SecretKey) > 0 {
-		if acts.Cipher, err = models.NewCipher(cfg.SecretKey); err != nil {
-			return nil, err
-		}
-	}
+	acts.Cipher = cfg.Cipher
 	w := sdkworker.New(c, workflows.SiteTaskQueue(cfg.Site, cfg.Queue), sdkworker.Options{
 		// The default two pollers measurably starve busy site queues.
 		MaxConcurrentActivityTaskPollers: 8,

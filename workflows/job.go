@@ -302,8 +302,15 @@ func (j *jobRun) runBatch(ctx workflow.Context, b models.BatchRef) error {
 			return err
 		}
 		var out site.StepOutput
+		targets := p.Targets
+		if step.DestSite != "" {
+			targets = step.Shared
+		}
 		stepErr := workflow.ExecuteActivity(sctx, s.RunStep, site.StepInput{JobID: j.jobID, Run: b.Run, Batch: b.Index,
-			Step: k, Name: step.Name, Params: step.Params, Targets: p.Targets}).Get(ctx, &out)
+			Step: k, Name: step.Name, Params: step.Params, Targets: targets}).Get(ctx, &out)
+		if stepErr == nil && step.DestSite != "" {
+			out.Outcomes, stepErr = j.receive(ctx, step, out.Outcomes)
+		}
 		end := hubact.TaskEnd{JobID: j.jobID, TaskID: taskID, Outcomes: out.Outcomes}
 		if stepErr != nil {
 			end.State, end.Error = models.TaskError, stepErr.Error()
@@ -319,6 +326,33 @@ func (j *jobRun) runBatch(ctx workflow.Context, b models.BatchRef) error {
 		}
 	}
 	return nil
+}
+
+// receive runs the destination half of send/site_sync on the destination
+// site's queue and returns the final outcome of every path.
+func (j *jobRun) receive(ctx workflow.Context, step hubact.StepPlan, src []site.Outcome) ([]site.Outcome, error) {
+	var final []site.Outcome
+	in := site.ReceiveInput{JobID: j.jobID, Step: step.Name, Targets: step.Shared}
+	in.DestPath, _ = step.Params["destination_path"].(string)
+	in.Hydrate, _ = step.Params["hydrate"].(bool)
+	in.Preference, _ = step.Params["sync_preference"].(string)
+	for _, o := range src {
+		if o.State == site.OutcomeSuccess && o.Sent != nil {
+			in.Files = append(in.Files, *o.Sent)
+		} else {
+			final = append(final, site.Outcome{Path: o.Path, State: o.State, Message: o.Message})
+		}
+	}
+	if len(in.Files) == 0 {
+		return final, nil
+	}
+	opts := siteOptions(&hubact.JobPlan{Site: step.DestSite, Queue: step.DestQueue}, j.c.Plan.StepTimeout)
+	var s *site.Activities
+	var out site.StepOutput
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), s.Receive, in).Get(ctx, &out); err != nil {
+		return nil, err
+	}
+	return append(final, out.Outcomes...), nil
 }
 
 // syncPauseState records PAUSING/PAUSED/STARTED as the pause flag and the

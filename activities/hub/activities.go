@@ -15,6 +15,8 @@ import (
 // Activities are the hub-side activities; register a *Activities.
 type Activities struct {
 	DB *bun.DB
+	// Secrets opens the target credentials sealed in the database.
+	Secrets *models.Cipher
 }
 
 // Heartbeat is what a site worker node reports about itself.

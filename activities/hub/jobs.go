@@ -18,6 +18,11 @@ import (
 type StepPlan struct {
 	Name   string
 	Params map[string]any
+	// Destination of send and site_sync, and the targets both sites reach
+	// (the one used first).
+	DestSite  string
+	DestQueue string
+	Shared    []site.TargetSpec
 }
 
 // JobPlan is everything the job workflow needs to run a job: small, so it
@@ -64,14 +69,6 @@ func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*JobPlan, er
 		StepTimeout: time.Duration(conf.TaskInvalidationTimeout) * time.Minute, Leftover: j.Leftover}
 	p.Include = append(globs(s.Include, j.IgnoreSiteIncludes), j.Include...)
 	p.Exclude = append(globs(s.Exclude, j.IgnoreSiteExcludes), j.Exclude...)
-	for _, r := range j.Definition.FilterRules {
-		p.Rules = append(p.Rules, site.RuleFilter{Type: r.Type, State: r.State})
-		var chain []StepPlan
-		for _, st := range r.Action {
-			chain = append(chain, StepPlan{Name: st.Name, Params: resolveParams(st.Params, j.Fields)})
-		}
-		p.Chains = append(p.Chains, chain)
-	}
 	ts, err := models.JobTargets(ctx, a.DB, s.ID)
 	if err != nil {
 		return nil, err
@@ -79,7 +76,50 @@ func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*JobPlan, er
 	for _, t := range ts {
 		p.Targets = append(p.Targets, targetSpec(t))
 	}
+	for _, r := range j.Definition.FilterRules {
+		p.Rules = append(p.Rules, site.RuleFilter{Type: r.Type, State: r.State})
+		var chain []StepPlan
+		for _, st := range r.Action {
+			sp := StepPlan{Name: st.Name, Params: resolveParams(st.Params, j.Fields)}
+			if st.Name == "send" || st.Name == "site_sync" {
+				if err := a.planTransfer(ctx, &sp, s.ID, p.Targets); err != nil {
+					return nil, err
+				}
+			}
+			chain = append(chain, sp)
+		}
+		p.Chains = append(p.Chains, chain)
+	}
 	return p, nil
+}
+
+// planTransfer resolves a send/site_sync step's destination and the
+// targets available on both sites.
+func (a *Activities) planTransfer(ctx context.Context, sp *StepPlan, srcID int64, src []site.TargetSpec) error {
+	sp.DestSite, _ = sp.Params["destination_site"].(string)
+	sp.DestQueue, _ = sp.Params["destination_queue"].(string)
+	if sp.DestQueue == "" {
+		sp.DestQueue = models.DefaultQueue
+	}
+	dest, err := models.GetSiteByName(ctx, a.DB, sp.DestSite)
+	if err != nil {
+		return notFoundIsFinal(fmt.Errorf("destination site %q: %w", sp.DestSite, err))
+	}
+	if dest.ID == srcID {
+		return temporal.NewNonRetryableApplicationError("the destination site is the job's own site", "BadInput", nil)
+	}
+	ts, err := models.JobTargets(ctx, a.DB, dest.ID)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		for _, s := range src {
+			if s.Name == t.Name {
+				sp.Shared = append(sp.Shared, s)
+			}
+		}
+	}
+	return nil
 }
 
 // targetSpec describes a target for the site. A field set on the target

@@ -32,9 +32,10 @@ const (
 
 // Outcome is the compact per-path result of a step or of discovery.
 type Outcome struct {
-	Path    string `json:"p"`
-	State   string `json:"s"`
-	Message string `json:"m,omitempty"`
+	Path    string    `json:"p"`
+	State   string    `json:"s"`
+	Message string    `json:"m,omitempty"`
+	Sent    *SentFile `json:"f,omitempty"` // send/site_sync: what the destination needs
 }
 
 // RuleFilter is the selection part of a workflow definition's filter rule.
@@ -402,6 +403,8 @@ func (a *Activities) stepFunc(in StepInput) (chunkFunc, error) {
 			}
 			return outs, nil
 		}, nil
+	case "send", "site_sync":
+		return a.sendChunk(in, drivers), nil
 	case "recall":
 		return byPath(func(ctx context.Context, paths []string, o StepOptions) ([]Result, error) {
 			return Recall(ctx, a.Root, paths, drivers.get, o)

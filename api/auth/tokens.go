@@ -30,6 +30,13 @@ const (
 	signingKeyName  = "jwt_signing_key"
 )
 
+// C+J tokens are issued by the token server (oauth2.go) and accepted only
+// by the C+J API.
+const (
+	TypeCJ     = "cj"
+	CJLifetime = 24 * time.Hour
+)
+
 // ErrBadToken means a token failed verification for any reason.
 var ErrBadToken = errors.New("invalid token")
 
@@ -38,6 +45,9 @@ type Claims struct {
 	jwt.RegisteredClaims
 	Type     string `json:"token_type"`
 	Username string `json:"username"`
+	// Roles are the C+J auth roles at issue time, for the client's
+	// information: the C+J API derives them again on every request.
+	Roles []string `json:"roles,omitempty"`
 }
 
 // Tokens signs and verifies hub tokens with an Ed25519 key generated on first
@@ -67,9 +77,21 @@ func NewTokens(ctx context.Context, db bun.IDB) (*Tokens, error) {
 
 // Issue signs a token of the given type for u.
 func (t *Tokens) Issue(u *models.User, typ string) (string, error) {
+	return t.issue(u, typ, nil)
+}
+
+// IssueCJ signs a C+J token for u carrying its current roles.
+func (t *Tokens) IssueCJ(u *models.User, roles []string) (string, error) {
+	return t.issue(u, TypeCJ, roles)
+}
+
+func (t *Tokens) issue(u *models.User, typ string, roles []string) (string, error) {
 	life := AccessLifetime
-	if typ == TypeRefresh {
+	switch typ {
+	case TypeRefresh:
 		life = RefreshLifetime
+	case TypeCJ:
+		life = CJLifetime
 	}
 	now := t.now()
 	jti := make([]byte, 12)
@@ -79,7 +101,7 @@ func (t *Tokens) Issue(u *models.User, typ string) (string, error) {
 			Issuer: issuerName, Subject: strconv.FormatInt(u.ID, 10), ID: fmt.Sprintf("%x", jti),
 			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(life)),
 		},
-		Type: typ, Username: u.Username,
+		Type: typ, Username: u.Username, Roles: roles,
 	}
 	return jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims).SignedString(t.key)
 }

@@ -65,18 +65,30 @@ func (s *Server) health(c *gin.Context) error {
 	return nil
 }
 
-func (s *Server) siteHealth(ctx context.Context, overall string) ([]gin.H, string, error) {
+// liveness judges heartbeats against node_health_last_heartbeat_interval.
+type liveness struct{ cutoff time.Time }
+
+func (s *Server) newLiveness(ctx context.Context) (liveness, error) {
 	conf, err := models.GetConfiguration(ctx, s.DB)
 	if err != nil {
-		return nil, "", err
+		return liveness{}, err
 	}
-	cutoff := time.Now().Add(-time.Duration(conf.NodeHealthLastHeartbeatInterval) * time.Second)
-	online := func(t *time.Time) bool { return t != nil && t.After(cutoff) }
-	status := func(ok bool) string {
-		if ok {
-			return healthOK
-		}
-		return healthCritical
+	return liveness{cutoff: time.Now().Add(-time.Duration(conf.NodeHealthLastHeartbeatInterval) * time.Second)}, nil
+}
+
+func (l liveness) online(t *time.Time) bool { return t != nil && t.After(l.cutoff) }
+
+func (l liveness) status(t *time.Time) string {
+	if l.online(t) {
+		return healthOK
+	}
+	return healthCritical
+}
+
+func (s *Server) siteHealth(ctx context.Context, overall string) ([]gin.H, string, error) {
+	live, err := s.newLiveness(ctx)
+	if err != nil {
+		return nil, "", err
 	}
 	var sites []models.Site
 	if err := models.SitesQuery(s.DB, &sites).Scan(ctx); err != nil {
@@ -84,46 +96,17 @@ func (s *Server) siteHealth(ctx context.Context, overall string) ([]gin.H, strin
 	}
 	out := make([]gin.H, 0, len(sites))
 	worst, allDown := healthOK, len(sites) > 0
-	for _, site := range sites {
-		nodes, err := models.SiteNodes(ctx, s.DB, site.ID)
+	for i := range sites {
+		st, err := s.siteStatus(ctx, live, &sites[i])
 		if err != nil {
 			return nil, "", err
 		}
-		queues, err := models.SiteQueues(ctx, s.DB, site.ID)
-		if err != nil {
-			return nil, "", err
-		}
-		nodeOut := make([]gin.H, len(nodes))
-		for i, n := range nodes {
-			hasDefault := false
-			for _, q := range n.Queues {
-				hasDefault = hasDefault || q.Name == models.DefaultQueue
-			}
-			nodeOut[i] = gin.H{"name": n.Name, "health": status(online(n.LastHeartbeat)), "online": online(n.LastHeartbeat),
-				"has_default_queue": hasDefault, "last_heartbeat": n.LastHeartbeat, "worker_version": n.WorkerVersion,
-				"engine_version": n.EngineVersion, "analytics_version": n.AnalyticsVersion, "search_version": n.SearchVersion}
-		}
-		up := 0
-		queueOut := make([]gin.H, len(queues))
-		for i, q := range queues {
-			if online(q.LastHeartbeat) {
-				up++
-			}
-			queueOut[i] = gin.H{"name": q.Name, "health": status(online(q.LastHeartbeat)), "online": online(q.LastHeartbeat),
-				"last_heartbeat": q.LastHeartbeat}
-		}
-		health := healthWarning
-		switch {
-		case up == 0:
-			health = healthCritical
-		case up == len(queues):
-			health = healthOK
-		}
+		health := st["health"].(string)
 		worst = worse(worst, health)
 		if health != healthCritical {
 			allDown = false
 		}
-		out = append(out, gin.H{"site": site.Name, "health": health, "nodes": nodeOut, "queues": queueOut})
+		out = append(out, st)
 	}
 	// One site in trouble is a warning for the hub as a whole; every site
 	// down is critical.
@@ -134,4 +117,45 @@ func (s *Server) siteHealth(ctx context.Context, overall string) ([]gin.H, strin
 		overall = worse(overall, healthWarning)
 	}
 	return out, overall, nil
+}
+
+// siteStatus is a site's entry of the health report: its nodes and queues
+// online or not, and the site ok when every queue is online, warning when
+// some are, critical when none (or no node ever reported).
+func (s *Server) siteStatus(ctx context.Context, live liveness, site *models.Site) (gin.H, error) {
+	nodes, err := models.SiteNodes(ctx, s.DB, site.ID)
+	if err != nil {
+		return nil, err
+	}
+	queues, err := models.SiteQueues(ctx, s.DB, site.ID)
+	if err != nil {
+		return nil, err
+	}
+	nodeOut := make([]gin.H, len(nodes))
+	for i, n := range nodes {
+		hasDefault := false
+		for _, q := range n.Queues {
+			hasDefault = hasDefault || q.Name == models.DefaultQueue
+		}
+		nodeOut[i] = gin.H{"name": n.Name, "health": live.status(n.LastHeartbeat), "online": live.online(n.LastHeartbeat),
+			"has_default_queue": hasDefault, "last_heartbeat": n.LastHeartbeat, "worker_version": n.WorkerVersion,
+			"engine_version": n.EngineVersion, "analytics_version": n.AnalyticsVersion, "search_version": n.SearchVersion}
+	}
+	up := 0
+	queueOut := make([]gin.H, len(queues))
+	for i, q := range queues {
+		if live.online(q.LastHeartbeat) {
+			up++
+		}
+		queueOut[i] = gin.H{"name": q.Name, "health": live.status(q.LastHeartbeat), "online": live.online(q.LastHeartbeat),
+			"last_heartbeat": q.LastHeartbeat}
+	}
+	health := healthWarning
+	switch {
+	case up == 0:
+		health = healthCritical
+	case up == len(queues):
+		health = healthOK
+	}
+	return gin.H{"site": site.Name, "health": health, "nodes": nodeOut, "queues": queueOut}, nil
 }

@@ -4,6 +4,7 @@ package hub
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
 )
 
 // Server holds what the hub API handlers depend on.
@@ -20,6 +22,12 @@ type Server struct {
 	IDP      *auth.IDP
 	Temporal client.Client
 	Log      *slog.Logger
+	// Secrets seals target and data store credentials at rest; writes that
+	// carry a secret fail with 503 when it is nil.
+	Secrets *models.Cipher
+	// WorkflowWait bounds how long an endpoint that runs a short workflow
+	// (site refresh, target listing) waits for it; default 30 s.
+	WorkflowWait time.Duration
 }
 
 // Handler returns the API's HTTP handler with every route registered.
@@ -34,12 +42,28 @@ func (s *Server) Handler() http.Handler {
 
 	api := r.Group("/api")
 	s.authRoutes(api)
+	s.docRoutes(api, r)
 
 	authed := api.Group("", auth.Authenticate(s.DB, s.Tokens))
 	s.clientKeyRoutes(authed)
 	s.userRoutes(authed)
 	s.groupRoutes(authed)
 	s.healthRoutes(authed)
+	s.workflowDefRoutes(authed)
+	s.configurationRoutes(authed)
+	s.featureRoutes(authed)
+	s.alertRoutes(authed)
+	s.nodeRoutes(authed)
+	s.settingsRoutes(authed)
+	s.siteRoutes(authed)
+	s.spaceRoutes(authed)
+	s.shareRoutes(authed)
+	s.storageRoutes(authed)
+	s.datastoreRoutes(authed)
+	s.bucketRoutes(authed)
+	s.jobRoutes(authed)
+	s.fileRoutes(authed)
+	s.jobReadRoutes(authed)
 	return r
 }
 

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -22,8 +21,8 @@ import (
 
 	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/api/auth"
+	cjapi "github.com/thehub/hub/api/cj"
 	hubapi "github.com/thehub/hub/api/hub"
-	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/cmd/hub/devserver"
 	"github.com/thehub/hub/migrations"
 	"github.com/thehub/hub/models"
@@ -36,6 +35,9 @@ func runDev(ctx context.Context, cfg *Config) error {
 	log := cfg.logger()
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
+	}
+	if err := cfg.openSecrets(true); err != nil {
+		return err
 	}
 	// Bind the API ports first so a busy port fails before anything starts.
 	lns, err := listenAll(cfg)
@@ -77,7 +79,7 @@ func runDev(ctx context.Context, cfg *Config) error {
 			w.Stop()
 		}
 	}()
-	hw := worker.Hub(tc, &hubact.Activities{DB: db})
+	hw := worker.Hub(tc, &hubact.Activities{DB: db, Secrets: cfg.secrets})
 	if err := hw.Start(); err != nil {
 		return fmt.Errorf("start hub worker: %w", err)
 	}
@@ -87,7 +89,7 @@ func runDev(ctx context.Context, cfg *Config) error {
 	defer func() { stopHeartbeats(); wg.Wait() }()
 	for _, name := range cfg.DevSites {
 		sc := worker.SiteConfig{Site: name, Queue: models.DefaultQueue, Node: cfg.Node,
-			Root: filepath.Join(cfg.DataDir, "sites", name), HeartbeatInterval: cfg.Heartbeat}
+			Root: filepath.Join(cfg.DataDir, "sites", name), HeartbeatInterval: cfg.Heartbeat, Cipher: cfg.secrets}
 		if sc.Node == "" {
 			sc.Node, _ = os.Hostname()
 		}
@@ -116,6 +118,9 @@ func runDev(ctx context.Context, cfg *Config) error {
 // runServe serves the three APIs against an existing Temporal cluster.
 func runServe(ctx context.Context, cfg *Config) error {
 	log := cfg.logger()
+	if err := cfg.openSecrets(false); err != nil {
+		return err
+	}
 	lns, err := listenAll(cfg)
 	if err != nil {
 		return err
@@ -148,6 +153,12 @@ func runServe(ctx context.Context, cfg *Config) error {
 // runWorker runs the hub worker and/or one site worker until ctx ends.
 func runWorker(ctx context.Context, cfg *Config) error {
 	log := cfg.logger()
+	if cfg.Hub {
+		// A hub worker decrypts target credentials: no key, no start.
+		if err := cfg.openSecrets(false); err != nil {
+			return err
+		}
+	}
 	tc, err := dialTemporal(cfg)
 	if err != nil {
 		return err
@@ -162,7 +173,7 @@ func runWorker(ctx context.Context, cfg *Config) error {
 		if err := migrations.Up(ctx, db); err != nil {
 			return err
 		}
-		hw := worker.Hub(tc, &hubact.Activities{DB: db})
+		hw := worker.Hub(tc, &hubact.Activities{DB: db, Secrets: cfg.secrets})
 		if err := hw.Start(); err != nil {
 			return fmt.Errorf("start hub worker: %w", err)
 		}
@@ -172,6 +183,12 @@ func runWorker(ctx context.Context, cfg *Config) error {
 	var wg sync.WaitGroup
 	if cfg.Site != "" {
 		sc := worker.SiteConfig{Site: cfg.Site, Queue: cfg.Queue, Root: cfg.Root, Node: cfg.Node, HeartbeatInterval: cfg.Heartbeat}
+		// A site worker needs the key only for targets with credentials.
+		if cfg.secrets != nil || cfg.openSecrets(false) == nil {
+			sc.Cipher = cfg.secrets
+		} else {
+			log.Warn("site worker has no secret key: targets with credentials will fail (set HUB_SECRET_KEY)")
+		}
 		sw, err := startSiteWorker(ctx, tc, sc, log, &wg)
 		if err != nil {
 			return err
@@ -185,10 +202,10 @@ func runWorker(ctx context.Context, cfg *Config) error {
 }
 
 func startSiteWorker(ctx context.Context, tc client.Client, sc worker.SiteConfig, log *slog.Logger, wg *sync.WaitGroup) (sdkworker.Worker, error) {
-	if err := os.MkdirAll(sc.Root, 0o750); err != nil {
-		return nil, fmt.Errorf("create site root %s: %w", sc.Root, err)
+	sw, err := worker.Site(tc, sc)
+	if err != nil {
+		return nil, fmt.Errorf("site worker %s/%s: %w", sc.Site, sc.Queue, err)
 	}
-	sw := worker.Site(tc, sc)
 	if err := sw.Start(); err != nil {
 		return nil, fmt.Errorf("start site worker %s/%s: %w", sc.Site, sc.Queue, err)
 	}
@@ -214,6 +231,9 @@ func openHubDB(ctx context.Context, cfg *Config, log *slog.Logger) (*bun.DB, str
 	}
 	if err := models.EnsureAuthData(ctx, db); err != nil {
 		return fail(fmt.Errorf("create permissions and groups: %w", err))
+	}
+	if err := models.EnsureBuiltinWorkflows(ctx, db); err != nil {
+		return fail(fmt.Errorf("create built-in workflows: %w", err))
 	}
 	password := cfg.AdminPassword
 	if password == "" {
@@ -276,21 +296,23 @@ func newServers(ctx context.Context, cfg *Config, db *bun.DB, tc client.Client, 
 	if err != nil {
 		return nil, err
 	}
-	api := &hubapi.Server{DB: db, Tokens: tokens, Temporal: tc, Log: log,
+	api := &hubapi.Server{DB: db, Tokens: tokens, Temporal: tc, Log: log, Secrets: cfg.secrets,
 		IDP: &auth.IDP{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID}}
 	mk := func(h http.Handler) *http.Server {
 		return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	}
-	return []*http.Server{lnAPI: mk(api.Handler()), lnCJ: mk(notYet(log)), lnAuth: mk(notYet(log))}, nil
+	cjAPI := &cjapi.Server{DB: db, Tokens: tokens, Temporal: tc, Site: cjSite(cfg), Log: log}
+	oauth := &auth.OAuth2Server{DB: db, Tokens: tokens, Log: log}
+	return []*http.Server{lnAPI: mk(api.Handler()), lnCJ: mk(cjAPI.Handler()), lnAuth: mk(oauth.Handler())}, nil
 }
 
-// notYet answers every request of a listener whose routes are not served
-// by this build with a JSON 404.
-func notYet(log *slog.Logger) http.Handler {
-	r := gin.New()
-	r.Use(web.RequestIDs(log), web.Recover(log))
-	r.NoRoute(web.NotFound)
-	return r
+// cjSite is the site the C+J API manages: HUB_CJ_SITE, else the first dev
+// site; empty lets the API use the oldest site record.
+func cjSite(cfg *Config) string {
+	if cfg.CJSite == "" && len(cfg.DevSites) > 0 {
+		return cfg.DevSites[0]
+	}
+	return cfg.CJSite
 }
 
 func serveAll(servers []*http.Server, lns []net.Listener, log *slog.Logger) <-chan error {

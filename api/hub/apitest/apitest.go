@@ -91,6 +91,9 @@ type Env struct {
 	API      *hubapi.Server
 	URL      string // base URL of the server, without /api
 	Admin    string // access token of the superuser "admin"
+	// SecretKey seals secrets at rest for the API and the hub worker.
+	SecretKey []byte
+	Secrets   *models.Cipher
 }
 
 // Each runs body once per database kind with a fresh Env.
@@ -107,12 +110,17 @@ func New(t testing.TB, kind string) *Env {
 	ctx := context.Background()
 	db := dbtest.Open(t, kind)
 	require.NoError(t, models.EnsureAuthData(ctx, db))
+	require.NoError(t, models.EnsureBuiltinWorkflows(ctx, db))
 	_, err := models.EnsureAdmin(ctx, db, "admin", AdminPassword, false)
 	require.NoError(t, err)
 	tokens, err := auth.NewTokens(ctx, db)
 	require.NoError(t, err)
 	e := &Env{T: t, DB: db, Temporal: NewNamespace(t)}
-	e.API = &hubapi.Server{DB: db, Tokens: tokens, Temporal: e.Temporal, IDP: &auth.IDP{},
+	e.SecretKey, err = models.ParseSecretKey(models.NewSecretKey())
+	require.NoError(t, err)
+	e.Secrets, err = models.NewCipher(e.SecretKey)
+	require.NoError(t, err)
+	e.API = &hubapi.Server{DB: db, Tokens: tokens, Temporal: e.Temporal, IDP: &auth.IDP{}, Secrets: e.Secrets,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	srv := httptest.NewServer(e.API.Handler())
 	t.Cleanup(srv.Close)
@@ -123,7 +131,7 @@ func New(t testing.TB, kind string) *Env {
 
 // StartHubWorker runs the hub worker for this Env until the test ends.
 func (e *Env) StartHubWorker() {
-	w := worker.Hub(e.Temporal, &hubact.Activities{DB: e.DB})
+	w := worker.Hub(e.Temporal, &hubact.Activities{DB: e.DB, Secrets: e.Secrets})
 	require.NoError(e.T, w.Start())
 	e.T.Cleanup(w.Stop)
 }
@@ -131,7 +139,11 @@ func (e *Env) StartHubWorker() {
 // StartSiteWorker runs a site worker with heartbeats every interval until
 // the returned stop function is called or the test ends.
 func (e *Env) StartSiteWorker(cfg worker.SiteConfig) (stop func()) {
-	w := worker.Site(e.Temporal, cfg)
+	if cfg.Cipher == nil {
+		cfg.Cipher = e.Secrets
+	}
+	w, err := worker.Site(e.Temporal, cfg)
+	require.NoError(e.T, err)
 	require.NoError(e.T, w.Start())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

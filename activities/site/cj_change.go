@@ -1,0 +1,267 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+)
+
+// Resource types of the storage-management (C+J) API whose changes have an
+// effect at the site. They match the API's collection names.
+const (
+	CJSpaces    = "spaces"
+	CJExposers  = "exposers"
+	CJSnapshots = "snapshots"
+	CJProfiles  = "profiles"
+	CJIlmsteps  = "ilmsteps"
+)
+
+// Where C+J objects live, relative to the root and to the config folder.
+const (
+	cjSpacesDir    = "spaces"     // <root>/spaces/<space>
+	cjSnapshotsDir = ".snapshots" // <root>/.snapshots/<space>/<snapshot>
+	cjQuotasDir    = "quotas"     // <config>/quotas/<space>.quota
+	cjExportsDir   = "exports.d"  // <config>/exports.d/<exposer>.exports (NFS)
+	cjSMBDir       = "smb.d"      // <config>/smb.d/<exposer>.conf (SMB)
+	cjNativeDir    = "native.d"   // <config>/native.d/<exposer>.conf (GPFS native)
+	cjPoliciesDir  = "policies"   // <config>/policies/{profiles,ilmsteps}/<name>.pol
+)
+
+// CJFailure is the error type of a change the site refuses for good: retrying
+// cannot help until someone changes the site or the item.
+const CJFailure = "CJFailure"
+
+// CJChange is one change of a C+J item to apply at the site: make the site
+// match the item (or remove the item's effect when Delete). Exactly the
+// field of the item's type is set.
+type CJChange struct {
+	Type   string
+	ItemID int64
+	Name   string
+	Delete bool
+
+	Space    *CJSpace
+	Exposer  *CJExposer
+	Snapshot *CJSnapshot
+	Policy   *CJPolicy
+}
+
+// CJSpace is a space: the directory <root>/spaces/<Name>.
+type CJSpace struct {
+	Name string
+	// Quota in bytes, recorded in the config folder; nil means none.
+	Quota *int64
+	// Directories are created inside the space (its templates' structure):
+	// relative paths, never leaving the space.
+	Directories []string
+}
+
+// CJExposer exports a space (or a folder inside it) to clients.
+type CJExposer struct {
+	Name string
+	// Kind is nfs, cifs or gpfsnative.
+	Kind  string
+	Space string
+	// Path is relative to the space's directory; empty exports all of it.
+	Path       string
+	Clients    []string // nfs
+	Options    string   // nfs export options
+	ReadOnly   bool     // cifs
+	ValidUsers []string // cifs
+}
+
+// CJSnapshot is a read-only copy of a space at <root>/.snapshots/<Space>/<Name>.
+type CJSnapshot struct {
+	Space, Name string
+}
+
+// CJPolicy is the policy text of a profile or an ilmstep, written to
+// <config>/policies/<Kind>/<Name>.pol.
+type CJPolicy struct {
+	// Kind is profiles or ilmsteps.
+	Kind string
+	Name string
+	Text string
+}
+
+// CJResult says what a change did, for the item's job log.
+type CJResult struct {
+	Message string
+}
+
+// cjNameRE is the rule the API applies to names; the site checks it again
+// because names become file names here.
+var cjNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// CJApply applies one change of a C+J item. It is idempotent: applying the
+// same change twice leaves the site as applying it once. Errors of type
+// CJFailure are not retried.
+func (a *Activities) CJApply(ctx context.Context, ch CJChange) (CJResult, error) {
+	if !cjNameRE.MatchString(ch.Name) {
+		return CJResult{}, cjPermanent(fmt.Errorf("invalid name %q", ch.Name))
+	}
+	var msg string
+	var err error
+	switch {
+	case ch.Type == CJSpaces && ch.Space != nil:
+		msg, err = a.cjSpace(ch.Space, ch.Delete)
+	case ch.Type == CJExposers && ch.Exposer != nil:
+		msg, err = a.cjExposer(ch.Exposer, ch.Delete)
+	case ch.Type == CJSnapshots && ch.Snapshot != nil:
+		msg, err = a.cjSnapshot(ctx, ch.Snapshot, ch.Delete)
+	case (ch.Type == CJProfiles || ch.Type == CJIlmsteps) && ch.Policy != nil:
+		msg, err = a.cjPolicy(ch.Policy, ch.Delete)
+	default:
+		err = cjPermanent(fmt.Errorf("nothing to apply for a change of %s %q", ch.Type, ch.Name))
+	}
+	if err != nil {
+		return CJResult{}, cjClassify(err)
+	}
+	return CJResult{Message: msg}, nil
+}
+
+// cjPermanentError marks an error that retrying cannot cure.
+type cjPermanentError struct{ err error }
+
+func (e *cjPermanentError) Error() string { return e.err.Error() }
+func (e *cjPermanentError) Unwrap() error { return e.err }
+
+func cjPermanent(err error) error { return &cjPermanentError{err} }
+
+// cjClassify turns an error into what Temporal should do with it: a path
+// that leaves the root, a file in the way, a permission or read-only
+// filesystem error will fail again, so they are not retried; anything else
+// (a space still being created, a full disk, an I/O error) is.
+func cjClassify(err error) error {
+	var perm *cjPermanentError
+	switch {
+	case errors.As(err, &perm),
+		errors.Is(err, ErrOutsideRoot), errors.Is(err, ErrReserved),
+		errors.Is(err, fs.ErrExist), errors.Is(err, fs.ErrPermission),
+		errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR),
+		errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EINVAL):
+		return temporal.NewNonRetryableApplicationError(err.Error(), CJFailure, err)
+	}
+	return err
+}
+
+// cjSub resolves rel below base (both root-relative) and checks that the
+// result, symlinks followed, is still inside base's directory.
+func (a *Activities) cjSub(base, rel string) (string, error) {
+	clean, err := cleanRel(rel)
+	if err != nil {
+		return "", cjPermanent(err)
+	}
+	baseAbs, err := a.Root.Resolve(base)
+	if err != nil {
+		return "", err
+	}
+	abs, err := a.Root.Resolve(path.Join(base, clean))
+	if err != nil {
+		return "", err
+	}
+	if !within(baseAbs, abs) {
+		return "", cjPermanent(fmt.Errorf("%s/%s: %w", base, clean, ErrOutsideRoot))
+	}
+	return abs, nil
+}
+
+// cjConfigFile returns <config>/<dir>/<name><ext>.
+func (a *Activities) cjConfigFile(dir, name, ext string) string {
+	return filepath.Join(a.ConfigDir, dir, name+ext)
+}
+
+// cjWriteFile replaces name's content atomically (temporary file and
+// rename), creating its folder, so a reader never sees half a file.
+func cjWriteFile(name string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o750); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(name), tmpPrefix+filepath.Base(name)+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// cjRemoveFile removes name; a missing file is already removed.
+func cjRemoveFile(name string) error {
+	if err := os.Remove(name); err != nil && !isNotExist(err) {
+		return err
+	}
+	return nil
+}
+
+// cjRemoveTree removes dir and everything below it, first making read-only
+// folders (snapshots) writable so their entries can be unlinked.
+func cjRemoveTree(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+// cjHeartbeat reports progress when running as an activity, so a long copy
+// is not mistaken for a dead worker and can be cancelled.
+func cjHeartbeat(ctx context.Context, details ...any) error {
+	if activity.IsActivity(ctx) {
+		activity.RecordHeartbeat(ctx, details...)
+	}
+	return ctx.Err()
+}
+
+// cjPolicy writes or removes the policy text of a profile or an ilmstep.
+func (a *Activities) cjPolicy(p *CJPolicy, del bool) (string, error) {
+	if p.Kind != CJProfiles && p.Kind != CJIlmsteps {
+		return "", cjPermanent(fmt.Errorf("unknown policy kind %q", p.Kind))
+	}
+	name := a.cjConfigFile(filepath.Join(cjPoliciesDir, p.Kind), p.Name, ".pol")
+	rel := strings.TrimPrefix(name, a.ConfigDir+string(filepath.Separator))
+	if del {
+		if err := cjRemoveFile(name); err != nil {
+			return "", err
+		}
+		return "removed policy " + rel, nil
+	}
+	text := p.Text
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	if err := cjWriteFile(name, []byte(text)); err != nil {
+		return "", err
+	}
+	return "wrote policy " + rel, nil
+}

@@ -1,0 +1,125 @@
+package site
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Exposer kinds.
+const (
+	CJNFS        = "nfs"
+	CJCIFS       = "cifs"
+	CJGPFSNative = "gpfsnative"
+)
+
+// Values that end up in configuration files may hold no spaces, quotes or
+// line breaks: the API checks the same patterns, the site checks again.
+var (
+	cjClientRE  = regexp.MustCompile(`^[A-Za-z0-9_.:/*@\[\]-]+$`)
+	cjOptionsRE = regexp.MustCompile(`^[A-Za-z0-9_=,:./-]*$`)
+	cjUserRE    = regexp.MustCompile(`^[A-Za-z0-9_.@+-]+$`)
+)
+
+// cjDefaultNFSOptions apply when an NFS exposer names none.
+const cjDefaultNFSOptions = "rw,sync,no_subtree_check"
+
+// cjExposerFiles are the configuration files of an exposer of each kind.
+func (a *Activities) cjExposerFiles(name string) map[string]string {
+	return map[string]string{
+		CJNFS:        a.cjConfigFile(cjExportsDir, name, ".exports"),
+		CJCIFS:       a.cjConfigFile(cjSMBDir, name, ".conf"),
+		CJGPFSNative: a.cjConfigFile(cjNativeDir, name, ".conf"),
+	}
+}
+
+// cjExposer writes the export line or share definition of an exposer into
+// the site's configuration folder, or removes it.
+func (a *Activities) cjExposer(e *CJExposer, del bool) (string, error) {
+	files := a.cjExposerFiles(e.Name)
+	file, ok := files[e.Kind]
+	if !ok {
+		return "", cjPermanent(fmt.Errorf("unknown exposer type %q", e.Kind))
+	}
+	rel := strings.TrimPrefix(file, a.ConfigDir+string(filepath.Separator))
+	if del {
+		// Every kind's file, in case an older version of the item had another.
+		for _, f := range files {
+			if err := cjRemoveFile(f); err != nil {
+				return "", fmt.Errorf("remove %s: %w", f, err)
+			}
+		}
+		return "removed " + rel, nil
+	}
+
+	if !cjNameRE.MatchString(e.Space) {
+		return "", cjPermanent(fmt.Errorf("invalid space name %q", e.Space))
+	}
+	spaceRel := path.Join(cjSpacesDir, e.Space)
+	dir, err := a.cjSub(spaceRel, e.Path)
+	if err != nil {
+		return "", err
+	}
+	// A missing folder may be a space still being created: retried.
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("exported folder %s: %w", path.Join(spaceRel, e.Path), err)
+	case !fi.IsDir():
+		return "", cjPermanent(fmt.Errorf("exported path %s is not a directory", path.Join(spaceRel, e.Path)))
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Managed by the hub: C+J exposer %q (%s) of space %q. Changes here are overwritten.\n", e.Name, e.Kind, e.Space)
+	switch e.Kind {
+	case CJNFS:
+		opts := e.Options
+		if opts == "" {
+			opts = cjDefaultNFSOptions
+		}
+		if !cjOptionsRE.MatchString(opts) {
+			return "", cjPermanent(fmt.Errorf("invalid NFS options %q", opts))
+		}
+		clients := e.Clients
+		if len(clients) == 0 {
+			clients = []string{"*"}
+		}
+		b.WriteString(strconv.Quote(dir))
+		for _, c := range clients {
+			if !cjClientRE.MatchString(c) {
+				return "", cjPermanent(fmt.Errorf("invalid NFS client %q", c))
+			}
+			fmt.Fprintf(&b, " %s(%s)", c, opts)
+		}
+		b.WriteString("\n")
+	case CJCIFS:
+		for _, u := range e.ValidUsers {
+			if !cjUserRE.MatchString(u) {
+				return "", cjPermanent(fmt.Errorf("invalid SMB user %q", u))
+			}
+		}
+		fmt.Fprintf(&b, "[%s]\n", e.Name)
+		fmt.Fprintf(&b, "    path = %s\n", dir)
+		fmt.Fprintf(&b, "    read only = %s\n", map[bool]string{true: "yes", false: "no"}[e.ReadOnly])
+		if len(e.ValidUsers) > 0 {
+			fmt.Fprintf(&b, "    valid users = %s\n", strings.Join(e.ValidUsers, " "))
+		}
+	case CJGPFSNative:
+		fmt.Fprintf(&b, "fileset = %s\npath = %s\n", e.Space, dir)
+	}
+	for kind, f := range files {
+		if kind != e.Kind {
+			if err := cjRemoveFile(f); err != nil {
+				return "", err
+			}
+		}
+	}
+	if err := cjWriteFile(file, []byte(b.String())); err != nil {
+		return "", fmt.Errorf("write %s: %w", rel, err)
+	}
+	return "wrote " + rel, nil
+}

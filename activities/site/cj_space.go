@@ -1,0 +1,74 @@
+package site
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+)
+
+// cjSpace creates a space's directory with its templates' folders and
+// records its quota, or removes both.
+func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
+	rel := path.Join(cjSpacesDir, s.Name)
+	quota := a.cjConfigFile(cjQuotasDir, s.Name, ".quota")
+	dir, err := a.Root.Resolve(rel)
+	if err != nil {
+		return "", err
+	}
+	if del {
+		if err := cjRemoveTree(dir); err != nil {
+			return "", fmt.Errorf("remove %s: %w", rel, err)
+		}
+		if err := cjRemoveFile(quota); err != nil {
+			return "", fmt.Errorf("remove quota of %s: %w", rel, err)
+		}
+		return "removed " + rel + " and its quota", nil
+	}
+
+	// A file where the directory should be is an operator's to sort out;
+	// say so plainly rather than with mkdir's errno.
+	if fi, err := os.Lstat(dir); err == nil && !fi.IsDir() {
+		return "", cjPermanent(fmt.Errorf("cannot create %s: a %s is in the way", rel, cjKindOf(fi.Mode())))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", rel, err)
+	}
+	for _, d := range s.Directories {
+		abs, err := a.cjSub(rel, d)
+		if err != nil {
+			return "", fmt.Errorf("template directory %q: %w", d, err)
+		}
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return "", fmt.Errorf("template directory %q: %w", d, err)
+		}
+	}
+	msg := fmt.Sprintf("%s ready with %d template directories", rel, len(s.Directories))
+	if s.Quota == nil {
+		if err := cjRemoveFile(quota); err != nil {
+			return "", fmt.Errorf("clear quota of %s: %w", rel, err)
+		}
+		return msg + ", no quota", nil
+	}
+	if err := cjWriteFile(quota, []byte(strconv.FormatInt(*s.Quota, 10)+"\n")); err != nil {
+		return "", fmt.Errorf("record quota of %s: %w", rel, err)
+	}
+	return fmt.Sprintf("%s, quota %d bytes", msg, *s.Quota), nil
+}
+
+// cjKindOf names a file mode's type for messages.
+func cjKindOf(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsRegular():
+		return "file"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeDevice != 0:
+		return "device"
+	}
+	return "non-directory"
+}

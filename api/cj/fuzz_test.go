@@ -1,0 +1,148 @@
+package cj_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/api/cj"
+	"github.com/thehub/hub/api/cj/cjdoc"
+	"github.com/thehub/hub/api/cj/cjtest"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/models/dbtest"
+)
+
+// fakeTemporal accepts every change without running it, so that fuzzing
+// exercises the HTTP layer and the database alone.
+type fakeTemporal struct{}
+
+func (fakeTemporal) SignalWithStartWorkflow(context.Context, string, string, any, client.StartWorkflowOptions, any, ...any) (client.WorkflowRun, error) {
+	return nil, nil
+}
+
+func (fakeTemporal) ExecuteWorkflow(context.Context, client.StartWorkflowOptions, any, ...any) (client.WorkflowRun, error) {
+	return nil, errors.New("no job engine in this test")
+}
+
+// fuzzServer is an in-memory C+J API over sqlite with one item of each
+// writable type; it returns the handler, an admin token and the items'
+// paths.
+func fuzzServer(f *testing.F) (http.Handler, string, []string) {
+	ctx := context.Background()
+	db := dbtest.Open(f, "sqlite")
+	require.NoError(f, models.EnsureAuthData(ctx, db))
+	_, err := models.EnsureAdmin(ctx, db, "admin", cjtest.AdminPassword, false)
+	require.NoError(f, err)
+	tokens, err := auth.NewTokens(ctx, db)
+	require.NoError(f, err)
+	admin, err := models.GetUser(ctx, db, "admin")
+	require.NoError(f, err)
+	tok, err := tokens.IssueCJ(admin, nil)
+	require.NoError(f, err)
+	srv := &cj.Server{DB: db, Tokens: tokens, Temporal: fakeTemporal{}, Site: cjtest.Site,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	h := srv.Handler()
+	var paths []string
+	for _, c := range []struct {
+		coll string
+		data map[string]any
+	}{
+		{"templates", map[string]any{"name": "t", "directories": []any{"a/b"}}},
+		{"ilmsteps", map[string]any{"name": "s", "kind": "placement", "pool": "p"}},
+		{"profiles", map[string]any{"name": "p", "ilmsteps": []any{"s"}}},
+		{"spaces", map[string]any{"name": "sp", "profile": "p", "templates": []any{1}}},
+		{"exposers", map[string]any{"name": "e", "type": "nfs", "space": "sp"}},
+		{"snapshots", map[string]any{"name": "sn", "space": "sp"}},
+	} {
+		rec := serve(h, tok, http.MethodPost, "/"+c.coll+"/", cjtest.Write(c.data), nil)
+		require.Equal(f, http.StatusAccepted, rec.Code, rec.Body.String())
+		loc, err := url.Parse(rec.Header().Get("Location"))
+		require.NoError(f, err)
+		paths = append(paths, loc.Path)
+	}
+	return h, tok, paths
+}
+
+func serve(h http.Handler, tok, method, target, body string, header map[string]string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, "http://cj.test/", strings.NewReader(body))
+	req.URL.Path, req.URL.RawQuery, _ = strings.Cut(target, "?")
+	req.RequestURI = req.URL.RequestURI()
+	req.SetBasicAuth(tok, "")
+	req.Header.Set("Content-Type", cjdoc.MediaType)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// FuzzServerBody posts arbitrary bodies to every collection and patches
+// every item with them: the answer is never a server error.
+func FuzzServerBody(f *testing.F) {
+	h, tok, paths := fuzzServer(f)
+	for _, seed := range []string{
+		cjtest.Write(map[string]any{"name": "x1"}),
+		cjtest.Write(map[string]any{"name": "x2", "type": "cifs", "space": "sp", "valid_users": []any{"a"}}),
+		cjtest.Write(map[string]any{"name": "x3", "space": "sp", "exposers": []any{map[string]any{"name": "x4", "type": "nfs"}}}),
+		cjtest.Write(map[string]any{"quota": 12, "comment": nil, "extras": map[string]any{"a": []any{1.5}}}),
+		`{"collection":{"template":{"data":[{"name":"name","value":"x5"},{"name":"kind","value":"migration"},{"name":"pool","value":"q"}]}}}`,
+		`{"template":{"data":[{"name":"templates","value":[1e300,-0,"1"]}]}}`,
+		`{"template":{"data":[{"name":"directories","value":["../x","/","a//b/./c"]}]}}`,
+		`{"template":{"data":[{"name":"profile","value":{"name":{"x":1}}}]}}`,
+		`{"template":{"data":[{"name":"exposers","value":[null,{},[],{"name":"y","type":"nfs","z":1}]}]}}`,
+		`{"template":{"data":[1,{"name":""}]}}`, `[]`, `null`, `{"template":`, "\xff",
+	} {
+		for i := range 2 * (len(paths) + 1) {
+			f.Add(uint8(i), seed)
+		}
+	}
+	f.Fuzz(func(t *testing.T, pick uint8, body string) {
+		method, target := http.MethodPost, "/"+resourceNames[int(pick)%len(resourceNames)]+"/"
+		if pick >= 128 {
+			method, target = http.MethodPatch, paths[int(pick)%len(paths)]
+		}
+		rec := serve(h, tok, method, target, body, map[string]string{"If-Match": "*"})
+		if rec.Code >= 500 {
+			t.Fatalf("%s %s with %q: %d %s", method, target, body, rec.Code, rec.Body)
+		}
+	})
+}
+
+var resourceNames = []string{"templates", "ilmsteps", "profiles", "spaces", "exposers", "snapshots", "datastores"}
+
+// FuzzServerQuery sends arbitrary query strings to every collection: the
+// answer is a page or a 400, never a server error.
+func FuzzServerQuery(f *testing.F) {
+	h, tok, _ := fuzzServer(f)
+	for _, seed := range []string{
+		"", "max_results=2&page=3", "where=%7B%22name%22%3A%22sp%22%7D", `sort=[("name",-1),("profile.name",1)]`,
+		`projection={"name":0,"exposers.type":0}`, `where={"$or":[{"exposers.name":{"$regex":"^e"}},{"_created":{"$gt":"2020-01-01T00:00:00Z"}}]}`,
+		`where={"templates":{"$all":[1],"$size":1}}`, "page=99999999999999999999", "where=%ZZ", "sort=-",
+	} {
+		for i := range len(resourceNames) {
+			f.Add(uint8(i), seed)
+		}
+	}
+	f.Fuzz(func(t *testing.T, pick uint8, query string) {
+		target := fmt.Sprintf("/%s/?%s", resourceNames[int(pick)%len(resourceNames)], query)
+		if strings.ContainsAny(query, "# \x00") {
+			return // not a query string a client can send
+		}
+		rec := serve(h, tok, http.MethodGet, target, "", nil)
+		if rec.Code >= 500 {
+			t.Fatalf("GET %s: %d %s", target, rec.Code, rec.Body)
+		}
+	})
+}

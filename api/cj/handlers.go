@@ -1,0 +1,538 @@
+package cj
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/api/cj/cjdoc"
+	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+)
+
+// relLog is the relation of an item's link to its job log.
+const relLog = "log"
+
+// logDefaults show a whole log (at most 200 entries are kept) on one page.
+var logDefaults = cjdoc.Defaults{MaxResults: 200, Cap: 200}
+
+// billboard lists the resource types as links.
+func (s *Server) billboard(k *call) error {
+	coll := cjdoc.NewCollection(web.AbsURL(k.c, "/"))
+	for _, r := range resources {
+		coll.Links = append(coll.Links, cjdoc.Link{Rel: "resource", Href: web.AbsURL(k.c, "/"+r.name+"/"), Name: r.name, Prompt: r.prompt})
+	}
+	writeDoc(k.c, http.StatusOK, cjdoc.Document{Collection: coll})
+	return nil
+}
+
+// list answers a collection GET: the page of items the query selects, its
+// paging links and properties, the search queries and, for writers, the
+// create template.
+func (s *Server) list(k *call) error {
+	ctx := k.c.Request.Context()
+	q, err := cjdoc.ParseQuery(k.c.Request.URL.Query(), cjdoc.Defaults{})
+	if err != nil {
+		return err
+	}
+	if k.res.readOnly {
+		s.refreshDatastores(ctx, k.site)
+	}
+	items, err := models.ListCJItems(ctx, s.DB, k.site, k.res.name, false)
+	if err != nil {
+		return err
+	}
+	docs, err := s.docs(ctx, k, items)
+	if err != nil {
+		return err
+	}
+	page, total := cjdoc.Apply(docs, q)
+	href := collectionHref(k)
+	coll := cjdoc.NewCollection(href)
+	for _, d := range page {
+		coll.Items = append(coll.Items, s.item(k, d))
+	}
+	coll.Links = cjdoc.PageLinks(href, q, total)
+	coll.Queries = cjdoc.SearchQueries(href, k.res.search)
+	if k.may(http.MethodPost) {
+		coll.SetCreateTemplate(k.res.schema)
+	}
+	coll.Properties = cjdoc.PageProperties(q, total)
+	k.c.Header("X-Total-Count", strconv.Itoa(total))
+	writeDoc(k.c, http.StatusOK, cjdoc.Document{Collection: coll})
+	return nil
+}
+
+// get answers an item GET.
+func (s *Server) get(k *call) error {
+	if k.res.readOnly {
+		s.refreshDatastores(k.c.Request.Context(), k.site)
+	}
+	it, err := s.load(k)
+	if errors.Is(err, models.ErrNotFound) {
+		// An item being deleted is gone for every purpose but one: as in
+		// Eve's soft delete, it answers 404 with its document (_deleted,
+		// status and log link) so that clients can follow the deletion.
+		if it, err = s.loadDeleting(k); err != nil {
+			return err
+		}
+		return s.writeItem(k, http.StatusNotFound, it)
+	} else if err != nil {
+		return err
+	}
+	return s.writeItem(k, http.StatusOK, it)
+}
+
+// create stores a new item (NEW) and starts its change: 202 with Location.
+func (s *Server) create(k *call) error {
+	ctx := k.c.Request.Context()
+	body, err := readBody(k)
+	if err != nil {
+		return err
+	}
+	doc, err := cjdoc.ParseWrite(body, k.res.schema, cjdoc.Create)
+	if err != nil {
+		return err
+	}
+	if err := s.check(k, doc, nil); err != nil {
+		return err
+	}
+	it, subs := newItems(k, doc)
+	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		for _, x := range append([]*models.CJItem{it}, subs...) {
+			if err := models.CreateCJItem(ctx, tx, x); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, models.ErrConflict) {
+		return &cjdoc.ValidationError{Fields: []cjdoc.FieldError{{Name: "name", Message: "is already in use"}}}
+	} else if err != nil {
+		return err
+	}
+	for _, x := range append([]*models.CJItem{it}, subs...) {
+		if err := s.startChange(ctx, x); err != nil {
+			return err
+		}
+	}
+	k.c.Header("Location", itemHref(k, it.ID))
+	return s.writeItem(k, http.StatusAccepted, it)
+}
+
+// update applies a PATCH to an item whose etag the client names, and
+// starts its change: 202 with the item, now PENDING.
+func (s *Server) update(k *call) error {
+	ctx := k.c.Request.Context()
+	it, err := s.load(k)
+	if err != nil {
+		return err
+	}
+	etag, err := precondition(k, it)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(k)
+	if err != nil {
+		return err
+	}
+	changes, err := cjdoc.ParseWrite(body, k.res.schemaFor(it), cjdoc.Update)
+	if err != nil {
+		return err
+	}
+	if err := s.check(k, changes, it); err != nil {
+		return err
+	}
+	for name, v := range changes {
+		switch name {
+		case "comment":
+			it.Comment, _ = v.(string)
+		case "extras":
+			it.Extras, _ = v.(map[string]any)
+		default:
+			it.Data[name] = v
+		}
+	}
+	if it.Extras == nil {
+		it.Extras = map[string]any{}
+	}
+	if err := models.UpdateCJItem(ctx, s.DB, it, etag); err != nil {
+		return err
+	}
+	if err := s.startChange(ctx, it); err != nil {
+		return err
+	}
+	return s.writeItem(k, http.StatusAccepted, it)
+}
+
+// remove hides an item whose etag the client names and starts the change
+// that undoes its effect and then deletes it: 204.
+func (s *Server) remove(k *call) error {
+	ctx := k.c.Request.Context()
+	it, err := s.load(k)
+	if err != nil {
+		return err
+	}
+	etag, err := precondition(k, it)
+	if err != nil {
+		return err
+	}
+	if k.res.inUse != nil {
+		msg, err := k.res.inUse(ctx, s.DB, k.site, it)
+		if err != nil {
+			return err
+		}
+		if msg != "" {
+			return conflict("%s %q cannot be deleted while %s; delete that first.", strings.TrimSuffix(k.res.name, "s"), it.Name, msg)
+		}
+	}
+	if err := models.MarkCJItemDeleted(ctx, s.DB, it, etag); err != nil {
+		return err
+	}
+	if err := s.startChange(ctx, it); err != nil {
+		return err
+	}
+	k.c.Status(http.StatusNoContent)
+	return nil
+}
+
+// log answers GET /<type>/<id>/log: the item's job log, one C+J item per
+// entry, oldest first; where, sort and paging apply.
+func (s *Server) log(k *call) error {
+	q, err := cjdoc.ParseQuery(k.c.Request.URL.Query(), logDefaults)
+	if err != nil {
+		return err
+	}
+	it, err := s.load(k)
+	if errors.Is(err, models.ErrNotFound) {
+		it, err = s.loadDeleting(k)
+	}
+	if err != nil {
+		return err
+	}
+	docs := make([]map[string]any, len(it.Log))
+	for i, e := range it.Log {
+		docs[i] = map[string]any{"id": i + 1, "time": e.Time.UTC(), "level": e.Level, "message": e.Message, "generation": e.Generation}
+	}
+	page, total := cjdoc.Apply(docs, q)
+	href := itemHref(k, it.ID) + "/log"
+	coll := cjdoc.NewCollection(href)
+	logSchema := cjdoc.Schema{Fields: []cjdoc.Field{
+		{Name: "time", Prompt: "Time"}, {Name: "level", Prompt: "Level"},
+		{Name: "message", Prompt: "Message"}, {Name: "generation", Prompt: "Change"},
+	}}
+	for _, d := range page {
+		coll.Items = append(coll.Items, cjdoc.NewItem(fmt.Sprintf("%s#%v", href, d["id"]), d, logSchema))
+	}
+	coll.Links = append(cjdoc.PageLinks(href, q, total), cjdoc.Link{Rel: "up", Href: itemHref(k, it.ID), Prompt: "The item"})
+	coll.Properties = cjdoc.PageProperties(q, total)
+	k.c.Header("X-Total-Count", strconv.Itoa(total))
+	writeDoc(k.c, http.StatusOK, cjdoc.Document{Collection: coll})
+	return nil
+}
+
+// load reads the item the path names; a malformed id is 404 too.
+func (s *Server) load(k *call) (*models.CJItem, error) {
+	id, err := web.PathID(k.c, "id")
+	if err != nil {
+		return nil, errNotFound
+	}
+	return models.GetCJItem(k.c.Request.Context(), s.DB, k.site, k.res.name, id)
+}
+
+// loadDeleting reads the item the path names if its deletion is under way.
+func (s *Server) loadDeleting(k *call) (*models.CJItem, error) {
+	id, err := web.PathID(k.c, "id")
+	if err != nil {
+		return nil, errNotFound
+	}
+	it, err := models.GetCJItemByID(k.c.Request.Context(), s.DB, id)
+	if err != nil || !it.Deleted || it.Site != k.site || it.Type != k.res.name {
+		return nil, errNotFound
+	}
+	return it, nil
+}
+
+// check runs the resource's database checks of a write.
+func (s *Server) check(k *call, doc map[string]any, cur *models.CJItem) error {
+	if k.res.check == nil {
+		return nil
+	}
+	v := &validator{ctx: k.c.Request.Context(), db: s.DB, site: k.site}
+	if err := k.res.check(v, doc, cur); err != nil {
+		return err
+	}
+	return v.err()
+}
+
+// newItems turns a checked create into its item and, for a space that
+// lists exposers, those exposers' items.
+func newItems(k *call, doc map[string]any) (*models.CJItem, []*models.CJItem) {
+	it := &models.CJItem{Site: k.site, Type: k.res.name, Data: map[string]any{}, Extras: map[string]any{}}
+	var subs []*models.CJItem
+	for name, v := range doc {
+		switch name {
+		case "comment":
+			it.Comment, _ = v.(string)
+		case "extras":
+			if m, ok := v.(map[string]any); ok {
+				it.Extras = m
+			}
+		case "exposers":
+			// A space's exposers are items of their own; the space shows
+			// them as they are.
+			for _, e := range v.([]any) {
+				m := e.(map[string]any)
+				exp, _ := exposerSchema.Variant(m["type"].(string))
+				data := map[string]any{}
+				for _, f := range exp.Fields {
+					if f.Default != nil {
+						data[f.Name] = cloneJSON(f.Default)
+					}
+				}
+				data["name"], data["type"], data["space"] = m["name"], m["type"], doc["name"]
+				subs = append(subs, &models.CJItem{Site: k.site, Type: models.CJExposers, Name: m["name"].(string),
+					Data: data, Extras: map[string]any{}})
+			}
+		default:
+			it.Data[name] = v
+		}
+	}
+	it.Name, _ = doc["name"].(string)
+	if k.res.scope != nil {
+		it.Scope = k.res.scope(doc)
+	}
+	return it, subs
+}
+
+// cloneJSON copies a default so that no item shares it.
+func cloneJSON(v any) any {
+	switch x := v.(type) {
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = cloneJSON(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = cloneJSON(e)
+		}
+		return out
+	}
+	return v
+}
+
+// startChange hands the item's newest generation to its workflow. The
+// item is stored already; if Temporal cannot be reached it is marked
+// ERRORED (a deletion is undone) so that it does not wait for nothing, and
+// the client is told to retry.
+func (s *Server) startChange(ctx context.Context, it *models.CJItem) error {
+	// The write is committed: finish even if the client goes away.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	opts := client.StartWorkflowOptions{
+		ID:        workflows.ResourceChangeWorkflowID(it.Type, it.ID),
+		TaskQueue: workflows.HubTaskQueue,
+	}
+	in := workflows.ResourceChangeInput{Site: it.Site, Type: it.Type, ItemID: it.ID}
+	_, err := s.Temporal.SignalWithStartWorkflow(ctx, opts.ID, workflows.ResourceChangeSignal,
+		workflows.ResourceChange{Generation: it.Generation}, opts, workflows.ResourceChangeWorkflowName, in)
+	if err == nil {
+		return nil
+	}
+	s.Log.Error("C+J change not started", "workflow_id", opts.ID, "error", err)
+	entry := models.CJLogEntry{Time: time.Now().UTC(), Level: "error", Generation: it.Generation,
+		Message: "the job engine could not be reached; the change was not started: " + err.Error()}
+	if lerr := models.AppendCJLog(ctx, s.DB, it.ID, entry); lerr != nil {
+		s.Log.Error("C+J log not written", "item", it.ID, "error", lerr)
+	}
+	if it.Deleted {
+		_, err = models.RestoreCJItem(ctx, s.DB, it.ID, it.Generation)
+	} else {
+		_, err = models.SetCJStatus(ctx, s.DB, it.ID, it.Generation, models.CJErrored)
+	}
+	if err != nil {
+		s.Log.Error("C+J item not marked ERRORED", "item", it.ID, "error", err)
+	}
+	return errJobUnavailable
+}
+
+// refreshDatastores asks the site for fresh pool figures, at most every
+// few seconds, and waits a bounded time: a slow or absent site leaves the
+// stored figures, which are served as they are.
+func (s *Server) refreshDatastores(ctx context.Context, site string) {
+	const fresh = 5 * time.Second
+	s.mu.Lock()
+	last := s.refreshed[site]
+	s.mu.Unlock()
+	if time.Since(last) < fresh {
+		return
+	}
+	wait := s.DatastoreWait
+	if wait <= 0 {
+		wait = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	opts := client.StartWorkflowOptions{
+		ID:                       workflows.CJDatastoresWorkflowID(site),
+		TaskQueue:                workflows.HubTaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowExecutionTimeout: time.Minute,
+	}
+	run, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.CJDatastoresWorkflowName, site)
+	if err == nil {
+		err = run.Get(ctx, nil)
+	}
+	if err != nil {
+		s.Log.Warn("datastores not refreshed; serving the stored figures", "site", site, "error", err)
+		return
+	}
+	s.mu.Lock()
+	if s.refreshed == nil {
+		s.refreshed = map[string]time.Time{}
+	}
+	s.refreshed[site] = time.Now()
+	s.mu.Unlock()
+}
+
+// docs renders items as the JSON documents queries run over: the item's
+// fields, the meta fields every item has, and derived fields (a space's
+// exposers).
+func (s *Server) docs(ctx context.Context, k *call, items []models.CJItem) ([]map[string]any, error) {
+	var bySpace map[string][]any
+	if k.res.name == models.CJSpaces {
+		exps, err := models.ListCJItems(ctx, s.DB, k.site, models.CJExposers, false)
+		if err != nil {
+			return nil, err
+		}
+		bySpace = map[string][]any{}
+		for _, e := range exps {
+			space, _ := e.Data["space"].(string)
+			bySpace[space] = append(bySpace[space], map[string]any{"id": e.ID, "name": e.Name, "type": e.Data["type"]})
+		}
+	}
+	docs := make([]map[string]any, len(items))
+	for i := range items {
+		d := itemDoc(&items[i])
+		if bySpace != nil {
+			d["exposers"] = bySpace[items[i].Name]
+			if d["exposers"] == nil {
+				d["exposers"] = []any{}
+			}
+		}
+		docs[i] = d
+	}
+	return docs, nil
+}
+
+func itemDoc(it *models.CJItem) map[string]any {
+	d := make(map[string]any, len(it.Data)+7)
+	maps.Copy(d, it.Data)
+	d["id"] = it.ID
+	d["_etag"] = it.Etag
+	d["_created"] = it.Created.UTC().Truncate(time.Microsecond)
+	d["_modified"] = it.Modified.UTC().Truncate(time.Microsecond)
+	d["status"] = it.Status
+	d["comment"] = it.Comment
+	extras := it.Extras
+	if extras == nil {
+		extras = map[string]any{}
+	}
+	d["extras"] = extras
+	if it.Deleted {
+		d["_deleted"] = true
+	}
+	return d
+}
+
+// item renders a document as a C+J item with its links.
+func (s *Server) item(k *call, doc map[string]any) cjdoc.Item {
+	id, _ := doc["id"].(int64)
+	href := itemHref(k, id)
+	it := cjdoc.NewItem(href, doc, k.res.schema)
+	if !k.res.readOnly {
+		it.Links = []cjdoc.Link{{Rel: relLog, Href: href + "/log", Prompt: "Job log"}}
+	}
+	return it
+}
+
+// writeItem answers with one item, its ETag and, for writers, its update
+// template filled with the current values.
+func (s *Server) writeItem(k *call, status int, it *models.CJItem) error {
+	docs, err := s.docs(k.c.Request.Context(), k, []models.CJItem{*it})
+	if err != nil {
+		return err
+	}
+	coll := cjdoc.NewCollection(collectionHref(k))
+	coll.Items = []cjdoc.Item{s.item(k, docs[0])}
+	if k.id.Has(auth.RoleStorageAdmin) && !k.res.readOnly && !it.Deleted {
+		t := cjdoc.UpdateTemplate(k.res.schemaFor(it))
+		for i := range t.Data {
+			if v, ok := docs[0][t.Data[i].Name]; ok {
+				t.Data[i].Value = v
+			}
+		}
+		coll.Template = &t
+	}
+	k.c.Header("ETag", strconv.Quote(it.Etag))
+	writeDoc(k.c, status, cjdoc.Document{Collection: coll})
+	return nil
+}
+
+// precondition checks If-Match against the item's etag and returns the
+// etag the write must still find (compare-and-swap). Tags may be quoted or
+// not, weak or strong; * matches any.
+func precondition(k *call, it *models.CJItem) (string, error) {
+	h := strings.TrimSpace(k.c.GetHeader("If-Match"))
+	if h == "" {
+		return "", errNeedsIfMatch
+	}
+	for _, tag := range strings.Split(h, ",") {
+		tag = strings.Trim(strings.TrimPrefix(strings.TrimSpace(tag), "W/"), `"`)
+		if tag == "*" || tag == it.Etag {
+			return it.Etag, nil
+		}
+	}
+	return "", errStale
+}
+
+// readBody reads a write body of a JSON media type (C+J's, or plain JSON
+// for convenience), refusing big ones before buffering them.
+func readBody(k *call) ([]byte, error) {
+	if ct := k.c.GetHeader("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return nil, errMediaType
+		}
+	}
+	body, err := io.ReadAll(io.LimitReader(k.c.Request.Body, maxBody+1))
+	if err != nil {
+		return nil, &cjdoc.BodyError{Reason: "the body could not be read"}
+	}
+	if len(body) > maxBody {
+		return nil, errBodyTooLarge
+	}
+	return body, nil
+}
+
+func collectionHref(k *call) string { return web.AbsURL(k.c, "/"+k.res.name+"/") }
+
+func itemHref(k *call, id int64) string {
+	return web.AbsURL(k.c, "/"+k.res.name+"/"+strconv.FormatInt(id, 10))
+}

@@ -1,0 +1,165 @@
+package hub
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
+)
+
+func (s *Server) alertRoutes(r *gin.RouterGroup) {
+	aperm := auth.CRUD("alert")
+	r.GET("/alerts/", aperm, handle(s.listAlerts))
+	r.GET("/alerts/:id/", aperm, handle(s.getAlert))
+	r.PATCH("/alerts/:id/", aperm, handle(s.patchAlert))
+
+	cperm := auth.CRUD("action")
+	r.GET("/actions/", cperm, handle(s.listActions))
+	r.POST("/actions/", cperm, handle(s.createAction))
+	r.GET("/actions/:id/", cperm, handle(s.getAction))
+}
+
+func renderAlert(c *gin.Context, a *models.Alert) gin.H {
+	return gin.H{"id": a.ID, "url": web.AbsURL(c, "/api/alerts/"+strconv.FormatInt(a.ID, 10)+"/"),
+		"name": a.Name, "node": a.Node, "queue": a.Queue, "severity": a.Severity, "site": a.Site,
+		"summary": a.Summary, "suppressed": a.Suppressed, "timestamp": a.Timestamp, "created": a.Created}
+}
+
+// timestampRange reads the timestamp filter: a date (YYYY-MM-DD, UTC)
+// selects that day, an RFC 3339 timestamp selects that exact instant.
+func timestampRange(s string) (from, to time.Time, err error) {
+	if d, perr := time.Parse(time.DateOnly, s); perr == nil {
+		return d, d.AddDate(0, 0, 1), nil
+	}
+	t, perr := time.Parse(time.RFC3339Nano, strings.Replace(s, " ", "+", 1))
+	if perr != nil {
+		return from, to, web.Invalid("timestamp", "Must be a date (YYYY-MM-DD) or an RFC 3339 timestamp.")
+	}
+	return t, t.Add(time.Microsecond), nil
+}
+
+// listAlerts answers a bare array, newest first. name, node, site and
+// severity match exactly, summary is a case-insensitive substring,
+// timestamp a day or an instant, suppressed a boolean.
+func (s *Server) listAlerts(c *gin.Context) error {
+	f := models.AlertFilter{Name: c.Query("name"), Node: c.Query("node"), Site: c.Query("site"),
+		Severity: c.Query("severity"), Summary: c.Query("summary")}
+	if ts := c.Query("timestamp"); ts != "" {
+		var err error
+		if f.From, f.To, err = timestampRange(ts); err != nil {
+			return err
+		}
+	}
+	var err error
+	if f.Suppressed, err = queryBoolFilter(c, "suppressed"); err != nil {
+		return err
+	}
+	as, err := models.Alerts(c.Request.Context(), s.DB, f)
+	if err != nil {
+		return err
+	}
+	out := make([]gin.H, len(as))
+	for i := range as {
+		out[i] = renderAlert(c, &as[i])
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getAlert(c *gin.Context) error {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	a, err := models.GetAlert(c.Request.Context(), s.DB, id)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, renderAlert(c, a))
+	return nil
+}
+
+// patchAlert changes suppressed, the one field an operator sets; alerts
+// are otherwise raised by the hub itself.
+func (s *Server) patchAlert(c *gin.Context) error {
+	var in struct {
+		Suppressed *bool `json:"suppressed"`
+	}
+	if err := web.Bind(c, &in); err != nil {
+		return err
+	}
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	if in.Suppressed != nil {
+		if err := models.SetAlertSuppressed(ctx, s.DB, id, *in.Suppressed); err != nil {
+			return err
+		}
+	}
+	a, err := models.GetAlert(ctx, s.DB, id)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, renderAlert(c, a))
+	return nil
+}
+
+func renderAction(c *gin.Context, a *models.Action, detail bool) gin.H {
+	out := gin.H{"id": a.ID, "url": web.AbsURL(c, "/api/actions/"+strconv.FormatInt(a.ID, 10)+"/"),
+		"action": a.Action, "state": a.State, "created": a.Created}
+	if detail {
+		out["results"] = a.Results
+		out["user"] = a.UserID
+	}
+	return out
+}
+
+func (s *Server) listActions(c *gin.Context) error {
+	return web.Paginate(c, func(d *[]models.Action) *bun.SelectQuery { return models.ActionsQuery(s.DB, d) },
+		func(a *models.Action) any { return renderAction(c, a, false) })
+}
+
+// createAction records an operator's request as PENDING, owned by the caller.
+func (s *Server) createAction(c *gin.Context) error {
+	var in struct {
+		Action *string `json:"action"`
+	}
+	if err := web.Bind(c, &in); err != nil {
+		return err
+	}
+	action := strings.TrimSpace(deref(in.Action))
+	v := web.ValidationError{}
+	v.Check(action != "", "action", "This field is required.")
+	v.Check(len(action) <= 1000, "action", "Ensure this field has no more than 1000 characters.")
+	if err := v.Err(); err != nil {
+		return err
+	}
+	a, err := models.CreateAction(c.Request.Context(), s.DB, action, auth.Current(c).User.ID)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, renderAction(c, a, true))
+	return nil
+}
+
+func (s *Server) getAction(c *gin.Context) error {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	a, err := models.GetAction(c.Request.Context(), s.DB, id)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, renderAction(c, a, true))
+	return nil
+}

@@ -1,0 +1,376 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+)
+
+// jobReadRoutes registers the read side of jobs, tasks and job stats.
+// Static paths such as /jobs/recent/ win over /jobs/:id/ in gin.
+func (s *Server) jobReadRoutes(r *gin.RouterGroup) {
+	perm := auth.CRUD("job")
+	r.GET("/jobs/", perm, handle(s.listJobs))
+	r.GET("/jobs/stats/", perm, handle(s.jobsStats))
+	r.GET("/jobs/recent/", perm, handle(s.recentJobs))
+	r.GET("/jobs/jobtype_choices/", perm, handle(s.jobTypeChoices))
+	r.GET("/jobs/:id/progress/", perm, handle(s.jobProgress))
+	r.GET("/jobs/:id/statistics/", perm, handle(s.jobStatistics))
+	r.GET("/jobs/:id/files/", perm, handle(s.jobFiles))
+	s.taskRoutes(r)
+	s.jobStatRoutes(r)
+}
+
+// Recent jobs: how many by default and at most (spec: Limits).
+const (
+	recentJobsDefault = 5
+	recentJobsMax     = 100
+)
+
+// liveQueryTimeout bounds the Temporal progress query: a workflow whose
+// worker is down would otherwise hold the request until the client gives up.
+const liveQueryTimeout = 2 * time.Second
+
+// queryValues returns the values of a repeatable filter, sent as name,
+// name[] (both repeatable) or comma-separated.
+func queryValues(c *gin.Context, name string) []string {
+	var out []string
+	for _, key := range []string{name, name + "[]"} {
+		for _, v := range c.QueryArray(key) {
+			for _, part := range strings.Split(v, ",") {
+				if p := strings.TrimSpace(part); p != "" {
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// queryIDs parses a repeatable integer filter.
+func queryIDs(v web.ValidationError, c *gin.Context, name string) []int64 {
+	var out []int64
+	for _, s := range queryValues(c, name) {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			v.Add(name, fmt.Sprintf("%q is not a valid integer.", s))
+			continue
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// queryID parses a single integer filter; nil when absent.
+func queryID(v web.ValidationError, c *gin.Context, name string) *int64 {
+	id, ok, err := web.QueryInt(c, name)
+	if err != nil {
+		v.Add(name, "A valid integer is required.")
+	}
+	if !ok {
+		return nil
+	}
+	return &id
+}
+
+// queryStates parses a repeatable state filter, case-insensitively,
+// against the allowed values.
+func queryStates(v web.ValidationError, c *gin.Context, name string, allowed []string) []string {
+	var out []string
+	for _, s := range queryValues(c, name) {
+		up := strings.ToUpper(s)
+		if !slices.Contains(allowed, up) {
+			v.Add(name, fmt.Sprintf("%q is not a valid state; use one of %s.", s, strings.Join(allowed, ", ")))
+			continue
+		}
+		out = append(out, up)
+	}
+	return out
+}
+
+// absent reports whether a filter value means "no filter".
+func absent(s string) bool { return s == "" || strings.EqualFold(s, "null") }
+
+var periodPattern = regexp.MustCompile(`^(\d+)([dw])$`)
+
+// maxPeriod bounds a period; it keeps day and week counts far from
+// time.Duration's overflow.
+const maxPeriod = 100 * 365 * 24 * time.Hour
+
+// parsePeriod reads a time period: Nd (days), Nw (weeks) or a Go duration
+// such as 1h, 24h or 90m.
+func parsePeriod(s string) (time.Duration, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	var d time.Duration
+	if m := periodPattern.FindStringSubmatch(s); m != nil {
+		unit := 24 * time.Hour
+		if m[2] == "w" {
+			unit *= 7
+		}
+		n, err := strconv.ParseInt(m[1], 10, 64)
+		if err != nil || n > int64(maxPeriod/unit) {
+			return 0, fmt.Errorf("period %q out of range", s)
+		}
+		d = time.Duration(n) * unit
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("parse period %q: %w", s, err)
+		}
+	}
+	if d <= 0 || d > maxPeriod {
+		return 0, fmt.Errorf("period %q is not between 0 and 100 years", s)
+	}
+	return d, nil
+}
+
+// timeLayouts are the accepted timestamp forms; those without a zone are
+// UTC, as the spec says.
+var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"}
+
+// parseUTC reads a timestamp or a date (YYYY-MM-DD). A "+" of the offset
+// that a client did not encode arrives as a space, and is put back.
+func parseUTC(s string) (t time.Time, dateOnly bool, err error) {
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, true, nil
+	}
+	candidates := []string{s}
+	if i := strings.LastIndexByte(s, ' '); i > len("2006-01-02") {
+		candidates = append(candidates, s[:i]+"+"+s[i+1:])
+	}
+	for _, cand := range candidates {
+		for _, layout := range timeLayouts {
+			if t, err := time.Parse(layout, cand); err == nil {
+				return t.UTC(), false, nil
+			}
+		}
+	}
+	return time.Time{}, false, fmt.Errorf("parse time %q", s)
+}
+
+// queryTimeRange reads a from/to pair. A date-only "to" covers that
+// whole day.
+func queryTimeRange(v web.ValidationError, c *gin.Context, fromName, toName string) models.TimeRange {
+	var r models.TimeRange
+	const msg = "Use an RFC 3339 timestamp (UTC unless it has an offset) or a date YYYY-MM-DD."
+	if s := c.Query(fromName); !absent(s) {
+		if t, _, err := parseUTC(s); err != nil {
+			v.Add(fromName, msg)
+		} else {
+			r.From = &t
+		}
+	}
+	if s := c.Query(toName); !absent(s) {
+		t, dateOnly, err := parseUTC(s)
+		switch {
+		case err != nil:
+			v.Add(toName, msg)
+		case dateOnly:
+			next := t.AddDate(0, 0, 1)
+			r.To, r.ToExclusive = &next, true
+		default:
+			r.To = &t
+		}
+	}
+	return r
+}
+
+// jobStates are the values the state filter of jobs accepts.
+var jobStates = append(append([]string{}, models.JobStates...), models.JobHasFailures)
+
+// parseJobFilter reads the filters of GET /jobs/ and /jobs/stats/.
+func parseJobFilter(c *gin.Context, now time.Time) (models.JobFilter, error) {
+	v := web.ValidationError{}
+	var f models.JobFilter
+	if p := c.Query("created"); !absent(p) && !strings.EqualFold(p, "all") {
+		d, err := parsePeriod(p)
+		if err != nil {
+			v.Add("created", "Use a time period such as 1h, 24h, 7d, 2w or 30d.")
+		} else {
+			from := now.Add(-d)
+			f.Created.From = &from
+		}
+	} else {
+		f.Created = queryTimeRange(v, c, "created_time_from", "created_time_to")
+	}
+	f.Completed = queryTimeRange(v, c, "completed_time_from", "completed_time_to")
+	for _, name := range []string{"jobtype", "workflow"} {
+		if w := c.Query(name); w != "" {
+			f.Workflow = append(f.Workflow, w)
+		}
+	}
+	f.States = queryStates(v, c, "state", jobStates)
+	f.OwnerIDs = queryIDs(v, c, "owner_ids")
+	f.ClientKeyIDs = queryIDs(v, c, "clientkey_ids")
+	f.ScheduleIDs = queryIDs(v, c, "schedule_ids")
+	f.SiteID = queryID(v, c, "site_id")
+	f.Site = c.Query("site")
+	f.InputPathsPrefix = c.Query("input_paths_prefix")
+	f.SearchKeyword = strings.TrimSpace(c.Query("search_keyword"))
+	hide, err := web.QueryBool(c, "hide_noop", false)
+	if err != nil {
+		v.Add("hide_noop", "Must be a valid boolean.")
+	}
+	f.HideNoop = hide
+	f.Queue = c.Query("queue")
+	f.QueueID = queryID(v, c, "queue_id")
+	return f, v.Err()
+}
+
+func (s *Server) listJobs(c *gin.Context) error {
+	f, err := parseJobFilter(c, time.Now())
+	if err != nil {
+		return err
+	}
+	owners, err := models.JobOwners(c.Request.Context(), s.DB, f)
+	if err != nil {
+		return err
+	}
+	return web.PaginateWith(c, gin.H{"owners": owners},
+		func(d *[]models.Job) *bun.SelectQuery { return models.JobsQuery(s.DB, d, f) },
+		func(j *models.Job) any { return renderJob(c, j) })
+}
+
+func (s *Server) jobsStats(c *gin.Context) error {
+	f, err := parseJobFilter(c, time.Now())
+	if err != nil {
+		return err
+	}
+	sum, err := models.SummarizeJobs(c.Request.Context(), s.DB, f)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, sum)
+	return nil
+}
+
+// recentJobs answers the last n jobs (n or limit, 5 by default, at most
+// 100) as a bare array; the jobs filters apply too.
+func (s *Server) recentJobs(c *gin.Context) error {
+	f, err := parseJobFilter(c, time.Now())
+	if err != nil {
+		return err
+	}
+	n := int64(recentJobsDefault)
+	for _, name := range []string{"limit", "n"} {
+		v, ok, err := web.QueryInt(c, name)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if v < 1 {
+				return web.Invalid(name, "Ensure this value is at least 1.")
+			}
+			n = min(v, recentJobsMax)
+		}
+	}
+	var jobs []models.Job
+	if err := models.JobsQuery(s.DB, &jobs, f).Limit(n).Scan(c.Request.Context()); err != nil {
+		return err
+	}
+	out := make([]gin.H, len(jobs))
+	for i := range jobs {
+		out[i] = renderJob(c, &jobs[i])
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) jobTypeChoices(c *gin.Context) error {
+	return web.Paginate(c, func(d *[]models.Workflow) *bun.SelectQuery { return models.WorkflowsQuery(s.DB, d) },
+		func(w *models.Workflow) any { return gin.H{"name": w.Name, "label": w.Label} })
+}
+
+// jobProgress answers the stored counters and, while the job's workflow
+// runs, its live progress query.
+func (s *Server) jobProgress(c *gin.Context) error {
+	j, err := s.jobFromPath(c)
+	if err != nil {
+		return err
+	}
+	progress := math.Round(min(max(j.Progress, 0), 100)*100) / 100
+	if j.State == models.JobSuccess {
+		progress = 100 // a job with no files never moves its counter
+	}
+	out := gin.H{"id": j.ID, "state": j.State, "progress": progress, "dir_walk_complete": j.DirWalkComplete,
+		"numfiles": j.NumFiles, "numprocessedfiles": j.NumProcessedFiles, "numfailedfiles": j.NumFailedFiles,
+		"numskippedfiles": j.NumSkippedFiles, "numabortedfiles": j.NumAbortedFiles, "numcancelledfiles": j.NumCancelledFiles,
+		"live": nil}
+	if !models.JobFinished(j.State) {
+		if p, ok := s.liveProgress(c.Request.Context(), j.ID); ok {
+			out["live"] = gin.H{"job_id": p.JobID, "state": p.State, "batches": p.Batches, "batches_done": p.BatchesDone,
+				"in_flight": p.InFlight, "paused": p.Paused}
+		}
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+// liveProgress asks the job's workflow for its progress; any failure (no
+// such workflow, no worker) means there is no live answer.
+func (s *Server) liveProgress(ctx context.Context, jobID int64) (workflows.JobProgress, bool) {
+	var p workflows.JobProgress
+	ctx, cancel := context.WithTimeout(ctx, liveQueryTimeout)
+	defer cancel()
+	v, err := s.Temporal.QueryWorkflow(ctx, workflows.JobWorkflowID(jobID), "", workflows.ProgressQuery)
+	if err != nil || v.Get(&p) != nil {
+		return p, false
+	}
+	return p, true
+}
+
+func (s *Server) jobStatistics(c *gin.Context) error {
+	j, err := s.jobFromPath(c)
+	if err != nil {
+		return err
+	}
+	st, err := models.GetJobStatistics(c.Request.Context(), s.DB, j.ID)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, gin.H{"id": j.ID, "state": j.State,
+		"files": gin.H{"total": st.Files, "by_state": st.ByState, "by_code": st.ByCode},
+		"bytes": nil, // the hub records no sizes of the paths it processed
+		"tasks": gin.H{"total": st.Tasks, "by_state": st.TaskByState, "by_type": st.TaskByType}})
+	return nil
+}
+
+// fileCategories maps the category of GET /jobs/{id}/files/ to path states.
+var fileCategories = map[string][]string{
+	"success":   {models.TaskSuccess},
+	"failure":   {models.TaskFailure, models.TaskError},
+	"skipped":   {models.TaskSkipped},
+	"cancelled": {models.TaskCancelled},
+	"aborted":   {models.PathAborted},
+}
+
+func (s *Server) jobFiles(c *gin.Context) error {
+	j, err := s.jobFromPath(c)
+	if err != nil {
+		return err
+	}
+	f := models.JobStatFilter{JobID: &j.ID}
+	if cat := c.Query("category"); cat != "" {
+		states, ok := fileCategories[strings.ToLower(cat)]
+		if !ok {
+			return web.Invalid("category", "Use one of success, failure, skipped, cancelled, aborted.")
+		}
+		f.States = states
+	}
+	return web.Paginate(c, func(d *[]models.JobStat) *bun.SelectQuery { return models.JobStatsQuery(s.DB, d, f) },
+		func(st *models.JobStat) any { return renderJobStat(c, st, true) })
+}

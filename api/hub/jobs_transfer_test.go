@@ -1,0 +1,104 @@
+package hub_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/models"
+)
+
+// twoSites returns two sites with workers and a filesystem target both
+// can reach.
+func twoSites(t *testing.T, e *apitest.Env) (src, dst *jobSite) {
+	src, dst = newJobSite(t, e, "src"), newJobSite(t, e, "dst")
+	ctx := context.Background()
+	a, err := models.GetSiteByName(ctx, e.DB, "src")
+	require.NoError(t, err)
+	b, err := models.GetSiteByName(ctx, e.DB, "dst")
+	require.NoError(t, err)
+	shared := &models.ExternalTarget{Name: "a-shared", StorageType: "filesystem", LocalFileRegex: "^$", Enabled: true}
+	shared.MigrationTargetFolder = t.TempDir()
+	require.NoError(t, models.SaveExternalTarget(ctx, e.DB, shared, []int64{a.ID, b.ID}))
+	return src, dst
+}
+
+func requireSameTree(t *testing.T, files map[string][]byte, root string) {
+	for p, want := range files {
+		got, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(p)))
+		require.NoError(t, err, p)
+		require.True(t, bytes.Equal(want, got), "%s differs", p)
+	}
+}
+
+func TestJobSendHydrateAndStub(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	e.StartHubWorker()
+	src, dst := twoSites(t, e)
+	files := makeTree(t, src.root, 60)
+
+	job := runJob(t, e, "src", "send", []string{"/data"}, map[string]any{"destination_site": "dst", "hydrate": true})
+	require.Equal(t, "SUCCESS", job["state"], job)
+	require.Equal(t, false, job["has_failures"], job)
+	requireSameTree(t, files, dst.root)
+
+	// Without hydrate the destination gets stubs that recall there.
+	require.NoError(t, os.RemoveAll(filepath.Join(dst.root, "data")))
+	job = runJob(t, e, "src", "send", []string{"/data"}, map[string]any{"destination_site": "dst", "hydrate": false})
+	require.Equal(t, "SUCCESS", job["state"], job)
+	for p := range files {
+		fi, err := os.Stat(filepath.Join(dst.root, filepath.FromSlash(p)))
+		require.NoError(t, err)
+		require.Zero(t, fi.Size(), "%s should be a stub", p)
+	}
+	job = runJob(t, e, "dst", "recall", []string{"/data"}, nil)
+	require.Equal(t, "SUCCESS", job["state"], job)
+	require.Equal(t, float64(len(files)), job["numprocessedfiles"], job)
+	requireSameTree(t, files, dst.root)
+}
+
+func TestJobSiteSync(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	e.StartHubWorker()
+	src, dst := twoSites(t, e)
+	files := makeTree(t, src.root, 40)
+	sync := func() map[string]any {
+		return runJob(t, e, "src", "site_sync", []string{"/data"}, map[string]any{"destination_site": "dst", "sync_preference": "ignore"})
+	}
+	job := sync()
+	require.Equal(t, "SUCCESS", job["state"], job)
+	require.Equal(t, false, job["has_failures"], job)
+	requireSameTree(t, files, dst.root)
+
+	// Change the source: update, delete, move; the next sync mirrors it.
+	var paths []string
+	for p := range files {
+		paths = append(paths, p)
+	}
+	upd, del, mv := paths[0], paths[1], paths[2]
+	files[upd] = []byte("updated content")
+	require.NoError(t, os.WriteFile(filepath.Join(src.root, filepath.FromSlash(upd)), files[upd], 0o644))
+	require.NoError(t, os.Remove(filepath.Join(src.root, filepath.FromSlash(del))))
+	delete(files, del)
+	moved := "/data/moved.bin"
+	require.NoError(t, os.Rename(filepath.Join(src.root, filepath.FromSlash(mv)), filepath.Join(src.root, "data", "moved.bin")))
+	files[moved] = files[mv]
+	delete(files, mv)
+
+	job = sync()
+	require.Equal(t, "SUCCESS", job["state"], job)
+	require.Equal(t, false, job["has_failures"], job)
+	require.Equal(t, float64(3), job["numfiles"], "only the three changes are transferred")
+	requireSameTree(t, files, dst.root)
+	_, err := os.Stat(filepath.Join(dst.root, filepath.FromSlash(del)))
+	require.True(t, os.IsNotExist(err), "deleted at the destination too")
+	_, err = os.Stat(filepath.Join(dst.root, filepath.FromSlash(mv)))
+	require.True(t, os.IsNotExist(err), "moved away at the destination too")
+}

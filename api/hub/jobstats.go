@@ -1,0 +1,114 @@
+package hub
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
+)
+
+func (s *Server) jobStatRoutes(r *gin.RouterGroup) {
+	perm := auth.CRUD("jobstat")
+	r.GET("/jobstats/", perm, handle(s.listJobStats))
+	r.GET("/jobstats/:id/", perm, handle(s.getJobStat))
+	r.GET("/jobstats/:id/history/", perm, handle(s.jobStatHistory))
+}
+
+func jobStatURL(c *gin.Context, id int64) string {
+	return web.AbsURL(c, fmt.Sprintf("/api/jobstats/%d/", id))
+}
+
+// renderJobStat is the latest outcome of a path; url is in lists only.
+func renderJobStat(c *gin.Context, st *models.JobStat, list bool) gin.H {
+	out := gin.H{"id": st.ID, "job": st.JobID, "task": st.TaskID, "path": st.Path, "code": st.Code,
+		"message": st.Message, "state": st.State, "updated": st.Updated}
+	if list {
+		out["url"] = jobStatURL(c, st.ID)
+	}
+	return out
+}
+
+// renderJobStatHistory is one past outcome of a path; jobstat and url
+// name the record holding the path's latest outcome.
+func renderJobStatHistory(c *gin.Context, h *models.JobStatHistoryRow) gin.H {
+	var url *string
+	if h.JobStatID != nil {
+		u := jobStatURL(c, *h.JobStatID)
+		url = &u
+	}
+	return gin.H{"id": h.ID, "job": h.JobID, "task": h.TaskID, "path": h.Path, "code": h.Code,
+		"message": h.Message, "state": h.State, "created": h.Created, "jobstat": h.JobStatID, "url": url}
+}
+
+// jobStatFilter reads state[], job and path.
+func jobStatFilter(c *gin.Context) (models.JobStatFilter, error) {
+	v := web.ValidationError{}
+	f := models.JobStatFilter{States: queryStates(v, c, "state", models.PathStates), JobID: queryID(v, c, "job"),
+		Path: c.Query("path")}
+	return f, v.Err()
+}
+
+func (s *Server) listJobStats(c *gin.Context) error {
+	f, err := jobStatFilter(c)
+	if err != nil {
+		return err
+	}
+	history, err := web.QueryBool(c, "history", false)
+	if err != nil {
+		return err
+	}
+	if history {
+		return s.pageHistory(c, f)
+	}
+	return web.Paginate(c, func(d *[]models.JobStat) *bun.SelectQuery { return models.JobStatsQuery(s.DB, d, f) },
+		func(st *models.JobStat) any { return renderJobStat(c, st, true) })
+}
+
+func (s *Server) pageHistory(c *gin.Context, f models.JobStatFilter) error {
+	return web.Paginate(c, func(d *[]models.JobStatHistoryRow) *bun.SelectQuery { return models.JobStatHistoryQuery(s.DB, d, f) },
+		func(h *models.JobStatHistoryRow) any { return renderJobStatHistory(c, h) })
+}
+
+func (s *Server) jobStatFromPath(c *gin.Context) (*models.JobStat, error) {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return nil, err
+	}
+	return models.GetJobStat(c.Request.Context(), s.DB, id)
+}
+
+func (s *Server) getJobStat(c *gin.Context) error {
+	st, err := s.jobStatFromPath(c)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, renderJobStat(c, st, false))
+	return nil
+}
+
+// jobStatHistory pages every outcome the stat's path had in its job. The
+// list filters apply on top: a job other than the stat's selects nothing,
+// path narrows, history is implied.
+func (s *Server) jobStatHistory(c *gin.Context) error {
+	st, err := s.jobStatFromPath(c)
+	if err != nil {
+		return err
+	}
+	f, err := jobStatFilter(c)
+	if err != nil {
+		return err
+	}
+	if _, err := web.QueryBool(c, "history", true); err != nil {
+		return err
+	}
+	if f.JobID != nil && *f.JobID != st.JobID {
+		return web.PaginateSlice(c, []models.JobStatHistoryRow{}, func(h *models.JobStatHistoryRow) any { return renderJobStatHistory(c, h) })
+	}
+	f.JobID, f.ExactPath = &st.JobID, st.Path
+	return s.pageHistory(c, f)
+}

@@ -1,0 +1,195 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
+)
+
+func (s *Server) nodeRoutes(r *gin.RouterGroup) {
+	nperm := auth.CRUD("node")
+	r.GET("/nodes/", nperm, handle(s.listNodes))
+	r.GET("/nodes/:id/", nperm, handle(s.getNode))
+	r.PATCH("/nodes/:id/", nperm, handle(s.patchNode))
+	r.DELETE("/nodes/:id/", nperm, handle(s.deleteNode))
+
+	qperm := auth.CRUD("queue")
+	r.GET("/queues/", qperm, handle(s.listQueues))
+	r.GET("/queues/:id/", qperm, handle(s.getQueue))
+}
+
+// heartbeatLiveness judges heartbeats against node_health_last_heartbeat_interval,
+// as GET /api/health/ does.
+func (s *Server) heartbeatLiveness(ctx context.Context) (func(*time.Time) bool, error) {
+	conf, err := models.GetConfiguration(ctx, s.DB)
+	if err != nil {
+		return nil, err
+	}
+	cutoff := time.Now().Add(-time.Duration(conf.NodeHealthLastHeartbeatInterval) * time.Second)
+	return func(t *time.Time) bool { return t != nil && t.After(cutoff) }, nil
+}
+
+func nodeSiteName(s *models.Site) string {
+	if s == nil {
+		return ""
+	}
+	return s.Name
+}
+
+func renderNode(c *gin.Context, n *models.Node, online func(*time.Time) bool) gin.H {
+	hasDefault := false
+	for _, q := range n.Queues {
+		hasDefault = hasDefault || q.Name == models.DefaultQueue
+	}
+	return gin.H{"id": n.ID, "url": web.AbsURL(c, "/api/nodes/"+strconv.FormatInt(n.ID, 10)+"/"),
+		"name": n.Name, "site": nodeSiteName(n.Site), "last_heartbeat": n.LastHeartbeat,
+		"online": online(n.LastHeartbeat), "has_default_queue": hasDefault}
+}
+
+// listNodes is paginated; site keeps one site's nodes (by name).
+func (s *Server) listNodes(c *gin.Context) error {
+	online, err := s.heartbeatLiveness(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	return web.Paginate(c, func(d *[]models.Node) *bun.SelectQuery { return models.NodesQuery(s.DB, d, c.Query("site")) },
+		func(n *models.Node) any { return renderNode(c, n, online) })
+}
+
+func (s *Server) nodeFromPath(c *gin.Context) (*models.Node, error) {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return nil, err
+	}
+	return models.GetNode(c.Request.Context(), s.DB, id)
+}
+
+func (s *Server) getNode(c *gin.Context) error {
+	n, err := s.nodeFromPath(c)
+	if err != nil {
+		return err
+	}
+	online, err := s.heartbeatLiveness(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, renderNode(c, n, online))
+	return nil
+}
+
+// nodeHostnamePattern accepts DNS host names (labels of letters, digits and
+// hyphens, dot-separated), which is what nodes report as their name.
+var nodeHostnamePattern = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9_-]{0,62})(\.[a-zA-Z0-9]([a-zA-Z0-9_-]{0,62}))*$`)
+
+// patchNode changes name, site (a site name) and last_heartbeat (RFC 3339
+// or null). online, has_default_queue and url are read only.
+func (s *Server) patchNode(c *gin.Context) error {
+	var in struct {
+		Name          *string         `json:"name"`
+		Site          *string         `json:"site"`
+		LastHeartbeat json.RawMessage `json:"last_heartbeat"`
+	}
+	if err := web.Bind(c, &in); err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	n, err := s.nodeFromPath(c)
+	if err != nil {
+		return err
+	}
+	v := web.ValidationError{}
+	if in.Name != nil {
+		v.Check(len(*in.Name) <= 253 && nodeHostnamePattern.MatchString(*in.Name), "name", "Must be a host name.")
+		n.Name = *in.Name
+	}
+	if in.Site != nil {
+		site, err := models.GetSiteByName(ctx, s.DB, *in.Site)
+		switch {
+		case isNotFound(err):
+			v.Add("site", "Object with name="+*in.Site+" does not exist.")
+		case err != nil:
+			return err
+		default:
+			n.SiteID, n.Site = site.ID, site
+		}
+	}
+	if val, sent := rawJSONMember(in.LastHeartbeat); sent {
+		str, ok := val.(string)
+		t, perr := time.Parse(time.RFC3339Nano, str)
+		switch {
+		case val == nil:
+			n.LastHeartbeat = nil
+		case !ok || perr != nil:
+			v.Add("last_heartbeat", "Must be an RFC 3339 timestamp or null.")
+		default:
+			t = t.UTC()
+			n.LastHeartbeat = &t
+		}
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	if err := models.UpdateNode(ctx, s.DB, n); err != nil {
+		return err
+	}
+	return s.getNode(c)
+}
+
+func (s *Server) deleteNode(c *gin.Context) error {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := models.DeleteNode(c.Request.Context(), s.DB, id); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+func renderQueue(c *gin.Context, q *models.Queue, online func(*time.Time) bool) gin.H {
+	nodes := make([]string, len(q.Nodes))
+	for i, n := range q.Nodes {
+		nodes[i] = n.Name
+	}
+	return gin.H{"id": q.ID, "url": web.AbsURL(c, "/api/queues/"+strconv.FormatInt(q.ID, 10)+"/"),
+		"name": q.Name, "label": q.Label, "last_heartbeat": q.LastHeartbeat, "online": online(q.LastHeartbeat),
+		"nodes": nodes, "site": nodeSiteName(q.Site)}
+}
+
+// listQueues is paginated; site keeps one site's queues (by name).
+func (s *Server) listQueues(c *gin.Context) error {
+	online, err := s.heartbeatLiveness(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	return web.Paginate(c, func(d *[]models.Queue) *bun.SelectQuery { return models.QueuesQuery(s.DB, d, c.Query("site")) },
+		func(q *models.Queue) any { return renderQueue(c, q, online) })
+}
+
+func (s *Server) getQueue(c *gin.Context) error {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	q, err := models.GetQueue(c.Request.Context(), s.DB, id)
+	if err != nil {
+		return err
+	}
+	online, err := s.heartbeatLiveness(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, renderQueue(c, q, online))
+	return nil
+}

@@ -1,0 +1,422 @@
+package hub
+
+import (
+	"context"
+	"net/http"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
+)
+
+// shareRoutes serves the NFS and SMB shares of spaces. The spec does not
+// name their paths; /nfsshares/ and /smbshares/ follow the other resources.
+// Lists are bare arrays (spec: Common rules 2), filtered by space.
+func (s *Server) shareRoutes(r *gin.RouterGroup) {
+	nfs := auth.CRUD("nfsshare")
+	r.GET("/nfsshares/", nfs, handle(s.listNFSShares))
+	r.POST("/nfsshares/", nfs, handle(s.saveNFSShare))
+	r.GET("/nfsshares/:id/", nfs, handle(s.getNFSShare))
+	r.PATCH("/nfsshares/:id/", nfs, handle(s.saveNFSShare))
+	r.DELETE("/nfsshares/:id/", nfs, handle(s.deleteNFSShare))
+
+	smb := auth.CRUD("smbshare")
+	r.GET("/smbshares/", smb, handle(s.listSMBShares))
+	r.POST("/smbshares/", smb, handle(s.saveSMBShare))
+	r.GET("/smbshares/:id/", smb, handle(s.getSMBShare))
+	r.PATCH("/smbshares/:id/", smb, handle(s.saveSMBShare))
+	r.DELETE("/smbshares/:id/", smb, handle(s.deleteSMBShare))
+}
+
+// spaceQueryFilter reads the optional integer query parameter space.
+func spaceQueryFilter(c *gin.Context) (*int64, error) {
+	id, ok, err := web.QueryInt(c, "space")
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &id, nil
+}
+
+// shareSpace checks a share's space id and path: the path defaults to the
+// space's mountpoint and must lie inside it.
+func shareSpace(ctx context.Context, db bun.IDB, v web.ValidationError, spaceID int64, p *string) error {
+	sp, err := models.GetSpace(ctx, db, spaceID, models.SpaceFilter{})
+	if isNotFound(err) {
+		v.Add("space", "Invalid pk \""+strconv.FormatInt(spaceID, 10)+"\" - object does not exist.")
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if *p == "" {
+		*p = sp.Mountpoint
+	}
+	switch {
+	case !strings.HasPrefix(*p, "/") || path.Clean(*p) != *p:
+		v.Add("path", "Must be a clean absolute path.")
+	case *p != sp.Mountpoint && !strings.HasPrefix(*p, sp.Mountpoint+"/"):
+		v.Add("path", "Must be inside the space's mountpoint "+sp.Mountpoint+".")
+	}
+	return nil
+}
+
+type nfsClientInput struct {
+	Hosts            *string         `json:"hosts"`
+	AdvancedSettings *map[string]any `json:"advanced_settings"`
+	OnSites          *map[string]any `json:"on_sites"`
+	AnonymousGroupID nullable[int64] `json:"anonymous_group_id"`
+	AnonymousUserID  nullable[int64] `json:"anonymous_user_id"`
+	FSID             nullable[int64] `json:"fsid"`
+	Asynchronous     *bool           `json:"asynchronous"`
+	ForceAllUserID   *bool           `json:"force_all_user_id"`
+	ForceRootUserID  *bool           `json:"force_root_user_id"`
+	InsecurePorts    *bool           `json:"insecure_ports"`
+	ReadOnly         *bool           `json:"read_only"`
+	SubtreeCheck     *bool           `json:"subtree_check"`
+	WriteDelay       *bool           `json:"write_delay"`
+}
+
+type nfsShareInput struct {
+	Name    *string           `json:"name"`
+	Path    *string           `json:"path"`
+	Space   *int64            `json:"space"`
+	Clients *[]nfsClientInput `json:"clients"`
+}
+
+func renderNFSShare(c *gin.Context, s *models.NFSShare) gin.H {
+	clients := make([]gin.H, len(s.Clients))
+	for i, cl := range s.Clients {
+		clients[i] = gin.H{"id": cl.ID, "uuid": cl.UUID, "nfs_share": s.ID, "hosts": cl.Hosts,
+			"advanced_settings": nonNilMap(cl.AdvancedSettings), "on_sites": nonNilMap(cl.OnSites),
+			"anonymous_group_id": cl.AnonymousGroupID, "anonymous_user_id": cl.AnonymousUserID, "fsid": cl.FSID,
+			"asynchronous": cl.Asynchronous, "force_all_user_id": cl.ForceAllUserID, "force_root_user_id": cl.ForceRootUserID,
+			"insecure_ports": cl.InsecurePorts, "read_only": cl.ReadOnly, "subtree_check": cl.SubtreeCheck,
+			"write_delay": cl.WriteDelay}
+	}
+	return gin.H{"id": s.ID, "uuid": s.UUID, "url": recordURL(c, "nfsshares", s.ID), "name": s.Name, "path": s.Path,
+		"space": s.SpaceID, "clients": clients}
+}
+
+func (s *Server) listNFSShares(c *gin.Context) error {
+	space, err := spaceQueryFilter(c)
+	if err != nil {
+		return err
+	}
+	shares, err := models.NFSShares(c.Request.Context(), s.DB, space)
+	if err != nil {
+		return err
+	}
+	out := make([]gin.H, len(shares))
+	for i := range shares {
+		out[i] = renderNFSShare(c, &shares[i])
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getNFSShare(c *gin.Context) error {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	sh, err := models.GetNFSShare(c.Request.Context(), s.DB, id)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, renderNFSShare(c, sh))
+	return nil
+}
+
+// nfsClients validates clients; each client's id, uuid and nfs_share are
+// read only: the list replaces the share's clients.
+func nfsClients(v web.ValidationError, in []nfsClientInput) []models.NFSClient {
+	out := make([]models.NFSClient, 0, len(in))
+	for i, ci := range in {
+		field := "clients[" + strconv.Itoa(i) + "]."
+		if strings.TrimSpace(deref(ci.Hosts)) == "" {
+			v.Add(field+"hosts", msgRequired)
+		}
+		cl := models.NFSClient{Hosts: deref(ci.Hosts), AdvancedSettings: map[string]any{}, OnSites: map[string]any{}}
+		if ci.AdvancedSettings != nil {
+			cl.AdvancedSettings = nonNilMap(*ci.AdvancedSettings)
+		}
+		if ci.OnSites != nil {
+			cl.OnSites = nonNilMap(*ci.OnSites)
+		}
+		cl.AnonymousGroupID, cl.AnonymousUserID, cl.FSID = ci.AnonymousGroupID.value(), ci.AnonymousUserID.value(), ci.FSID.value()
+		checkNotNeg(v, field+"anonymous_group_id", cl.AnonymousGroupID)
+		checkNotNeg(v, field+"anonymous_user_id", cl.AnonymousUserID)
+		checkNotNeg(v, field+"fsid", cl.FSID)
+		setIf(&cl.Asynchronous, ci.Asynchronous)
+		setIf(&cl.ForceAllUserID, ci.ForceAllUserID)
+		setIf(&cl.ForceRootUserID, ci.ForceRootUserID)
+		setIf(&cl.InsecurePorts, ci.InsecurePorts)
+		setIf(&cl.ReadOnly, ci.ReadOnly)
+		setIf(&cl.SubtreeCheck, ci.SubtreeCheck)
+		setIf(&cl.WriteDelay, ci.WriteDelay)
+		out = append(out, cl)
+	}
+	return out
+}
+
+func (s *Server) saveNFSShare(c *gin.Context) error {
+	var in nfsShareInput
+	if err := web.Bind(c, &in); err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	create := c.Request.Method == http.MethodPost
+	var sh *models.NFSShare
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		sh = new(models.NFSShare)
+		if !create {
+			id, err := web.PathID(c, "id")
+			if err != nil {
+				return err
+			}
+			if sh, err = models.GetNFSShare(ctx, tx, id); err != nil {
+				return err
+			}
+		}
+		v := web.ValidationError{}
+		setIf(&sh.Name, in.Name)
+		setIf(&sh.Path, in.Path)
+		if create && in.Space == nil {
+			v.Add("space", msgRequired)
+		}
+		setIf(&sh.SpaceID, in.Space)
+		if sh.SpaceID != 0 && (in.Space != nil || in.Path != nil) {
+			if err := shareSpace(ctx, tx, v, sh.SpaceID, &sh.Path); err != nil {
+				return err
+			}
+		}
+		var clients []models.NFSClient
+		if in.Clients != nil {
+			clients = nfsClients(v, *in.Clients)
+		}
+		if err := v.Err(); err != nil {
+			return err
+		}
+		if err := models.SaveNFSShare(ctx, tx, sh, clients); err != nil {
+			return err
+		}
+		var err error
+		sh, err = models.GetNFSShare(ctx, tx, sh.ID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	code := http.StatusOK
+	if create {
+		code = http.StatusCreated
+	}
+	c.JSON(code, renderNFSShare(c, sh))
+	return nil
+}
+
+func (s *Server) deleteNFSShare(c *gin.Context) error {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := models.DeleteNFSShare(c.Request.Context(), s.DB, id); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+type smbShareInput struct {
+	Name               *string         `json:"name"`
+	Space              *int64          `json:"space"`
+	Path               *string         `json:"path"`
+	ReadOnly           *bool           `json:"read_only"`
+	Visible            *bool           `json:"visible"`
+	GuestOK            *bool           `json:"guest_ok"`
+	HSMSupport         *bool           `json:"hsm_support"`
+	MultiThreadReads   *bool           `json:"multi_thread_reads"`
+	MultiThreadWrites  *bool           `json:"multi_thread_writes"`
+	RootShareLocking   *bool           `json:"root_share_locking"`
+	CreateMask         *string         `json:"create_mask"`
+	DirectoryMask      *string         `json:"directory_mask"`
+	ForceCreateMode    *string         `json:"force_create_mode"`
+	ForceDirectoryMode *string         `json:"force_directory_mode"`
+	AdminUsers         *map[string]any `json:"admin_users"`
+	AllowedUsers       *map[string]any `json:"allowed_users"`
+	HostsAllow         *map[string]any `json:"hosts_allow"`
+	HostsDeny          *map[string]any `json:"hosts_deny"`
+	AdvancedSettings   *map[string]any `json:"advanced_settings"`
+	OnSites            *map[string]any `json:"on_sites"`
+}
+
+// smbNameInvalid are the characters Samba does not allow in share names.
+const smbNameInvalid = `[]/\:;|=,+*?<>"`
+
+// octalMode matches permission masks such as 0644 or 2775.
+var octalMode = regexp.MustCompile(`^[0-7]{3,4}$`)
+
+func renderSMBShare(c *gin.Context, s *models.SMBShare) gin.H {
+	return gin.H{"id": s.ID, "uuid": s.UUID, "url": recordURL(c, "smbshares", s.ID), "name": s.Name, "space": s.SpaceID,
+		"path": s.Path, "read_only": s.ReadOnly, "visible": s.Visible, "guest_ok": s.GuestOK, "hsm_support": s.HSMSupport,
+		"multi_thread_reads": s.MultiThreadReads, "multi_thread_writes": s.MultiThreadWrites,
+		"root_share_locking": s.RootShareLocking, "create_mask": s.CreateMask, "directory_mask": s.DirectoryMask,
+		"force_create_mode": s.ForceCreateMode, "force_directory_mode": s.ForceDirectoryMode,
+		"admin_users": nonNilMap(s.AdminUsers), "allowed_users": nonNilMap(s.AllowedUsers),
+		"hosts_allow": nonNilMap(s.HostsAllow), "hosts_deny": nonNilMap(s.HostsDeny),
+		"advanced_settings": nonNilMap(s.AdvancedSettings), "on_sites": nonNilMap(s.OnSites)}
+}
+
+func (s *Server) listSMBShares(c *gin.Context) error {
+	space, err := spaceQueryFilter(c)
+	if err != nil {
+		return err
+	}
+	shares, err := models.SMBShares(c.Request.Context(), s.DB, space)
+	if err != nil {
+		return err
+	}
+	out := make([]gin.H, len(shares))
+	for i := range shares {
+		out[i] = renderSMBShare(c, &shares[i])
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getSMBShare(c *gin.Context) error {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	sh, err := models.GetSMBShare(c.Request.Context(), s.DB, id)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, renderSMBShare(c, sh))
+	return nil
+}
+
+// apply validates in onto sh; create demands name, space, read_only and visible.
+func (in *smbShareInput) apply(ctx context.Context, db bun.IDB, sh *models.SMBShare, create bool) error {
+	v := web.ValidationError{}
+	if in.Name != nil || create {
+		name := deref(in.Name)
+		switch {
+		case strings.TrimSpace(name) == "":
+			v.Add("name", msgRequired)
+		case len(name) > 80:
+			v.Add("name", "Ensure this field has no more than 80 characters.")
+		case strings.ContainsAny(name, smbNameInvalid):
+			v.Add("name", "A share name may not contain any of "+smbNameInvalid+".")
+		case name != sh.Name:
+			if n, err := db.NewSelect().Model((*models.SMBShare)(nil)).Where("name = ?", name).Count(ctx); err != nil {
+				return err
+			} else if n > 0 {
+				v.Add("name", "An SMB share with this name already exists.")
+			}
+		}
+		sh.Name = name
+	}
+	if create {
+		if in.Space == nil {
+			v.Add("space", msgRequired)
+		}
+		if in.ReadOnly == nil {
+			v.Add("read_only", msgRequired)
+		}
+		if in.Visible == nil {
+			v.Add("visible", msgRequired)
+		}
+	}
+	setIf(&sh.SpaceID, in.Space)
+	setIf(&sh.Path, in.Path)
+	if sh.SpaceID != 0 && (in.Space != nil || in.Path != nil) {
+		if err := shareSpace(ctx, db, v, sh.SpaceID, &sh.Path); err != nil {
+			return err
+		}
+	}
+	for field, m := range map[string]*string{"create_mask": in.CreateMask, "directory_mask": in.DirectoryMask,
+		"force_create_mode": in.ForceCreateMode, "force_directory_mode": in.ForceDirectoryMode} {
+		if m != nil && *m != "" && !octalMode.MatchString(*m) {
+			v.Add(field, "Enter an octal mode such as 0644.")
+		}
+	}
+	setIf(&sh.ReadOnly, in.ReadOnly)
+	setIf(&sh.Visible, in.Visible)
+	setIf(&sh.GuestOK, in.GuestOK)
+	setIf(&sh.HSMSupport, in.HSMSupport)
+	setIf(&sh.MultiThreadReads, in.MultiThreadReads)
+	setIf(&sh.MultiThreadWrites, in.MultiThreadWrites)
+	setIf(&sh.RootShareLocking, in.RootShareLocking)
+	setIf(&sh.CreateMask, in.CreateMask)
+	setIf(&sh.DirectoryMask, in.DirectoryMask)
+	setIf(&sh.ForceCreateMode, in.ForceCreateMode)
+	setIf(&sh.ForceDirectoryMode, in.ForceDirectoryMode)
+	for dst, src := range map[*map[string]any]*map[string]any{&sh.AdminUsers: in.AdminUsers, &sh.AllowedUsers: in.AllowedUsers,
+		&sh.HostsAllow: in.HostsAllow, &sh.HostsDeny: in.HostsDeny, &sh.AdvancedSettings: in.AdvancedSettings, &sh.OnSites: in.OnSites} {
+		if src != nil {
+			*dst = nonNilMap(*src)
+		}
+	}
+	return v.Err()
+}
+
+func (s *Server) saveSMBShare(c *gin.Context) error {
+	var in smbShareInput
+	if err := web.Bind(c, &in); err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	create := c.Request.Method == http.MethodPost
+	var sh *models.SMBShare
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		sh = &models.SMBShare{AdminUsers: map[string]any{}, AllowedUsers: map[string]any{}, HostsAllow: map[string]any{},
+			HostsDeny: map[string]any{}, AdvancedSettings: map[string]any{}, OnSites: map[string]any{}}
+		if !create {
+			id, err := web.PathID(c, "id")
+			if err != nil {
+				return err
+			}
+			if sh, err = models.GetSMBShare(ctx, tx, id); err != nil {
+				return err
+			}
+		}
+		if err := in.apply(ctx, tx, sh, create); err != nil {
+			return err
+		}
+		if err := models.SaveSMBShare(ctx, tx, sh); err != nil {
+			return err
+		}
+		var err error
+		sh, err = models.GetSMBShare(ctx, tx, sh.ID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	code := http.StatusOK
+	if create {
+		code = http.StatusCreated
+	}
+	c.JSON(code, renderSMBShare(c, sh))
+	return nil
+}
+
+func (s *Server) deleteSMBShare(c *gin.Context) error {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := models.DeleteSMBShare(c.Request.Context(), s.DB, id); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,209 @@
+package hub_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/api/hub/apitest"
+)
+
+// bareNames lists a bare-array collection and returns the names.
+func bareNames(t *testing.T, e *apitest.Env, path string) []string {
+	t.Helper()
+	r := e.AsAdmin(http.MethodGet, path, nil)
+	requireStatus(t, http.StatusOK, r)
+	list, ok := r.JSON().([]any)
+	require.True(t, ok, "a bare array: %s", r.Body)
+	out := []string{}
+	for _, x := range list {
+		out = append(out, x.(map[string]any)["name"].(string))
+	}
+	return out
+}
+
+func TestNFSShares(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		sp1 := recordID(t, e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "one", "mountpoint": "/spaces/one"}))
+		sp2 := recordID(t, e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "two", "mountpoint": "/spaces/two"}))
+
+		r := e.AsAdmin(http.MethodPost, "/api/nfsshares/", map[string]any{
+			"name": "exp1", "space": sp1, "uuid": "mine", "id": 42,
+			"clients": []any{
+				map[string]any{"hosts": "10.0.0.0/24", "read_only": true, "fsid": 7, "anonymous_user_id": 65534,
+					"advanced_settings": map[string]any{"sec": "sys"}, "id": 99, "uuid": "x", "nfs_share": 1234},
+				map[string]any{"hosts": "*.example.com", "subtree_check": true},
+			},
+		})
+		requireStatus(t, http.StatusCreated, r)
+		sh := r.Map()
+		id := recordID(t, r)
+		require.NotEqual(t, int64(42), id)
+		require.NotEqual(t, "mine", sh["uuid"])
+		require.Equal(t, "/spaces/one", sh["path"], "path defaults to the space's mountpoint")
+		require.Equal(t, float64(sp1), sh["space"])
+		clients := sh["clients"].([]any)
+		require.Len(t, clients, 2)
+		c0 := clients[0].(map[string]any)
+		require.NotEqual(t, float64(99), c0["id"])
+		require.NotEqual(t, "x", c0["uuid"])
+		require.Len(t, c0["uuid"], 36)
+		require.Equal(t, float64(id), c0["nfs_share"])
+		require.Equal(t, "10.0.0.0/24", c0["hosts"])
+		require.Equal(t, true, c0["read_only"])
+		require.Equal(t, float64(7), c0["fsid"])
+		require.Equal(t, float64(65534), c0["anonymous_user_id"])
+		require.Nil(t, c0["anonymous_group_id"])
+		require.Equal(t, map[string]any{"sec": "sys"}, c0["advanced_settings"])
+		require.Equal(t, true, clients[1].(map[string]any)["subtree_check"])
+
+		requireStatus(t, http.StatusCreated, e.AsAdmin(http.MethodPost, "/api/nfsshares/", map[string]any{
+			"name": "exp2", "space": sp2, "path": "/spaces/two/sub", "clients": []any{}}))
+		require.Equal(t, []string{"exp1", "exp2"}, bareNames(t, e, "/api/nfsshares/"))
+		require.Equal(t, []string{"exp2"}, bareNames(t, e, fmt.Sprintf("/api/nfsshares/?space=%d", sp2)))
+		require.Equal(t, []string{}, bareNames(t, e, "/api/nfsshares/?space=9999"))
+		requireFieldError(t, e.AsAdmin(http.MethodGet, "/api/nfsshares/?space=x", nil), "space")
+
+		r = e.AsAdmin(http.MethodGet, pathOf("nfsshares", id), nil)
+		requireStatus(t, http.StatusOK, r)
+		require.Len(t, r.Map()["clients"], 2)
+
+		// PATCH replaces the clients; other fields are kept.
+		r = e.AsAdmin(http.MethodPatch, pathOf("nfsshares", id), map[string]any{"path": "/spaces/one/data",
+			"clients": []any{map[string]any{"hosts": "host1", "write_delay": true}}})
+		requireStatus(t, http.StatusOK, r)
+		require.Equal(t, "/spaces/one/data", r.Map()["path"])
+		require.Equal(t, "exp1", r.Map()["name"])
+		require.Len(t, r.Map()["clients"], 1)
+		require.Equal(t, "host1", r.Map()["clients"].([]any)[0].(map[string]any)["hosts"])
+		r = e.AsAdmin(http.MethodPatch, pathOf("nfsshares", id), map[string]any{"name": "renamed"})
+		requireStatus(t, http.StatusOK, r)
+		require.Len(t, r.Map()["clients"], 1, "clients not sent: unchanged")
+
+		cases := []struct {
+			name  string
+			body  any
+			field string
+		}{
+			{"space missing", map[string]any{"name": "x"}, "space"},
+			{"space unknown", map[string]any{"space": 9999}, "space"},
+			{"space wrong type", map[string]any{"space": "one"}, "space"},
+			{"path outside the space", map[string]any{"space": sp1, "path": "/spaces/two"}, "path"},
+			{"path relative", map[string]any{"space": sp1, "path": "spaces/one"}, "path"},
+			{"hosts missing", map[string]any{"space": sp1, "clients": []any{map[string]any{"read_only": true}}}, "clients[0].hosts"},
+			{"fsid negative", map[string]any{"space": sp1, "clients": []any{map[string]any{"hosts": "h", "fsid": -1}}}, "clients[0].fsid"},
+			{"client bool wrong type", map[string]any{"space": sp1, "clients": []any{map[string]any{"hosts": "h", "read_only": "yes"}}}, "clients.read_only"},
+			{"clients wrong type", map[string]any{"space": sp1, "clients": "h"}, "clients"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				requireFieldError(t, e.AsAdmin(http.MethodPost, "/api/nfsshares/", tc.body), tc.field)
+			})
+		}
+		require.Len(t, bareNames(t, e, "/api/nfsshares/"), 2)
+
+		// A shared space cannot be deleted.
+		r = e.AsAdmin(http.MethodDelete, pathOf("spaces", sp2), nil)
+		requireStatus(t, http.StatusConflict, r)
+		require.Contains(t, r.Map()["detail"], "share")
+		nested := e.AsAdmin(http.MethodGet, pathOf("spaces", sp1), nil).Map()["nested_shares"].([]any)
+		require.Len(t, nested, 1)
+		require.Equal(t, "nfs", nested[0].(map[string]any)["type"])
+
+		checkPermissions(t, e, "plain", "nfsshares", id, map[string]any{"space": sp1})
+
+		requireStatus(t, http.StatusNoContent, e.AsAdmin(http.MethodDelete, pathOf("nfsshares", id), nil))
+		requireStatus(t, http.StatusNotFound, e.AsAdmin(http.MethodGet, pathOf("nfsshares", id), nil))
+		requireStatus(t, http.StatusNotFound, e.AsAdmin(http.MethodPatch, pathOf("nfsshares", id), map[string]any{}))
+		requireStatus(t, http.StatusNotFound, e.AsAdmin(http.MethodDelete, pathOf("nfsshares", id), nil))
+	})
+}
+
+func TestSMBShares(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		sp1 := recordID(t, e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "one", "mountpoint": "/spaces/one"}))
+		sp2 := recordID(t, e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "two", "mountpoint": "/spaces/two"}))
+
+		r := e.AsAdmin(http.MethodPost, "/api/smbshares/", map[string]any{
+			"name": "Projects", "space": sp1, "read_only": false, "visible": true, "guest_ok": true,
+			"create_mask": "0644", "directory_mask": "2775", "hosts_allow": map[string]any{"hosts": []string{"10.0.0.0/8"}},
+			"admin_users": map[string]any{"users": []string{"alice"}}, "uuid": "mine", "id": 42,
+		})
+		requireStatus(t, http.StatusCreated, r)
+		sh := r.Map()
+		id := recordID(t, r)
+		require.NotEqual(t, int64(42), id)
+		require.NotEqual(t, "mine", sh["uuid"])
+		require.Equal(t, "/spaces/one", sh["path"])
+		require.Equal(t, true, sh["visible"])
+		require.Equal(t, false, sh["read_only"])
+		require.Equal(t, true, sh["guest_ok"])
+		require.Equal(t, "2775", sh["directory_mask"])
+		require.Equal(t, map[string]any{"hosts": []any{"10.0.0.0/8"}}, sh["hosts_allow"])
+		require.Equal(t, map[string]any{}, sh["hosts_deny"])
+		for _, f := range []string{"hsm_support", "multi_thread_reads", "multi_thread_writes", "root_share_locking",
+			"force_create_mode", "force_directory_mode", "allowed_users", "advanced_settings", "on_sites"} {
+			require.Contains(t, sh, f)
+		}
+
+		requireStatus(t, http.StatusCreated, e.AsAdmin(http.MethodPost, "/api/smbshares/", map[string]any{
+			"name": "Archive", "space": sp2, "read_only": true, "visible": false}))
+		require.Equal(t, []string{"Projects", "Archive"}, bareNames(t, e, "/api/smbshares/"))
+		require.Equal(t, []string{"Archive"}, bareNames(t, e, fmt.Sprintf("/api/smbshares/?space=%d", sp2)))
+
+		r = e.AsAdmin(http.MethodPatch, pathOf("smbshares", id), map[string]any{"read_only": true, "path": "/spaces/one/x"})
+		requireStatus(t, http.StatusOK, r)
+		require.Equal(t, true, r.Map()["read_only"])
+		require.Equal(t, "/spaces/one/x", r.Map()["path"])
+		require.Equal(t, true, r.Map()["visible"], "unchanged")
+		requireStatus(t, http.StatusOK, e.AsAdmin(http.MethodGet, pathOf("smbshares", id), nil))
+
+		req := map[string]any{"space": sp1, "read_only": true, "visible": true}
+		with := func(k string, v any) map[string]any {
+			b := map[string]any{"name": "n"}
+			for kk, vv := range req {
+				b[kk] = vv
+			}
+			if v == nil {
+				delete(b, k)
+			} else {
+				b[k] = v
+			}
+			return b
+		}
+		cases := []struct {
+			name  string
+			body  any
+			field string
+		}{
+			{"name missing", with("name", nil), "name"},
+			{"name taken", with("name", "Archive"), "name"},
+			{"name bad chars", with("name", "a/b"), "name"},
+			{"space missing", with("space", nil), "space"},
+			{"space unknown", with("space", 9999), "space"},
+			{"read_only missing", with("read_only", nil), "read_only"},
+			{"visible missing", with("visible", nil), "visible"},
+			{"visible wrong type", with("visible", "yes"), "visible"},
+			{"bad mask", with("create_mask", "rwx"), "create_mask"},
+			{"object wrong type", with("hosts_deny", "all"), "hosts_deny"},
+			{"path outside", with("path", "/etc"), "path"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				requireFieldError(t, e.AsAdmin(http.MethodPost, "/api/smbshares/", tc.body), tc.field)
+			})
+		}
+		requireFieldError(t, e.AsAdmin(http.MethodPatch, pathOf("smbshares", id), map[string]any{"name": "Archive"}), "name")
+
+		checkPermissions(t, e, "plain", "smbshares", id, with("name", "p"))
+
+		requireStatus(t, http.StatusNoContent, e.AsAdmin(http.MethodDelete, pathOf("smbshares", id), nil))
+		requireStatus(t, http.StatusNotFound, e.AsAdmin(http.MethodGet, pathOf("smbshares", id), nil))
+		requireStatus(t, http.StatusNotFound, e.AsAdmin(http.MethodDelete, pathOf("smbshares", id), nil))
+		requireStatus(t, http.StatusNoContent, e.AsAdmin(http.MethodDelete, pathOf("spaces", sp1), nil)) // no share left
+	})
+}

@@ -1,0 +1,432 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/client"
+
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+)
+
+func (s *Server) spaceRoutes(r *gin.RouterGroup) {
+	perm := auth.CRUD("space")
+	r.GET("/spaces/", perm, handle(s.listSpaces))
+	r.POST("/spaces/", perm, handle(s.saveSpace))
+	r.GET("/spaces/:id/", perm, handle(s.getSpace))
+	r.PATCH("/spaces/:id/", perm, handle(s.saveSpace))
+	r.DELETE("/spaces/:id/", perm, handle(s.deleteSpace))
+}
+
+type spaceSiteInput struct {
+	Name  *string  `json:"name"`
+	Label *string  `json:"label"`
+	Usage *[]int64 `json:"usage"`
+}
+
+type snapshotScheduleInput struct {
+	Duration  *string `json:"duration"`
+	Frequency *string `json:"frequency"`
+	Time      *string `json:"time"`
+}
+
+// spaceInput is the writable part of a space; mountpoint is read only
+// after creation and ignored on PATCH.
+type spaceInput struct {
+	Name             *string                         `json:"name"`
+	Mountpoint       *string                         `json:"mountpoint"`
+	Size             nullable[int64]                 `json:"size"`
+	PermissionMode   *string                         `json:"permission_mode"`
+	Color            *[]int64                        `json:"color"`
+	Immutable        *bool                           `json:"immutable"`
+	OnSites          *map[string]any                 `json:"on_sites"`
+	Sites            *[]spaceSiteInput               `json:"sites"`
+	SnapshotSchedule nullable[snapshotScheduleInput] `json:"snapshot_schedule"`
+}
+
+var errImmutableSpace = web.Errorf(http.StatusConflict, "This space is immutable: it cannot be updated or deleted.")
+
+// checkMountpoint validates a space mountpoint: an absolute, clean path
+// below the site root, outside the hub's private folder.
+func checkMountpoint(m string) string {
+	switch {
+	case m == "":
+		return msgRequired
+	case !strings.HasPrefix(m, "/"):
+		return "Must be an absolute path, e.g. /spaces/projects."
+	case m == "/":
+		return "The site root itself cannot be a space."
+	case path.Clean(m) != m || strings.Contains(m, "\x00"):
+		return "Must be a clean path: no '.', '..', '//' or trailing '/'."
+	case m == "/.hub" || strings.HasPrefix(m, "/.hub/"):
+		return "/.hub is reserved for the hub."
+	case len(m) > 4096:
+		return "Ensure this field has no more than 4096 characters."
+	}
+	return ""
+}
+
+// nested reports whether one mountpoint is inside the other.
+func nested(a, b string) bool {
+	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
+}
+
+// apply validates in onto sp and returns the schedule (nil: unchanged) and
+// site links (nil: unchanged) to save.
+func (in *spaceInput) apply(ctx context.Context, db bun.IDB, sp *models.Space, create bool) (*models.SnapshotSchedule, []models.SpaceLink, error) {
+	v := web.ValidationError{}
+	if in.Name != nil || create {
+		name := deref(in.Name)
+		switch {
+		case strings.TrimSpace(name) == "":
+			v.Add("name", msgRequired)
+		case len(name) > 150:
+			v.Add("name", "Ensure this field has no more than 150 characters.")
+		case name != sp.Name:
+			if n, err := db.NewSelect().Model((*models.Space)(nil)).Where("name = ?", name).Count(ctx); err != nil {
+				return nil, nil, err
+			} else if n > 0 {
+				v.Add("name", "A space with this name already exists.")
+			}
+		}
+		sp.Name = name
+	}
+	if create {
+		m := deref(in.Mountpoint)
+		if msg := checkMountpoint(m); msg != "" {
+			v.Add("mountpoint", msg)
+		} else {
+			var others []string
+			if err := db.NewSelect().Model((*models.Space)(nil)).Column("mountpoint").Scan(ctx, &others); err != nil {
+				return nil, nil, err
+			}
+			for _, o := range others {
+				if nested(m, o) {
+					v.Add("mountpoint", fmt.Sprintf("Overlaps the mountpoint %s of another space.", o))
+					break
+				}
+			}
+		}
+		sp.Mountpoint = m
+	}
+	if in.Size.Set {
+		sp.Size = in.Size.value()
+		checkNotNeg(v, "size", sp.Size)
+	}
+	setIf(&sp.PermissionMode, in.PermissionMode)
+	if in.Color != nil {
+		checkColor(v, "color", *in.Color)
+		sp.Color = append([]int64{}, *in.Color...)
+	}
+	setIf(&sp.Immutable, in.Immutable)
+	if in.OnSites != nil {
+		sp.OnSites = nonNilMap(*in.OnSites)
+	}
+	var sched *models.SnapshotSchedule
+	if in.SnapshotSchedule.Set {
+		sched = &models.SnapshotSchedule{} // empty Frequency: delete
+		if ss := in.SnapshotSchedule.value(); ss != nil {
+			for field, val := range map[string]*string{"duration": ss.Duration, "frequency": ss.Frequency, "time": ss.Time} {
+				if strings.TrimSpace(deref(val)) == "" {
+					v.Add("snapshot_schedule."+field, msgRequired)
+				}
+			}
+			if t := deref(ss.Time); t != "" && !validTimeOfDay(t) {
+				v.Add("snapshot_schedule.time", "Enter a time of day as HH:MM or HH:MM:SS.")
+			}
+			sched = &models.SnapshotSchedule{Duration: deref(ss.Duration), Frequency: deref(ss.Frequency), Time: deref(ss.Time)}
+		}
+	}
+	var links []models.SpaceLink
+	if in.Sites != nil {
+		links = []models.SpaceLink{}
+		seen := map[string]bool{}
+		for i, si := range *in.Sites {
+			field := "sites[" + strconv.Itoa(i) + "]"
+			name, label := deref(si.Name), deref(si.Label)
+			if name == "" {
+				v.Add(field+".name", msgRequired)
+				continue
+			}
+			if label == "" {
+				v.Add(field+".label", msgRequired)
+			}
+			if seen[name] {
+				v.Add(field+".name", "The site "+name+" is listed twice.")
+				continue
+			}
+			seen[name] = true
+			site, err := models.GetSiteByName(ctx, db, name)
+			if isNotFound(err) {
+				v.Add(field+".name", "Object with name="+name+" does not exist.")
+				continue
+			} else if err != nil {
+				return nil, nil, err
+			}
+			links = append(links, models.SpaceLink{SiteID: site.ID, Label: label, Usage: deref(si.Usage)})
+		}
+	}
+	return sched, links, v.Err()
+}
+
+func validTimeOfDay(s string) bool {
+	for _, layout := range []string{"15:04", "15:04:05"} {
+		if _, err := time.Parse(layout, s); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// spaceView holds what rendering spaces needs beyond the rows.
+type spaceView struct {
+	pools map[int64]string // site id → default pool name
+	nfs   map[int64][]models.NFSShare
+	smb   map[int64][]models.SMBShare
+}
+
+func (s *Server) loadSpaceView(ctx context.Context, spaces []models.Space) (*spaceView, error) {
+	v := &spaceView{pools: map[int64]string{}, nfs: map[int64][]models.NFSShare{}, smb: map[int64][]models.SMBShare{}}
+	var pools []models.StoragePool
+	if err := s.DB.NewSelect().Model(&pools).Where("is_default = ?", true).Scan(ctx); err != nil {
+		return nil, err
+	}
+	for _, p := range pools {
+		v.pools[p.SiteID] = p.Name
+	}
+	for _, sp := range spaces {
+		nfs, smb, err := models.SpaceShares(ctx, s.DB, sp.ID)
+		if err != nil {
+			return nil, err
+		}
+		v.nfs[sp.ID], v.smb[sp.ID] = nfs, smb
+	}
+	return v, nil
+}
+
+func (v *spaceView) render(c *gin.Context, sp *models.Space) gin.H {
+	sites := make([]gin.H, len(sp.Links))
+	ready := true
+	for i, l := range sp.Links {
+		addon := "disabled"
+		if l.Site.AddonEnabled {
+			addon = "enabled"
+		}
+		usage := l.Usage
+		if usage == nil {
+			usage = []int64{}
+		}
+		sites[i] = gin.H{"id": strconv.FormatInt(l.SiteID, 10), "name": l.Site.Name, "label": l.Label,
+			"pool": v.pools[l.SiteID], "usage": usage, "addon": addon, "state": l.State, "error": l.Error}
+		ready = ready && l.State == models.SpaceSiteReady
+	}
+	shares := []gin.H{}
+	for _, n := range v.nfs[sp.ID] {
+		shares = append(shares, gin.H{"id": n.ID, "type": "nfs", "name": n.Name, "path": n.Path, "url": recordURL(c, "nfsshares", n.ID)})
+	}
+	for _, m := range v.smb[sp.ID] {
+		shares = append(shares, gin.H{"id": m.ID, "type": "smb", "name": m.Name, "path": m.Path, "url": recordURL(c, "smbshares", m.ID)})
+	}
+	var sched any
+	if ss := sp.SnapshotSchedule; ss != nil {
+		sched = gin.H{"id": ss.ID, "space": sp.ID, "duration": ss.Duration, "frequency": ss.Frequency, "time": ss.Time}
+	}
+	color := sp.Color
+	if color == nil {
+		color = []int64{}
+	}
+	return gin.H{
+		"id": sp.ID, "uuid": sp.UUID, "url": recordURL(c, "spaces", sp.ID), "name": sp.Name, "mountpoint": sp.Mountpoint,
+		"size": sp.Size, "permission_mode": sp.PermissionMode, "color": color, "created": sp.Created,
+		"editable": auth.Current(c).Can("change_space") && !sp.Immutable, "is_ready": ready,
+		"nested_shares": shares,
+		"relationships": gin.H{"sites": len(sp.Links), "nfs_shares": len(v.nfs[sp.ID]), "smb_shares": len(v.smb[sp.ID])},
+		"sites":         sites, "immutable": sp.Immutable, "on_sites": nonNilMap(sp.OnSites), "snapshot_schedule": sched,
+	}
+}
+
+// spaceFilter reads site_id and search_keyword.
+func spaceFilter(c *gin.Context) (models.SpaceFilter, error) {
+	var f models.SpaceFilter
+	id, ok, err := web.QueryInt(c, "site_id")
+	if err != nil {
+		return f, err
+	}
+	if ok {
+		f.SiteID = &id
+	}
+	f.Keyword = c.Query("search_keyword")
+	return f, nil
+}
+
+func (s *Server) listSpaces(c *gin.Context) error {
+	f, err := spaceFilter(c)
+	if err != nil {
+		return err
+	}
+	page, size, err := web.PageParams(c)
+	if err != nil {
+		return err
+	}
+	var spaces []models.Space
+	count, err := web.ScanPage(c, models.SpacesQuery(s.DB, &spaces, f), page, size)
+	if err != nil {
+		return err
+	}
+	view, err := s.loadSpaceView(c.Request.Context(), spaces)
+	if err != nil {
+		return err
+	}
+	out := make([]any, len(spaces))
+	for i := range spaces {
+		out[i] = view.render(c, &spaces[i])
+	}
+	return web.WritePage(c, out, count, page, size)
+}
+
+func (s *Server) renderOneSpace(c *gin.Context, code int, sp *models.Space) error {
+	view, err := s.loadSpaceView(c.Request.Context(), []models.Space{*sp})
+	if err != nil {
+		return err
+	}
+	c.JSON(code, view.render(c, sp))
+	return nil
+}
+
+func (s *Server) getSpace(c *gin.Context) error {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	f, err := spaceFilter(c)
+	if err != nil {
+		return err
+	}
+	sp, err := models.GetSpace(c.Request.Context(), s.DB, id, f)
+	if err != nil {
+		return err
+	}
+	return s.renderOneSpace(c, http.StatusOK, sp)
+}
+
+// saveSpace creates (POST) or updates (PATCH) a space, then has the
+// SpaceWorkflow create its directory on every site where it is not ready
+// yet (so saving again retries a failed site) and remove it, if empty, from
+// the sites taken away.
+func (s *Server) saveSpace(c *gin.Context) error {
+	var in spaceInput
+	if err := web.Bind(c, &in); err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	create := c.Request.Method == http.MethodPost
+	var sp *models.Space
+	var change models.SpaceChange
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		sp = &models.Space{Color: []int64{}, OnSites: map[string]any{}}
+		if !create {
+			id, err := web.PathID(c, "id")
+			if err != nil {
+				return err
+			}
+			if sp, err = models.GetSpace(ctx, tx, id, models.SpaceFilter{}); err != nil {
+				return err
+			}
+			if sp.Immutable {
+				return errImmutableSpace
+			}
+		}
+		sched, links, err := in.apply(ctx, tx, sp, create)
+		if err != nil {
+			return err
+		}
+		if create && links == nil {
+			links = []models.SpaceLink{}
+		}
+		if change, err = models.SaveSpace(ctx, tx, sp, sched, links); err != nil {
+			return err
+		}
+		sp, err = models.GetSpace(ctx, tx, sp.ID, models.SpaceFilter{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var ops []workflows.SpaceOp
+	for _, l := range sp.Links {
+		if l.State != models.SpaceSiteReady {
+			ops = append(ops, workflows.SpaceOp{Site: l.Site.Name, Queue: models.DefaultQueue, Action: workflows.SpaceCreate,
+				Mountpoint: sp.Mountpoint, Mode: sp.PermissionMode})
+		}
+	}
+	for _, site := range change.Removed {
+		ops = append(ops, workflows.SpaceOp{Site: site.Name, Queue: models.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint})
+	}
+	if err := s.signalSpace(ctx, sp.ID, ops); err != nil {
+		return err
+	}
+	code := http.StatusOK
+	if create {
+		code = http.StatusCreated
+	}
+	return s.renderOneSpace(c, code, sp)
+}
+
+// deleteSpace deletes the record at once (204); the SpaceWorkflow then
+// removes the directory from each site only where it is empty.
+func (s *Server) deleteSpace(c *gin.Context) error {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	sp, err := models.GetSpace(ctx, s.DB, id, models.SpaceFilter{})
+	if err != nil {
+		return err
+	}
+	if sp.Immutable {
+		return errImmutableSpace
+	}
+	sp, err = models.DeleteSpace(ctx, s.DB, id)
+	if errors.Is(err, models.ErrInUse) {
+		return web.Errorf(http.StatusConflict, "This space cannot be deleted while it is shared (%s): delete its shares first.", inUseDetail(err))
+	}
+	if err != nil {
+		return err
+	}
+	var ops []workflows.SpaceOp
+	for _, l := range sp.Links {
+		ops = append(ops, workflows.SpaceOp{Site: l.Site.Name, Queue: models.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint})
+	}
+	if err := s.signalSpace(ctx, sp.ID, ops); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// signalSpace hands ops to the space's workflow, starting it if none runs.
+func (s *Server) signalSpace(ctx context.Context, spaceID int64, ops []workflows.SpaceOp) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	id := workflows.SpaceWorkflowID(spaceID)
+	_, err := s.Temporal.SignalWithStartWorkflow(ctx, id, workflows.SpaceOpsSignal, workflows.SpaceOps{Ops: ops},
+		client.StartWorkflowOptions{ID: id, TaskQueue: workflows.HubTaskQueue}, workflows.SpaceWorkflowName,
+		workflows.SpaceInput{SpaceID: spaceID})
+	if err != nil {
+		return fmt.Errorf("start %s: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,1 @@
+DROP TABLE cj_items;

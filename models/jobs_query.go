@@ -1,0 +1,456 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/uptrace/bun"
+)
+
+// JobStates are the stored job states, in the order lists show them.
+var JobStates = []string{JobPending, JobStarted, JobPausing, JobPaused, JobCancelling, JobCancelled, JobSuccess, JobFailure}
+
+// TaskStates are the states a task can have.
+var TaskStates = []string{TaskPending, TaskStarted, TaskSuccess, TaskFailure, TaskError, TaskSkipped, TaskCancelled}
+
+// PathStates are the states a path outcome (job stat) can have.
+var PathStates = []string{TaskPending, TaskStarted, TaskSuccess, TaskFailure, TaskError, TaskSkipped, TaskCancelled, PathAborted}
+
+// TaskDiscovery is the tasktype of the task the hub records for paths
+// that failed during discovery; it is no step of the workflow definition.
+const TaskDiscovery = "discovery"
+
+// JobFilter selects jobs for the jobs list, stats and recent endpoints.
+// Zero values select everything.
+type JobFilter struct {
+	Created, Completed TimeRange
+	Workflow           []string // exact names; all must match (jobtype and workflow)
+	States             []string // stored states, or JobHasFailures
+	OwnerIDs           []int64  // user ids, OwnerUnknownID, OwnerSystemID
+	ClientKeyIDs       []int64
+	ScheduleIDs        []int64
+	SiteID             *int64
+	Site               string
+	InputPathsPrefix   string
+	SearchKeyword      string
+	HideNoop           bool
+	Queue              string
+	QueueID            *int64
+}
+
+// TimeRange bounds a timestamp column; nil bounds are open. To is
+// inclusive unless ToExclusive (a date-only bound means "before the next
+// day").
+type TimeRange struct {
+	From, To    *time.Time
+	ToExclusive bool
+}
+
+func (r TimeRange) apply(q *bun.SelectQuery, col string) {
+	if r.From != nil {
+		q.Where(col+" >= ?", r.From.UTC())
+	}
+	switch {
+	case r.To != nil && r.ToExclusive:
+		q.Where(col+" < ?", r.To.UTC())
+	case r.To != nil:
+		q.Where(col+" <= ?", r.To.UTC())
+	}
+}
+
+// apply adds f's conditions to q, a query over jobs aliased j.
+func (f *JobFilter) apply(db bun.IDB, q *bun.SelectQuery) *bun.SelectQuery {
+	f.Created.apply(q, "j.created")
+	f.Completed.apply(q, "j.completed")
+	for _, w := range f.Workflow {
+		q.Where("j.workflow = ?", w)
+	}
+	if len(f.States) > 0 {
+		var plain []string
+		hasFailures := false
+		for _, s := range f.States {
+			if s == JobHasFailures {
+				hasFailures = true
+			} else {
+				plain = append(plain, s)
+			}
+		}
+		q.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+			if len(plain) > 0 {
+				q.WhereOr("j.state IN (?)", bun.In(plain))
+			}
+			if hasFailures {
+				q.WhereOr("(j.state = ? AND j.has_failures = ?)", JobSuccess, true)
+			}
+			return q
+		})
+	}
+	if len(f.OwnerIDs) > 0 {
+		var users []int64
+		var system, unknown bool
+		for _, id := range f.OwnerIDs {
+			switch id {
+			case OwnerSystemID:
+				system = true
+			case OwnerUnknownID:
+				unknown = true
+			default:
+				users = append(users, id)
+			}
+		}
+		q.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+			if len(users) > 0 {
+				q.WhereOr("(j.owner_type = ? AND j.owner_id IN (?))", OwnerUser, bun.In(users))
+			}
+			if system {
+				q.WhereOr("j.owner_type = ?", OwnerSystem)
+			}
+			if unknown {
+				q.WhereOr("j.owner_type = ?", OwnerUnknown)
+			}
+			return q
+		})
+	}
+	if len(f.ClientKeyIDs) > 0 {
+		q.Where("j.clientkey_id IN (?)", bun.In(f.ClientKeyIDs))
+	}
+	if len(f.ScheduleIDs) > 0 {
+		q.Where("j.schedule_id IN (?)", bun.In(f.ScheduleIDs))
+	}
+	if f.SiteID != nil {
+		q.Where("j.site_id = ?", *f.SiteID)
+	}
+	if f.Site != "" {
+		q.Where("j.site = ?", f.Site)
+	}
+	if f.InputPathsPrefix != "" {
+		// Compare a prefix of each element of the JSON array exactly: LIKE
+		// would need escaping, and sqlite's LIKE ignores ASCII case.
+		n := utf8.RuneCountInString(f.InputPathsPrefix)
+		if IsPostgres(db) {
+			q.Where(`EXISTS (SELECT 1 FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(j.paths) = 'array' THEN j.paths ELSE '[]'::jsonb END) AS ip(v)
+				WHERE substr(ip.v, 1, ?) = ?)`, n, f.InputPathsPrefix)
+		} else {
+			q.Where(`EXISTS (SELECT 1 FROM json_each(CASE WHEN json_type(j.paths) = 'array' THEN j.paths ELSE '[]' END) AS ip
+				WHERE substr(ip.value, 1, ?) = ?)`, n, f.InputPathsPrefix)
+		}
+	}
+	if f.SearchKeyword != "" {
+		// A position search instead of LIKE needs no escaping of % and _.
+		pos := "instr(lower(%s), lower(?)) > 0"
+		if IsPostgres(db) {
+			pos = "strpos(lower(%s), lower(?)) > 0"
+		}
+		kw := f.SearchKeyword
+		q.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+			for _, col := range []string{"j.workflow", "j.site", "j.friendly_name", "j.owner_name"} {
+				q.WhereOr(fmt.Sprintf(pos, col), kw)
+			}
+			return q
+		})
+	}
+	if f.HideNoop {
+		q.Where("NOT (j.state = ? AND j.numfiles = 0)", JobSuccess)
+	}
+	if f.Queue != "" {
+		q.Where("j.queue = ?", f.Queue)
+	}
+	if f.QueueID != nil {
+		// A queue is a name within a site: match both.
+		q.Where("EXISTS (SELECT 1 FROM queues AS qu WHERE qu.id = ? AND qu.name = j.queue AND qu.site_id = j.site_id)", *f.QueueID)
+	}
+	return q
+}
+
+// JobsQuery selects the jobs matching f into dest, newest first.
+func JobsQuery(db bun.IDB, dest any, f JobFilter) *bun.SelectQuery {
+	q := db.NewSelect().Model(dest)
+	return f.apply(db, q).Order("j.created DESC", "j.id DESC")
+}
+
+// JobOwner is one distinct owner of a set of jobs; System and Unknown
+// have the ids OwnerSystemID and OwnerUnknownID.
+type JobOwner struct {
+	Type string `json:"type"`
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+}
+
+// JobOwners returns the distinct owners of the jobs matching f: users by
+// name, then System, then Unknown.
+func JobOwners(ctx context.Context, db bun.IDB, f JobFilter) ([]JobOwner, error) {
+	var rows []struct {
+		OwnerType string `bun:"owner_type"`
+		OwnerID   *int64 `bun:"owner_id"`
+		OwnerName string `bun:"owner_name"`
+	}
+	q := db.NewSelect().Model((*Job)(nil)).ColumnExpr("j.owner_type, j.owner_id, MAX(j.owner_name) AS owner_name")
+	err := f.apply(db, q).Group("j.owner_type", "j.owner_id").Scan(ctx, &rows)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	var users []JobOwner
+	var system, unknown bool
+	for _, r := range rows {
+		switch {
+		case r.OwnerType == OwnerSystem:
+			system = true
+		case r.OwnerType == OwnerUser && r.OwnerID != nil:
+			users = append(users, JobOwner{Type: OwnerUser, ID: *r.OwnerID, Name: r.OwnerName})
+		default: // unknown, or a user row without an id
+			unknown = true
+		}
+	}
+	sort.Slice(users, func(a, b int) bool {
+		if users[a].Name != users[b].Name {
+			return users[a].Name < users[b].Name
+		}
+		return users[a].ID < users[b].ID
+	})
+	out := append([]JobOwner{}, users...)
+	if system {
+		out = append(out, JobOwner{Type: OwnerSystem, ID: OwnerSystemID, Name: "System"})
+	}
+	if unknown {
+		out = append(out, JobOwner{Type: OwnerUnknown, ID: OwnerUnknownID, Name: "Unknown"})
+	}
+	return out, nil
+}
+
+// JobFileCounts sums the per-file counters of jobs.
+type JobFileCounts struct {
+	NumFiles          int64 `json:"numfiles" bun:"numfiles"`
+	NumProcessedFiles int64 `json:"numprocessedfiles" bun:"numprocessedfiles"`
+	NumFailedFiles    int64 `json:"numfailedfiles" bun:"numfailedfiles"`
+	NumSkippedFiles   int64 `json:"numskippedfiles" bun:"numskippedfiles"`
+	NumAbortedFiles   int64 `json:"numabortedfiles" bun:"numabortedfiles"`
+	NumCancelledFiles int64 `json:"numcancelledfiles" bun:"numcancelledfiles"`
+}
+
+// JobSummary aggregates the jobs matching a filter.
+type JobSummary struct {
+	Count       int64            `json:"count"`
+	ByState     map[string]int64 `json:"by_state"`     // every stored state, zeros included
+	HasFailures int64            `json:"has_failures"` // SUCCESS jobs with failed paths
+	Files       JobFileCounts    `json:"files"`
+}
+
+// SummarizeJobs counts the jobs matching f by state and sums their file
+// counters, in one grouped query.
+func SummarizeJobs(ctx context.Context, db bun.IDB, f JobFilter) (*JobSummary, error) {
+	var rows []struct {
+		State       string `bun:"state"`
+		N           int64  `bun:"n"`
+		HasFailures int64  `bun:"has_failures"`
+		JobFileCounts
+	}
+	// SUM of BIGINT is NUMERIC on PostgreSQL: cast back so both dialects scan alike.
+	sum := func(col string) string { return fmt.Sprintf("CAST(COALESCE(SUM(j.%[1]s), 0) AS BIGINT) AS %[1]s", col) }
+	q := db.NewSelect().Model((*Job)(nil)).ColumnExpr("j.state, COUNT(*) AS n").
+		ColumnExpr("CAST(COALESCE(SUM(CASE WHEN j.has_failures = ? THEN 1 ELSE 0 END), 0) AS BIGINT) AS has_failures", true)
+	for _, col := range []string{"numfiles", "numprocessedfiles", "numfailedfiles", "numskippedfiles", "numabortedfiles", "numcancelledfiles"} {
+		q.ColumnExpr(sum(col))
+	}
+	if err := f.apply(db, q).Group("j.state").Scan(ctx, &rows); err != nil {
+		return nil, dbErr(err)
+	}
+	s := &JobSummary{ByState: map[string]int64{}}
+	for _, st := range JobStates {
+		s.ByState[st] = 0
+	}
+	for _, r := range rows {
+		s.Count += r.N
+		s.ByState[r.State] += r.N
+		if r.State == JobSuccess {
+			s.HasFailures += r.HasFailures
+		}
+		s.Files.NumFiles += r.NumFiles
+		s.Files.NumProcessedFiles += r.NumProcessedFiles
+		s.Files.NumFailedFiles += r.NumFailedFiles
+		s.Files.NumSkippedFiles += r.NumSkippedFiles
+		s.Files.NumAbortedFiles += r.NumAbortedFiles
+		s.Files.NumCancelledFiles += r.NumCancelledFiles
+	}
+	return s, nil
+}
+
+// JobStatistics counts a job's latest path outcomes and its tasks.
+type JobStatistics struct {
+	Files       int64 // paths with an outcome
+	ByState     map[string]int64
+	ByCode      map[string]int64
+	Tasks       int64
+	TaskByState map[string]int64
+	TaskByType  map[string]int64
+}
+
+type groupCount struct {
+	Key string `bun:"k"`
+	N   int64  `bun:"n"`
+}
+
+func countBy(ctx context.Context, db bun.IDB, model any, col string, jobID int64) (map[string]int64, int64, error) {
+	var rows []groupCount
+	err := db.NewSelect().Model(model).ColumnExpr("? AS k, COUNT(*) AS n", bun.Ident(col)).
+		Where("job_id = ?", jobID).GroupExpr("?", bun.Ident(col)).Scan(ctx, &rows)
+	if err != nil {
+		return nil, 0, dbErr(err)
+	}
+	out := map[string]int64{}
+	var total int64
+	for _, r := range rows {
+		out[r.Key] = r.N
+		total += r.N
+	}
+	return out, total, nil
+}
+
+// GetJobStatistics counts job jobID's latest path outcomes by state and by
+// code, and its tasks by state and by type.
+func GetJobStatistics(ctx context.Context, db bun.IDB, jobID int64) (*JobStatistics, error) {
+	s := &JobStatistics{}
+	var err error
+	if s.ByState, s.Files, err = countBy(ctx, db, (*JobStat)(nil), "state", jobID); err != nil {
+		return nil, err
+	}
+	if s.ByCode, _, err = countBy(ctx, db, (*JobStat)(nil), "code", jobID); err != nil {
+		return nil, err
+	}
+	if s.TaskByState, s.Tasks, err = countBy(ctx, db, (*Task)(nil), "state", jobID); err != nil {
+		return nil, err
+	}
+	if s.TaskByType, _, err = countBy(ctx, db, (*Task)(nil), "tasktype", jobID); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// TaskRow is a task with the id of its parent: the task of the previous
+// step of the same batch, whose output it continues.
+type TaskRow struct {
+	Task     `bun:",extend"`
+	ParentID *int64 `bun:"parent_id,scanonly"`
+}
+
+// TaskFilter selects tasks. Internal nil selects all; true only the
+// hub's discovery tasks, false only workflow steps.
+type TaskFilter struct {
+	TaskType string
+	TaskID   string
+	States   []string
+	JobID    *int64
+	Internal *bool
+}
+
+// parentExpr finds the parent through the task_id the engine derives
+// from job, run, batch and step ("job-J-rR-bB-rBR-sS"): the parent's id
+// differs only in its step suffix, which makes the match exact even when
+// a resubmitted run reuses batch numbers.
+const parentExpr = `(SELECT p.id FROM tasks AS p WHERE t.step > 0 AND p.job_id = t.job_id
+	AND p.task_id = substr(t.task_id, 1, length(t.task_id) - length('-s' || t.step)) || '-s' || (t.step - 1)) AS parent_id`
+
+func tasksSelect(db bun.IDB, dest any) *bun.SelectQuery {
+	return db.NewSelect().Model(dest).ColumnExpr("t.*").ColumnExpr(parentExpr)
+}
+
+// TasksQuery selects the tasks matching f into dest (a *[]TaskRow), newest
+// first.
+func TasksQuery(db bun.IDB, dest *[]TaskRow, f TaskFilter) *bun.SelectQuery {
+	q := tasksSelect(db, dest)
+	if f.TaskType != "" {
+		q.Where("t.tasktype = ?", f.TaskType)
+	}
+	if f.TaskID != "" {
+		q.Where("t.task_id = ?", f.TaskID)
+	}
+	if len(f.States) > 0 {
+		q.Where("t.state IN (?)", bun.In(f.States))
+	}
+	if f.JobID != nil {
+		q.Where("t.job_id = ?", *f.JobID)
+	}
+	if f.Internal != nil {
+		if *f.Internal {
+			q.Where("t.tasktype = ?", TaskDiscovery)
+		} else {
+			q.Where("t.tasktype <> ?", TaskDiscovery)
+		}
+	}
+	return q.Order("t.created DESC", "t.id DESC")
+}
+
+// GetTask loads a task with its parent id.
+func GetTask(ctx context.Context, db bun.IDB, id int64) (*TaskRow, error) {
+	t := new(TaskRow)
+	err := tasksSelect(db, t).Where("t.id = ?", id).Scan(ctx)
+	return t, dbErr(err)
+}
+
+// JobStatFilter selects job stats or their history rows.
+type JobStatFilter struct {
+	States []string
+	JobID  *int64
+	TaskID *int64
+	// Path selects the path itself and everything below it.
+	Path string
+	// ExactPath selects that one path.
+	ExactPath string
+	// Site selects the stats of jobs run on the named site.
+	Site string
+}
+
+func (f *JobStatFilter) apply(q *bun.SelectQuery, alias string) *bun.SelectQuery {
+	if len(f.States) > 0 {
+		q.Where(alias+".state IN (?)", bun.In(f.States))
+	}
+	if f.JobID != nil {
+		q.Where(alias+".job_id = ?", *f.JobID)
+	}
+	if f.TaskID != nil {
+		q.Where(alias+".task_id = ?", *f.TaskID)
+	}
+	if f.Path != "" {
+		base := strings.TrimRight(f.Path, "/")
+		under := base + "/"
+		q.Where("("+alias+".path = ? OR substr("+alias+".path, 1, ?) = ?)", base, utf8.RuneCountInString(under), under)
+	}
+	if f.ExactPath != "" {
+		q.Where(alias+".path = ?", f.ExactPath)
+	}
+	if f.Site != "" {
+		q.Where("EXISTS (SELECT 1 FROM jobs AS sj WHERE sj.id = "+alias+".job_id AND sj.site = ?)", f.Site)
+	}
+	return q
+}
+
+// JobStatsQuery selects the latest outcome of each path matching f into
+// dest, in insertion order.
+func JobStatsQuery(db bun.IDB, dest any, f JobStatFilter) *bun.SelectQuery {
+	return f.apply(db.NewSelect().Model(dest), "js").Order("js.id")
+}
+
+// GetJobStat loads one job stat.
+func GetJobStat(ctx context.Context, db bun.IDB, id int64) (*JobStat, error) {
+	s := new(JobStat)
+	err := db.NewSelect().Model(s).Where("js.id = ?", id).Scan(ctx)
+	return s, dbErr(err)
+}
+
+// JobStatHistoryRow is a history row with the id of the job stat that
+// holds its path's latest outcome.
+type JobStatHistoryRow struct {
+	JobStatHistory `bun:",extend"`
+	JobStatID      *int64 `bun:"jobstat_id,scanonly"`
+}
+
+// JobStatHistoryQuery selects the history rows matching f into dest, oldest
+// first.
+func JobStatHistoryQuery(db bun.IDB, dest *[]JobStatHistoryRow, f JobStatFilter) *bun.SelectQuery {
+	q := db.NewSelect().Model(dest).ColumnExpr("jh.*").
+		ColumnExpr("(SELECT ls.id FROM job_stats AS ls WHERE ls.job_id = jh.job_id AND ls.path = jh.path) AS jobstat_id")
+	return f.apply(q, "jh").Order("jh.id")
+}

@@ -1,0 +1,115 @@
+package workflows
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	hubact "github.com/thehub/hub/activities/hub"
+	"github.com/thehub/hub/activities/site"
+	"github.com/thehub/hub/models"
+)
+
+// TestBucketDeleteWorkflowKeepsBucketWhenASiteFails: one site cannot drop
+// the settings, so the record stays and becomes editable again.
+func TestBucketDeleteWorkflowKeepsBucketWhenASiteFails(t *testing.T) {
+	t.Parallel()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	hub, sa := &hubact.Activities{}, &site.Activities{}
+	env.RegisterActivity(hub)
+	env.RegisterActivity(sa)
+	env.OnActivity(hub.BucketSites, mock.Anything, int64(7)).Return([]string{"a", "b"}, nil)
+	env.OnActivity(sa.RemoveBucketConfig, mock.Anything, site.BucketConfigInput{Bucket: "cold"}).Return(
+		func(ctx context.Context, _ site.BucketConfigInput) (site.BucketConfigResult, error) {
+			if activity.GetInfo(ctx).TaskQueue == SiteTaskQueue("b", models.DefaultQueue) {
+				return site.BucketConfigResult{}, temporal.NewNonRetryableApplicationError("read-only filesystem", "io", nil)
+			}
+			return site.BucketConfigResult{Removed: true}, nil
+		})
+	env.OnActivity(hub.ClearBucketSoftDeleting, mock.Anything, int64(7)).Return(nil).Once()
+	env.ExecuteWorkflow(BucketDeleteWorkflow, BucketDeleteInput{BucketID: 7, Name: "cold"})
+	require.True(t, env.IsWorkflowCompleted())
+	require.ErrorContains(t, env.GetWorkflowError(), "read-only filesystem")
+	env.AssertExpectations(t)
+	env.AssertNotCalled(t, "DeleteBucketRecord", mock.Anything, mock.Anything)
+	require.Equal(t, "bucket-delete-7", BucketDeleteWorkflowID(7))
+}
+
+func TestBucketDeleteWorkflowDeletesTheRecordLast(t *testing.T) {
+	t.Parallel()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	hub, sa := &hubact.Activities{}, &site.Activities{}
+	env.RegisterActivity(hub)
+	env.RegisterActivity(sa)
+	removed := 0
+	env.OnActivity(hub.BucketSites, mock.Anything, int64(7)).Return([]string{"a", "b"}, nil)
+	env.OnActivity(sa.RemoveBucketConfig, mock.Anything, mock.Anything).Return(
+		func(context.Context, site.BucketConfigInput) (site.BucketConfigResult, error) {
+			removed++
+			return site.BucketConfigResult{Removed: true}, nil
+		})
+	env.OnActivity(hub.DeleteBucketRecord, mock.Anything, int64(7)).Return(func(context.Context, int64) error {
+		require.Equal(t, 2, removed, "every site first")
+		return nil
+	}).Once()
+	env.ExecuteWorkflow(BucketDeleteWorkflow, BucketDeleteInput{BucketID: 7, Name: "cold"})
+	require.NoError(t, env.GetWorkflowError())
+	var res BucketDeleteResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	require.Equal(t, []string{"a", "b"}, res.Sites)
+}
+
+// TestSpaceWorkflowRunsSignalledOps: ops run in the order signalled, also
+// those arriving while others run; creations record their state, a kept
+// directory is reported.
+func TestSpaceWorkflowRunsSignalledOps(t *testing.T) {
+	t.Parallel()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	hub, sa := &hubact.Activities{}, &site.Activities{}
+	env.RegisterActivity(hub)
+	env.RegisterActivity(sa)
+	env.OnActivity(sa.CreateSpaceDir, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in site.SpaceDirInput) (site.SpaceDirResult, error) {
+			if activity.GetInfo(ctx).TaskQueue == SiteTaskQueue("down", models.DefaultQueue) {
+				return site.SpaceDirResult{}, temporal.NewNonRetryableApplicationError("a file is in the way", "SpaceDir", nil)
+			}
+			return site.SpaceDirResult{Outcome: site.SpaceDirCreated, Path: in.Mountpoint}, nil
+		})
+	env.OnActivity(sa.RemoveSpaceDir, mock.Anything, mock.Anything).Return(site.SpaceDirResult{Outcome: site.SpaceDirKept, Message: "not empty"}, nil)
+	var states []hubact.SpaceSiteState
+	env.OnActivity(hub.RecordSpaceSite, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, st hubact.SpaceSiteState) error { states = append(states, st); return nil })
+
+	op := func(site, action string) SpaceOp {
+		return SpaceOp{Site: site, Queue: models.DefaultQueue, Action: action, Mountpoint: "/spaces/p"}
+	}
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(SpaceOpsSignal, SpaceOps{Ops: []SpaceOp{op("up", SpaceCreate), op("down", SpaceCreate)}})
+	}, 0)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(SpaceOpsSignal, SpaceOps{Ops: []SpaceOp{op("up", SpaceRemove)}})
+	}, time.Millisecond)
+	env.ExecuteWorkflow(SpaceWorkflow, SpaceInput{SpaceID: 3})
+	require.NoError(t, env.GetWorkflowError())
+	var res SpaceResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	var got []string
+	for _, o := range res.Outcomes {
+		got = append(got, o.Op.Site+":"+o.Op.Action+":"+o.Outcome)
+	}
+	require.Equal(t, []string{"up:create:created", "down:create:error", "up:remove:kept"}, got)
+	require.Len(t, states, 2)
+	require.Equal(t, hubact.SpaceSiteState{SpaceID: 3, Site: "up", State: models.SpaceSiteReady}, states[0])
+	require.Equal(t, models.SpaceSiteError, states[1].State)
+	require.Contains(t, states[1].Message, "a file is in the way")
+	require.Equal(t, "space-3", SpaceWorkflowID(3))
+}

@@ -1,0 +1,121 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	hubact "github.com/thehub/hub/activities/hub"
+	"github.com/thehub/hub/activities/site"
+	"github.com/thehub/hub/models"
+)
+
+// Names of the space workflow and its signal.
+const (
+	SpaceWorkflowName = "SpaceWorkflow"
+	// SpaceOpsSignal carries SpaceOps: the API signals-with-start, so
+	// changes to one space run in order in one workflow.
+	SpaceOpsSignal = "space-ops"
+)
+
+// SpaceWorkflowID is one workflow per space at a time.
+func SpaceWorkflowID(spaceID int64) string { return fmt.Sprintf("space-%d", spaceID) }
+
+// Actions of a SpaceOp.
+const (
+	SpaceCreate = "create"
+	SpaceRemove = "remove"
+)
+
+// SpaceOp creates or removes a space's directory on one site.
+type SpaceOp struct {
+	Site       string
+	Queue      string
+	Action     string // SpaceCreate or SpaceRemove
+	Mountpoint string
+	Mode       string
+}
+
+// SpaceOps is the payload of SpaceOpsSignal.
+type SpaceOps struct {
+	Ops []SpaceOp
+}
+
+// SpaceInput identifies the space; the work arrives by signal.
+type SpaceInput struct {
+	SpaceID int64
+}
+
+// SpaceOutcome is what one op did.
+type SpaceOutcome struct {
+	Op      SpaceOp
+	Outcome string // a site.SpaceDir* outcome, or "error"
+	Message string
+}
+
+// SpaceResult lists every op's outcome in the order they ran.
+type SpaceResult struct {
+	Outcomes []SpaceOutcome
+}
+
+// spaceDirOptions: creating or removing a directory is quick; a site whose
+// workers are down fails the op after ScheduleToClose, recorded as an error.
+func spaceDirOptions(site, queue string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		TaskQueue:              SiteTaskQueue(site, queue),
+		StartToCloseTimeout:    time.Minute,
+		ScheduleToCloseTimeout: 10 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: time.Minute},
+	}
+}
+
+// SpaceWorkflow runs the ops it is signalled, one at a time and in order,
+// until none is left: creations record the directory's state on the
+// space's site link; removals delete only empty directories, and a kept
+// one is reported in the result and the workflow log.
+func SpaceWorkflow(ctx workflow.Context, in SpaceInput) (SpaceResult, error) {
+	var res SpaceResult
+	var siteActs *site.Activities
+	var hubActs *hubact.Activities
+	ch := workflow.GetSignalChannel(ctx, SpaceOpsSignal)
+	hctx := workflow.WithActivityOptions(ctx, catalogueHubOptions)
+	var queue []SpaceOp
+	for {
+		var ops SpaceOps
+		for ch.ReceiveAsync(&ops) {
+			queue = append(queue, ops.Ops...)
+		}
+		if len(queue) == 0 {
+			return res, nil
+		}
+		op := queue[0]
+		queue = queue[1:]
+		fn := siteActs.CreateSpaceDir
+		if op.Action == SpaceRemove {
+			fn = siteActs.RemoveSpaceDir
+		}
+		var dr site.SpaceDirResult
+		sctx := workflow.WithActivityOptions(ctx, spaceDirOptions(op.Site, op.Queue))
+		err := workflow.ExecuteActivity(sctx, fn, site.SpaceDirInput{Mountpoint: op.Mountpoint, Mode: op.Mode}).Get(ctx, &dr)
+		out := SpaceOutcome{Op: op, Outcome: dr.Outcome, Message: dr.Message}
+		if err != nil {
+			out.Outcome, out.Message = models.SpaceSiteError, err.Error()
+		}
+		if out.Outcome == site.SpaceDirKept {
+			workflow.GetLogger(ctx).Warn("space directory kept", "space", in.SpaceID, "site", op.Site, "message", out.Message)
+		}
+		res.Outcomes = append(res.Outcomes, out)
+		if op.Action != SpaceCreate {
+			continue
+		}
+		state := hubact.SpaceSiteState{SpaceID: in.SpaceID, Site: op.Site, State: models.SpaceSiteReady, Message: out.Message}
+		if err != nil {
+			state.State = models.SpaceSiteError
+		}
+		if err := workflow.ExecuteActivity(hctx, hubActs.RecordSpaceSite, state).Get(ctx, nil); err != nil {
+			return res, err
+		}
+	}
+}
