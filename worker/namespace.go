@@ -2,11 +2,13 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/thehub/hub/workflows"
 )
@@ -36,6 +38,21 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 		Namespace: namespace, SearchAttributes: missing})
 	if err != nil {
 		return fmt.Errorf("add search attributes: %w", err)
+	}
+	return nil
+}
+
+// EnsureSchedules creates the hub's Temporal schedules when missing.
+func EnsureSchedules(ctx context.Context, c client.Client) error {
+	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
+		ID:   workflows.MaintenanceScheduleID,
+		Spec: client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: workflows.MaintenanceEvery}}},
+		Action: &client.ScheduleWorkflowAction{ID: workflows.MaintenanceScheduleID, Workflow: workflows.MaintenanceWorkflowName,
+			TaskQueue: workflows.HubTaskQueue},
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+	})
+	if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		return fmt.Errorf("create schedule %s: %w", workflows.MaintenanceScheduleID, err)
 	}
 	return nil
 }

@@ -423,8 +423,8 @@ func (j *jobRun) fail(ctx workflow.Context, cause error) error {
 	}
 	workflow.GetLogger(ctx).Error("job failed", "job", j.jobID, "error", cause)
 	var a *hubact.Activities
-	if err := workflow.ExecuteActivity(j.hub, a.SetJobState, hubact.JobStateChange{JobID: j.jobID,
-		State: models.JobFailure, Completed: true}).Get(j.hub, nil); err != nil {
+	if err := workflow.ExecuteActivity(j.hub, a.FinishJob, hubact.JobEnd{JobID: j.jobID,
+		State: models.JobFailure}).Get(j.hub, nil); err != nil {
 		return err
 	}
 	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(models.JobFailure))

@@ -328,7 +328,13 @@ func (a *Activities) FinishTask(ctx context.Context, e TaskEnd) (TaskCounts, err
 	if e.Error != "" {
 		result["error"] = e.Error
 	}
-	return c, models.FinishTask(ctx, a.DB, e.TaskID, state, result)
+	if err := models.FinishTask(ctx, a.DB, e.TaskID, state, result); err != nil {
+		return c, err
+	}
+	if c.Failed > 0 {
+		return c, a.failingAlert(ctx, e.JobID)
+	}
+	return c, nil
 }
 
 func outcomes(in []site.Outcome) []models.PathOutcome {
@@ -392,7 +398,10 @@ func (a *Activities) FinishJob(ctx context.Context, e JobEnd) (JobOutcome, error
 	}
 	err = models.UpdateJob(ctx, a.DB, e.JobID, models.JobUpdate{State: out.State, Completed: true,
 		HasFailures: &out.HasFailures, Leftover: &leftover, Cancelled: &cancelled, Aborted: &aborted})
-	return out, err
+	if err != nil {
+		return out, err
+	}
+	return out, a.jobEndAlerts(ctx, e.JobID)
 }
 
 // FailedPathsPage returns up to limit paths of the job not yet done

@@ -84,6 +84,9 @@ func runDev(ctx context.Context, cfg *Config) error {
 		return fmt.Errorf("start hub worker: %w", err)
 	}
 	workers = append(workers, hw)
+	if err := worker.EnsureSchedules(ctx, tc); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	hbCtx, stopHeartbeats := context.WithCancel(ctx)
 	defer func() { stopHeartbeats(); wg.Wait() }()
@@ -136,6 +139,10 @@ func runServe(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	defer tc.Close()
+	// Job workflows start here with search attributes: make sure they exist.
+	if err := worker.EnsureSearchAttributes(ctx, tc, cfg.Namespace); err != nil {
+		return err
+	}
 	servers, err := newServers(ctx, cfg, db, tc, log)
 	if err != nil {
 		return err
@@ -178,6 +185,12 @@ func runWorker(ctx context.Context, cfg *Config) error {
 			return fmt.Errorf("start hub worker: %w", err)
 		}
 		defer hw.Stop()
+		if err := worker.EnsureSearchAttributes(ctx, tc, cfg.Namespace); err != nil {
+			return err
+		}
+		if err := worker.EnsureSchedules(ctx, tc); err != nil {
+			return err
+		}
 		log.Info("hub worker started", "task_queue", workflows.HubTaskQueue)
 	}
 	var wg sync.WaitGroup

@@ -134,6 +134,7 @@ func (e *Env) StartHubWorker() {
 	w := worker.Hub(e.Temporal, &hubact.Activities{DB: e.DB, Secrets: e.Secrets})
 	require.NoError(e.T, w.Start())
 	e.T.Cleanup(w.Stop)
+	require.NoError(e.T, worker.EnsureSchedules(context.Background(), e.Temporal))
 }
 
 // StartSiteWorker runs a site worker with heartbeats every interval until

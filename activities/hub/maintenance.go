@@ -1,0 +1,137 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/models"
+)
+
+// Alert names the jobs engine raises.
+const (
+	alertJobSucceeded     = "job_completed_success"
+	alertJobHasFailures   = "job_completed_has_failures"
+	alertJobFailed        = "job_completed_failed"
+	alertJobFailing       = "job_inprogress_failing"
+	alertJobNotStarted    = "job_notstarted"
+	alertJobNotProgressed = "job_notprogressed"
+)
+
+// alertWanted applies the configuration's alert_scheduled/alert_unscheduled
+// restriction: with neither set every job may alert; with one set only
+// jobs of that kind do.
+func alertWanted(conf models.Configuration, j *models.Job) bool {
+	if !conf.AlertScheduled && !conf.AlertUnscheduled {
+		return true
+	}
+	if j.ScheduleID != nil {
+		return conf.AlertScheduled
+	}
+	return conf.AlertUnscheduled
+}
+
+// raiseJobAlert records an alert about job j unless the same alert for it
+// exists already (activities may be retried).
+func (a *Activities) raiseJobAlert(ctx context.Context, j *models.Job, name, severity, summary string) error {
+	summary = fmt.Sprintf("job %d (%s on %s): %s", j.ID, j.Workflow, j.Site, summary)
+	n, err := a.DB.NewSelect().Model((*models.Alert)(nil)).Where("name = ? AND summary = ?", name, summary).Count(ctx)
+	if err != nil || n > 0 {
+		return err
+	}
+	_, err = models.RaiseAlert(ctx, a.DB, models.Alert{Name: name, Severity: severity, Site: j.Site, Queue: j.Queue, Summary: summary})
+	return err
+}
+
+// jobEndAlerts raises the alert the configuration asks for when a job ends.
+func (a *Activities) jobEndAlerts(ctx context.Context, jobID int64) error {
+	conf, err := models.GetConfiguration(ctx, a.DB)
+	if err != nil {
+		return err
+	}
+	j, err := models.GetJob(ctx, a.DB, jobID)
+	if err != nil || !alertWanted(conf, j) {
+		return err
+	}
+	switch {
+	case j.State == models.JobFailure && conf.AlertCompletedFailedJobs:
+		return a.raiseJobAlert(ctx, j, alertJobFailed, models.SeverityError, "failed")
+	case j.State == models.JobSuccess && j.HasFailures && conf.AlertCompletedHasFailuresJobs:
+		return a.raiseJobAlert(ctx, j, alertJobHasFailures, models.SeverityWarning,
+			fmt.Sprintf("finished with %d failed, %d aborted, %d cancelled paths", j.NumFailedFiles, j.NumAbortedFiles, j.NumCancelledFiles))
+	case j.State == models.JobSuccess && !j.HasFailures && conf.AlertCompletedSuccessJobs:
+		return a.raiseJobAlert(ctx, j, alertJobSucceeded, models.SeverityInfo, "succeeded")
+	}
+	return nil
+}
+
+// failingAlert raises alert_inprogress_failing_jobs once per job run.
+func (a *Activities) failingAlert(ctx context.Context, jobID int64) error {
+	conf, err := models.GetConfiguration(ctx, a.DB)
+	if err != nil || !conf.AlertInprogressFailingJobs {
+		return err
+	}
+	j, err := models.GetJob(ctx, a.DB, jobID)
+	if err != nil || !alertWanted(conf, j) {
+		return err
+	}
+	return a.raiseJobAlert(ctx, j, alertJobFailing, models.SeverityWarning, fmt.Sprintf("paths are failing (run %d)", j.Run))
+}
+
+// MaintenanceResult says what a maintenance pass did.
+type MaintenanceResult struct {
+	Purged        int
+	NotStarted    int
+	NotProgressed int
+}
+
+// Maintain purges finished jobs older than jobs_ttl days and raises the
+// not-started / not-progressed alerts for jobs stuck past their thresholds.
+func (a *Activities) Maintain(ctx context.Context) (MaintenanceResult, error) {
+	var res MaintenanceResult
+	conf, err := models.GetConfiguration(ctx, a.DB)
+	if err != nil {
+		return res, err
+	}
+	now := time.Now().UTC()
+	if conf.JobsTTL > 0 {
+		r, err := a.DB.NewDelete().Model((*models.Job)(nil)).
+			Where("state IN (?) AND completed < ?", bun.In([]string{models.JobSuccess, models.JobFailure, models.JobCancelled}),
+				now.Add(-time.Duration(conf.JobsTTL)*24*time.Hour)).Exec(ctx)
+		if err != nil {
+			return res, err
+		}
+		n, _ := r.RowsAffected()
+		res.Purged = int(n)
+	}
+	check := func(enabled bool, threshold int64, state []string, column, name, what string, count *int) error {
+		if !enabled || threshold <= 0 {
+			return nil
+		}
+		var stuck []models.Job
+		err := a.DB.NewSelect().Model(&stuck).Where("state IN (?) AND "+column+" < ?", bun.In(state),
+			now.Add(-time.Duration(threshold)*time.Second)).Scan(ctx)
+		if err != nil {
+			return err
+		}
+		for i := range stuck {
+			if !alertWanted(conf, &stuck[i]) {
+				continue
+			}
+			if err := a.raiseJobAlert(ctx, &stuck[i], name, models.SeverityWarning, what); err != nil {
+				return err
+			}
+			*count++
+		}
+		return nil
+	}
+	if err := check(conf.AlertNotstartedJobs, conf.NotstartedJobThreshold, []string{models.JobPending}, "created",
+		alertJobNotStarted, fmt.Sprintf("not started after %d s", conf.NotstartedJobThreshold), &res.NotStarted); err != nil {
+		return res, err
+	}
+	err = check(conf.AlertNotprogressedJobs, conf.NotprogressedJobThreshold, []string{models.JobStarted}, "updated",
+		alertJobNotProgressed, fmt.Sprintf("no progress for %d s", conf.NotprogressedJobThreshold), &res.NotProgressed)
+	return res, err
+}

@@ -1,0 +1,66 @@
+package hub_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+)
+
+// TestJobAlertsAndPurge: job outcomes raise the alerts the configuration
+// asks for, and the maintenance schedule purges jobs past jobs_ttl and
+// alerts on jobs that never started.
+func TestJobAlertsAndPurge(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	ctx := context.Background()
+	e.StartHubWorker()
+	s := newJobSite(t, e, "alerty")
+	makeTree(t, s.root, 30)
+	_, err := e.DB.NewUpdate().Table("external_targets").Set("local_file_regex = ?", "^/data/d0").Where("1 = 1").Exec(ctx)
+	require.NoError(t, err)
+	job := runJob(t, e, "alerty", "premigrate", []string{"/data"}, nil)
+	require.Equal(t, true, job["has_failures"], job)
+
+	alerts := func() map[string]bool {
+		r := e.AsAdmin(http.MethodGet, "/api/alerts/", nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		names := map[string]bool{}
+		for _, a := range r.JSON().([]any) {
+			names[a.(map[string]any)["name"].(string)] = true
+		}
+		return names
+	}
+	got := alerts()
+	require.True(t, got["job_completed_has_failures"], got)
+	require.True(t, got["job_inprogress_failing"], got)
+	require.False(t, got["job_completed_success"], "alert_completed_success_jobs is off by default")
+
+	// An old finished job and a job stuck PENDING.
+	old := &models.Job{Workflow: "premigrate", Site: "alerty", SiteID: 1, Queue: "default", OwnerType: models.OwnerSystem,
+		Definition: models.JobDefinition{Name: "premigrate"}}
+	require.NoError(t, models.CreateJob(ctx, e.DB, old))
+	require.NoError(t, models.UpdateJob(ctx, e.DB, old.ID, models.JobUpdate{State: models.JobSuccess, Completed: true}))
+	_, err = e.DB.NewUpdate().Model((*models.Job)(nil)).Set("completed = ?", time.Now().Add(-100*24*time.Hour)).Where("id = ?", old.ID).Exec(ctx)
+	require.NoError(t, err)
+	stuck := &models.Job{Workflow: "premigrate", Site: "alerty", SiteID: 1, Queue: "default", OwnerType: models.OwnerUnknown,
+		Definition: models.JobDefinition{Name: "premigrate"}}
+	require.NoError(t, models.CreateJob(ctx, e.DB, stuck))
+	_, err = e.DB.NewUpdate().Model((*models.Job)(nil)).Set("created = ?", time.Now().Add(-time.Hour)).Where("id = ?", stuck.ID).Exec(ctx)
+	require.NoError(t, err)
+
+	require.NoError(t, e.Temporal.ScheduleClient().GetHandle(ctx, workflows.MaintenanceScheduleID).Trigger(ctx, client.ScheduleTriggerOptions{}))
+	require.Eventually(t, func() bool {
+		_, err := models.GetJob(ctx, e.DB, old.ID)
+		return err == models.ErrNotFound && alerts()["job_notstarted"]
+	}, time.Minute, 200*time.Millisecond)
+	_, err = models.GetJob(ctx, e.DB, int64(job["id"].(float64)))
+	require.NoError(t, err, "recent jobs are kept")
+}
