@@ -29,7 +29,7 @@ func TestWorkflowDefinitions(t *testing.T) {
 			require.Equal(t, true, byName[name]["builtin"])
 		}
 		require.Equal(t, "recursive", byName["migrate"]["discovery"])
-		require.Nil(t, byName["send"]["discovery"])
+		require.Equal(t, "recursive", byName["send"]["discovery"], "sending a folder sends its tree")
 		require.Equal(t, "snapdiff", byName["site_sync"]["discovery"])
 		sendRules := byName["send"]["filter_rules"].([]any)
 		require.Equal(t, "$destination_site", sendRules[0].(map[string]any)["action"].([]any)[0].(map[string]any)["params"].(map[string]any)["destination_site"])
