@@ -21,7 +21,8 @@ test:
 
 ## bench: the benchmarks whose ratios the issue notes report
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./activities/...
+	@url="$${HUB_TEST_POSTGRES_URL:-$$(.ci/postgres.sh)}" && HUB_TEST_POSTGRES_URL="$$url" \
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./activities/... ./api/hub/
 
 vet:
 	$(GO) vet ./...

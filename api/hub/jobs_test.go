@@ -28,7 +28,9 @@ type jobSite struct {
 	stopWorker func()
 }
 
-func newJobSite(t *testing.T, e *apitest.Env, name string) *jobSite {
+func newJobSite(t *testing.T, e *apitest.Env, name string) *jobSite { return newJobSiteB(t, e, name) }
+
+func newJobSiteB(t testing.TB, e *apitest.Env, name string) *jobSite {
 	ctx := context.Background()
 	s, err := models.EnsureSite(ctx, e.DB, name)
 	require.NoError(t, err)
