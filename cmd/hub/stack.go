@@ -62,10 +62,8 @@ func runDev(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	defer db.Close()
-	for _, name := range cfg.DevSites {
-		if _, err := models.EnsureSite(ctx, db, name); err != nil {
-			return fmt.Errorf("create dev site %s: %w", name, err)
-		}
+	if err := ensureDevSites(ctx, db, cfg); err != nil {
+		return err
 	}
 	tc, err := dialTemporal(cfg)
 	if err != nil {
@@ -116,6 +114,33 @@ func runDev(ctx context.Context, cfg *Config) error {
 	log.Info("shutting down")
 	shutdownAll(servers)
 	return err
+}
+
+// ensureDevSites creates the dev sites and, on a fresh database, a
+// filesystem external target "dev-archive" (<data dir>/archive) that they
+// all reach, so migrate, recall and send work out of the box.
+func ensureDevSites(ctx context.Context, db *bun.DB, cfg *Config) error {
+	var ids []int64
+	for _, name := range cfg.DevSites {
+		s, err := models.EnsureSite(ctx, db, name)
+		if err != nil {
+			return fmt.Errorf("create dev site %s: %w", name, err)
+		}
+		ids = append(ids, s.ID)
+	}
+	n, err := db.NewSelect().Model((*models.ExternalTarget)(nil)).Count(ctx)
+	if err != nil || n > 0 || len(ids) == 0 {
+		return err
+	}
+	t := &models.ExternalTarget{Name: "dev-archive", StorageType: "filesystem", LocalFileRegex: ".*", Enabled: true}
+	t.MigrationTargetFolder = filepath.Join(cfg.DataDir, "archive")
+	if t.MigrationTargetFolder, err = filepath.Abs(t.MigrationTargetFolder); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(t.MigrationTargetFolder, 0o750); err != nil {
+		return err
+	}
+	return models.SaveExternalTarget(ctx, db, t, ids)
 }
 
 // runServe serves the three APIs against an existing Temporal cluster.
