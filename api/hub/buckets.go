@@ -259,12 +259,7 @@ func (s *Server) saveBucket(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	code := http.StatusOK
-	if create {
-		code = http.StatusCreated
-	}
-	c.JSON(code, renderBucket(c, b))
-	return nil
+	return saved(c, create, renderBucket(c, b))
 }
 
 // deleteBucket flags the bucket soft_deleting and starts
@@ -516,24 +511,11 @@ func (s *Server) saveExternalTarget(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	code := http.StatusOK
-	if create {
-		code = http.StatusCreated
-	}
-	c.JSON(code, renderExternalTarget(c, t))
-	return nil
+	return saved(c, create, renderExternalTarget(c, t))
 }
 
 func (s *Server) deleteExternalTarget(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := models.DeleteExternalTarget(c.Request.Context(), s.DB, id); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
+	return deleteByID(c, s.DB, models.DeleteExternalTarget)
 }
 
 // externalTargetFiles lists one page of a target's content. A filesystem

@@ -164,24 +164,11 @@ func (s *Server) saveDatastore(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	code := http.StatusOK
-	if create {
-		code = http.StatusCreated
-	}
-	c.JSON(code, renderDatastore(c, d))
-	return nil
+	return saved(c, create, renderDatastore(c, d))
 }
 
 func (s *Server) deleteDatastore(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := models.DeleteDatastore(c.Request.Context(), s.DB, id); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
+	return deleteByID(c, s.DB, models.DeleteDatastore)
 }
 
 type ipAddressInput struct {
@@ -288,22 +275,9 @@ func (s *Server) saveIPAddress(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	code := http.StatusOK
-	if create {
-		code = http.StatusCreated
-	}
-	c.JSON(code, renderIPAddress(c, a))
-	return nil
+	return saved(c, create, renderIPAddress(c, a))
 }
 
 func (s *Server) deleteIPAddress(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := models.DeleteIPAddress(c.Request.Context(), s.DB, id); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
+	return deleteByID(c, s.DB, models.DeleteIPAddress)
 }

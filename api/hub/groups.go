@@ -125,12 +125,7 @@ func (s *Server) saveGroup(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	code := http.StatusOK
-	if create {
-		code = http.StatusCreated
-	}
-	c.JSON(code, renderGroup(c, g))
-	return nil
+	return saved(c, create, renderGroup(c, g))
 }
 
 func setGroupUsers(ctx context.Context, tx bun.Tx, g *models.Group, usernames []string) error {
@@ -152,13 +147,5 @@ func setGroupUsers(ctx context.Context, tx bun.Tx, g *models.Group, usernames []
 }
 
 func (s *Server) deleteGroup(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := models.DeleteGroup(c.Request.Context(), s.DB, id); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
+	return deleteByID(c, s.DB, models.DeleteGroup)
 }

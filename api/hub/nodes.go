@@ -146,15 +146,7 @@ func (s *Server) patchNode(c *gin.Context) error {
 }
 
 func (s *Server) deleteNode(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := models.DeleteNode(c.Request.Context(), s.DB, id); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
+	return deleteByID(c, s.DB, models.DeleteNode)
 }
 
 func renderQueue(c *gin.Context, q *models.Queue, online func(*time.Time) bool) gin.H {

@@ -2,6 +2,7 @@
 package hub
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -75,4 +76,28 @@ func handle(fn func(c *gin.Context) error) gin.HandlerFunc {
 			_ = c.Error(err)
 		}
 	}
+}
+
+// saved answers a create with 201 and an update with 200, with the record.
+func saved(c *gin.Context, create bool, record any) error {
+	code := http.StatusOK
+	if create {
+		code = http.StatusCreated
+	}
+	c.JSON(code, record)
+	return nil
+}
+
+// deleteByID is the body of DELETE /<resource>/{id}/: 204, or 404 for an
+// unknown id.
+func deleteByID(c *gin.Context, db bun.IDB, del func(context.Context, bun.IDB, int64) error) error {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := del(c.Request.Context(), db, id); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
 }

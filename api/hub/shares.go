@@ -213,24 +213,11 @@ func (s *Server) saveNFSShare(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	code := http.StatusOK
-	if create {
-		code = http.StatusCreated
-	}
-	c.JSON(code, renderNFSShare(c, sh))
-	return nil
+	return saved(c, create, renderNFSShare(c, sh))
 }
 
 func (s *Server) deleteNFSShare(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := models.DeleteNFSShare(c.Request.Context(), s.DB, id); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
+	return deleteByID(c, s.DB, models.DeleteNFSShare)
 }
 
 type smbShareInput struct {
@@ -401,22 +388,9 @@ func (s *Server) saveSMBShare(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	code := http.StatusOK
-	if create {
-		code = http.StatusCreated
-	}
-	c.JSON(code, renderSMBShare(c, sh))
-	return nil
+	return saved(c, create, renderSMBShare(c, sh))
 }
 
 func (s *Server) deleteSMBShare(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := models.DeleteSMBShare(c.Request.Context(), s.DB, id); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
+	return deleteByID(c, s.DB, models.DeleteSMBShare)
 }

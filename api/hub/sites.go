@@ -312,12 +312,7 @@ func (s *Server) saveSite(c *gin.Context) error {
 			return err
 		}
 	}
-	code := http.StatusOK
-	if create {
-		code = http.StatusCreated
-	}
-	c.JSON(code, renderSite(c, site))
-	return nil
+	return saved(c, create, renderSite(c, site))
 }
 
 func (s *Server) deleteSite(c *gin.Context) error {

@@ -255,12 +255,7 @@ func (s *Server) saveWorkflowDef(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	code := http.StatusOK
-	if create {
-		code = http.StatusCreated
-	}
-	c.JSON(code, renderWorkflowDef(c, w))
-	return nil
+	return saved(c, create, renderWorkflowDef(c, w))
 }
 
 func (s *Server) deleteWorkflowDef(c *gin.Context) error {
