@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/uptrace/bun/migrate"
 
 	"github.com/thehub/hub/migrations"
 	"github.com/thehub/hub/models"
@@ -40,55 +41,35 @@ func migrateCmd() *cobra.Command {
 		})}
 	down := &cobra.Command{Use: "down", Short: "Roll back the last group of migrations", Args: cobra.NoArgs,
 		RunE: run(func(cmd *cobra.Command) error {
-			db, err := models.Open(cfg.DatabaseURL)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			m, err := migrations.NewMigrator(db)
-			if err != nil {
-				return err
-			}
-			if err := m.Init(cmd.Context()); err != nil {
-				return err
-			}
-			g, err := m.Rollback(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if g.IsZero() {
-				fmt.Println("nothing to roll back")
-			} else {
-				fmt.Printf("rolled back %s\n", g)
-			}
-			return nil
+			return withMigrator(cmd, cfg, func(m *migrate.Migrator) error {
+				g, err := m.Rollback(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if g.IsZero() {
+					fmt.Println("nothing to roll back")
+				} else {
+					fmt.Printf("rolled back %s\n", g)
+				}
+				return nil
+			})
 		})}
 	status := &cobra.Command{Use: "status", Short: "List applied and pending migrations", Args: cobra.NoArgs,
 		RunE: run(func(cmd *cobra.Command) error {
-			db, err := models.Open(cfg.DatabaseURL)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			m, err := migrations.NewMigrator(db)
-			if err != nil {
-				return err
-			}
-			if err := m.Init(cmd.Context()); err != nil {
-				return err
-			}
-			ms, err := m.MigrationsWithStatus(cmd.Context())
-			if err != nil {
-				return err
-			}
-			for _, mg := range ms {
-				state := "pending"
-				if mg.IsApplied() {
-					state = "applied (group " + fmt.Sprint(mg.GroupID) + ")"
+			return withMigrator(cmd, cfg, func(m *migrate.Migrator) error {
+				ms, err := m.MigrationsWithStatus(cmd.Context())
+				if err != nil {
+					return err
 				}
-				fmt.Printf("%s  %s  %s\n", mg.Name, mg.Comment, state)
-			}
-			return nil
+				for _, mg := range ms {
+					state := "pending"
+					if mg.IsApplied() {
+						state = "applied (group " + fmt.Sprint(mg.GroupID) + ")"
+					}
+					fmt.Printf("%s  %s  %s\n", mg.Name, mg.Comment, state)
+				}
+				return nil
+			})
 		})}
 	dir := "migrations"
 	create := &cobra.Command{Use: "create NAME", Short: "Create an empty up/down migration pair in --dir", Args: cobra.ExactArgs(1),
@@ -107,4 +88,21 @@ func migrateCmd() *cobra.Command {
 	create.Flags().StringVar(&dir, "dir", dir, "folder of the migration files")
 	cmd.AddCommand(up, down, status, create)
 	return cmd
+}
+
+// withMigrator opens the database and an initialised migrator for fn.
+func withMigrator(cmd *cobra.Command, cfg *Config, fn func(*migrate.Migrator) error) error {
+	db, err := models.Open(cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	m, err := migrations.NewMigrator(db)
+	if err != nil {
+		return err
+	}
+	if err := m.Init(cmd.Context()); err != nil {
+		return err
+	}
+	return fn(m)
 }
