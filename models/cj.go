@@ -147,15 +147,16 @@ func FindCJItem(ctx context.Context, db bun.IDB, site, typ, scope, name string) 
 	return it, dbErr(err)
 }
 
-// UpdateCJItem stores it.Data, Comment and Extras if the item's etag is
+// UpdateCJItem stores it.Name, Data, Comment and Extras if the item's etag is
 // still etag (compare-and-swap in the UPDATE itself, so concurrent writers
 // cannot both win), with a new etag, the next generation and status PENDING.
-// A changed etag is ErrStale, a missing or deleted item ErrNotFound.
+// A changed etag is ErrStale, a missing or deleted item ErrNotFound, a
+// taken name ErrConflict.
 func UpdateCJItem(ctx context.Context, db bun.IDB, it *CJItem, etag string) error {
-	next := &CJItem{ID: it.ID, Data: it.Data, Comment: it.Comment, Extras: it.Extras,
+	next := &CJItem{ID: it.ID, Name: it.Name, Data: it.Data, Comment: it.Comment, Extras: it.Extras,
 		Etag: NewCJEtag(), Status: CJPending, Modified: time.Now().UTC()}
 	res, err := db.NewUpdate().Model(next).
-		Column("data", "comment", "extras", "etag", "status", "modified_at").
+		Column("name", "data", "comment", "extras", "etag", "status", "modified_at").
 		Set("generation = generation + 1").
 		Where("id = ? AND etag = ? AND NOT deleted", it.ID, etag).Exec(ctx)
 	if err := casResult(ctx, db, it.ID, res, err); err != nil {

@@ -157,7 +157,7 @@ func siteFailure(siteName string, err error) string {
 	var timeout *temporal.TimeoutError
 	switch {
 	case errors.As(err, &app):
-		return app.Error()
+		return app.Message()
 	case errors.As(err, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
 		return fmt.Sprintf("no worker of site %s took the change within %s", siteName, cjSiteOptions.ScheduleToStartTimeout)
 	case errors.As(err, &timeout):

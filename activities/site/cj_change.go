@@ -108,7 +108,7 @@ var cjNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // CJFailure are not retried.
 func (a *Activities) CJApply(ctx context.Context, ch CJChange) (CJResult, error) {
 	if !cjNameRE.MatchString(ch.Name) {
-		return CJResult{}, cjPermanent(fmt.Errorf("invalid name %q", ch.Name))
+		return CJResult{}, cjClassify(cjPermanent(fmt.Errorf("invalid name %q", ch.Name)))
 	}
 	var msg string
 	var err error

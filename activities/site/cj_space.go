@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // cjSpace creates a space's directory with its templates' folders and
@@ -17,13 +19,23 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 		return "", err
 	}
 	if del {
-		if err := cjRemoveTree(dir); err != nil {
-			return "", fmt.Errorf("remove %s: %w", rel, err)
+		// Never destroy data: an empty directory goes, one holding files is
+		// moved to the site's trash for an operator to purge or restore.
+		moved := ""
+		if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
+			trash := filepath.Join(a.Root.Dir(), hubDir, "trash", fmt.Sprintf("%s-%d", s.Name, time.Now().UnixNano()))
+			if err := os.MkdirAll(filepath.Dir(trash), 0o750); err != nil {
+				return "", err
+			}
+			if err := os.Rename(dir, trash); err != nil {
+				return "", fmt.Errorf("move %s to the trash: %w", rel, err)
+			}
+			moved = " (its content kept in " + trash + ")"
 		}
 		if err := cjRemoveFile(quota); err != nil {
 			return "", fmt.Errorf("remove quota of %s: %w", rel, err)
 		}
-		return "removed " + rel + " and its quota", nil
+		return "removed " + rel + " and its quota" + moved, nil
 	}
 
 	// A file where the directory should be is an operator's to sort out;

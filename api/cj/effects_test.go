@@ -44,6 +44,7 @@ func TestSpaceLifecycle(t *testing.T) {
 		require.Equal(t, models.CJNew, data["status"], "a new item is NEW")
 		require.Equal(t, map[string]any{"name": "gold"}, data["profile"])
 		require.Equal(t, "first", data["comment"])
+		require.Equal(t, []any{}, data["exposers"], "no exposers yet")
 		data = e.WaitStatus(space, models.CJActive)
 
 		dir := filepath.Join(e.Root, "spaces", "proj-1")

@@ -162,6 +162,9 @@ func (s *Server) update(k *call) error {
 			it.Comment, _ = v.(string)
 		case "extras":
 			it.Extras, _ = v.(map[string]any)
+		case "name":
+			it.Name, _ = v.(string)
+			it.Data[name] = v
 		default:
 			it.Data[name] = v
 		}
@@ -169,7 +172,10 @@ func (s *Server) update(k *call) error {
 	if it.Extras == nil {
 		it.Extras = map[string]any{}
 	}
-	if err := models.UpdateCJItem(ctx, s.DB, it, etag); err != nil {
+	err = models.UpdateCJItem(ctx, s.DB, it, etag)
+	if errors.Is(err, models.ErrConflict) {
+		return &cjdoc.ValidationError{Fields: []cjdoc.FieldError{{Name: "name", Message: "is already in use"}}}
+	} else if err != nil {
 		return err
 	}
 	if err := s.startChange(ctx, it); err != nil {
@@ -431,10 +437,11 @@ func (s *Server) docs(ctx context.Context, k *call, items []models.CJItem) ([]ma
 	for i := range items {
 		d := itemDoc(&items[i])
 		if bySpace != nil {
-			d["exposers"] = bySpace[items[i].Name]
-			if d["exposers"] == nil {
-				d["exposers"] = []any{}
+			exps := bySpace[items[i].Name]
+			if exps == nil {
+				exps = []any{}
 			}
+			d["exposers"] = exps
 		}
 		docs[i] = d
 	}

@@ -190,6 +190,16 @@ func TestStatusCodes(t *testing.T) {
 		r = e.Do(http.MethodDelete, step, a, nil, "If-Match", sd["_etag"].(string))
 		require.Equal(t, http.StatusConflict, r.Status, string(r.Body))
 
+		// A template may be renamed, but not to a name in use.
+		r = e.Do(http.MethodPatch, path, a, map[string]any{"name": "t3"}, "If-Match", etag)
+		require.Equal(t, http.StatusUnprocessableEntity, r.Status, string(r.Body))
+		require.Equal(t, "name", r.Error().Fields[0].Name)
+		r = e.Do(http.MethodPatch, path, a, map[string]any{"name": "t1-renamed"}, "If-Match", etag)
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		require.Equal(t, "t1-renamed", r.Item()["name"])
+		require.NotEqual(t, etag, r.Item()["_etag"])
+		etag = r.Item()["_etag"].(string)
+
 		// DELETE: 204 with an empty body; If-Match may be quoted, weak or *.
 		r = e.Do(http.MethodDelete, path, a, nil, "If-Match", `W/"nope", "`+etag+`"`)
 		require.Equal(t, http.StatusNoContent, r.Status, string(r.Body))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
@@ -130,6 +131,13 @@ func TestJobPremigrateMigrateRecall(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(want, got), "recalled %s differs", p)
 		}
+
+		// Operators find the jobs in Temporal by the hub's search attributes.
+		require.Eventually(t, func() bool {
+			resp, err := e.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+				Query: `HubSite = "east" AND HubWorkflow = "recall" AND HubJobState = "SUCCESS"`})
+			return err == nil && len(resp.GetExecutions()) == 1
+		}, 30*time.Second, 200*time.Millisecond)
 
 		// Job stats: one final record per path.
 		n, err := e.DB.NewSelect().Model((*models.JobStat)(nil)).Where("job_id = ?", int64(job["id"].(float64))).Count(context.Background())

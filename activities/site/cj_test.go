@@ -1,0 +1,107 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+)
+
+func newCJActivities(t *testing.T) *Activities {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "root")
+	a, err := NewActivities("s", "default", "n", root, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cjRemoveTree(root) })
+	return a
+}
+
+// requirePermanent checks that err is a CJFailure, which Temporal does not retry.
+func requirePermanent(t *testing.T, err error, contains string) {
+	t.Helper()
+	var app *temporal.ApplicationError
+	require.True(t, errors.As(err, &app), "%v", err)
+	require.Equal(t, CJFailure, app.Type())
+	require.True(t, app.NonRetryable())
+	require.Contains(t, app.Message(), contains)
+}
+
+func TestCJSpaceStaysInside(t *testing.T) {
+	t.Parallel()
+	a := newCJActivities(t)
+	ctx := context.Background()
+	outside := t.TempDir()
+
+	// A template folder reached through a symlink leaving the space.
+	_, err := a.CJApply(ctx, CJChange{Type: CJSpaces, Name: "s1", Space: &CJSpace{Name: "s1"}})
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(outside, filepath.Join(a.Root.Dir(), "spaces", "s1", "out")))
+	_, err = a.CJApply(ctx, CJChange{Type: CJSpaces, Name: "s1", Space: &CJSpace{Name: "s1", Directories: []string{"out/x"}}})
+	requirePermanent(t, err, "leaves the site root")
+	require.NoDirExists(t, filepath.Join(outside, "x"))
+
+	_, err = a.CJApply(ctx, CJChange{Type: CJSpaces, Name: "s1", Space: &CJSpace{Name: "s1", Directories: []string{"../s2"}}})
+	requirePermanent(t, err, "leaves the site root")
+
+	// An exposer of a folder outside its space.
+	_, err = a.CJApply(ctx, CJChange{Type: CJExposers, Name: "e", Exposer: &CJExposer{Name: "e", Kind: CJNFS, Space: "s1", Path: "out"}})
+	requirePermanent(t, err, "leaves the site root")
+
+	// Names that are not plain names never reach the disk.
+	_, err = a.CJApply(ctx, CJChange{Type: CJSpaces, Name: "../x", Space: &CJSpace{Name: "../x"}})
+	requirePermanent(t, err, "invalid name")
+}
+
+func TestCJTransientErrorsAreRetried(t *testing.T) {
+	t.Parallel()
+	a := newCJActivities(t)
+	// The space of an exposer or snapshot may still be being created.
+	_, err := a.CJApply(context.Background(), CJChange{Type: CJSnapshots, Name: "n", Snapshot: &CJSnapshot{Space: "later", Name: "n"}})
+	require.Error(t, err)
+	var app *temporal.ApplicationError
+	require.False(t, errors.As(err, &app) && app.NonRetryable(), "%v", err)
+}
+
+func TestCJSnapshotIsIdempotent(t *testing.T) {
+	t.Parallel()
+	a := newCJActivities(t)
+	ctx := context.Background()
+	_, err := a.CJApply(ctx, CJChange{Type: CJSpaces, Name: "s", Space: &CJSpace{Name: "s"}})
+	require.NoError(t, err)
+	file := filepath.Join(a.Root.Dir(), "spaces", "s", "f")
+	require.NoError(t, os.WriteFile(file, []byte("one"), 0o644))
+	snap := CJChange{Type: CJSnapshots, Name: "n", Snapshot: &CJSnapshot{Space: "s", Name: "n"}}
+	res, err := a.CJApply(ctx, snap)
+	require.NoError(t, err)
+	require.Contains(t, res.Message, "1 files, 3 bytes")
+
+	require.NoError(t, os.WriteFile(file, []byte("two"), 0o644))
+	res, err = a.CJApply(ctx, snap)
+	require.NoError(t, err)
+	require.Contains(t, res.Message, "already taken")
+	got, err := os.ReadFile(filepath.Join(a.Root.Dir(), ".snapshots", "s", "n", "f"))
+	require.NoError(t, err)
+	require.Equal(t, "one", string(got), "taking a snapshot again does not refresh it")
+
+	snap.Delete = true
+	_, err = a.CJApply(ctx, snap)
+	require.NoError(t, err)
+	require.NoDirExists(t, filepath.Join(a.Root.Dir(), ".snapshots", "s"))
+	_, err = a.CJApply(ctx, snap)
+	require.NoError(t, err, "deleting twice is fine")
+}
+
+func TestCJStatPools(t *testing.T) {
+	t.Parallel()
+	a := newCJActivities(t)
+	pools, err := a.CJStatPools(context.Background())
+	require.NoError(t, err)
+	require.Len(t, pools, 1)
+	require.Equal(t, "system", pools[0].Name)
+	require.Positive(t, pools[0].Capacity)
+	require.LessOrEqual(t, pools[0].UsedSpace, pools[0].Capacity)
+}
