@@ -145,11 +145,10 @@ func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
 		}
 	})
 	if in.Carry != nil {
+		// The previous run may have ended between recording PAUSING and
+		// PAUSED (or before a resume was recorded): leave j.state unknown so
+		// the first loop records the state this run is really in.
 		j.c = *in.Carry
-		j.state = models.JobStarted
-		if j.c.Paused {
-			j.state = models.JobPaused
-		}
 		return nil
 	}
 	var a *hubact.Activities

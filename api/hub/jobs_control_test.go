@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/thehub/hub/api/hub/apitest"
@@ -44,16 +45,21 @@ func TestJobPauseResume(t *testing.T) {
 	e := apitest.New(t, "sqlite")
 	e.StartHubWorker()
 	s := newJobSite(t, e, "west")
-	setBatchSize(t, e, "west", 10)
-	files := makeTree(t, s.root, 400)
+	// Small batches: the job spans 120 batches (and a continue-as-new), so
+	// the pause lands mid-job even on a loaded machine.
+	setBatchSize(t, e, "west", 5)
+	const n = 600
+	files := makeTree(t, s.root, n)
 	id := startJob(t, e, "west", "premigrate", []string{"/data"})
-	require.Eventually(t, func() bool { return jobState(e, id)["numprocessedfiles"].(float64) > 0 }, time.Minute, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return jobState(e, id)["numprocessedfiles"].(float64) > 0 }, time.Minute, 10*time.Millisecond)
 
 	r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/pause/", id), nil)
 	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
-	require.Eventually(t, func() bool { return jobState(e, id)["state"] == "PAUSED" }, time.Minute, 20*time.Millisecond)
+	if !assert.Eventually(t, func() bool { return jobState(e, id)["state"] == "PAUSED" }, time.Minute, 20*time.Millisecond) {
+		t.Fatalf("job never paused: %v", jobState(e, id))
+	}
 	paused := jobState(e, id)["numprocessedfiles"].(float64)
-	require.Less(t, paused, float64(400), "pause should land mid-job")
+	require.Less(t, paused, float64(n), "pause should land mid-job")
 	// Paused: no new task is dispatched.
 	require.Never(t, func() bool { return jobState(e, id)["numprocessedfiles"].(float64) != paused }, 2*time.Second, 100*time.Millisecond)
 	// Resubmitting an unfinished job changes nothing.
@@ -64,7 +70,7 @@ func TestJobPauseResume(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/resume/", id), nil).Status)
 	job := waitJob(t, e, id)
 	require.Equal(t, "SUCCESS", job["state"], job)
-	require.Equal(t, float64(400), job["numprocessedfiles"])
+	require.Equal(t, float64(n), job["numprocessedfiles"])
 	requireTargetMatches(t, s, files)
 	recordHistories(t, e, id, jobRuns(t, e, id))
 

@@ -10,10 +10,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
 )
 
 func (s *Server) userRoutes(r *gin.RouterGroup) {
@@ -21,6 +24,7 @@ func (s *Server) userRoutes(r *gin.RouterGroup) {
 	r.GET("/users/", perm, handle(s.listUsers))
 	r.POST("/users/", perm, handle(s.createUser))
 	r.POST("/users/change_password/", handle(s.changePassword))
+	r.POST("/users/sync/", auth.Require("change_user"), handle(s.syncNASUsers))
 	r.GET("/users/:username/", perm, handle(s.getUser))
 	r.PATCH("/users/:username/", perm, handle(s.updateUser))
 	r.DELETE("/users/:username/", perm, handle(s.deleteUser))
@@ -345,5 +349,33 @@ func (s *Server) myPermissions(c *gin.Context) error {
 		"group_permissions": renderPermissions(group), "user_permissions": renderPermissions(direct),
 		"group_object_permissions": []gin.H{}, "user_object_permissions": []gin.H{},
 	}})
+	return nil
+}
+
+// syncNASUsers sends the active users that have a NAS identity to every
+// site (NASUsersSyncWorkflow) and answers 202 with the workflow id.
+func (s *Server) syncNASUsers(c *gin.Context) error {
+	ctx := c.Request.Context()
+	var users []models.User
+	if err := s.DB.NewSelect().Model(&users).Where("u.nas_uid IS NOT NULL AND u.is_active").Order("u.nas_uid").Scan(ctx); err != nil {
+		return err
+	}
+	var sites []models.Site
+	if err := models.SitesQuery(s.DB, &sites).Scan(ctx); err != nil {
+		return err
+	}
+	in := workflows.NASUsersSyncInput{Users: []site.NASUser{}}
+	for _, u := range users {
+		in.Users = append(in.Users, site.NASUser{Username: u.Username, UID: *u.NASUID, PrimaryGroup: deref(u.NASPrimaryGroup), AllowSSH: u.NASAllowSSH})
+	}
+	for _, st := range sites {
+		in.Sites = append(in.Sites, st.Name)
+	}
+	id := "nas-users-sync-" + models.NewUUID()
+	if _, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.HubTaskQueue},
+		workflows.NASUsersSyncWorkflowName, in); err != nil {
+		return err
+	}
+	c.JSON(http.StatusAccepted, gin.H{"task_id": id, "sites": in.Sites, "users": len(in.Users)})
 	return nil
 }

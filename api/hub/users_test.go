@@ -1,14 +1,20 @@
 package hub_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/worker"
 )
 
 func TestUsersCRUD(t *testing.T) {
@@ -213,4 +219,37 @@ func TestGroupsAndPermissionsResources(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.Status)
 		require.Equal(t, p["codename"], r.Map()["codename"])
 	})
+}
+
+// TestUsersSyncToSites: POST /users/sync/ writes every active NAS user to
+// each site's configuration folder through the site workers.
+func TestUsersSyncToSites(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	e.StartHubWorker()
+	roots := map[string]string{}
+	for _, name := range []string{"nas1", "nas2"} {
+		_, err := models.EnsureSite(context.Background(), e.DB, name)
+		require.NoError(t, err)
+		roots[name] = t.TempDir()
+		e.StartSiteWorker(worker.SiteConfig{Site: name, Queue: "default", Node: "n", Root: roots[name], HeartbeatInterval: time.Second})
+	}
+	r := e.AsAdmin(http.MethodPost, "/api/users/", map[string]any{"username": "nasuser", "password": "long-enough-1",
+		"nas_user": map[string]any{"primary_group": "staff", "allow_ssh": true}})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	e.CreateUser("plain") // no NAS identity: not sent
+
+	r = e.AsAdmin(http.MethodPost, "/api/users/sync/", nil)
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	require.NotEmpty(t, r.Map()["task_id"])
+	for name, root := range roots {
+		file := filepath.Join(root, ".hub", "config", "nas_users.json")
+		require.Eventually(t, func() bool {
+			data, err := os.ReadFile(file)
+			return err == nil && strings.Contains(string(data), `"username": "nasuser"`) && strings.Contains(string(data), `"uid": 100000`)
+		}, 30*time.Second, 100*time.Millisecond, name)
+		data, _ := os.ReadFile(file)
+		require.NotContains(t, string(data), "plain")
+	}
+	require.Equal(t, http.StatusForbidden, e.Do(http.MethodPost, "/api/users/sync/", apitest.Bearer(e.CreateUser("nosync")), nil).Status)
 }
