@@ -2,8 +2,8 @@ package workflows
 
 import (
 	"context"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -85,19 +85,27 @@ func TestSpaceWorkflowRunsSignalledOps(t *testing.T) {
 			return site.SpaceDirResult{Outcome: site.SpaceDirCreated, Path: in.Mountpoint}, nil
 		})
 	env.OnActivity(sa.RemoveSpaceDir, mock.Anything, mock.Anything).Return(site.SpaceDirResult{Outcome: site.SpaceDirKept, Message: "not empty"}, nil)
-	var states []hubact.SpaceSiteState
+	// Sites are created concurrently: collect their states by site.
+	var mu sync.Mutex
+	states := map[string]hubact.SpaceSiteState{}
 	env.OnActivity(hub.RecordSpaceSite, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, st hubact.SpaceSiteState) error { states = append(states, st); return nil })
+		func(_ context.Context, st hubact.SpaceSiteState) error {
+			mu.Lock()
+			defer mu.Unlock()
+			states[st.Site] = st
+			return nil
+		})
 
 	op := func(site, action string) SpaceOp {
 		return SpaceOp{Site: site, Queue: models.DefaultQueue, Action: action, Mountpoint: "/spaces/p"}
 	}
+	// Both signals land before the first ops finish (a later one would find
+	// the workflow done; the API signals with start, so it would start a new
+	// run, which this test environment cannot show).
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(SpaceOpsSignal, SpaceOps{Ops: []SpaceOp{op("up", SpaceCreate), op("down", SpaceCreate)}})
-	}, 0)
-	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(SpaceOpsSignal, SpaceOps{Ops: []SpaceOp{op("up", SpaceRemove)}})
-	}, time.Millisecond)
+	}, 0)
 	env.ExecuteWorkflow(SpaceWorkflow, SpaceInput{SpaceID: 3})
 	require.NoError(t, env.GetWorkflowError())
 	var res SpaceResult
@@ -108,8 +116,8 @@ func TestSpaceWorkflowRunsSignalledOps(t *testing.T) {
 	}
 	require.Equal(t, []string{"up:create:created", "down:create:error", "up:remove:kept"}, got)
 	require.Len(t, states, 2)
-	require.Equal(t, hubact.SpaceSiteState{SpaceID: 3, Site: "up", State: models.SpaceSiteReady}, states[0])
-	require.Equal(t, models.SpaceSiteError, states[1].State)
-	require.Contains(t, states[1].Message, "a file is in the way")
+	require.Equal(t, hubact.SpaceSiteState{SpaceID: 3, Site: "up", State: models.SpaceSiteReady}, states["up"])
+	require.Equal(t, models.SpaceSiteError, states["down"].State)
+	require.Contains(t, states["down"].Message, "a file is in the way")
 	require.Equal(t, "space-3", SpaceWorkflowID(3))
 }

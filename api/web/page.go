@@ -54,30 +54,39 @@ func pageParams(c *gin.Context) (page, size int, err error) {
 // Paginate runs the query that query builds over a slice of T for the
 // requested page and writes the envelope with each row rendered by render.
 func Paginate[T any](c *gin.Context, query func(dest *[]T) *bun.SelectQuery, render func(*T) any) error {
-	page, size, err := pageParams(c)
+	return PaginateWith(c, nil, query, render)
+}
+
+// PaginateWith is Paginate with extra top-level keys beside count, next,
+// previous and results (e.g. the owners of the jobs list). Extra keys
+// never replace the envelope's own.
+func PaginateWith[T any](c *gin.Context, extra map[string]any, query func(dest *[]T) *bun.SelectQuery, render func(*T) any) error {
+	p, err := PageOf(c, query, render)
 	if err != nil {
 		return err
 	}
+	writeEnvelope(c, extra, p)
+	return nil
+}
+
+// PageOf runs the query for the requested page like Paginate but returns
+// the envelope instead of writing it, for answers that nest a page inside
+// a larger object.
+func PageOf[T any](c *gin.Context, query func(dest *[]T) *bun.SelectQuery, render func(*T) any) (*PageResponse, error) {
+	page, size, err := pageParams(c)
+	if err != nil {
+		return nil, err
+	}
 	var rows []T
-	q := query(&rows)
-	var count int
-	if size == 0 {
-		if err := q.Scan(c.Request.Context()); err != nil {
-			return err
-		}
-		count = len(rows)
-	} else {
-		n, err := q.Limit(int64(size)).Offset(int64((page - 1) * size)).ScanAndCount(c.Request.Context())
-		if err != nil {
-			return err
-		}
-		count = int(n)
+	count, err := ScanPage(c, query(&rows), page, size)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]any, len(rows))
 	for i := range rows {
 		out[i] = render(&rows[i])
 	}
-	return WritePage(c, out, count, page, size)
+	return envelope(c, out, count, page, size)
 }
 
 // PaginateSlice writes one page of an in-memory list.
@@ -98,44 +107,6 @@ func PaginateSlice[T any](c *gin.Context, items []T, render func(*T) any) error 
 	return WritePage(c, out, len(items), page, size)
 }
 
-// WritePage writes the envelope for an already-fetched page.
-func WritePage(c *gin.Context, results []any, count, page, size int) error {
-	return WritePageWith(c, nil, results, count, page, size)
-}
-
-// WritePageWith is WritePage with extra top-level keys beside the
-// envelope's own, which they never replace.
-func WritePageWith(c *gin.Context, extra map[string]any, results []any, count, page, size int) error {
-	if page > 1 && len(results) == 0 {
-		return Errorf(http.StatusNotFound, "Invalid page.")
-	}
-	body := gin.H{}
-	for k, v := range extra {
-		body[k] = v
-	}
-	var next, prev *string
-	if size > 0 {
-		if page*size < count {
-			next = pageLink(c, page+1)
-		}
-		if page > 1 {
-			prev = pageLink(c, page-1)
-		}
-	}
-	body["count"], body["next"], body["previous"], body["results"] = count, next, prev, results
-	c.JSON(http.StatusOK, body)
-	return nil
-}
-
-func pageLink(c *gin.Context, page int) *string {
-	u := url.URL{Path: c.Request.URL.Path}
-	q := c.Request.URL.Query()
-	q.Set("page", strconv.Itoa(page))
-	u.RawQuery = q.Encode()
-	s := AbsURL(c, u.String())
-	return &s
-}
-
 // PageParams returns the page and page size a list request asks for (size
 // 0: unpaginated), for lists that must post-process a page before writing
 // it with WritePage.
@@ -145,71 +116,60 @@ func PageParams(c *gin.Context) (page, size int, err error) { return pageParams(
 // total count of rows q matches.
 func ScanPage(c *gin.Context, q *bun.SelectQuery, page, size int) (int, error) {
 	if size == 0 {
-		if err := q.Scan(c.Request.Context()); err != nil {
-			return 0, err
-		}
-		n, err := q.Count(c.Request.Context())
+		n, err := q.ScanAndCount(c.Request.Context())
 		return int(n), err
 	}
 	n, err := q.Limit(int64(size)).Offset(int64((page - 1) * size)).ScanAndCount(c.Request.Context())
 	return int(n), err
 }
 
-// PageOf runs the query for the requested page like Paginate but returns
-// the envelope instead of writing it, for answers that nest a page inside
-// a larger object.
-func PageOf[T any](c *gin.Context, query func(dest *[]T) *bun.SelectQuery, render func(*T) any) (*PageResponse, error) {
-	page, size, err := pageParams(c)
-	if err != nil {
-		return nil, err
-	}
-	var rows []T
-	q := query(&rows)
-	var count int
-	if size == 0 {
-		if err := q.Scan(c.Request.Context()); err != nil {
-			return nil, err
-		}
-		count = len(rows)
-	} else {
-		n, err := q.Limit(int64(size)).Offset(int64((page - 1) * size)).ScanAndCount(c.Request.Context())
-		if err != nil {
-			return nil, err
-		}
-		count = int(n)
-	}
-	if page > 1 && len(rows) == 0 {
-		return nil, Errorf(http.StatusNotFound, "Invalid page.")
-	}
-	out := make([]any, len(rows))
-	for i := range rows {
-		out[i] = render(&rows[i])
-	}
-	resp := &PageResponse{Count: count, Results: out}
-	if size > 0 {
-		if page*size < count {
-			resp.Next = pageLink(c, page+1)
-		}
-		if page > 1 {
-			resp.Previous = pageLink(c, page-1)
-		}
-	}
-	return resp, nil
+// WritePage writes the envelope for an already-fetched page.
+func WritePage(c *gin.Context, results []any, count, page, size int) error {
+	return WritePageWith(c, nil, results, count, page, size)
 }
 
-// PaginateWith is Paginate with extra top-level keys beside count, next,
-// previous and results (e.g. the owners of the jobs list). Extra keys
-// never replace the envelope's own.
-func PaginateWith[T any](c *gin.Context, extra map[string]any, query func(dest *[]T) *bun.SelectQuery, render func(*T) any) error {
-	p, err := PageOf(c, query, render)
+// WritePageWith is WritePage with extra top-level keys beside the
+// envelope's own, which they never replace.
+func WritePageWith(c *gin.Context, extra map[string]any, results []any, count, page, size int) error {
+	p, err := envelope(c, results, count, page, size)
 	if err != nil {
 		return err
 	}
+	writeEnvelope(c, extra, p)
+	return nil
+}
+
+// envelope builds the page answer; a page past the end is 404.
+func envelope(c *gin.Context, results []any, count, page, size int) (*PageResponse, error) {
+	if page > 1 && len(results) == 0 {
+		return nil, Errorf(http.StatusNotFound, "Invalid page.")
+	}
+	p := &PageResponse{Count: count, Results: results}
+	if size > 0 {
+		if page*size < count {
+			p.Next = pageLink(c, page+1)
+		}
+		if page > 1 {
+			p.Previous = pageLink(c, page-1)
+		}
+	}
+	return p, nil
+}
+
+func writeEnvelope(c *gin.Context, extra map[string]any, p *PageResponse) {
 	body := gin.H{}
 	for k, v := range extra {
 		body[k] = v
 	}
 	body["count"], body["next"], body["previous"], body["results"] = p.Count, p.Next, p.Previous, p.Results
 	c.JSON(http.StatusOK, body)
-	return nil
+}
+
+func pageLink(c *gin.Context, page int) *string {
+	u := url.URL{Path: c.Request.URL.Path}
+	q := c.Request.URL.Query()
+	q.Set("page", strconv.Itoa(page))
+	u.RawQuery = q.Encode()
+	s := AbsURL(c, u.String())
+	return &s
 }
