@@ -1,0 +1,123 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	hubact "github.com/thehub/hub/activities/hub"
+	"github.com/thehub/hub/activities/site"
+	"github.com/thehub/hub/models"
+)
+
+// jobEnv is a JobWorkflow test environment with mocked activities: a plan
+// of one rule with one step, and discovery returning batches of one path.
+type jobEnv struct {
+	env     *testsuite.TestWorkflowEnvironment
+	mu      sync.Mutex
+	states  []string
+	steps   int
+	outcome string
+}
+
+func newJobEnv(t *testing.T, batches int) *jobEnv {
+	var s testsuite.WorkflowTestSuite
+	je := &jobEnv{env: s.NewTestWorkflowEnvironment()}
+	hub, sa := &hubact.Activities{}, &site.Activities{}
+	je.env.RegisterActivity(hub)
+	je.env.RegisterActivity(sa)
+	je.env.RegisterWorkflowWithOptions(JobWorkflow, workflow.RegisterOptions{Name: JobWorkflowName})
+	je.env.OnActivity(hub.LoadJobPlan, mock.Anything, mock.Anything).Return(&hubact.JobPlan{JobID: 1, Site: "s", Queue: "default", Run: 1,
+		Discovery: "recursive", Rules: []site.RuleFilter{{Type: "all"}}, Chains: [][]hubact.StepPlan{{{Name: "premigrate"}}}}, nil)
+	je.env.OnActivity(hub.SetJobState, mock.Anything, mock.Anything).Return(func(_ context.Context, c hubact.JobStateChange) error {
+		je.mu.Lock()
+		defer je.mu.Unlock()
+		je.states = append(je.states, c.State)
+		return nil
+	})
+	out := &site.DiscoverOutput{Files: int64(batches)}
+	for i := 0; i < batches; i++ {
+		out.Batches = append(out.Batches, site.BatchMeta{Index: i, N: 1})
+	}
+	je.env.OnActivity(sa.Discover, mock.Anything, mock.Anything).Return(out, nil)
+	je.env.OnActivity(hub.RecordDiscovery, mock.Anything, mock.Anything).Return(nil)
+	je.env.OnActivity(hub.StartTask, mock.Anything, mock.Anything).Return(int64(1), nil)
+	je.env.OnActivity(sa.RunStep, mock.Anything, mock.Anything).Return(func(_ context.Context, in site.StepInput) (*site.StepOutput, error) {
+		je.mu.Lock()
+		defer je.mu.Unlock()
+		je.steps++
+		return &site.StepOutput{Outcomes: []site.Outcome{{Path: "/f", State: site.OutcomeSuccess}}}, nil
+	})
+	je.env.OnActivity(hub.FinishTask, mock.Anything, mock.Anything).Return(hubact.TaskCounts{Succeeded: 1}, nil)
+	je.env.OnActivity(hub.FinishJob, mock.Anything, mock.Anything).Return(func(_ context.Context, e hubact.JobEnd) (hubact.JobOutcome, error) {
+		je.outcome = e.State
+		return hubact.JobOutcome{State: e.State}, nil
+	})
+	je.env.OnActivity(sa.CleanupJob, mock.Anything, mock.Anything).Return(nil)
+	return je
+}
+
+func TestJobWorkflowRunsEveryBatch(t *testing.T) {
+	t.Parallel()
+	je := newJobEnv(t, 12)
+	je.env.ExecuteWorkflow(JobWorkflow, JobInput{JobID: 1})
+	require.NoError(t, je.env.GetWorkflowError())
+	require.Equal(t, 12, je.steps)
+	require.Equal(t, models.JobSuccess, je.outcome)
+	require.Equal(t, []string{models.JobStarted}, je.states)
+}
+
+func TestJobWorkflowContinuesAsNewWithACursor(t *testing.T) {
+	t.Parallel()
+	je := newJobEnv(t, jobBatchesPerRun+10)
+	je.env.ExecuteWorkflow(JobWorkflow, JobInput{JobID: 1})
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(je.env.GetWorkflowError(), &can), "got %v", je.env.GetWorkflowError())
+	var next JobInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.NotNil(t, next.Carry)
+	// Batches already in flight at the threshold finish in this run.
+	require.GreaterOrEqual(t, next.Carry.Next, jobBatchesPerRun)
+	require.Less(t, next.Carry.Next, jobBatchesPerRun+jobParallelBatches)
+	require.Equal(t, next.Carry.Next, next.Carry.Done, "the cursor carries on where this run stopped")
+	require.Len(t, next.Carry.Queue, jobBatchesPerRun+10, "batch ids, not paths, ride along")
+	require.Equal(t, next.Carry.Next, je.steps)
+}
+
+// TestJobWorkflowPauseResume: while paused nothing is dispatched; resume
+// finishes the job. A continued run that was paused re-records PAUSED.
+func TestJobWorkflowPauseResume(t *testing.T) {
+	t.Parallel()
+	je := newJobEnv(t, 6)
+	je.env.RegisterDelayedCallback(func() { je.env.SignalWorkflow(PauseSignal, nil) }, 0)
+	stepsWhenResumed := -1
+	je.env.RegisterDelayedCallback(func() {
+		je.mu.Lock()
+		stepsWhenResumed = je.steps
+		je.mu.Unlock()
+		je.env.SignalWorkflow(ResumeSignal, nil)
+	}, time.Hour)
+	je.env.ExecuteWorkflow(JobWorkflow, JobInput{JobID: 1})
+	require.NoError(t, je.env.GetWorkflowError())
+	require.Equal(t, 6, je.steps)
+	require.Less(t, stepsWhenResumed, 6, "nothing more ran while paused")
+	require.Contains(t, je.states, models.JobPaused)
+	require.Equal(t, models.JobStarted, je.states[len(je.states)-1])
+
+	carried := newJobEnv(t, 0)
+	carried.env.RegisterDelayedCallback(func() { carried.env.SignalWorkflow(ResumeSignal, nil) }, time.Hour)
+	carried.env.ExecuteWorkflow(JobWorkflow, JobInput{JobID: 1, Carry: &JobCarry{Paused: true, Prepared: true,
+		Plan: hubact.JobPlan{JobID: 1, Site: "s", Queue: "default", Chains: [][]hubact.StepPlan{{{Name: "premigrate"}}}},
+		Queue: []models.BatchRef{{Index: 0, N: 1}}}})
+	require.NoError(t, carried.env.GetWorkflowError())
+	require.Equal(t, []string{models.JobPaused, models.JobStarted}, carried.states, "a continued run records its real state first")
+	require.Equal(t, 1, carried.steps)
+}
