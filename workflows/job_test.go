@@ -115,7 +115,7 @@ func TestJobWorkflowPauseResume(t *testing.T) {
 	carried := newJobEnv(t, 0)
 	carried.env.RegisterDelayedCallback(func() { carried.env.SignalWorkflow(ResumeSignal, nil) }, time.Hour)
 	carried.env.ExecuteWorkflow(JobWorkflow, JobInput{JobID: 1, Carry: &JobCarry{Paused: true, Prepared: true,
-		Plan: hubact.JobPlan{JobID: 1, Site: "s", Queue: "default", Chains: [][]hubact.StepPlan{{{Name: "premigrate"}}}},
+		Plan:  hubact.JobPlan{JobID: 1, Site: "s", Queue: "default", Chains: [][]hubact.StepPlan{{{Name: "premigrate"}}}},
 		Queue: []models.BatchRef{{Index: 0, N: 1}}}})
 	require.NoError(t, carried.env.GetWorkflowError())
 	require.Equal(t, []string{models.JobPaused, models.JobStarted}, carried.states, "a continued run records its real state first")
