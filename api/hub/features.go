@@ -14,9 +14,8 @@ import (
 )
 
 // featureRoutes registers feature flags, file status types, certificate
-// lifetimes and tags: small catalogue tables seeded by the hub.
-// POST /api/pki/site/ is not served: this build issues no certificates
-// (docs/catalogue-definitions.md).
+// lifetimes and tags: small catalogue tables seeded by the hub. The
+// certificates themselves are issued by POST /api/pki/site/ (pki.go).
 func (s *Server) featureRoutes(r *gin.RouterGroup) {
 	fperm := auth.CRUD("feature")
 	r.GET("/features/", fperm, handle(s.listFeatures))

@@ -114,6 +114,7 @@ var routeDocs = map[string]routeDoc{
 	"GET /api/pki/lifetime/":         docArray("catalogue", "List certificate lifetimes", "CertificateLifetime"),
 	"GET /api/pki/lifetime/{}/":      docOne("catalogue", "Get a certificate lifetime", "CertificateLifetime"),
 	"PATCH /api/pki/lifetime/{}/":    docOne("catalogue", "Change a certificate lifetime (days)", "CertificateLifetime"),
+	"POST /api/pki/site/":            docOne("catalogue", "Issue a client certificate for a site or node from the hub CA (site, node, csr)", ""),
 	"GET /api/tags/":                 docArray("catalogue", "List tags", "Tag", "filter"),
 
 	// Operations: alerts, actions, nodes, queues.

@@ -64,6 +64,7 @@ func (s *Server) Handler() http.Handler {
 	s.bucketRoutes(authed)
 	s.jobRoutes(authed)
 	s.fileRoutes(authed)
+	s.pkiRoutes(authed)
 	s.jobReadRoutes(authed)
 	return r
 }
