@@ -206,6 +206,15 @@ func DeleteJob(ctx context.Context, db bun.IDB, id int64) error {
 	return affected(res, err)
 }
 
+// MarkCancelling records that a cancel was asked, unless the job has
+// already finished (its workflow may have just recorded the final state).
+func MarkCancelling(ctx context.Context, db bun.IDB, id int64) error {
+	_, err := db.NewUpdate().Model((*Job)(nil)).Where("id = ? AND state NOT IN (?)", id,
+		bun.In([]string{JobSuccess, JobFailure, JobCancelled})).Set("state = ?", JobCancelling).
+		Set("updated = ?", time.Now().UTC()).Exec(ctx)
+	return dbErr(err)
+}
+
 // JobUpdate is a partial update of a job's state and timestamps.
 type JobUpdate struct {
 	State           string
@@ -297,6 +306,7 @@ type PathOutcome struct {
 // idempotent per task: a retried call leaves the same rows. On PostgreSQL
 // rows travel by COPY into a temporary table, then one upsert.
 func RecordOutcomes(ctx context.Context, db *bun.DB, jobID, taskID int64, outs []PathOutcome) error {
+	outs = lastPerPath(outs)
 	if len(outs) > 0 {
 		var err error
 		if IsPostgres(db) {
@@ -311,6 +321,25 @@ func RecordOutcomes(ctx context.Context, db *bun.DB, jobID, taskID int64, outs [
 		}
 	}
 	return RefreshJobCounts(ctx, db, jobID)
+}
+
+// lastPerPath keeps the last outcome of each path: one upsert may not
+// touch a row twice (PostgreSQL refuses it).
+func lastPerPath(outs []PathOutcome) []PathOutcome {
+	last := make(map[string]int, len(outs))
+	for i, o := range outs {
+		last[o.Path] = i
+	}
+	if len(last) == len(outs) {
+		return outs
+	}
+	kept := make([]PathOutcome, 0, len(last))
+	for i, o := range outs {
+		if last[o.Path] == i {
+			kept = append(kept, o)
+		}
+	}
+	return kept
 }
 
 func recordOutcomesInsert(ctx context.Context, tx bun.Tx, jobID, taskID int64, outs []PathOutcome) error {

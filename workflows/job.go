@@ -103,7 +103,7 @@ func siteOptions(p *hubact.JobPlan, timeout time.Duration) workflow.ActivityOpti
 func JobWorkflow(ctx workflow.Context, in JobInput) error {
 	j := &jobRun{jobID: in.JobID}
 	if err := j.setup(ctx, in); err != nil {
-		return err
+		return j.fail(ctx, err)
 	}
 	return j.run(ctx)
 }
@@ -117,6 +117,8 @@ type jobRun struct {
 	cancelled []models.BatchRef
 	wake      int // bumped by signals and finished batches
 	hub       workflow.Context
+	pause     workflow.ReceiveChannel
+	resume    workflow.ReceiveChannel
 }
 
 func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
@@ -130,13 +132,13 @@ func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
 	}); err != nil {
 		return err
 	}
-	pause := workflow.GetSignalChannel(ctx, PauseSignal)
-	resume := workflow.GetSignalChannel(ctx, ResumeSignal)
+	j.pause = workflow.GetSignalChannel(ctx, PauseSignal)
+	j.resume = workflow.GetSignalChannel(ctx, ResumeSignal)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(pause, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); j.c.Paused = true })
-			sel.AddReceive(resume, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); j.c.Paused = false })
+			sel.AddReceive(j.pause, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); j.c.Paused = true })
+			sel.AddReceive(j.resume, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); j.c.Paused = false })
 			sel.Select(ctx)
 			if ctx.Err() != nil {
 				return
@@ -190,7 +192,7 @@ func (j *jobRun) run(ctx workflow.Context) error {
 		}
 		rollover := j.sinceRun >= jobBatchesPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
 		if rollover && j.inFlight == 0 {
-			return workflow.NewContinueAsNewError(ctx, JobWorkflowName, JobInput{JobID: j.jobID, Carry: &j.c})
+			return j.continueAsNew(ctx)
 		}
 		if !j.c.Paused && !rollover && j.inFlight < jobParallelBatches && j.c.Next < len(j.c.Queue) {
 			j.dispatch(ctx, j.c.Queue[j.c.Next])
@@ -243,7 +245,7 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 	}
 	for pages := 0; ; pages++ {
 		if pages >= jobBatchesPerRun {
-			return workflow.NewContinueAsNewError(ctx, JobWorkflowName, JobInput{JobID: j.jobID, Carry: &j.c})
+			return j.continueAsNew(ctx)
 		}
 		var paths []string
 		if err := workflow.ExecuteActivity(j.hub, a.FailedPathsPage, j.jobID, j.c.FailedAfter, failedPathsPage).Get(ctx, &paths); err != nil {
@@ -253,7 +255,8 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 			break
 		}
 		j.c.FailedAfter = paths[len(paths)-1]
-		out, err := discover(site.DiscoverInput{JobID: j.jobID, Run: p.Run, FirstBatch: first, Paths: paths, Rules: p.Rules, BatchSize: p.BatchSize})
+		out, err := discover(site.DiscoverInput{JobID: j.jobID, Run: p.Run, FirstBatch: first, Paths: paths, Rules: p.Rules,
+			BatchSize: p.BatchSize, Skip: p.Leftover})
 		if err != nil {
 			return err
 		}
@@ -264,6 +267,22 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 	}
 	j.c.Prepared = true
 	return nil
+}
+
+// continueAsNew hands the job to a new run. Signals not yet seen by the
+// signal coroutine are applied first: the carry is encoded right here, and
+// a pause or resume must not be lost with this run.
+func (j *jobRun) continueAsNew(ctx workflow.Context) error {
+	for {
+		switch {
+		case j.pause.ReceiveAsync(nil):
+			j.c.Paused = true
+		case j.resume.ReceiveAsync(nil):
+			j.c.Paused = false
+		default:
+			return workflow.NewContinueAsNewError(ctx, JobWorkflowName, JobInput{JobID: j.jobID, Carry: &j.c})
+		}
+	}
 }
 
 // dispatch runs one batch through its rule's chain in a coroutine.
@@ -422,8 +441,10 @@ func (j *jobRun) fail(ctx workflow.Context, cause error) error {
 	}
 	workflow.GetLogger(ctx).Error("job failed", "job", j.jobID, "error", cause)
 	var a *hubact.Activities
+	// Batches not run yet stay queued for a resubmit.
+	left := append(append([]models.BatchRef{}, j.cancelled...), j.c.Queue[min(j.c.Next, len(j.c.Queue)):]...)
 	if err := workflow.ExecuteActivity(j.hub, a.FinishJob, hubact.JobEnd{JobID: j.jobID,
-		State: models.JobFailure}).Get(j.hub, nil); err != nil {
+		State: models.JobFailure, Cancelled: left, Aborted: j.c.Aborted}).Get(j.hub, nil); err != nil {
 		return err
 	}
 	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(models.JobFailure))

@@ -63,7 +63,9 @@ func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*JobPlan, er
 	if err != nil {
 		return nil, err
 	}
-	p := &JobPlan{JobID: j.ID, Workflow: j.Workflow, Site: j.Site, Queue: j.Queue, Run: j.Run, Resubmit: j.Run > 1,
+	// A resubmit reruns failures only when the first discovery completed;
+	// otherwise the job is discovered again from scratch.
+	p := &JobPlan{JobID: j.ID, Workflow: j.Workflow, Site: j.Site, Queue: j.Queue, Run: j.Run, Resubmit: j.Run > 1 && j.DirWalkComplete,
 		Discovery: deref(j.Discovery), Paths: j.Paths, BatchSize: int(s.FileBatchSize),
 		BatchBytes: s.FileBatchGB << 30, AutoBatch: s.EnableAutoFileBatchSizing,
 		StepTimeout: time.Duration(conf.TaskInvalidationTimeout) * time.Minute, Leftover: j.Leftover}
@@ -242,7 +244,7 @@ func (a *Activities) RecordDiscovery(ctx context.Context, d DiscoveryDone) error
 		t := true
 		u.DirWalkComplete = &t
 	}
-	if d.Run == 1 {
+	if d.Final {
 		u.NumFiles = &d.Files
 	}
 	if err := models.UpdateJob(ctx, a.DB, d.JobID, u); err != nil {
@@ -259,7 +261,7 @@ func (a *Activities) RecordDiscovery(ctx context.Context, d DiscoveryDone) error
 	if err := models.RecordOutcomes(ctx, a.DB, d.JobID, t.ID, outcomes(d.Failed)); err != nil {
 		return err
 	}
-	if d.Run == 1 {
+	if d.Final {
 		n := d.Files + int64(len(d.Failed))
 		return models.UpdateJob(ctx, a.DB, d.JobID, models.JobUpdate{NumFiles: &n})
 	}
@@ -382,7 +384,7 @@ func (a *Activities) FinishJob(ctx context.Context, e JobEnd) (JobOutcome, error
 	}
 	j, err := models.GetJob(ctx, a.DB, e.JobID)
 	if err != nil {
-		return JobOutcome{}, err
+		return JobOutcome{}, notFoundIsFinal(err) // a deleted job has nothing to record
 	}
 	var cancelled, aborted int64
 	for _, b := range e.Cancelled {

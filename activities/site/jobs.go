@@ -57,7 +57,14 @@ type DiscoverInput struct {
 	BatchSize  int
 	BatchBytes int64
 	AutoBatch  bool
+	// Skip names batches whose paths are already queued (a resubmit's
+	// leftover batches): explicitly given paths found in them are left out.
+	Skip []models.BatchRef
 }
+
+// maxBatchEntries caps a batch whatever the site asks: a batch's outcomes
+// travel in one activity result, which Temporal limits to 2 MB.
+const maxBatchEntries = 2000
 
 // BatchMeta describes one written batch: which rule's steps apply and how
 // many paths it holds.
@@ -120,6 +127,7 @@ type batchWriter struct {
 	dir     string
 	next    int
 	size    int
+	auto    bool // recompute size from the files seen so far
 	bytes   int64
 	open    map[int][]batchEntry
 	openSz  map[int]int64
@@ -137,6 +145,9 @@ func (w *batchWriter) add(rule int, e batchEntry) error {
 	w.openSz[rule] += e.Size
 	w.out.Files++
 	w.out.Bytes += e.Size
+	if w.auto {
+		w.size = min(autoBatchSize(w.out.Files, w.out.Bytes), maxBatchEntries)
+	}
 	if len(w.open[rule]) >= w.size || (w.bytes > 0 && w.openSz[rule] >= w.bytes) {
 		return w.flush(rule)
 	}
@@ -195,7 +206,8 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 	if size <= 0 {
 		size = defaultBatchSize
 	}
-	w := &batchWriter{dir: dir, next: in.FirstBatch, size: size, bytes: in.BatchBytes,
+	size = min(size, maxBatchEntries)
+	w := &batchWriter{dir: dir, next: in.FirstBatch, size: size, bytes: in.BatchBytes, auto: in.AutoBatch,
 		onBatch: func() { activity.RecordHeartbeat(ctx, "batches") }}
 	var err error
 	switch in.Mode {
@@ -230,12 +242,24 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 			w.out.Snapdiff = res.Pending
 		}
 	case "":
+		// A path given twice (or as "/a" and "/a/") is one path of the job.
+		seen, err2 := a.batchPaths(in.JobID, in.Skip)
+		if err2 != nil {
+			return nil, err2
+		}
 		for _, p := range in.Paths {
 			e, _, statErr := a.Root.Stat(p)
 			if statErr != nil {
-				w.out.Failed = append(w.out.Failed, Outcome{Path: p, State: OutcomeFailure, Message: statErr.Error()})
+				if !seen[p] {
+					seen[p] = true
+					w.out.Failed = append(w.out.Failed, Outcome{Path: p, State: OutcomeFailure, Message: statErr.Error()})
+				}
 				continue
 			}
+			if seen[e.Path] {
+				continue
+			}
+			seen[e.Path] = true
 			if r := matchRule(in.Rules, e.Type, e.State); r >= 0 {
 				if err = w.add(r, batchEntry{Path: e.Path, Type: e.Type, State: e.State, Size: e.Size}); err != nil {
 					break
@@ -255,6 +279,21 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 		return nil, err
 	}
 	return &w.out, nil
+}
+
+// batchPaths returns the paths held by the given batch files.
+func (a *Activities) batchPaths(jobID int64, refs []models.BatchRef) (map[string]bool, error) {
+	seen := map[string]bool{}
+	for _, b := range refs {
+		entries, err := readBatch(batchFile(a.jobDir(jobID, b.Run), b.Index))
+		if err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
+		for _, e := range entries {
+			seen[e.Path] = true
+		}
+	}
+	return seen, nil
 }
 
 // TargetSpec is an external target as a job passes it to a site. Secrets
@@ -609,6 +648,13 @@ func readOutcomes(name string) ([]Outcome, error) {
 }
 
 func appendOutcomes(name string, outs []Outcome) error {
+	// A crash mid-write leaves a torn last line: cut it off first, or the
+	// next outcome would be glued to it and lost on reading.
+	if data, err := os.ReadFile(name); err == nil && len(data) > 0 && data[len(data)-1] != '\n' {
+		if err := os.Truncate(name, int64(strings.LastIndexByte(string(data), '\n')+1)); err != nil {
+			return err
+		}
+	}
 	var sb strings.Builder
 	enc := json.NewEncoder(&sb)
 	for _, o := range outs {

@@ -298,7 +298,14 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 // mtime is zero. The data goes to a temporary file renamed over p, so p
 // is never seen half-written and an existing file (or stub) at p is
 // replaced as a whole, becoming resident. It does not fsync.
-func CopyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, mtime time.Time) (err error) {
+func CopyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, mtime time.Time) error {
+	return copyIn(ctx, root, p, r, size, mtime, nil, nil)
+}
+
+// copyIn is CopyIn with a progress callback (heartbeats during long
+// copies) and a check run after the data is written but before it
+// replaces p: a failed check leaves p exactly as it was.
+func copyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, mtime time.Time, beat func(int), check func() error) (err error) {
 	rel, abs, err := root.resolve(p)
 	if err != nil {
 		return err
@@ -323,7 +330,7 @@ func CopyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, 
 			_ = os.Remove(tmp.Name())
 		}
 	}()
-	n, err := copyBuffer(tmp, &countingReader{ctx: ctx, r: r, prog: &progress{}})
+	n, err := copyBuffer(tmp, &countingReader{ctx: ctx, r: r, prog: &progress{fn: beat}})
 	if err != nil {
 		return fmt.Errorf("copy in %s: %w", apiPath(rel), err)
 	}
@@ -335,6 +342,12 @@ func CopyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, 
 	}
 	if err == nil && !mtime.IsZero() {
 		err = os.Chtimes(tmp.Name(), mtime, mtime)
+	}
+	if err == nil && check != nil {
+		if err = check(); err != nil {
+			_ = os.Remove(tmp.Name())
+			return fmt.Errorf("copy in %s: %w", apiPath(rel), err)
+		}
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), abs)

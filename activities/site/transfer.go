@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -114,7 +115,8 @@ func (a *Activities) Receive(ctx context.Context, in ReceiveInput) (*StepOutput,
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		msg, err := a.receiveOne(ctx, in, f, drivers)
+		beat := func(int) { activity.RecordHeartbeat(ctx, i) }
+		msg, err := a.receiveOne(ctx, in, f, drivers, beat)
 		o := Outcome{Path: f.Path, State: OutcomeSuccess, Message: msg}
 		if err != nil {
 			o.State, o.Message = OutcomeFailure, err.Error()
@@ -122,9 +124,7 @@ func (a *Activities) Receive(ctx context.Context, in ReceiveInput) (*StepOutput,
 			o.State = OutcomeSkipped
 		}
 		out.Outcomes = append(out.Outcomes, o)
-		if i%50 == 0 {
-			activity.RecordHeartbeat(ctx, i)
-		}
+		activity.RecordHeartbeat(ctx, i) // the SDK throttles these
 	}
 	return out, a.Root.state.sync()
 }
@@ -136,9 +136,11 @@ func (a *Activities) destPath(in ReceiveInput, p string) string {
 	return path.Join(in.DestPath, p)
 }
 
-func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile, drivers *driverSet) (string, error) {
+func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile, drivers *driverSet, beat func(int)) (string, error) {
 	dst := a.destPath(in, f.Path)
-	abs, err := a.Root.Resolve(dst)
+	// resolve does not follow a final symlink: a link at the destination is
+	// replaced or removed itself, never the file it points to.
+	_, abs, err := a.Root.resolve(dst)
 	if err != nil {
 		return "", err
 	}
@@ -146,19 +148,35 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	exists := statErr == nil
 	switch f.Change {
 	case Deleted:
-		if in.Preference == "local" {
+		switch {
+		case !exists:
+			return "already deleted", nil
+		case in.Preference == "local":
 			return "kept the destination's copy (sync_preference local)", nil
+		case existing.IsDir():
+			// Only an empty directory goes: files that exist only at the
+			// destination are never destroyed by a sync.
+			if err := os.Remove(abs); err != nil {
+				return "kept the destination's directory: it holds files", nil
+			}
+			return "deleted", nil
 		}
 		return "deleted", RemovePath(a.Root, dst)
 	case Moved:
-		from, err := a.Root.Resolve(a.destPath(in, f.OldPath))
+		_, from, err := a.Root.resolve(a.destPath(in, f.OldPath))
 		if err != nil {
 			return "", err
 		}
 		if _, err := os.Lstat(from); err != nil {
-			return "", fmt.Errorf("moved from %s, which the destination does not have: %w", f.OldPath, err)
+			if exists {
+				return "already moved", nil
+			}
+			return "", fmt.Errorf("moved from %s, which the destination does not have", f.OldPath)
 		}
-		if err := os.MkdirAll(path.Dir(abs), 0o755); err != nil {
+		if exists && in.Preference != "ignore" {
+			return "kept the destination's copy at the new path; the old path is left as it was", nil
+		}
+		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 			return "", err
 		}
 		return "moved", os.Rename(from, abs)
@@ -194,12 +212,16 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	}
 	defer r.Close()
 	h := sha256.New()
-	if err := CopyIn(ctx, a.Root, dst, io.TeeReader(r, h), f.Size, time.Unix(0, f.Mtime)); err != nil {
+	// The checksum is checked before the new data replaces anything, so a
+	// changed or corrupt remote copy never costs the destination its file.
+	err = copyIn(ctx, a.Root, dst, io.TeeReader(r, h), f.Size, time.Unix(0, f.Mtime), beat, func() error {
+		if got := hex.EncodeToString(h.Sum(nil)); got != f.Checksum {
+			return fmt.Errorf("checksum mismatch for %s: got %s, want %s", f.Key, got, f.Checksum)
+		}
+		return nil
+	})
+	if err != nil {
 		return "", err
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != f.Checksum {
-		_ = RemovePath(a.Root, dst)
-		return "", fmt.Errorf("checksum mismatch for %s: got %s, want %s", f.Key, got, f.Checksum)
 	}
 	return "copied", nil
 }

@@ -177,6 +177,12 @@ func (s *Server) newJob(c *gin.Context, in runWorkflowInput) (*models.Job, error
 	v.Check(len(in.Paths) > 0, "paths", "At least one path is required.")
 	v.Check(discovery != "snapdiff" || len(in.Paths) == 1, "paths", "Snapdiff discovery takes exactly one managed path.")
 	fields := checkFields(v, wf.Fields, in.Fields)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.checkDestinations(c.Request.Context(), v, wf, site, fields); err != nil {
+		return nil, err
+	}
 	queue := wf.PreferredQueue
 	if in.Queue != nil {
 		queue = *in.Queue
@@ -205,6 +211,33 @@ func (s *Server) newJob(c *gin.Context, in runWorkflowInput) (*models.Job, error
 		j.ClientKeyID, j.ClientKeyName = &p.ClientKey.ID, p.ClientKey.Name
 	}
 	return j, nil
+}
+
+// checkDestinations refuses a send or site_sync whose destination site
+// (a literal or a "$field") does not exist or is the job's own site.
+func (s *Server) checkDestinations(ctx context.Context, v web.ValidationError, wf *models.Workflow, site *models.Site, fields map[string]any) error {
+	for _, r := range wf.FilterRules {
+		for _, st := range r.Action {
+			dest, _ := st.Params["destination_site"].(string)
+			field := "destination_site"
+			if name, ok := strings.CutPrefix(dest, "$"); ok {
+				field = "fields." + name
+				dest, _ = fields[name].(string)
+			}
+			if st.Name != "send" && st.Name != "site_sync" {
+				continue
+			}
+			switch _, err := models.GetSiteByName(ctx, s.DB, dest); {
+			case isNotFound(err):
+				v.Add(field, fmt.Sprintf("Site %q does not exist.", dest))
+			case err != nil:
+				return err
+			case dest == site.Name:
+				v.Add(field, "The destination must be another site.")
+			}
+		}
+	}
+	return nil
 }
 
 // startJob records the job and starts its workflow; if Temporal refuses,
@@ -385,10 +418,12 @@ func (s *Server) cancelJob(c *gin.Context) error {
 	} else if err != nil {
 		return err
 	}
-	if err := models.UpdateJob(ctx, s.DB, j.ID, models.JobUpdate{State: models.JobCancelling}); err != nil {
+	if err := models.MarkCancelling(ctx, s.DB, j.ID); err != nil {
 		return err
 	}
-	j.State = models.JobCancelling
+	if j, err = models.GetJob(ctx, s.DB, j.ID); err != nil {
+		return err
+	}
 	c.JSON(http.StatusAccepted, renderJob(c, j))
 	return nil
 }

@@ -203,3 +203,26 @@ func TestJobValidation(t *testing.T) {
 	tok := e.CreateUser("nojobs", "NoJobs")
 	require.Equal(t, http.StatusForbidden, e.Do(http.MethodPost, "/api/file/workflow/", apitest.Bearer(tok), map[string]any{}).Status)
 }
+
+// TestJobDuplicatePaths: a path given twice is one path of the job (on
+// PostgreSQL a duplicate once made the bulk upsert fail forever).
+func TestJobDuplicatePaths(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.StartHubWorker()
+		s := newJobSite(t, e, "dups")
+		files := makeTree(t, s.root, 3)
+		var p string
+		for k := range files {
+			p = k
+		}
+		r := e.AsAdmin(http.MethodPost, "/api/file/workflow/", map[string]any{"site": "dups", "workflow": "premigrate",
+			"discovery": "none", "paths": []string{p, p, p + "/", "/missing", "/missing"}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		job := waitJob(t, e, int64(r.Map()["job"].(float64)))
+		require.Equal(t, "SUCCESS", job["state"], job)
+		require.Equal(t, float64(2), job["numfiles"], job)
+		require.Equal(t, float64(1), job["numprocessedfiles"], job)
+		require.Equal(t, float64(1), job["numfailedfiles"], job)
+	})
+}

@@ -3,6 +3,7 @@ package hub_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -101,4 +102,56 @@ func TestJobSiteSync(t *testing.T) {
 	require.True(t, os.IsNotExist(err), "deleted at the destination too")
 	_, err = os.Stat(filepath.Join(dst.root, filepath.FromSlash(mv)))
 	require.True(t, os.IsNotExist(err), "moved away at the destination too")
+}
+
+// TestSiteSyncNeverDestroysDestinationData: with sync_preference local a
+// move onto a path the destination has keeps the destination's file, and
+// a renamed directory syncs (its children report already moved).
+func TestSiteSyncNeverDestroysDestinationData(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	e.StartHubWorker()
+	src, dst := twoSites(t, e)
+	files := makeTree(t, src.root, 20)
+	sync := func(pref string) map[string]any {
+		return runJob(t, e, "src", "site_sync", []string{"/data"}, map[string]any{"destination_site": "dst", "sync_preference": pref})
+	}
+	require.Equal(t, "SUCCESS", sync("local")["state"])
+	requireSameTree(t, files, dst.root)
+
+	// The destination has its own file where the source will move one.
+	mine := []byte("destination's own data")
+	require.NoError(t, os.WriteFile(filepath.Join(dst.root, "data", "new.bin"), mine, 0o644))
+	var moved string
+	for p := range files {
+		moved = p
+		break
+	}
+	require.NoError(t, os.Rename(filepath.Join(src.root, filepath.FromSlash(moved)), filepath.Join(src.root, "data", "new.bin")))
+	job := sync("local")
+	require.Equal(t, "SUCCESS", job["state"], job)
+	got, err := os.ReadFile(filepath.Join(dst.root, "data", "new.bin"))
+	require.NoError(t, err)
+	require.Equal(t, mine, got, "the destination's file is kept")
+
+	// A renamed directory: the directory moves, its children are already there.
+	require.NoError(t, os.Rename(filepath.Join(src.root, "data", "d01"), filepath.Join(src.root, "data", "d01-renamed")))
+	job = sync("ignore")
+	require.Equal(t, "SUCCESS", job["state"], job)
+	require.Equal(t, false, job["has_failures"], job)
+	_, err = os.Stat(filepath.Join(dst.root, "data", "d01-renamed"))
+	require.NoError(t, err)
+}
+
+func TestSendRefusesBadDestination(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	_, err := models.EnsureSite(context.Background(), e.DB, "here")
+	require.NoError(t, err)
+	for _, dest := range []string{"here", "nowhere"} {
+		r := e.AsAdmin(http.MethodPost, "/api/file/workflow/", map[string]any{"site": "here", "workflow": "send",
+			"paths": []string{"/a"}, "fields": map[string]any{"destination_site": dest}})
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", dest, r.Body)
+		require.Contains(t, r.Map(), "fields.destination_site")
+	}
 }
