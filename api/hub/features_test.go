@@ -129,7 +129,8 @@ func TestCertificateLifetimes(t *testing.T) {
 		}
 		require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodGet, "/api/pki/lifetime/99/", nil).Status)
 		require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodPatch, "/api/pki/lifetime/99/", map[string]any{"days": 3}).Status)
-		require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodPost, "/api/pki/site/", map[string]any{}).Status, "not served")
+		// POST /api/pki/site/ is covered by TestIssueSiteCertificate; an empty body is a 400.
+		require.Equal(t, http.StatusBadRequest, e.AsAdmin(http.MethodPost, "/api/pki/site/", map[string]any{}).Status)
 
 		// Certificate lifetimes are for administrators only.
 		user := apitest.Bearer(e.CreateUser("pia"))

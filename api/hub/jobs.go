@@ -46,6 +46,10 @@ type runWorkflowInput struct {
 	IgnoreSiteIncludes bool           `json:"ignore_site_includes"`
 	IgnoreSiteExcludes bool           `json:"ignore_site_excludes"`
 	Queue              *string        `json:"queue"`
+	// JobType is the older revision's name of Workflow, read by POST
+	// /jobs/ only. A field rather than an embedding struct: encoding/json
+	// would name the embedded struct in decoding errors.
+	JobType *string `json:"jobtype"`
 }
 
 var queuePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
@@ -295,10 +299,7 @@ func (s *Server) runWorkflow(c *gin.Context) error {
 // createJobOld is POST /jobs/ with the older body: jobtype instead of
 // workflow; state is ignored (a job always starts PENDING).
 func (s *Server) createJobOld(c *gin.Context) error {
-	var in struct {
-		runWorkflowInput
-		JobType *string `json:"jobtype"`
-	}
+	var in runWorkflowInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
@@ -308,7 +309,7 @@ func (s *Server) createJobOld(c *gin.Context) error {
 	if in.Workflow == nil {
 		return web.Invalid("jobtype", "This field is required.")
 	}
-	j, err := s.newJob(c, in.runWorkflowInput)
+	j, err := s.newJob(c, in)
 	if err != nil {
 		return err
 	}

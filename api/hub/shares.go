@@ -191,7 +191,7 @@ func (s *Server) saveNFSShare(c *gin.Context) error {
 			v.Add("space", msgRequired)
 		}
 		setIf(&sh.SpaceID, in.Space)
-		if sh.SpaceID != 0 && (in.Space != nil || in.Path != nil) {
+		if in.Space != nil || (sh.SpaceID != 0 && in.Path != nil) { // a sent space is checked even when 0
 			if err := shareSpace(ctx, tx, v, sh.SpaceID, &sh.Path); err != nil {
 				return err
 			}
@@ -324,7 +324,7 @@ func (in *smbShareInput) apply(ctx context.Context, db bun.IDB, sh *models.SMBSh
 	}
 	setIf(&sh.SpaceID, in.Space)
 	setIf(&sh.Path, in.Path)
-	if sh.SpaceID != 0 && (in.Space != nil || in.Path != nil) {
+	if in.Space != nil || (sh.SpaceID != 0 && in.Path != nil) { // a sent space is checked even when 0
 		if err := shareSpace(ctx, db, v, sh.SpaceID, &sh.Path); err != nil {
 			return err
 		}

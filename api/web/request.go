@@ -38,6 +38,27 @@ func RequestIDs(log *slog.Logger) gin.HandlerFunc {
 	}
 }
 
+// RejectNUL refuses a URL whose path or query holds a NUL character: no
+// database stores NUL in text, so the value could only fail further in as
+// a 500. A path with NUL names no record (404); a query value with NUL is
+// the client's error (400 naming the parameter).
+func RejectNUL(c *gin.Context) {
+	if strings.IndexByte(c.Request.URL.Path, 0) >= 0 {
+		_ = c.Error(ErrNotFound)
+		c.Abort()
+		return
+	}
+	for name, values := range c.Request.URL.Query() {
+		for _, v := range append(values, name) {
+			if strings.IndexByte(v, 0) >= 0 {
+				_ = c.Error(Invalid(strings.ReplaceAll(name, "\x00", ""), "Null characters are not allowed."))
+				c.Abort()
+				return
+			}
+		}
+	}
+}
+
 // RequestID returns the current request's id.
 func RequestID(c *gin.Context) string { return c.GetString(requestIDKey) }
 
@@ -70,7 +91,27 @@ func Bind(c *gin.Context, dst any) error {
 	if dec.More() {
 		return Errorf(http.StatusBadRequest, "JSON parse error: unexpected data after the JSON value")
 	}
+	if hasNULEscape(body) {
+		return Errorf(http.StatusBadRequest, "Null characters (\\u0000) are not allowed in strings.")
+	}
 	return nil
+}
+
+// hasNULEscape reports whether valid JSON text holds a \u0000 escape: no
+// database stores NUL in text (the query would fail as a 500), so such
+// input is refused up front. Backslashes occur only inside strings, so
+// skipping each escaped character is enough to tell \\u0000 (text) apart.
+func hasNULEscape(body []byte) bool {
+	for i := 0; i+1 < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		if body[i+1] == 'u' && i+6 <= len(body) && string(body[i+2:i+6]) == "0000" {
+			return true
+		}
+		i++
+	}
+	return false
 }
 
 func jsonKind(goKind string) string {
