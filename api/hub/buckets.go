@@ -433,20 +433,10 @@ func (s *Server) saveExternalTarget(c *gin.Context) error {
 		}
 		v := web.ValidationError{}
 		if in.Name != nil || create {
-			name := deref(in.Name)
-			switch {
-			case strings.TrimSpace(name) == "":
-				v.Add("name", msgRequired)
-			case len(name) > 150:
-				v.Add("name", "Ensure this field has no more than 150 characters.")
-			case name != t.Name:
-				if n, err := tx.NewSelect().Model((*models.ExternalTarget)(nil)).Where("name = ?", name).Count(ctx); err != nil {
-					return err
-				} else if n > 0 {
-					v.Add("name", "An external target with this name already exists.")
-				}
+			if err := checkUniqueName(ctx, tx, v, (*models.ExternalTarget)(nil), deref(in.Name), t.Name, "An external target with this name already exists."); err != nil {
+				return err
 			}
-			t.Name = name
+			t.Name = deref(in.Name)
 		}
 		if in.StorageType != nil || create {
 			if strings.TrimSpace(deref(in.StorageType)) == "" {

@@ -65,20 +65,10 @@ type datastoreInput struct {
 func (s *Server) applyDatastore(ctx context.Context, db bun.IDB, in *datastoreInput, d *models.Datastore, create bool) error {
 	v := web.ValidationError{}
 	if in.Name != nil || create {
-		name := deref(in.Name)
-		switch {
-		case strings.TrimSpace(name) == "":
-			v.Add("name", msgRequired)
-		case len(name) > 150:
-			v.Add("name", "Ensure this field has no more than 150 characters.")
-		case name != d.Name:
-			if n, err := db.NewSelect().Model((*models.Datastore)(nil)).Where("name = ?", name).Count(ctx); err != nil {
-				return err
-			} else if n > 0 {
-				v.Add("name", "A data store with this name already exists.")
-			}
+		if err := checkUniqueName(ctx, db, v, (*models.Datastore)(nil), deref(in.Name), d.Name, "A data store with this name already exists."); err != nil {
+			return err
 		}
-		d.Name = name
+		d.Name = deref(in.Name)
 	}
 	if in.Type != nil || create {
 		if strings.TrimSpace(deref(in.Type)) == "" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -100,5 +101,25 @@ func deleteByID(c *gin.Context, db bun.IDB, del func(context.Context, bun.IDB, i
 		return err
 	}
 	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// checkUniqueName validates a required name of at most 150 characters that
+// must be unique among the rows of model (current is the record's own
+// name, "" for a new one), adding messages to v; taken is the message for a
+// name already in use.
+func checkUniqueName(ctx context.Context, db bun.IDB, v web.ValidationError, model any, name, current, taken string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		v.Add("name", msgRequired)
+	case len(name) > 150:
+		v.Add("name", "Ensure this field has no more than 150 characters.")
+	case name != current:
+		n, err := db.NewSelect().Model(model).Where("name = ?", name).Count(ctx)
+		if err != nil {
+			return err
+		}
+		v.Check(n == 0, "name", taken)
+	}
 	return nil
 }

@@ -87,20 +87,10 @@ func nested(a, b string) bool {
 func (in *spaceInput) apply(ctx context.Context, db bun.IDB, sp *models.Space, create bool) (*models.SnapshotSchedule, []models.SpaceLink, error) {
 	v := web.ValidationError{}
 	if in.Name != nil || create {
-		name := deref(in.Name)
-		switch {
-		case strings.TrimSpace(name) == "":
-			v.Add("name", msgRequired)
-		case len(name) > 150:
-			v.Add("name", "Ensure this field has no more than 150 characters.")
-		case name != sp.Name:
-			if n, err := db.NewSelect().Model((*models.Space)(nil)).Where("name = ?", name).Count(ctx); err != nil {
-				return nil, nil, err
-			} else if n > 0 {
-				v.Add("name", "A space with this name already exists.")
-			}
+		if err := checkUniqueName(ctx, db, v, (*models.Space)(nil), deref(in.Name), sp.Name, "A space with this name already exists."); err != nil {
+			return nil, nil, err
 		}
-		sp.Name = name
+		sp.Name = deref(in.Name)
 	}
 	if create {
 		m := deref(in.Mountpoint)
