@@ -16,12 +16,12 @@ run: build
 
 ## test: every test, against sqlite and PostgreSQL (started here if needed)
 test:
-	@url="$${HUB_TEST_POSTGRES_URL:-$$(.ci/postgres.sh)}" && \
+	@url="$${HUB_TEST_POSTGRES_URL:-$$(.ci/postgres.sh | tail -n 1)}" && \
 	HUB_TEST_POSTGRES_URL="$$url" $(GO) test -count=1 -timeout 25m ./...
 
 ## bench: the benchmarks whose ratios the issue notes report
 bench:
-	@url="$${HUB_TEST_POSTGRES_URL:-$$(.ci/postgres.sh)}" && HUB_TEST_POSTGRES_URL="$$url" \
+	@url="$${HUB_TEST_POSTGRES_URL:-$$(.ci/postgres.sh | tail -n 1)}" && HUB_TEST_POSTGRES_URL="$$url" \
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./activities/... ./api/hub/
 
 vet:

@@ -13,11 +13,25 @@ as_postgres() {
   if [ "$(id -u)" = 0 ]; then su postgres -c "$*"; else sudo -n -u postgres sh -c "$*"; fi
 }
 
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi
+}
+
 if ! pg_isready -q -h 127.0.0.1 -p 5432; then
   if command -v pg_lsclusters >/dev/null; then
     read -r ver name _ < <(pg_lsclusters --no-header | head -n 1) || true
     if [ -n "${ver:-}" ]; then
-      if [ "$(id -u)" = 0 ]; then pg_ctlcluster "$ver" "$name" start; else sudo -n pg_ctlcluster "$ver" "$name" start; fi
+      # pg_ctlcluster talks on stdout ("Removed stale pid file."): keep stdout
+      # for the URL alone. A crashed server can leave a socket lock file whose
+      # owner is gone; remove such a lock and try once more.
+      if ! as_root pg_ctlcluster "$ver" "$name" start >&2; then
+        for lock in /var/run/postgresql/.s.PGSQL.*.lock; do
+          [ -e "$lock" ] || continue
+          pid=$(head -n 1 "$lock")
+          if ! kill -0 "$pid" 2>/dev/null; then echo "removing stale $lock" >&2; as_root rm -f "$lock"; fi
+        done
+        as_root pg_ctlcluster "$ver" "$name" start >&2
+      fi
     fi
   fi
   for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,6 +64,8 @@ func URL(t testing.TB, kind string) string {
 	}
 	base := os.Getenv("HUB_TEST_POSTGRES_URL")
 	require.NotEmpty(t, base, "HUB_TEST_POSTGRES_URL")
+	require.True(t, strings.HasPrefix(base, "postgres://") || strings.HasPrefix(base, "postgresql://"),
+		"HUB_TEST_POSTGRES_URL must be a postgres:// URL, got %q", base)
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	schema := "t_" + hex.EncodeToString(b)
