@@ -14,6 +14,8 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // Resource types of the storage-management (C+J) API whose changes have an
@@ -181,34 +183,13 @@ func (a *Activities) cjConfigFile(dir, name, ext string) string {
 	return filepath.Join(a.ConfigDir, dir, name+ext)
 }
 
-// cjWriteFile replaces name's content atomically (temporary file and
-// rename), creating its folder, so a reader never sees half a file.
+// cjWriteFile replaces name's content atomically, creating its folder, so
+// a reader never sees half a file.
 func cjWriteFile(name string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(name), 0o750); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(name), tmpPrefix+filepath.Base(name)+"-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, name)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
+	return fsutil.WriteFile(name, data, 0o644)
 }
 
 // cjRemoveFile removes name; a missing file is already removed.

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // indexFile is the state index used where extended attributes are not
@@ -193,7 +195,7 @@ func (ix *index) maybeCompact() error {
 			return err
 		}
 	}
-	if err := writeFileAtomic(ix.path(), buf.Bytes()); err != nil {
+	if err := fsutil.WriteFile(ix.path(), buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("state index: %w", err)
 	}
 	if ix.log != nil {
@@ -214,38 +216,4 @@ func (ix *index) sync() error {
 		return fmt.Errorf("state index: %w", err)
 	}
 	return nil
-}
-
-// writeFileAtomic replaces name with data durably: readers see the old
-// or the new content, never a mix.
-func writeFileAtomic(name string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), tmpPrefix+"*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(name))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
 	"github.com/thehub/hub/models"
 )
@@ -166,7 +167,7 @@ func (w *batchWriter) flush(rule int) error {
 			return err
 		}
 	}
-	if err := writeFileAtomic(batchFile(w.dir, w.next), []byte(sb.String())); err != nil {
+	if err := fsutil.WriteFile(batchFile(w.dir, w.next), []byte(sb.String()), 0o644); err != nil {
 		return fmt.Errorf("write batch: %w", err)
 	}
 	w.out.Batches = append(w.out.Batches, BatchMeta{Index: w.next, Rule: rule, N: len(entries)})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // NASUser is a hub user as a site's NAS needs it.
@@ -24,5 +26,5 @@ func (a *Activities) ApplyNASUsers(ctx context.Context, users []NASUser) (int, e
 	if err != nil {
 		return 0, err
 	}
-	return len(users), writeFileAtomic(filepath.Join(a.ConfigDir, "nas_users.json"), append(data, '\n'))
+	return len(users), fsutil.WriteFile(filepath.Join(a.ConfigDir, "nas_users.json"), append(data, '\n'), 0o644)
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
 )
 
@@ -320,14 +321,13 @@ func copyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("copy in %s: %w", apiPath(rel), err)
 	}
-	tmp, err := os.CreateTemp(dir, tmpPrefix+"*")
+	tmp, err := fsutil.OpenTemp(ctx, abs)
 	if err != nil {
 		return fmt.Errorf("copy in %s: %w", apiPath(rel), err)
 	}
 	defer func() {
 		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
+			fsutil.Discard(tmp)
 		}
 	}()
 	n, err := copyBuffer(tmp, &countingReader{ctx: ctx, r: r, prog: &progress{fn: beat}})
@@ -337,20 +337,18 @@ func copyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, 
 	if size >= 0 && n != size {
 		return fmt.Errorf("copy in %s: got %d bytes, expected %d", apiPath(rel), n, size)
 	}
-	if err = tmp.Chmod(0o644); err == nil {
-		err = tmp.Close()
-	}
+	err = tmp.Chmod(0o644)
 	if err == nil && !mtime.IsZero() {
 		err = os.Chtimes(tmp.Name(), mtime, mtime)
 	}
 	if err == nil && check != nil {
-		if err = check(); err != nil {
-			_ = os.Remove(tmp.Name())
-			return fmt.Errorf("copy in %s: %w", apiPath(rel), err)
-		}
+		err = check()
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), abs)
+	}
+	if err == nil {
+		err = tmp.Close() // renamed under the lock, then unlocked
 	}
 	if err != nil {
 		return fmt.Errorf("copy in %s: %w", apiPath(rel), err)

@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // ErrOutsideRoot is returned (wrapped, with the offending path) when a
@@ -32,9 +34,9 @@ var ErrReserved = errors.New("path is reserved for the hub")
 // index). Walks skip it and API paths may not name it.
 const hubDir = ".hub"
 
-// tmpPrefix marks temporary files the package creates next to their
-// destination; walks skip them.
-const tmpPrefix = ".hub-tmp-"
+// tmpPrefix marks temporary files written next to their destination;
+// walks and listings skip them.
+const tmpPrefix = fsutil.TmpPrefix
 
 // maxLinks bounds symlink resolution, like the kernel's ELOOP limit.
 const maxLinks = 40

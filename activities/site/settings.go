@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // SettingsFile is the name, in the site's configuration folder, of the
@@ -102,7 +104,7 @@ func (a *Activities) ApplySettings(ctx context.Context, in ApplySettingsInput) (
 	if err := os.MkdirAll(a.ConfigDir, 0o750); err != nil {
 		return res, fmt.Errorf("apply settings: %w", err)
 	}
-	if err := writeFileAtomic(res.File, append(data, '\n')); err != nil {
+	if err := fsutil.WriteFile(res.File, append(data, '\n'), 0o644); err != nil {
 		return res, fmt.Errorf("apply settings: write %s: %w", res.File, err)
 	}
 	return res, nil

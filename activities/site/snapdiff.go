@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"time"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // Change is how an entry differs from the previous snapdiff run.
@@ -335,7 +337,7 @@ func CommitSnapdiff(pending string) error {
 		}
 		return fmt.Errorf("snapdiff: commit: %w", err)
 	}
-	if err := syncDir(filepath.Dir(final)); err != nil {
+	if err := fsutil.SyncDir(filepath.Dir(final)); err != nil {
 		return fmt.Errorf("snapdiff: commit: %w", err)
 	}
 	return nil

@@ -15,10 +15,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
-)
 
-// tmpPrefix marks files a Put is still writing; List hides them.
-const tmpPrefix = ".hub-tmp-"
+	"github.com/thehub/hub/activities/fsutil"
+)
 
 // sumXattr stores "<sha256> <size> <mtime ns>" on each object written by
 // Put. Size and mtime let Stat notice that someone rewrote the file
@@ -68,15 +67,14 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), tmpPrefix+"*")
+	tmp, err := fsutil.OpenTemp(ctx, dst)
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	keep := false
 	defer func() {
 		if !keep {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
+			fsutil.Discard(tmp)
 		}
 	}()
 
@@ -99,13 +97,13 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 	// A missing sum only costs a re-read on verification, so xattr errors
 	// (filesystems without user xattrs) are not fatal.
 	_ = fsetxattr(tmp, sumXattr, sumValue(sum, fi.Size(), fi.ModTime()))
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("put %s: %w", key, err)
-	}
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	keep = true
+	if err := tmp.Close(); err != nil { // renamed under the lock, then unlocked
+		return fmt.Errorf("put %s: %w", key, err)
+	}
 	return nil
 }
 
@@ -208,7 +206,7 @@ func (f *Filesystem) List(ctx context.Context, prefix, marker string, max int) (
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), tmpPrefix) {
+		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), fsutil.TmpPrefix) {
 			return nil
 		}
 		rel, err := filepath.Rel(f.dir, p)

@@ -244,10 +244,10 @@ func seekable(ctx context.Context, r io.Reader, size int64) (io.ReadSeeker, int6
 	if err != nil {
 		return nil, 0, "", noop, err
 	}
-	cleanup := func() {
-		_ = tmp.Close()
-		_ = os.Remove(tmp.Name())
-	}
+	// Unlinked at once: the open file lives on, and nothing is left in the
+	// temp folder even when the worker is killed mid-upload.
+	_ = os.Remove(tmp.Name())
+	cleanup := func() { _ = tmp.Close() }
 	n, sum, err := hashN(ctx, io.TeeReader(r, tmp), size)
 	if err == nil {
 		_, err = tmp.Seek(0, io.SeekStart)

@@ -11,11 +11,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // newFakeS3 starts an in-process S3 server with one bucket and returns a
@@ -361,7 +365,47 @@ func TestFilesystemDetectsChanges(t *testing.T) {
 		entries, err := os.ReadDir(dir)
 		require.NoError(t, err)
 		for _, e := range entries {
-			require.False(t, strings.HasPrefix(e.Name(), tmpPrefix), e.Name())
+			require.False(t, strings.HasPrefix(e.Name(), fsutil.TmpPrefix), e.Name())
 		}
 	})
+}
+
+// TestFilesystemPutAfterCrash: a Put killed mid-write leaves its temporary
+// file; the retried Put reuses it, so nothing is left behind, and
+// concurrent Puts of one key each land whole.
+func TestFilesystemPutAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "a"), 0o755))
+	require.NoError(t, os.WriteFile(fsutil.TempName(filepath.Join(dir, "a", "f.bin")), []byte("half of an old wri"), 0o600))
+
+	want := bytes.Repeat([]byte("x"), 10)
+	require.NoError(t, d.Put(ctx, "a/f.bin", bytes.NewReader(want), int64(len(want))))
+	require.Equal(t, want, get(t, d, "a/f.bin"))
+	entries, err := os.ReadDir(filepath.Join(dir, "a"))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file is left")
+
+	bodies := make([][]byte, 8)
+	var wg sync.WaitGroup
+	for i := range bodies {
+		bodies[i] = bytes.Repeat([]byte{byte('a' + i)}, 256<<10)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			assert.NoError(t, d.Put(ctx, "a/g.bin", bytes.NewReader(bodies[i]), int64(len(bodies[i]))))
+		}()
+	}
+	wg.Wait()
+	got := get(t, d, "a/g.bin")
+	require.Contains(t, bodies, got, "one writer's whole content")
+	entries, err = os.ReadDir(filepath.Join(dir, "a"))
+	require.NoError(t, err)
+	require.Len(t, entries, 2)
+
+	long := strings.Repeat("n", 250) // the temporary name would pass NAME_MAX
+	require.NoError(t, d.Put(ctx, long, bytes.NewReader(want), int64(len(want))))
+	require.Equal(t, want, get(t, d, long))
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,24 +19,34 @@ import (
 
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/worker"
 	"github.com/thehub/hub/workflows"
 )
 
-// TestJobSurvivesSiteWorkerCrash stops the site worker mid-job and starts a
-// new one: the job finishes with every file done exactly once.
+// TestJobSurvivesSiteWorkerCrash runs the site worker as its own process,
+// kills it with SIGKILL mid-job (no chance to clean up, like a crashed
+// machine) and starts a new one: the job finishes with every file done
+// exactly once.
 func TestJobSurvivesSiteWorkerCrash(t *testing.T) {
 	t.Parallel()
 	e := apitest.New(t, "sqlite")
 	e.StartHubWorker()
 	s := newJobSite(t, e, "crashy")
+	s.stopWorker() // this test runs its site workers as processes
+	cfg := worker.SiteConfig{Site: "crashy", Queue: "default", Node: "crashy-n1", Root: s.root, HeartbeatInterval: time.Second}
+	proc := e.StartSiteWorkerProcess(cfg)
 	setBatchSize(t, e, "crashy", 50)
-	files := makeTree(t, s.root, 600)
+	// Files big enough that a batch's step takes a while, so the kill
+	// lands inside a running step.
+	files := makeTreeSized(t, s.root, 600, func(i int) int { return 64<<10 + i*97 })
 	id := startJob(t, e, "crashy", "premigrate", []string{"/data"})
-	require.Eventually(t, func() bool { return jobState(e, id)["numprocessedfiles"].(float64) > 0 }, time.Minute, 10*time.Millisecond)
-	s.stopWorker()
+	require.Eventually(t, func() bool {
+		return jobState(e, id)["numprocessedfiles"].(float64) > 0 && stepRunning(t, e, id)
+	}, time.Minute, 5*time.Millisecond)
+	require.NoError(t, proc.Signal(syscall.SIGKILL))
 	before := jobState(e, id)["numprocessedfiles"].(float64)
 	require.Less(t, before, float64(600), "the crash should land mid-job")
-	s.startWorker()
+	e.StartSiteWorkerProcess(cfg)
 
 	job := waitJob(t, e, id)
 	require.Equal(t, "SUCCESS", job["state"], job)
@@ -54,6 +65,19 @@ func TestJobSurvivesSiteWorkerCrash(t *testing.T) {
 		return err
 	}))
 	require.Equal(t, 600, onTarget)
+	require.Positive(t, activityRetries(t, e, id), "the killed worker's step ran again on the new one")
+}
+
+// stepRunning tells whether a site step of the job is running right now.
+func stepRunning(t *testing.T, e *apitest.Env, id int64) bool {
+	d, err := e.Temporal.DescribeWorkflowExecution(context.Background(), workflows.JobWorkflowID(id), "")
+	require.NoError(t, err)
+	for _, a := range d.GetPendingActivities() {
+		if a.GetActivityType().GetName() == "RunStep" && a.GetState() == enums.PENDING_ACTIVITY_STATE_STARTED {
+			return true
+		}
+	}
+	return false
 }
 
 // TestJobHistoryStaysBounded runs a 100,000-path job and checks that no
@@ -131,4 +155,20 @@ func recordHistories(t *testing.T, e *apitest.Env, id int64, runs []string) {
 		name := filepath.Join(dir, fmt.Sprintf("%s-run%d.json", strings.ReplaceAll(t.Name(), "/", "-"), i+1))
 		require.NoError(t, os.WriteFile(name, data, 0o644))
 	}
+}
+
+// activityRetries counts the activity attempts of a job's workflow that
+// timed out or failed and were retried, over all its runs.
+func activityRetries(t *testing.T, e *apitest.Env, id int64) (retried int) {
+	for _, run := range jobRuns(t, e, id) {
+		it := e.Temporal.GetWorkflowHistory(context.Background(), workflows.JobWorkflowID(id), run, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(t, err)
+			if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
+				retried++
+			}
+		}
+	}
+	return retried
 }

@@ -51,10 +51,15 @@ func (js *jobSite) startWorker() {
 // makeTree writes n files of varied sizes in nested folders and returns
 // their contents by API path.
 func makeTree(t *testing.T, root string, n int) map[string][]byte {
+	return makeTreeSized(t, root, n, func(i int) int { return 100 + (i*37)%5000 })
+}
+
+// makeTreeSized is makeTree with the size of file i chosen by size.
+func makeTreeSized(t *testing.T, root string, n int, size func(i int) int) map[string][]byte {
 	files := map[string][]byte{}
 	for i := 0; i < n; i++ {
 		p := fmt.Sprintf("/data/d%02d/e%d/f%04d.bin", i%17, i%3, i)
-		b := make([]byte, 100+(i*37)%5000)
+		b := make([]byte, size(i))
 		_, _ = rand.Read(b)
 		abs := filepath.Join(root, filepath.FromSlash(p))
 		require.NoError(t, os.MkdirAll(filepath.Dir(abs), 0o755))

@@ -78,7 +78,8 @@ func New(t testing.TB, kind string) *Env {
 	require.NoError(t, err)
 	tokens, err := auth.NewTokens(ctx, db)
 	require.NoError(t, err)
-	e := &Env{T: t, DB: db, Temporal: apitest.NewNamespace(t), Tokens: tokens}
+	e := &Env{T: t, DB: db, Tokens: tokens}
+	e.Temporal, _ = apitest.NewNamespace(t)
 
 	e.Root = filepath.Join(t.TempDir(), "root")
 	// Snapshots are read-only; make the tree removable for TempDir's cleanup.

@@ -64,7 +64,7 @@ func quietLogger() sdklog.Logger {
 // NewNamespace registers a fresh namespace with the hub's search
 // attributes and returns a client for it. Tests in one process share the
 // server, so workflow ids and task queues never collide across tests.
-func NewNamespace(t testing.TB) client.Client {
+func NewNamespace(t testing.TB) (client.Client, string) {
 	addr := TemporalAddr(t)
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
@@ -80,7 +80,7 @@ func NewNamespace(t testing.TB) client.Client {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	require.NoError(t, worker.EnsureSearchAttributes(ctx, c, ns))
-	return c
+	return c, ns
 }
 
 // Env is one hub API over one database and one Temporal namespace.
@@ -88,9 +88,11 @@ type Env struct {
 	T        testing.TB
 	DB       *bun.DB
 	Temporal client.Client
-	API      *hubapi.Server
-	URL      string // base URL of the server, without /api
-	Admin    string // access token of the superuser "admin"
+	// Namespace is the Temporal namespace of this Env.
+	Namespace string
+	API       *hubapi.Server
+	URL       string // base URL of the server, without /api
+	Admin     string // access token of the superuser "admin"
 	// SecretKey seals secrets at rest for the API and the hub worker.
 	SecretKey []byte
 	Secrets   *models.Cipher
@@ -115,7 +117,8 @@ func New(t testing.TB, kind string) *Env {
 	require.NoError(t, err)
 	tokens, err := auth.NewTokens(ctx, db)
 	require.NoError(t, err)
-	e := &Env{T: t, DB: db, Temporal: NewNamespace(t)}
+	e := &Env{T: t, DB: db}
+	e.Temporal, e.Namespace = NewNamespace(t)
 	e.SecretKey, err = models.ParseSecretKey(models.NewSecretKey())
 	require.NoError(t, err)
 	e.Secrets, err = models.NewCipher(e.SecretKey)
