@@ -29,6 +29,7 @@ func Hub(c client.Client, acts *hubact.Activities) sdkworker.Worker {
 	w.RegisterWorkflowWithOptions(workflows.JobWorkflow, workflow.RegisterOptions{Name: workflows.JobWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.BrowseWorkflow, workflow.RegisterOptions{Name: workflows.BrowseWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.MaintenanceWorkflow, workflow.RegisterOptions{Name: workflows.MaintenanceWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.JobCleanupWorkflow, workflow.RegisterOptions{Name: workflows.JobCleanupWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.NASUsersSyncWorkflow, workflow.RegisterOptions{Name: workflows.NASUsersSyncWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.SettingsWorkflow, workflow.RegisterOptions{Name: workflows.SettingsWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.ResourceChangeWorkflow, workflow.RegisterOptions{Name: workflows.ResourceChangeWorkflowName})

@@ -1,8 +1,10 @@
 package workflows
 
 import (
+	"fmt"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/workflow"
 
 	hubact "github.com/thehub/hub/activities/hub"
@@ -24,6 +26,24 @@ func MaintenanceWorkflow(ctx workflow.Context) (hubact.MaintenanceResult, error)
 	ctx = workflow.WithActivityOptions(ctx, hubOptions)
 	var a *hubact.Activities
 	var res hubact.MaintenanceResult
-	err := workflow.ExecuteActivity(ctx, a.Maintain).Get(ctx, &res)
-	return res, err
+	if err := workflow.ExecuteActivity(ctx, a.Maintain).Get(ctx, &res); err != nil {
+		return res, err
+	}
+	// The purged jobs' batch files go at their sites; a child per site
+	// queue, left running when this pass ends, waits for an offline site.
+	run := workflow.GetInfo(ctx).WorkflowExecution.RunID
+	var started []workflow.ChildWorkflowFuture
+	for _, c := range res.Cleanups {
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:        fmt.Sprintf("jobs-cleanup-%s-%s-%s", c.Site, c.Queue, run),
+			ParentClosePolicy: enums.PARENT_CLOSE_POLICY_ABANDON,
+		})
+		started = append(started, workflow.ExecuteChildWorkflow(cctx, JobCleanupWorkflowName, c))
+	}
+	for _, f := range started {
+		if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
 }

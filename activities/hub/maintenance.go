@@ -85,7 +85,20 @@ type MaintenanceResult struct {
 	Purged        int
 	NotStarted    int
 	NotProgressed int
+	// Cleanups are the purged jobs' batch files to remove, per site queue.
+	Cleanups []JobCleanup
 }
+
+// JobCleanup names jobs whose records are gone by the site queue whose
+// worker keeps their batch files.
+type JobCleanup struct {
+	Site, Queue string
+	JobIDs      []int64
+}
+
+// purgePerPass bounds the jobs one maintenance pass purges, so its
+// result stays small; the next pass takes the rest.
+const purgePerPass = 1000
 
 // Maintain purges finished jobs older than jobs_ttl days and raises the
 // not-started / not-progressed alerts for jobs stuck past their thresholds.
@@ -97,14 +110,9 @@ func (a *Activities) Maintain(ctx context.Context) (MaintenanceResult, error) {
 	}
 	now := time.Now().UTC()
 	if conf.JobsTTL > 0 {
-		r, err := a.DB.NewDelete().Model((*models.Job)(nil)).
-			Where("state IN (?) AND completed < ?", bun.In([]string{models.JobSuccess, models.JobFailure, models.JobCancelled}),
-				now.Add(-time.Duration(conf.JobsTTL)*24*time.Hour)).Exec(ctx)
-		if err != nil {
+		if res.Purged, res.Cleanups, err = a.purgeJobs(ctx, now.Add(-time.Duration(conf.JobsTTL)*24*time.Hour)); err != nil {
 			return res, err
 		}
-		n, _ := r.RowsAffected()
-		res.Purged = int(n)
 	}
 	check := func(enabled bool, threshold int64, state []string, column, name, what string, count *int) error {
 		if !enabled || threshold <= 0 {
@@ -134,4 +142,34 @@ func (a *Activities) Maintain(ctx context.Context) (MaintenanceResult, error) {
 	err = check(conf.AlertNotprogressedJobs, conf.NotprogressedJobThreshold, []string{models.JobStarted}, "updated",
 		alertJobNotProgressed, fmt.Sprintf("no progress for %d s", conf.NotprogressedJobThreshold), &res.NotProgressed)
 	return res, err
+}
+
+// purgeJobs deletes up to purgePerPass jobs finished before cutoff and
+// says whose batch files to remove.
+func (a *Activities) purgeJobs(ctx context.Context, cutoff time.Time) (int, []JobCleanup, error) {
+	var old []models.Job
+	err := a.DB.NewSelect().Model(&old).Column("id", "site", "queue").
+		Where("state IN (?) AND completed < ?", bun.In([]string{models.JobSuccess, models.JobFailure, models.JobCancelled}), cutoff).
+		Order("id").Limit(purgePerPass).Scan(ctx)
+	if err != nil || len(old) == 0 {
+		return 0, nil, err
+	}
+	ids := make([]int64, len(old))
+	var cleanups []JobCleanup
+	bySiteQueue := map[[2]string]int{}
+	for i, j := range old {
+		ids[i] = j.ID
+		k := [2]string{j.Site, j.Queue}
+		n, ok := bySiteQueue[k]
+		if !ok {
+			n = len(cleanups)
+			bySiteQueue[k] = n
+			cleanups = append(cleanups, JobCleanup{Site: j.Site, Queue: j.Queue})
+		}
+		cleanups[n].JobIDs = append(cleanups[n].JobIDs, j.ID)
+	}
+	if _, err := a.DB.NewDelete().Model((*models.Job)(nil)).Where("id IN (?)", bun.In(ids)).Exec(ctx); err != nil {
+		return 0, nil, err
+	}
+	return len(ids), cleanups, nil
 }

@@ -466,6 +466,16 @@ func (a *Activities) CleanupJob(ctx context.Context, jobID int64) error {
 	return os.RemoveAll(filepath.Dir(a.jobDir(jobID, 0)))
 }
 
+// CleanupJobs removes the batch files of deleted or purged jobs.
+func (a *Activities) CleanupJobs(ctx context.Context, jobIDs []int64) error {
+	for _, id := range jobIDs {
+		if err := a.CleanupJob(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // CommitSnapdiff makes a snapdiff job's manifest the base of the next run.
 func (a *Activities) CommitSnapdiff(ctx context.Context, pending string) error {
 	if pending == "" {

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -465,8 +466,15 @@ func (s *Server) deleteJob(c *gin.Context) error {
 	if !models.JobFinished(j.State) {
 		return web.Errorf(http.StatusConflict, "The job is %s; cancel it before deleting it.", j.State)
 	}
-	if err := models.DeleteJob(c.Request.Context(), s.DB, j.ID); err != nil {
+	ctx := c.Request.Context()
+	if err := models.DeleteJob(ctx, s.DB, j.ID); err != nil {
 		return err
+	}
+	// The record is gone either way; its batch files at the site follow.
+	_, err = s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.JobCleanupWorkflowID(j.ID), TaskQueue: workflows.HubTaskQueue},
+		workflows.JobCleanupWorkflowName, hubact.JobCleanup{Site: j.Site, Queue: j.Queue, JobIDs: []int64{j.ID}})
+	if err != nil {
+		s.Log.Warn("job deleted, but its batch files stay at the site", "job", j.ID, "site", j.Site, "err", err)
 	}
 	c.Status(http.StatusNoContent)
 	return nil

@@ -2,7 +2,12 @@ package hub_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,7 +21,8 @@ import (
 
 // TestJobAlertsAndPurge: job outcomes raise the alerts the configuration
 // asks for, and the maintenance schedule purges jobs past jobs_ttl and
-// alerts on jobs that never started.
+// alerts on jobs that never started. The batch files a job with failures
+// keeps at its site go when the job is purged or deleted.
 func TestJobAlertsAndPurge(t *testing.T) {
 	t.Parallel()
 	e := apitest.New(t, "sqlite")
@@ -56,11 +62,27 @@ func TestJobAlertsAndPurge(t *testing.T) {
 	_, err = e.DB.NewUpdate().Model((*models.Job)(nil)).Set("created = ?", time.Now().Add(-time.Hour)).Where("id = ?", stuck.ID).Exec(ctx)
 	require.NoError(t, err)
 
+	jobDir := func(id int64) string { return filepath.Join(s.root, ".hub", "jobs", fmt.Sprint(id)) }
+	require.NoError(t, os.MkdirAll(filepath.Join(jobDir(old.ID), "r0"), 0o755))
+	jobID := int64(job["id"].(float64))
+	require.DirExists(t, jobDir(jobID), "kept for a resubmit of the failures")
+
 	require.NoError(t, e.Temporal.ScheduleClient().GetHandle(ctx, workflows.MaintenanceScheduleID).Trigger(ctx, client.ScheduleTriggerOptions{}))
 	require.Eventually(t, func() bool {
 		_, err := models.GetJob(ctx, e.DB, old.ID)
 		return err == models.ErrNotFound && alerts()["job_notstarted"]
 	}, time.Minute, 200*time.Millisecond)
-	_, err = models.GetJob(ctx, e.DB, int64(job["id"].(float64)))
+	require.Eventually(t, func() bool { return noFile(jobDir(old.ID)) }, time.Minute, 100*time.Millisecond, "purged job's batch files")
+	_, err = models.GetJob(ctx, e.DB, jobID)
 	require.NoError(t, err, "recent jobs are kept")
+	require.DirExists(t, jobDir(jobID))
+
+	r := e.AsAdmin(http.MethodDelete, fmt.Sprintf("/api/jobs/%d/", jobID), nil)
+	require.Equal(t, http.StatusNoContent, r.Status, string(r.Body))
+	require.Eventually(t, func() bool { return noFile(jobDir(jobID)) }, time.Minute, 100*time.Millisecond, "deleted job's batch files")
+}
+
+func noFile(name string) bool {
+	_, err := os.Stat(name)
+	return errors.Is(err, fs.ErrNotExist)
 }
