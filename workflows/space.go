@@ -27,15 +27,19 @@ func SpaceWorkflowID(spaceID int64) string { return fmt.Sprintf("space-%d", spac
 const (
 	SpaceCreate = "create"
 	SpaceRemove = "remove"
+	ShareWrite  = "share-write"
+	ShareRemove = "share-remove"
 )
 
-// SpaceOp creates or removes a space's directory on one site.
+// SpaceOp creates or removes, on one site, a space's directory or the
+// configuration file of one of its shares.
 type SpaceOp struct {
 	Site       string
 	Queue      string
-	Action     string // SpaceCreate or SpaceRemove
+	Action     string // SpaceCreate, SpaceRemove, ShareWrite or ShareRemove
 	Mountpoint string
 	Mode       string
+	Share      site.ShareConfig // for ShareWrite and ShareRemove
 }
 
 // SpaceOps is the payload of SpaceOpsSignal.
@@ -92,13 +96,18 @@ func SpaceWorkflow(ctx workflow.Context, in SpaceInput) (SpaceResult, error) {
 		}
 		op := queue[0]
 		queue = queue[1:]
-		fn := siteActs.CreateSpaceDir
-		if op.Action == SpaceRemove {
+		var fn, arg any = siteActs.CreateSpaceDir, site.SpaceDirInput{Mountpoint: op.Mountpoint, Mode: op.Mode}
+		switch op.Action {
+		case SpaceRemove:
 			fn = siteActs.RemoveSpaceDir
+		case ShareWrite:
+			fn, arg = siteActs.WriteShare, op.Share
+		case ShareRemove:
+			fn, arg = siteActs.RemoveShare, op.Share
 		}
 		var dr site.SpaceDirResult
 		sctx := workflow.WithActivityOptions(ctx, spaceDirOptions(op.Site, op.Queue))
-		err := workflow.ExecuteActivity(sctx, fn, site.SpaceDirInput{Mountpoint: op.Mountpoint, Mode: op.Mode}).Get(ctx, &dr)
+		err := workflow.ExecuteActivity(sctx, fn, arg).Get(ctx, &dr)
 		out := SpaceOutcome{Op: op, Outcome: dr.Outcome, Message: dr.Message}
 		if err != nil {
 			out.Outcome, out.Message = models.SpaceSiteError, err.Error()

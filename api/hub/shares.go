@@ -2,18 +2,22 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
 
+	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
 )
 
 // shareRoutes serves the NFS and SMB shares of spaces. The spec does not
@@ -173,6 +177,7 @@ func (s *Server) saveNFSShare(c *gin.Context) error {
 	ctx := c.Request.Context()
 	create := c.Request.Method == http.MethodPost
 	var sh *models.NFSShare
+	var oldSpace int64
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		sh = new(models.NFSShare)
 		if !create {
@@ -183,6 +188,7 @@ func (s *Server) saveNFSShare(c *gin.Context) error {
 			if sh, err = models.GetNFSShare(ctx, tx, id); err != nil {
 				return err
 			}
+			oldSpace = sh.SpaceID
 		}
 		v := web.ValidationError{}
 		setIf(&sh.Name, in.Name)
@@ -200,6 +206,15 @@ func (s *Server) saveNFSShare(c *gin.Context) error {
 		if in.Clients != nil {
 			clients = nfsClients(v, *in.Clients)
 		}
+		if v.Err() == nil {
+			check := *sh
+			if in.Clients != nil {
+				check.Clients = clients
+			}
+			if err := site.CheckShare(nfsShareConfig(&check)); err != nil {
+				v.Add("clients", err.Error())
+			}
+		}
 		if err := v.Err(); err != nil {
 			return err
 		}
@@ -213,11 +228,30 @@ func (s *Server) saveNFSShare(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.pushShare(ctx, oldSpace, sh.SpaceID, nfsShareConfig(sh)); err != nil {
+		return err
+	}
 	return saved(c, create, renderNFSShare(c, sh))
 }
 
 func (s *Server) deleteNFSShare(c *gin.Context) error {
-	return deleteByID(c, s.DB, models.DeleteNFSShare)
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	sh, err := models.GetNFSShare(ctx, s.DB, id)
+	if err != nil {
+		return err
+	}
+	if err := models.DeleteNFSShare(ctx, s.DB, id); err != nil {
+		return err
+	}
+	if err := s.pushShare(ctx, sh.SpaceID, 0, nfsShareConfig(sh)); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
 }
 
 type smbShareInput struct {
@@ -363,6 +397,7 @@ func (s *Server) saveSMBShare(c *gin.Context) error {
 	ctx := c.Request.Context()
 	create := c.Request.Method == http.MethodPost
 	var sh *models.SMBShare
+	var oldSpace int64
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		sh = &models.SMBShare{AdminUsers: map[string]any{}, AllowedUsers: map[string]any{}, HostsAllow: map[string]any{},
 			HostsDeny: map[string]any{}, AdvancedSettings: map[string]any{}, OnSites: map[string]any{}}
@@ -374,9 +409,13 @@ func (s *Server) saveSMBShare(c *gin.Context) error {
 			if sh, err = models.GetSMBShare(ctx, tx, id); err != nil {
 				return err
 			}
+			oldSpace = sh.SpaceID
 		}
 		if err := in.apply(ctx, tx, sh, create); err != nil {
 			return err
+		}
+		if err := site.CheckShare(smbShareConfig(sh)); err != nil {
+			return web.Invalid("non_field_errors", err.Error())
 		}
 		if err := models.SaveSMBShare(ctx, tx, sh); err != nil {
 			return err
@@ -388,9 +427,189 @@ func (s *Server) saveSMBShare(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.pushShare(ctx, oldSpace, sh.SpaceID, smbShareConfig(sh)); err != nil {
+		return err
+	}
 	return saved(c, create, renderSMBShare(c, sh))
 }
 
 func (s *Server) deleteSMBShare(c *gin.Context) error {
-	return deleteByID(c, s.DB, models.DeleteSMBShare)
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	sh, err := models.GetSMBShare(ctx, s.DB, id)
+	if err != nil {
+		return err
+	}
+	if err := models.DeleteSMBShare(ctx, s.DB, id); err != nil {
+		return err
+	}
+	if err := s.pushShare(ctx, sh.SpaceID, 0, smbShareConfig(sh)); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// pushShare has the sites write a saved share's file, through the
+// workflow of its space so that it follows the space's own changes: the
+// sites of space `to` write it, those of space `from` (the share's former
+// space, or its space when it is deleted) remove it. 0 means none.
+func (s *Server) pushShare(ctx context.Context, from, to int64, cfg site.ShareConfig) error {
+	if from != 0 && from != to {
+		if err := s.signalShare(ctx, from, workflows.ShareRemove, cfg); err != nil {
+			return err
+		}
+	}
+	if to == 0 {
+		return nil
+	}
+	return s.signalShare(ctx, to, workflows.ShareWrite, cfg)
+}
+
+func (s *Server) signalShare(ctx context.Context, spaceID int64, action string, cfg site.ShareConfig) error {
+	sp, err := models.GetSpace(ctx, s.DB, spaceID, models.SpaceFilter{})
+	if err != nil {
+		return err
+	}
+	var ops []workflows.SpaceOp
+	for _, l := range sp.Links {
+		ops = append(ops, workflows.SpaceOp{Site: l.Site.Name, Queue: models.DefaultQueue, Action: action, Share: cfg})
+	}
+	return s.signalSpace(ctx, spaceID, ops)
+}
+
+// spaceShareOps writes (or removes) every share of a space on one site:
+// for a site joining (or leaving) the space.
+func spaceShareOps(ctx context.Context, db bun.IDB, spaceID int64, siteName, action string) ([]workflows.SpaceOp, error) {
+	nfs, err := models.NFSShares(ctx, db, &spaceID)
+	if err != nil {
+		return nil, err
+	}
+	smb, err := models.SMBShares(ctx, db, &spaceID)
+	if err != nil {
+		return nil, err
+	}
+	var ops []workflows.SpaceOp
+	add := func(cfg site.ShareConfig) {
+		ops = append(ops, workflows.SpaceOp{Site: siteName, Queue: models.DefaultQueue, Action: action, Share: cfg})
+	}
+	for i := range nfs {
+		add(nfsShareConfig(&nfs[i]))
+	}
+	for i := range smb {
+		add(smbShareConfig(&smb[i]))
+	}
+	return ops, nil
+}
+
+// nfsShareConfig turns an NFS share into the export rules its sites write
+// (docs/catalogue-storage.md lists the mapping).
+func nfsShareConfig(sh *models.NFSShare) site.ShareConfig {
+	cfg := site.ShareConfig{Kind: site.ShareNFS, ID: sh.ID, Path: sh.Path}
+	pick := func(on bool, yes, no string) string {
+		if on {
+			return yes
+		}
+		return no
+	}
+	for _, c := range sh.Clients {
+		opts := []string{pick(c.ReadOnly, "ro", "rw"), pick(c.Asynchronous, "async", "sync"),
+			pick(c.SubtreeCheck, "subtree_check", "no_subtree_check"), pick(c.WriteDelay, "wdelay", "no_wdelay"),
+			pick(c.InsecurePorts, "insecure", "secure")}
+		if c.ForceRootUserID {
+			opts = append(opts, "root_squash")
+		}
+		if c.ForceAllUserID {
+			opts = append(opts, "all_squash")
+		}
+		for _, n := range []struct {
+			name string
+			v    *int64
+		}{{"anonuid", c.AnonymousUserID}, {"anongid", c.AnonymousGroupID}, {"fsid", c.FSID}} {
+			if n.v != nil {
+				opts = append(opts, n.name+"="+strconv.FormatInt(*n.v, 10))
+			}
+		}
+		for _, kv := range settingsPairs(c.AdvancedSettings, "") {
+			if kv.Value == "" {
+				opts = append(opts, kv.Key)
+			} else {
+				opts = append(opts, kv.Key+"="+kv.Value)
+			}
+		}
+		cfg.NFSClients = append(cfg.NFSClients, site.NFSExportClient{Hosts: c.Hosts, Options: strings.Join(opts, ",")})
+	}
+	return cfg
+}
+
+// smbShareConfig turns an SMB share into the share section its sites
+// write (docs/catalogue-storage.md lists the mapping).
+func smbShareConfig(sh *models.SMBShare) site.ShareConfig {
+	yesNo := map[bool]string{true: "yes", false: "no"}
+	params := []site.SMBParam{{Key: "read only", Value: yesNo[sh.ReadOnly]}, {Key: "browseable", Value: yesNo[sh.Visible]},
+		{Key: "guest ok", Value: yesNo[sh.GuestOK]}}
+	add := func(key, value string) {
+		if value != "" {
+			params = append(params, site.SMBParam{Key: key, Value: value})
+		}
+	}
+	add("create mask", sh.CreateMask)
+	add("directory mask", sh.DirectoryMask)
+	add("force create mode", sh.ForceCreateMode)
+	add("force directory mode", sh.ForceDirectoryMode)
+	add("admin users", strings.Join(objectNames(sh.AdminUsers), " "))
+	add("valid users", strings.Join(objectNames(sh.AllowedUsers), " "))
+	add("hosts allow", strings.Join(objectNames(sh.HostsAllow), " "))
+	add("hosts deny", strings.Join(objectNames(sh.HostsDeny), " "))
+	params = append(params, settingsPairs(sh.AdvancedSettings, "yes")...)
+	return site.ShareConfig{Kind: site.ShareSMB, ID: sh.ID, Path: sh.Path, SMBName: sh.Name, SMBParams: params}
+}
+
+// objectNames reads the names a share's user or host object lists: the
+// keys set to true and the strings of its string and array values
+// ({"users": ["alice"], "bob": true} → alice, bob), sorted.
+func objectNames(m map[string]any) []string {
+	var out []string
+	for k, v := range m {
+		switch v := v.(type) {
+		case bool:
+			if v {
+				out = append(out, k)
+			}
+		case string:
+			out = append(out, v)
+		case []any:
+			for _, e := range v {
+				if s, ok := e.(string); ok {
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// settingsPairs turns advanced settings into sorted key/value options:
+// true gives the key alone (or with trueValue), false and null drop it.
+func settingsPairs(m map[string]any, trueValue string) []site.SMBParam {
+	var out []site.SMBParam
+	for k, v := range m {
+		switch v := v.(type) {
+		case nil:
+		case bool:
+			if v {
+				out = append(out, site.SMBParam{Key: k, Value: trueValue})
+			} else if trueValue != "" {
+				out = append(out, site.SMBParam{Key: k, Value: "no"})
+			}
+		default:
+			out = append(out, site.SMBParam{Key: k, Value: fmt.Sprint(v)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
 }

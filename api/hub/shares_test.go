@@ -3,11 +3,16 @@ package hub_test
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/worker"
 )
 
 // bareNames lists a bare-array collection and returns the names.
@@ -205,5 +210,83 @@ func TestSMBShares(t *testing.T) {
 		requireStatus(t, http.StatusNotFound, e.AsAdmin(http.MethodGet, pathOf("smbshares", id), nil))
 		requireStatus(t, http.StatusNotFound, e.AsAdmin(http.MethodDelete, pathOf("smbshares", id), nil))
 		requireStatus(t, http.StatusNoContent, e.AsAdmin(http.MethodDelete, pathOf("spaces", sp1), nil)) // no share left
+	})
+}
+
+// TestSharesOnSites: saving a share writes its export line or share
+// section into the configuration folder of each site of its space; a site
+// joining the space gets the space's shares, one leaving loses them, and
+// deleting a share removes its file.
+func TestSharesOnSites(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.StartHubWorker()
+		rootA, rootB := t.TempDir(), t.TempDir()
+		e.StartSiteWorker(worker.SiteConfig{Site: "a", Queue: "default", Node: "n1", Root: rootA, HeartbeatInterval: time.Second})
+		e.StartSiteWorker(worker.SiteConfig{Site: "b", Queue: "default", Node: "n1", Root: rootB, HeartbeatInterval: time.Second})
+		for _, n := range []string{"a", "b"} {
+			requireStatus(t, http.StatusCreated, e.AsAdmin(http.MethodPost, "/api/sites/", map[string]any{"name": n}))
+		}
+		sp := recordID(t, e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "proj", "mountpoint": "/spaces/proj",
+			"sites": []any{map[string]any{"name": "a", "label": "A"}}}))
+		require.NoError(t, os.MkdirAll(filepath.Join(rootA, "spaces", "proj", "sub"), 0o755))
+		shareFile := func(root, name string) string { return filepath.Join(root, ".hub", "config", "shares", name) }
+		eventuallyFile := func(name, want string) {
+			t.Helper()
+			require.Eventually(t, func() bool {
+				b, err := os.ReadFile(name)
+				return err == nil && strings.Contains(string(b), want)
+			}, 30*time.Second, 50*time.Millisecond, "%s should hold %q", name, want)
+		}
+		eventuallyGone := func(name string) {
+			t.Helper()
+			require.Eventually(t, func() bool { return noFile(name) }, 30*time.Second, 50*time.Millisecond, "%s should be gone", name)
+		}
+
+		r := e.AsAdmin(http.MethodPost, "/api/nfsshares/", map[string]any{"space": sp, "path": "/spaces/proj/sub", "clients": []any{
+			map[string]any{"hosts": "10.0.0.0/24 db1", "read_only": true, "anonymous_user_id": 65534, "advanced_settings": map[string]any{"sec": "sys"}},
+			map[string]any{"hosts": "*.example.com", "subtree_check": true, "insecure_ports": true}}})
+		requireStatus(t, http.StatusCreated, r)
+		nfs := recordID(t, r)
+		dir := filepath.Join(rootA, "spaces", "proj", "sub")
+		nfsA := shareFile(rootA, fmt.Sprintf("nfs-%d.exports", nfs))
+		eventuallyFile(nfsA, fmt.Sprintf("%q 10.0.0.0/24(%[2]s) db1(%[2]s) *.example.com(%[3]s)\n", dir,
+			"ro,sync,no_subtree_check,no_wdelay,secure,anonuid=65534,sec=sys", "rw,sync,subtree_check,no_wdelay,insecure"))
+
+		requireStatus(t, http.StatusOK, e.AsAdmin(http.MethodPatch, pathOf("nfsshares", nfs), map[string]any{
+			"clients": []any{map[string]any{"hosts": "backup"}}}))
+		eventuallyFile(nfsA, fmt.Sprintf("%q backup(rw,sync,no_subtree_check,no_wdelay,secure)\n", dir))
+
+		r = e.AsAdmin(http.MethodPost, "/api/smbshares/", map[string]any{"space": sp, "name": "Proj", "read_only": false, "visible": true,
+			"create_mask": "0644", "allowed_users": map[string]any{"users": []string{"bob", "alice"}},
+			"hosts_allow": map[string]any{"hosts": []string{"10.0.0.0/8"}}, "advanced_settings": map[string]any{"vfs objects": "acl_xattr"}})
+		requireStatus(t, http.StatusCreated, r)
+		smb := recordID(t, r)
+		smbName := fmt.Sprintf("smb-%d.conf", smb)
+		eventuallyFile(shareFile(rootA, smbName), "[Proj]\n    path = "+filepath.Join(rootA, "spaces", "proj")+"\n    read only = no\n    browseable = yes\n"+
+			"    guest ok = no\n    create mask = 0644\n    valid users = alice bob\n    hosts allow = 10.0.0.0/8\n    vfs objects = acl_xattr\n")
+
+		// Values that would break the configuration files are refused.
+		r = e.AsAdmin(http.MethodPost, "/api/nfsshares/", map[string]any{"space": sp, "clients": []any{map[string]any{"hosts": "h", "advanced_settings": map[string]any{"x": "a b"}}}})
+		requireStatus(t, http.StatusBadRequest, r)
+		require.Contains(t, r.Map(), "clients", string(r.Body))
+		r = e.AsAdmin(http.MethodPatch, pathOf("smbshares", smb), map[string]any{"advanced_settings": map[string]any{"comment": "line\nbreak"}})
+		requireStatus(t, http.StatusBadRequest, r)
+
+		// Site b joins: it gets the folder and both shares.
+		requireStatus(t, http.StatusOK, e.AsAdmin(http.MethodPatch, pathOf("spaces", sp), map[string]any{
+			"sites": []any{map[string]any{"name": "a", "label": "A"}, map[string]any{"name": "b", "label": "B"}}}))
+		require.NoError(t, os.MkdirAll(filepath.Join(rootB, "spaces", "proj", "sub"), 0o755))
+		eventuallyFile(shareFile(rootB, smbName), "[Proj]")
+		eventuallyFile(shareFile(rootB, fmt.Sprintf("nfs-%d.exports", nfs)), "backup(")
+
+		// Deleting a share removes it everywhere; site a leaving loses the other.
+		requireStatus(t, http.StatusNoContent, e.AsAdmin(http.MethodDelete, pathOf("nfsshares", nfs), nil))
+		eventuallyGone(nfsA)
+		eventuallyGone(shareFile(rootB, fmt.Sprintf("nfs-%d.exports", nfs)))
+		requireStatus(t, http.StatusOK, e.AsAdmin(http.MethodPatch, pathOf("spaces", sp), map[string]any{
+			"sites": []any{map[string]any{"name": "b", "label": "B"}}}))
+		eventuallyGone(shareFile(rootA, smbName))
+		eventuallyFile(shareFile(rootB, smbName), "[Proj]")
 	})
 }

@@ -358,9 +358,19 @@ func (s *Server) saveSpace(c *gin.Context) error {
 		if l.State != models.SpaceSiteReady {
 			ops = append(ops, workflows.SpaceOp{Site: l.Site.Name, Queue: models.DefaultQueue, Action: workflows.SpaceCreate,
 				Mountpoint: sp.Mountpoint, Mode: sp.PermissionMode})
+			shares, err := spaceShareOps(ctx, s.DB, sp.ID, l.Site.Name, workflows.ShareWrite)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, shares...)
 		}
 	}
 	for _, site := range change.Removed {
+		shares, err := spaceShareOps(ctx, s.DB, sp.ID, site.Name, workflows.ShareRemove)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, shares...)
 		ops = append(ops, workflows.SpaceOp{Site: site.Name, Queue: models.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint})
 	}
 	if err := s.signalSpace(ctx, sp.ID, ops); err != nil {
