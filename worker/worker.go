@@ -25,21 +25,33 @@ var Version = "dev"
 // Hub returns the hub worker: every workflow and the hub activities.
 func Hub(c client.Client, acts *hubact.Activities) sdkworker.Worker {
 	w := sdkworker.New(c, workflows.HubTaskQueue, sdkworker.Options{})
-	w.RegisterWorkflowWithOptions(workflows.NodeWorkflow, workflow.RegisterOptions{Name: workflows.NodeWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.JobWorkflow, workflow.RegisterOptions{Name: workflows.JobWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.BrowseWorkflow, workflow.RegisterOptions{Name: workflows.BrowseWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.MaintenanceWorkflow, workflow.RegisterOptions{Name: workflows.MaintenanceWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.JobCleanupWorkflow, workflow.RegisterOptions{Name: workflows.JobCleanupWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.NASUsersSyncWorkflow, workflow.RegisterOptions{Name: workflows.NASUsersSyncWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.SettingsWorkflow, workflow.RegisterOptions{Name: workflows.SettingsWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.ResourceChangeWorkflow, workflow.RegisterOptions{Name: workflows.ResourceChangeWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.CJDatastoresWorkflow, workflow.RegisterOptions{Name: workflows.CJDatastoresWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.SiteRefreshWorkflow, workflow.RegisterOptions{Name: workflows.SiteRefreshWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.SpaceWorkflow, workflow.RegisterOptions{Name: workflows.SpaceWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.BucketDeleteWorkflow, workflow.RegisterOptions{Name: workflows.BucketDeleteWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.TargetFilesWorkflow, workflow.RegisterOptions{Name: workflows.TargetFilesWorkflowName})
+	RegisterWorkflows(w)
 	w.RegisterActivity(acts)
 	return w
+}
+
+// RegisterWorkflows registers every workflow of the hub under its name on
+// a worker or a replayer.
+func RegisterWorkflows(r interface {
+	RegisterWorkflowWithOptions(any, workflow.RegisterOptions)
+}) {
+	for name, fn := range map[string]any{
+		workflows.NodeWorkflowName:           workflows.NodeWorkflow,
+		workflows.JobWorkflowName:            workflows.JobWorkflow,
+		workflows.JobCleanupWorkflowName:     workflows.JobCleanupWorkflow,
+		workflows.BrowseWorkflowName:         workflows.BrowseWorkflow,
+		workflows.MaintenanceWorkflowName:    workflows.MaintenanceWorkflow,
+		workflows.NASUsersSyncWorkflowName:   workflows.NASUsersSyncWorkflow,
+		workflows.SettingsWorkflowName:       workflows.SettingsWorkflow,
+		workflows.ResourceChangeWorkflowName: workflows.ResourceChangeWorkflow,
+		workflows.CJDatastoresWorkflowName:   workflows.CJDatastoresWorkflow,
+		workflows.SiteRefreshWorkflowName:    workflows.SiteRefreshWorkflow,
+		workflows.SpaceWorkflowName:          workflows.SpaceWorkflow,
+		workflows.BucketDeleteWorkflowName:   workflows.BucketDeleteWorkflow,
+		workflows.TargetFilesWorkflowName:    workflows.TargetFilesWorkflow,
+	} {
+		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
+	}
 }
 
 // SiteConfig describes one site worker process.

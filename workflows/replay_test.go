@@ -8,23 +8,24 @@ import (
 
 	"github.com/stretchr/testify/require"
 	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
+	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/worker"
 )
 
-// TestReplayRecordedJobHistories replays histories recorded from real job
-// runs (pause/resume, cancel, resubmit; see api/hub recordHistories) so
-// that a change to JobWorkflow that breaks determinism for running jobs
-// fails here. A deliberate change must be guarded with workflow.GetVersion.
-func TestReplayRecordedJobHistories(t *testing.T) {
+// TestReplayRecordedHistories replays histories recorded from real runs
+// (jobs paused, resumed, cancelled and resubmitted; C+J changes, failed
+// and retried; space and share changes; maintenance and job cleanup; see
+// apitest.RecordHistories) so that a change to a workflow that breaks
+// determinism for running executions fails here. A deliberate change must
+// be guarded with workflow.GetVersion.
+func TestReplayRecordedHistories(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("testdata/*.json")
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "recorded histories are missing from testdata/")
-	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(workflows.JobWorkflow, workflow.RegisterOptions{Name: workflows.JobWorkflowName})
+	r := sdkworker.NewWorkflowReplayer()
+	worker.RegisterWorkflows(r)
 	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/thehub/hub/api/cj/cjtest"
+	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 )
 
@@ -98,6 +99,7 @@ func TestSpaceLifecycle(t *testing.T) {
 			_, err := os.Stat(dir)
 			return os.IsNotExist(err)
 		}, time.Minute, 50*time.Millisecond)
+		apitest.RecordHistories(t, e.Temporal)
 	})
 }
 
@@ -135,6 +137,7 @@ func TestInjectedFailure(t *testing.T) {
 		fi, err := os.Stat(filepath.Join(e.Root, "spaces", "blocked"))
 		require.NoError(t, err)
 		require.True(t, fi.IsDir())
+		apitest.RecordHistories(t, e.Temporal)
 	})
 }
 
@@ -193,6 +196,7 @@ func TestExposers(t *testing.T) {
 		}
 		r = e.Do(http.MethodGet, space, e.Admin, nil)
 		require.Len(t, r.Item()["exposers"], 1, "the GPFS exposer is left")
+		apitest.RecordHistories(t, e.Temporal)
 	})
 }
 
@@ -247,6 +251,7 @@ func TestSnapshot(t *testing.T) {
 		require.Equal(t, http.StatusNoContent, r.Status, string(r.Body))
 		e.WaitGone(snap)
 		require.NoDirExists(t, snapDir)
+		apitest.RecordHistories(t, e.Temporal)
 	})
 }
 

@@ -80,6 +80,7 @@ func TestJobAlertsAndPurge(t *testing.T) {
 	r := e.AsAdmin(http.MethodDelete, fmt.Sprintf("/api/jobs/%d/", jobID), nil)
 	require.Equal(t, http.StatusNoContent, r.Status, string(r.Body))
 	require.Eventually(t, func() bool { return noFile(jobDir(jobID)) }, time.Minute, 100*time.Millisecond, "deleted job's batch files")
+	apitest.RecordHistories(t, e.Temporal)
 }
 
 func noFile(name string) bool {

@@ -72,7 +72,7 @@ func TestJobPauseResume(t *testing.T) {
 	require.Equal(t, "SUCCESS", job["state"], job)
 	require.Equal(t, float64(n), job["numprocessedfiles"])
 	requireTargetMatches(t, s, files)
-	recordHistories(t, e, id, jobRuns(t, e, id))
+	apitest.RecordHistories(t, e.Temporal)
 
 	// Controls of a finished job are refused clearly.
 	for _, op := range []string{"pause", "resume", "cancel"} {
@@ -120,7 +120,7 @@ func TestJobCancelThenResubmit(t *testing.T) {
 		stats, err := e.DB.NewSelect().Model((*models.JobStat)(nil)).Where("job_id = ? AND state = 'SUCCESS'", id).Count(context.Background())
 		require.NoError(t, err)
 		require.Equal(t, int64(400), stats, "one final record per path")
-		recordHistories(t, e, id, jobRuns(t, e, id))
+		apitest.RecordHistories(t, e.Temporal)
 	})
 }
 

@@ -6,16 +6,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
@@ -132,29 +129,6 @@ func jobRuns(t *testing.T, e *apitest.Env, id int64) []string {
 		runs = append([]string{ex.GetExecution().GetRunId()}, runs...)
 	}
 	return runs
-}
-
-// recordHistories writes each run of a job's history as JSON for the
-// replay test in workflows/, when HUB_RECORD_HISTORIES names a folder
-// (regenerate: HUB_RECORD_HISTORIES=$PWD/workflows/testdata go test ./api/hub -run TestJob).
-func recordHistories(t *testing.T, e *apitest.Env, id int64, runs []string) {
-	dir := os.Getenv("HUB_RECORD_HISTORIES")
-	if dir == "" {
-		return
-	}
-	for i, run := range runs {
-		it := e.Temporal.GetWorkflowHistory(context.Background(), workflows.JobWorkflowID(id), run, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		h := &history.History{}
-		for it.HasNext() {
-			ev, err := it.Next()
-			require.NoError(t, err)
-			h.Events = append(h.Events, ev)
-		}
-		data, err := protojson.Marshal(h)
-		require.NoError(t, err)
-		name := filepath.Join(dir, fmt.Sprintf("%s-run%d.json", strings.ReplaceAll(t.Name(), "/", "-"), i+1))
-		require.NoError(t, os.WriteFile(name, data, 0o644))
-	}
 }
 
 // activityRetries counts the activity attempts of a job's workflow that

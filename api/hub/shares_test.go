@@ -288,5 +288,6 @@ func TestSharesOnSites(t *testing.T) {
 			"sites": []any{map[string]any{"name": "b", "label": "B"}}}))
 		eventuallyGone(shareFile(rootA, smbName))
 		eventuallyFile(shareFile(rootB, smbName), "[Proj]")
+		apitest.RecordHistories(t, e.Temporal)
 	})
 }
