@@ -235,19 +235,28 @@ func (s *Server) saveNFSShare(c *gin.Context) error {
 }
 
 func (s *Server) deleteNFSShare(c *gin.Context) error {
+	return s.deleteShare(c, func(ctx context.Context, id int64) (int64, site.ShareConfig, error) {
+		sh, err := models.GetNFSShare(ctx, s.DB, id)
+		if err != nil {
+			return 0, site.ShareConfig{}, err
+		}
+		return sh.SpaceID, nfsShareConfig(sh), models.DeleteNFSShare(ctx, s.DB, id)
+	})
+}
+
+// deleteShare deletes the share of the path's id with del, which returns
+// the share's space and file, then has that space's sites remove the file.
+func (s *Server) deleteShare(c *gin.Context, del func(ctx context.Context, id int64) (int64, site.ShareConfig, error)) error {
 	id, err := web.PathID(c, "id")
 	if err != nil {
 		return err
 	}
 	ctx := c.Request.Context()
-	sh, err := models.GetNFSShare(ctx, s.DB, id)
+	space, cfg, err := del(ctx, id)
 	if err != nil {
 		return err
 	}
-	if err := models.DeleteNFSShare(ctx, s.DB, id); err != nil {
-		return err
-	}
-	if err := s.pushShare(ctx, sh.SpaceID, 0, nfsShareConfig(sh)); err != nil {
+	if err := s.pushShare(ctx, space, 0, cfg); err != nil {
 		return err
 	}
 	c.Status(http.StatusNoContent)
@@ -434,23 +443,13 @@ func (s *Server) saveSMBShare(c *gin.Context) error {
 }
 
 func (s *Server) deleteSMBShare(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	ctx := c.Request.Context()
-	sh, err := models.GetSMBShare(ctx, s.DB, id)
-	if err != nil {
-		return err
-	}
-	if err := models.DeleteSMBShare(ctx, s.DB, id); err != nil {
-		return err
-	}
-	if err := s.pushShare(ctx, sh.SpaceID, 0, smbShareConfig(sh)); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
+	return s.deleteShare(c, func(ctx context.Context, id int64) (int64, site.ShareConfig, error) {
+		sh, err := models.GetSMBShare(ctx, s.DB, id)
+		if err != nil {
+			return 0, site.ShareConfig{}, err
+		}
+		return sh.SpaceID, smbShareConfig(sh), models.DeleteSMBShare(ctx, s.DB, id)
+	})
 }
 
 // pushShare has the sites write a saved share's file, through the

@@ -300,25 +300,21 @@ func (s *Server) saveSite(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	// A site joining a space gets its folder, then its shares; one leaving
-	// loses the shares, then the folder (kept when it holds data).
 	for _, sp := range added {
-		shares, err := spaceShareOps(ctx, s.DB, sp.ID, site.Name, workflows.ShareWrite)
-		if err != nil {
-			return err
+		ops, err := siteJoinsSpace(ctx, s.DB, &sp, site.Name)
+		if err == nil {
+			err = s.signalSpace(ctx, sp.ID, ops)
 		}
-		op := workflows.SpaceOp{Site: site.Name, Queue: models.DefaultQueue, Action: workflows.SpaceCreate, Mountpoint: sp.Mountpoint, Mode: sp.PermissionMode}
-		if err := s.signalSpace(ctx, sp.ID, append([]workflows.SpaceOp{op}, shares...)); err != nil {
+		if err != nil {
 			return err
 		}
 	}
 	for _, sp := range removed {
-		shares, err := spaceShareOps(ctx, s.DB, sp.ID, site.Name, workflows.ShareRemove)
-		if err != nil {
-			return err
+		ops, err := siteLeavesSpace(ctx, s.DB, &sp, site.Name)
+		if err == nil {
+			err = s.signalSpace(ctx, sp.ID, ops)
 		}
-		op := workflows.SpaceOp{Site: site.Name, Queue: models.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint}
-		if err := s.signalSpace(ctx, sp.ID, append(shares, op)); err != nil {
+		if err != nil {
 			return err
 		}
 	}

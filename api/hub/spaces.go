@@ -356,22 +356,19 @@ func (s *Server) saveSpace(c *gin.Context) error {
 	var ops []workflows.SpaceOp
 	for _, l := range sp.Links {
 		if l.State != models.SpaceSiteReady {
-			ops = append(ops, workflows.SpaceOp{Site: l.Site.Name, Queue: models.DefaultQueue, Action: workflows.SpaceCreate,
-				Mountpoint: sp.Mountpoint, Mode: sp.PermissionMode})
-			shares, err := spaceShareOps(ctx, s.DB, sp.ID, l.Site.Name, workflows.ShareWrite)
+			join, err := siteJoinsSpace(ctx, s.DB, sp, l.Site.Name)
 			if err != nil {
 				return err
 			}
-			ops = append(ops, shares...)
+			ops = append(ops, join...)
 		}
 	}
 	for _, site := range change.Removed {
-		shares, err := spaceShareOps(ctx, s.DB, sp.ID, site.Name, workflows.ShareRemove)
+		leave, err := siteLeavesSpace(ctx, s.DB, sp, site.Name)
 		if err != nil {
 			return err
 		}
-		ops = append(ops, shares...)
-		ops = append(ops, workflows.SpaceOp{Site: site.Name, Queue: models.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint})
+		ops = append(ops, leave...)
 	}
 	if err := s.signalSpace(ctx, sp.ID, ops); err != nil {
 		return err
@@ -414,6 +411,21 @@ func (s *Server) deleteSpace(c *gin.Context) error {
 	}
 	c.Status(http.StatusNoContent)
 	return nil
+}
+
+// siteJoinsSpace: a site joining a space gets its folder, then its shares.
+func siteJoinsSpace(ctx context.Context, db bun.IDB, sp *models.Space, siteName string) ([]workflows.SpaceOp, error) {
+	shares, err := spaceShareOps(ctx, db, sp.ID, siteName, workflows.ShareWrite)
+	op := workflows.SpaceOp{Site: siteName, Queue: models.DefaultQueue, Action: workflows.SpaceCreate, Mountpoint: sp.Mountpoint, Mode: sp.PermissionMode}
+	return append([]workflows.SpaceOp{op}, shares...), err
+}
+
+// siteLeavesSpace: a site leaving a space loses its shares, then its
+// folder (kept when it holds data).
+func siteLeavesSpace(ctx context.Context, db bun.IDB, sp *models.Space, siteName string) ([]workflows.SpaceOp, error) {
+	shares, err := spaceShareOps(ctx, db, sp.ID, siteName, workflows.ShareRemove)
+	op := workflows.SpaceOp{Site: siteName, Queue: models.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint}
+	return append(shares, op), err
 }
 
 // signalSpace hands ops to the space's workflow, starting it if none runs.
