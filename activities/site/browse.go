@@ -113,8 +113,7 @@ func (a *Activities) fileInfo(p string, details bool) (FileInfo, error) {
 		fi.DataSize = st.Size()
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 			fi.DiskUsage = sys.Blocks * 512
-			fi.Atime = time.Unix(sys.Atim.Sec, sys.Atim.Nsec).UTC()
-			fi.Ctime = time.Unix(sys.Ctim.Sec, sys.Ctim.Nsec).UTC()
+			fi.Atime, fi.Ctime = accessChangeTimes(sys)
 		}
 	}
 	return fi, nil

@@ -91,7 +91,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 	}
 	// One flush for the batch before any record or remote copy goes.
 	if wrote.Load() {
-		if err := syncFS(s.root.dir); err != nil {
+		if err := fsutil.SyncFS(s.root.dir); err != nil {
 			s.failRest(fmt.Errorf("flush recalled data: %w", err))
 		}
 	}

@@ -3,6 +3,7 @@ package site
 import (
 	"errors"
 	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -64,16 +65,6 @@ func setMtime(path string, mtime time.Time) error {
 	return nil
 }
 
-// syncFS flushes the filesystem holding dir with one syncfs(2), which is
-// far cheaper than an fsync per file for a batch of many files.
-func syncFS(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return unix.Syncfs(int(d.Fd()))
-}
 
 const openNoFollow = unix.O_NOFOLLOW
 
@@ -85,4 +76,9 @@ func birthTime(path string) int64 {
 		return 0
 	}
 	return stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
+}
+
+// accessChangeTimes returns a file's access and status change times.
+func accessChangeTimes(st *syscall.Stat_t) (atime, ctime time.Time) {
+	return time.Unix(st.Atim.Sec, st.Atim.Nsec).UTC(), time.Unix(st.Ctim.Sec, st.Ctim.Nsec).UTC()
 }

@@ -245,7 +245,7 @@ func (f *Filesystem) List(ctx context.Context, prefix, marker string, max int) (
 // Sync flushes the target filesystem once, which is far cheaper than an
 // fsync per object when a batch of thousands of small files was written.
 func (f *Filesystem) Sync(ctx context.Context) error {
-	if err := syncfs(f.dir); err != nil {
+	if err := fsutil.SyncFS(f.dir); err != nil {
 		return fmt.Errorf("sync %s: %w", f.dir, err)
 	}
 	return nil

@@ -19,11 +19,3 @@ func getxattr(path, name string) (string, error) {
 	return string(buf[:n]), nil
 }
 
-func syncfs(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return unix.Syncfs(int(d.Fd()))
-}

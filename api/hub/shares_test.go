@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/thehub/hub/api/hub/apitest"
-	"github.com/thehub/hub/worker"
 )
 
 // bareNames lists a bare-array collection and returns the names.
@@ -220,13 +219,7 @@ func TestSMBShares(t *testing.T) {
 func TestSharesOnSites(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
-		e.StartHubWorker()
-		rootA, rootB := t.TempDir(), t.TempDir()
-		e.StartSiteWorker(worker.SiteConfig{Site: "a", Queue: "default", Node: "n1", Root: rootA, HeartbeatInterval: time.Second})
-		e.StartSiteWorker(worker.SiteConfig{Site: "b", Queue: "default", Node: "n1", Root: rootB, HeartbeatInterval: time.Second})
-		for _, n := range []string{"a", "b"} {
-			requireStatus(t, http.StatusCreated, e.AsAdmin(http.MethodPost, "/api/sites/", map[string]any{"name": n}))
-		}
+		rootA, rootB := sitesAB(t, e)
 		sp := recordID(t, e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "proj", "mountpoint": "/spaces/proj",
 			"sites": []any{map[string]any{"name": "a", "label": "A"}}}))
 		require.NoError(t, os.MkdirAll(filepath.Join(rootA, "spaces", "proj", "sub"), 0o755))

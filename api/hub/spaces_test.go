@@ -187,13 +187,7 @@ func TestSpaceImmutable(t *testing.T) {
 func TestSpaceDirectories(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
-		e.StartHubWorker()
-		rootA, rootB := t.TempDir(), t.TempDir()
-		e.StartSiteWorker(worker.SiteConfig{Site: "a", Queue: "default", Node: "n1", Root: rootA, HeartbeatInterval: time.Second})
-		e.StartSiteWorker(worker.SiteConfig{Site: "b", Queue: "default", Node: "n1", Root: rootB, HeartbeatInterval: time.Second})
-		for _, n := range []string{"a", "b"} {
-			requireStatus(t, http.StatusCreated, e.AsAdmin(http.MethodPost, "/api/sites/", map[string]any{"name": n}))
-		}
+		rootA, rootB := sitesAB(t, e)
 		both := []any{map[string]any{"name": "a", "label": "A"}, map[string]any{"name": "b", "label": "B"}}
 		r := e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "team", "mountpoint": "/spaces/team", "sites": both, "permission_mode": "0750"})
 		requireStatus(t, http.StatusCreated, r)
@@ -250,4 +244,17 @@ func TestSpaceDirectories(t *testing.T) {
 		_, err = os.Stat(filepath.Join(rootA, "spaces", "shared", "f"))
 		require.NoError(t, err)
 	})
+}
+
+// sitesAB starts the hub worker and sites "a" and "b", each with a
+// worker over its own root, and returns the roots.
+func sitesAB(t *testing.T, e *apitest.Env) (rootA, rootB string) {
+	e.StartHubWorker()
+	rootA, rootB = t.TempDir(), t.TempDir()
+	e.StartSiteWorker(worker.SiteConfig{Site: "a", Queue: "default", Node: "n1", Root: rootA, HeartbeatInterval: time.Second})
+	e.StartSiteWorker(worker.SiteConfig{Site: "b", Queue: "default", Node: "n1", Root: rootB, HeartbeatInterval: time.Second})
+	for _, n := range []string{"a", "b"} {
+		requireStatus(t, http.StatusCreated, e.AsAdmin(http.MethodPost, "/api/sites/", map[string]any{"name": n}))
+	}
+	return rootA, rootB
 }
