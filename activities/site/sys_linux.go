@@ -65,7 +65,6 @@ func setMtime(path string, mtime time.Time) error {
 	return nil
 }
 
-
 const openNoFollow = unix.O_NOFOLLOW
 
 // birthTime returns the creation time of path in Unix ns, or 0 when the

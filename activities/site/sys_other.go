@@ -24,7 +24,6 @@ func lremovexattr(string, string) error { return errXattrUnsupported }
 
 func setMtime(path string, mtime time.Time) error { return os.Chtimes(path, time.Time{}, mtime) }
 
-
 const openNoFollow = syscall.O_NOFOLLOW
 
 // birthTime is unknown without statx(2).

@@ -18,4 +18,3 @@ func getxattr(path, name string) (string, error) {
 	}
 	return string(buf[:n]), nil
 }
-

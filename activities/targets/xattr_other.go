@@ -12,4 +12,3 @@ var errNoXattr = errors.New("extended attributes not supported on this platform"
 func fsetxattr(*os.File, string, string) error { return errNoXattr }
 
 func getxattr(string, string) (string, error) { return "", errNoXattr }
-
