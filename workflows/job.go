@@ -43,6 +43,7 @@ type JobCarry struct {
 	Paused      bool
 	Snapdiff    string // pending manifest to commit on success
 	FailedAfter string // resubmit: keyset cursor into the failed paths
+	Pages       int    // resubmit: discovery pages done, each its own task
 	Prepared    bool   // discovery (or resubmit preparation) is complete
 }
 
@@ -260,8 +261,9 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 		if err != nil {
 			return err
 		}
+		j.c.Pages++
 		if err := workflow.ExecuteActivity(j.hub, a.RecordDiscovery, hubact.DiscoveryDone{JobID: j.jobID, Run: p.Run,
-			Files: out.Files, Failed: out.Failed}).Get(ctx, nil); err != nil {
+			Files: out.Files, Failed: out.Failed, Page: j.c.Pages}).Get(ctx, nil); err != nil {
 			return err
 		}
 	}

@@ -235,6 +235,9 @@ type DiscoveryDone struct {
 	Files  int64
 	Failed []site.Outcome
 	Final  bool // the whole job is discovered (dir_walk_complete)
+	// Page numbers a resubmit's discovery pages from 1, one task each;
+	// 0 is a job's single discovery.
+	Page int
 }
 
 // RecordDiscovery stores discovery's counts and failures.
@@ -253,7 +256,11 @@ func (a *Activities) RecordDiscovery(ctx context.Context, d DiscoveryDone) error
 	if len(d.Failed) == 0 {
 		return nil
 	}
-	t := &models.Task{JobID: d.JobID, TaskType: "discovery", TaskID: fmt.Sprintf("job-%d-r%d-discovery", d.JobID, d.Run),
+	taskID := fmt.Sprintf("job-%d-r%d-discovery", d.JobID, d.Run)
+	if d.Page > 0 {
+		taskID += fmt.Sprintf("-p%d", d.Page)
+	}
+	t := &models.Task{JobID: d.JobID, TaskType: "discovery", TaskID: taskID,
 		State: models.TaskFailure, Run: d.Run, NumPaths: int64(len(d.Failed))}
 	if err := models.CreateTask(ctx, a.DB, t); err != nil {
 		return err

@@ -226,3 +226,39 @@ func TestJobDuplicatePaths(t *testing.T) {
 		require.Equal(t, float64(1), job["numfailedfiles"], job)
 	})
 }
+
+// TestResubmitDiscoveryPages: a resubmit re-discovers the failed paths a
+// page at a time; each page's discovery failures (paths gone since) are
+// recorded under a task of their own.
+func TestResubmitDiscoveryPages(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	e.StartHubWorker()
+	s := newJobSite(t, e, "pages")
+	const n = 1200 // more than one page of failed paths
+	files := makeTreeSized(t, s.root, n, func(int) int { return 16 })
+	_, err := e.DB.NewUpdate().Table("external_targets").Set("local_file_regex = ?", "^$").Where("1 = 1").Exec(context.Background())
+	require.NoError(t, err)
+	job := runJob(t, e, "pages", "premigrate", []string{"/data"}, nil)
+	require.Equal(t, float64(n), job["numfailedfiles"], job)
+	id := int64(job["id"].(float64))
+
+	gone := 0
+	for p := range files {
+		if gone%2 == 0 {
+			require.NoError(t, os.Remove(filepath.Join(s.root, filepath.FromSlash(p))))
+		}
+		gone++
+	}
+	removed := (n + 1) / 2
+	r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/resubmit/", id), nil)
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	waitJob(t, e, id)
+
+	var tasks []models.Task
+	require.NoError(t, e.DB.NewSelect().Model(&tasks).Where("job_id = ? AND run = 2 AND tasktype = 'discovery'", id).Order("task_id").Scan(context.Background()))
+	require.Len(t, tasks, 2, "one discovery task per page with failures")
+	require.Equal(t, fmt.Sprintf("job-%d-r2-discovery-p1", id), tasks[0].TaskID)
+	require.Equal(t, fmt.Sprintf("job-%d-r2-discovery-p2", id), tasks[1].TaskID)
+	require.Equal(t, int64(removed), tasks[0].NumPaths+tasks[1].NumPaths)
+}
