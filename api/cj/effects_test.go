@@ -1,6 +1,7 @@
 package cj_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/thehub/hub/api/cj/cjtest"
 	"github.com/thehub/hub/api/hub/apitest"
@@ -273,6 +275,16 @@ func TestDatastores(t *testing.T) {
 		r = e.Do(http.MethodGet, path, e.Admin, nil)
 		require.Equal(t, http.StatusOK, r.Status)
 		require.Nil(t, r.Doc().Collection.Template, "no update template")
+		// Every item carries links[] (here empty) and an item document its self link.
+		var raw struct {
+			Collection struct {
+				Links []map[string]any
+				Items []map[string]json.RawMessage
+			}
+		}
+		require.NoError(t, json.Unmarshal(r.Body, &raw))
+		require.JSONEq(t, `[]`, string(raw.Collection.Items[0]["links"]))
+		require.Equal(t, "self", raw.Collection.Links[0]["rel"])
 		for _, m := range []string{http.MethodPost, http.MethodPatch, http.MethodDelete, http.MethodPut} {
 			for _, p := range []string{"/datastores/", path} {
 				r = e.Do(m, p, e.Admin, map[string]any{"name": "x"}, "If-Match", "*")
@@ -280,5 +292,42 @@ func TestDatastores(t *testing.T) {
 				require.Equal(t, []string{"GET", "HEAD", "OPTIONS"}, r.Allow())
 			}
 		}
+	})
+}
+
+// TestJobEngineUnreachable: a change whose job cannot start is a job
+// error, which does not change the HTTP status: the write answers as usual
+// and the item reads ERRORED with the cause in its log; an empty PATCH
+// once Temporal is back applies it.
+func TestJobEngineUnreachable(t *testing.T) {
+	t.Parallel()
+	cjtest.Each(t, func(t *testing.T, e *cjtest.Env) {
+		dead, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Namespace: "nowhere"})
+		require.NoError(t, err)
+		t.Cleanup(dead.Close)
+		e.API.Temporal = dead
+
+		space, data := e.Create("spaces", map[string]any{"name": "later"})
+		require.Equal(t, models.CJErrored, data["status"], "the answer already says so")
+		r := e.Do(http.MethodGet, space+"/log", e.Admin, nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.Contains(t, r.Items()[0]["message"], "the job engine could not be reached")
+
+		e.API.Temporal = e.Temporal
+		r = e.Do(http.MethodGet, space, e.Admin, nil)
+		r = e.Do(http.MethodPatch, space, e.Admin, map[string]any{}, "If-Match", r.Item()["_etag"].(string))
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		e.WaitStatus(space, models.CJActive)
+		require.DirExists(t, filepath.Join(e.Root, "spaces", "later"))
+
+		// A deletion that cannot start is undone: the item stays, ERRORED.
+		e.API.Temporal = dead
+		r = e.Do(http.MethodGet, space, e.Admin, nil)
+		r = e.Do(http.MethodDelete, space, e.Admin, nil, "If-Match", r.Item()["_etag"].(string))
+		require.Equal(t, http.StatusNoContent, r.Status, string(r.Body))
+		r = e.Do(http.MethodGet, space, e.Admin, nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.Equal(t, models.CJErrored, r.Item()["status"])
+		require.DirExists(t, filepath.Join(e.Root, "spaces", "later"))
 	})
 }

@@ -45,14 +45,12 @@ var (
 		"Send a token from the authentication server as the basic-auth user name with an empty password.")
 	errForbidden = newError(http.StatusForbidden, codeForbidden, "Forbidden",
 		"Your roles do not allow this method here; OPTIONS lists the methods you may use.")
-	errNotFound       = newError(http.StatusNotFound, codeNotFound, "Not found", "No such resource.")
-	errNeedsIfMatch   = newError(http.StatusPreconditionRequired, codeNeedsPrecond, "Precondition required", "Send If-Match with the item's _etag.")
-	errStale          = newError(http.StatusPreconditionFailed, codePrecondition, "Precondition failed", "The item changed since you read it: If-Match does not match its _etag. Read it again.")
-	errBodyTooLarge   = newError(http.StatusRequestEntityTooLarge, codeTooLarge, "Payload too large", "The body may hold at most %d bytes.", maxBody)
-	errMediaType      = newError(http.StatusUnsupportedMediaType, codeUnsupportedMedia, "Unsupported media type", "Send the body as %s.", cjdoc.MediaType)
-	errNoSite         = newError(http.StatusServiceUnavailable, codeUnavailable, "No site", "No storage site is configured: create a site or set HUB_CJ_SITE.")
-	errJobUnavailable = newError(http.StatusServiceUnavailable, codeUnavailable, "Job engine unavailable",
-		"The change is stored but its job could not be started; the item is ERRORED. Retry with an empty PATCH.")
+	errNotFound     = newError(http.StatusNotFound, codeNotFound, "Not found", "No such resource.")
+	errNeedsIfMatch = newError(http.StatusPreconditionRequired, codeNeedsPrecond, "Precondition required", "Send If-Match with the item's _etag.")
+	errStale        = newError(http.StatusPreconditionFailed, codePrecondition, "Precondition failed", "The item changed since you read it: If-Match does not match its _etag. Read it again.")
+	errBodyTooLarge = newError(http.StatusRequestEntityTooLarge, codeTooLarge, "Payload too large", "The body may hold at most %d bytes.", maxBody)
+	errMediaType    = newError(http.StatusUnsupportedMediaType, codeUnsupportedMedia, "Unsupported media type", "Send the body as %s.", cjdoc.MediaType)
+	errNoSite       = newError(http.StatusServiceUnavailable, codeUnavailable, "No site", "No storage site is configured: create a site or set HUB_CJ_SITE.")
 )
 
 func methodNotAllowed(method string) *apiError {

@@ -125,9 +125,7 @@ func (s *Server) create(k *call) error {
 		return err
 	}
 	for _, x := range append([]*models.CJItem{it}, subs...) {
-		if err := s.startChange(ctx, x); err != nil {
-			return err
-		}
+		s.startChange(ctx, x)
 	}
 	k.c.Header("Location", itemHref(k, it.ID))
 	return s.writeItem(k, http.StatusAccepted, it)
@@ -178,9 +176,7 @@ func (s *Server) update(k *call) error {
 	} else if err != nil {
 		return err
 	}
-	if err := s.startChange(ctx, it); err != nil {
-		return err
-	}
+	s.startChange(ctx, it)
 	return s.writeItem(k, http.StatusAccepted, it)
 }
 
@@ -208,9 +204,7 @@ func (s *Server) remove(k *call) error {
 	if err := models.MarkCJItemDeleted(ctx, s.DB, it, etag); err != nil {
 		return err
 	}
-	if err := s.startChange(ctx, it); err != nil {
-		return err
-	}
+	s.startChange(ctx, it)
 	k.c.Status(http.StatusNoContent)
 	return nil
 }
@@ -344,10 +338,11 @@ func cloneJSON(v any) any {
 }
 
 // startChange hands the item's newest generation to its workflow. The
-// item is stored already; if Temporal cannot be reached it is marked
-// ERRORED (a deletion is undone) so that it does not wait for nothing, and
-// the client is told to retry.
-func (s *Server) startChange(ctx context.Context, it *models.CJItem) error {
+// item is stored already; if Temporal cannot be reached, the change is a
+// job that failed to run: as the contract says of job errors, the HTTP
+// status stays, the item becomes ERRORED with the cause in its log (a
+// deletion is undone), and it reads so in *it. An empty PATCH retries.
+func (s *Server) startChange(ctx context.Context, it *models.CJItem) {
 	// The write is committed: finish even if the client goes away.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -359,7 +354,7 @@ func (s *Server) startChange(ctx context.Context, it *models.CJItem) error {
 	_, err := s.Temporal.SignalWithStartWorkflow(ctx, opts.ID, workflows.ResourceChangeSignal,
 		workflows.ResourceChange{Generation: it.Generation}, opts, workflows.ResourceChangeWorkflowName, in)
 	if err == nil {
-		return nil
+		return
 	}
 	s.Log.Error("C+J change not started", "workflow_id", opts.ID, "error", err)
 	entry := models.CJLogEntry{Time: time.Now().UTC(), Level: "error", Generation: it.Generation,
@@ -374,8 +369,11 @@ func (s *Server) startChange(ctx context.Context, it *models.CJItem) error {
 	}
 	if err != nil {
 		s.Log.Error("C+J item not marked ERRORED", "item", it.ID, "error", err)
+		return
 	}
-	return errJobUnavailable
+	if now, err := models.GetCJItemByID(ctx, s.DB, it.ID); err == nil {
+		*it = *now
+	}
 }
 
 // refreshDatastores asks the site for fresh pool figures, at most every
@@ -488,6 +486,7 @@ func (s *Server) writeItem(k *call, status int, it *models.CJItem) error {
 	}
 	coll := cjdoc.NewCollection(collectionHref(k))
 	coll.Items = []cjdoc.Item{s.item(k, docs[0])}
+	coll.Links = []cjdoc.Link{{Rel: "self", Href: itemHref(k, it.ID)}}
 	if k.id.Has(auth.RoleStorageAdmin) && !k.res.readOnly && !it.Deleted {
 		t := cjdoc.UpdateTemplate(k.res.schemaFor(it))
 		for i := range t.Data {

@@ -31,8 +31,8 @@ type Collection struct {
 	// Items is omitted when nil but sent as [] when empty, so an empty page still
 	// says "no items" while an error document carries no items at all.
 	Items      []Item            `json:"items,omitzero"`
-	Links      []Link            `json:"links,omitempty"`
-	Queries    []CollectionQuery `json:"queries,omitempty"`
+	Links      []Link            `json:"links,omitzero"`
+	Queries    []CollectionQuery `json:"queries,omitzero"`
 	Template   *Template         `json:"template,omitempty"`
 	Templates  []Template        `json:"templates,omitempty"`
 	Properties []Data            `json:"properties,omitempty"`
@@ -43,7 +43,7 @@ type Collection struct {
 type Item struct {
 	Href  string `json:"href"`
 	Data  []Data `json:"data"`
-	Links []Link `json:"links,omitempty"`
+	Links []Link `json:"links"` // never null: [] when the item has none
 }
 
 // Link is a C+J link. Rel uses IANA relation names where one exists.
@@ -100,10 +100,10 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
-// NewCollection returns an empty collection at href with the C+J version set and an
-// empty (not absent) item list.
+// NewCollection returns an empty collection at href with the C+J version set and
+// empty (not absent) item, link and query lists, as the contract shows them.
 func NewCollection(href string) Collection {
-	return Collection{Version: Version, Href: href, Items: []Item{}}
+	return Collection{Version: Version, Href: href, Items: []Item{}, Links: []Link{}, Queries: []CollectionQuery{}}
 }
 
 // ErrorDocument returns the document for an error answer about href.
@@ -132,7 +132,7 @@ var metaPrompts = map[string]string{
 // Keys absent from doc are left out, so a projected document renders only what the
 // projection kept. Values are passed through unchanged.
 func NewItem(href string, doc map[string]any, s Schema) Item {
-	item := Item{Href: href, Data: make([]Data, 0, len(doc))}
+	item := Item{Href: href, Data: make([]Data, 0, len(doc)), Links: []Link{}}
 	done := make(map[string]bool, len(doc))
 	add := func(name, prompt string) {
 		v, ok := doc[name]

@@ -53,7 +53,8 @@ func TestDocumentJSON(t *testing.T) {
 		"items":[{"href":"/spaces/1","data":[
 			{"name":"name","prompt":"Name","value":"s1"},
 			{"name":"profile","prompt":"Profile","value":{"name":"gold"}},
-			{"name":"id","prompt":"Identifier","value":1}]}],
+			{"name":"id","prompt":"Identifier","value":1}],"links":[]}],
+		"queries":[],
 		"links":[
 			{"rel":"self","href":"/spaces/?max_results=1"},
 			{"rel":"last","href":"/spaces/?max_results=1&page=1","prompt":"Page 1"}],
@@ -66,7 +67,7 @@ func TestDocumentJSON(t *testing.T) {
 
 	empty, err := json.Marshal(Document{Collection: NewCollection("/spaces/")})
 	require.NoError(t, err)
-	require.JSONEq(t, `{"collection":{"version":"1.0","href":"/spaces/","items":[]}}`, string(empty))
+	require.JSONEq(t, `{"collection":{"version":"1.0","href":"/spaces/","items":[],"links":[],"queries":[]}}`, string(empty))
 
 	_, werr := ParseWrite([]byte(`{"template":{"data":[]}}`), spaceSchema, Create)
 	ve, ok := werr.(*ValidationError)

@@ -54,6 +54,8 @@ type Env struct {
 	URL, AuthURL string
 	// Admin is a C+J token of the superuser "admin".
 	Admin string
+	// API is the C+J server under test.
+	API *cj.Server
 }
 
 // Each runs body once per database kind with a fresh Env.
@@ -96,8 +98,8 @@ func New(t testing.TB, kind string) *Env {
 	t.Cleanup(sw.Stop)
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	api := &cj.Server{DB: db, Tokens: tokens, Temporal: e.Temporal, Site: Site, Log: log}
-	srv := httptest.NewServer(api.Handler())
+	e.API = &cj.Server{DB: db, Tokens: tokens, Temporal: e.Temporal, Site: Site, Log: log}
+	srv := httptest.NewServer(e.API.Handler())
 	t.Cleanup(srv.Close)
 	e.URL = srv.URL
 	oauth := &auth.OAuth2Server{DB: db, Tokens: tokens, Log: log}
