@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -82,17 +83,20 @@ var (
 	siteHeartbeat = 20 * time.Second
 )
 
-// siteOptions runs activities on the job's site queue. A step may take at
-// most task_invalidation_timeout; after five failed attempts its batch is
-// aborted (and can be resubmitted).
+// siteOptions runs activities on the job's site queue. A task that has
+// not finished task_invalidation_timeout after it was handed to the site
+// (waiting for a worker, running, and retries together) is invalid: it
+// ends in ERROR and its batch is aborted (and can be resubmitted), as is a
+// batch whose step failed five times.
 func siteOptions(p *hubact.JobPlan, timeout time.Duration) workflow.ActivityOptions {
 	if timeout <= 0 {
 		timeout = 24 * time.Hour
 	}
 	return workflow.ActivityOptions{
-		TaskQueue:           SiteTaskQueue(p.Site, p.Queue),
-		StartToCloseTimeout: timeout,
-		HeartbeatTimeout:    siteHeartbeat,
+		TaskQueue:              SiteTaskQueue(p.Site, p.Queue),
+		ScheduleToCloseTimeout: timeout,
+		StartToCloseTimeout:    timeout,
+		HeartbeatTimeout:       siteHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5, MaximumInterval: time.Minute,
 			NonRetryableErrorTypes: []string{"BadInput", "BadPath", "MissingBatch", "NotFound"}},
 	}
@@ -334,8 +338,13 @@ func (j *jobRun) runBatch(ctx workflow.Context, b models.BatchRef) error {
 		end := hubact.TaskEnd{JobID: j.jobID, TaskID: taskID, Outcomes: out.Outcomes}
 		if stepErr != nil {
 			end.State, end.Error = models.TaskError, stepErr.Error()
-			if temporal.IsCanceledError(stepErr) || ctx.Err() != nil {
+			var timeout *temporal.TimeoutError
+			switch {
+			case temporal.IsCanceledError(stepErr) || ctx.Err() != nil:
 				end.State = models.TaskCancelled
+			case errors.As(stepErr, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE:
+				end.Error = fmt.Sprintf("invalid: not finished within task_invalidation_timeout (%s) of being handed to site %s",
+					siteOptions(p, p.StepTimeout).ScheduleToCloseTimeout, p.Site)
 			}
 		}
 		if err := workflow.ExecuteActivity(hctx, a.FinishTask, end).Get(hctx, nil); err != nil {

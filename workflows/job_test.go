@@ -9,7 +9,9 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -26,6 +28,9 @@ type jobEnv struct {
 	states  []string
 	steps   int
 	outcome string
+	// stepErr, when set, is the error RunStep returns for a batch.
+	stepErr func(batch int) error
+	ends    []hubact.TaskEnd
 }
 
 func newJobEnv(t *testing.T, batches int) *jobEnv {
@@ -54,9 +59,19 @@ func newJobEnv(t *testing.T, batches int) *jobEnv {
 		je.mu.Lock()
 		defer je.mu.Unlock()
 		je.steps++
+		if je.stepErr != nil {
+			if err := je.stepErr(in.Batch); err != nil {
+				return nil, err
+			}
+		}
 		return &site.StepOutput{Outcomes: []site.Outcome{{Path: "/f", State: site.OutcomeSuccess}}}, nil
 	})
-	je.env.OnActivity(hub.FinishTask, mock.Anything, mock.Anything).Return(hubact.TaskCounts{Succeeded: 1}, nil)
+	je.env.OnActivity(hub.FinishTask, mock.Anything, mock.Anything).Return(func(_ context.Context, end hubact.TaskEnd) (hubact.TaskCounts, error) {
+		je.mu.Lock()
+		defer je.mu.Unlock()
+		je.ends = append(je.ends, end)
+		return hubact.TaskCounts{Succeeded: 1}, nil
+	})
 	je.env.OnActivity(hub.FinishJob, mock.Anything, mock.Anything).Return(func(_ context.Context, e hubact.JobEnd) (hubact.JobOutcome, error) {
 		je.outcome = e.State
 		return hubact.JobOutcome{State: e.State}, nil
@@ -120,4 +135,31 @@ func TestJobWorkflowPauseResume(t *testing.T) {
 	require.NoError(t, carried.env.GetWorkflowError())
 	require.Equal(t, []string{models.JobPaused, models.JobStarted}, carried.states, "a continued run records its real state first")
 	require.Equal(t, 1, carried.steps)
+}
+
+// TestJobWorkflowInvalidatesAStaleTask: a step not finished within
+// task_invalidation_timeout of being handed to the site (Temporal's
+// schedule-to-close timeout) ends its task in ERROR as invalid, and only
+// its batch is aborted.
+func TestJobWorkflowInvalidatesAStaleTask(t *testing.T) {
+	t.Parallel()
+	je := newJobEnv(t, 3)
+	je.stepErr = func(batch int) error {
+		if batch == 1 {
+			return temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE, nil)
+		}
+		return nil
+	}
+	je.env.ExecuteWorkflow(JobWorkflow, JobInput{JobID: 1})
+	require.NoError(t, je.env.GetWorkflowError())
+	var invalid []hubact.TaskEnd
+	for _, e := range je.ends {
+		if e.State == models.TaskError {
+			invalid = append(invalid, e)
+		}
+	}
+	require.Len(t, invalid, 1, "%+v", je.ends)
+	require.Contains(t, invalid[0].Error, "invalid: not finished within task_invalidation_timeout (24h0m0s)")
+	require.Len(t, je.ends, 3)
+	require.Equal(t, models.JobSuccess, je.outcome, "the other batches finished; the aborted one is left to resubmit")
 }
