@@ -309,6 +309,8 @@ func TestJobEngineUnreachable(t *testing.T) {
 
 		space, data := e.Create("spaces", map[string]any{"name": "later"})
 		require.Equal(t, models.CJErrored, data["status"], "the answer already says so")
+		require.Contains(t, data, "profile", "a space without a profile shows it as null")
+		require.Nil(t, data["profile"])
 		r := e.Do(http.MethodGet, space+"/log", e.Admin, nil)
 		require.Equal(t, http.StatusOK, r.Status)
 		require.Contains(t, r.Items()[0]["message"], "the job engine could not be reached")

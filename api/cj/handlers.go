@@ -417,7 +417,7 @@ func (s *Server) refreshDatastores(ctx context.Context, site string) {
 
 // docs renders items as the JSON documents queries run over: the item's
 // fields, the meta fields every item has, and derived fields (a space's
-// exposers).
+// exposers; its profile, null when it has none).
 func (s *Server) docs(ctx context.Context, k *call, items []models.CJItem) ([]map[string]any, error) {
 	var bySpace map[string][]any
 	if k.res.name == models.CJSpaces {
@@ -440,6 +440,9 @@ func (s *Server) docs(ctx context.Context, k *call, items []models.CJItem) ([]ma
 				exps = []any{}
 			}
 			d["exposers"] = exps
+			if _, ok := d["profile"]; !ok {
+				d["profile"] = nil // every space shows its profile, none included
+			}
 		}
 		docs[i] = d
 	}
