@@ -39,6 +39,7 @@ func RegisterWorkflows(r interface {
 		workflows.NodeWorkflowName:           workflows.NodeWorkflow,
 		workflows.JobWorkflowName:            workflows.JobWorkflow,
 		workflows.JobCleanupWorkflowName:     workflows.JobCleanupWorkflow,
+		workflows.ActionWorkflowName:         workflows.ActionWorkflow,
 		workflows.BrowseWorkflowName:         workflows.BrowseWorkflow,
 		workflows.MaintenanceWorkflowName:    workflows.MaintenanceWorkflow,
 		workflows.NASUsersSyncWorkflowName:   workflows.NASUsersSyncWorkflow,

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -8,10 +9,12 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/client"
 
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
 )
 
 func (s *Server) alertRoutes(r *gin.RouterGroup) {
@@ -128,7 +131,9 @@ func (s *Server) listActions(c *gin.Context) error {
 		func(a *models.Action) any { return renderAction(c, a, false) })
 }
 
-// createAction records an operator's request as PENDING, owned by the caller.
+// createAction records an operator's request, owned by the caller, and
+// starts its ActionWorkflow: 201 with the action, PENDING (or already
+// further). An action the hub does not know is 400.
 func (s *Server) createAction(c *gin.Context) error {
 	var in struct {
 		Action *string `json:"action"`
@@ -138,13 +143,28 @@ func (s *Server) createAction(c *gin.Context) error {
 	}
 	action := strings.TrimSpace(deref(in.Action))
 	v := web.ValidationError{}
-	v.Check(action != "", "action", "This field is required.")
-	v.Check(len(action) <= 1000, "action", "Ensure this field has no more than 1000 characters.")
+	if action == "" {
+		v.Add("action", msgRequired)
+	} else if _, known := workflows.Actions[action]; !known {
+		v.Add("action", fmt.Sprintf("Unknown action %q; the actions are: %s.", action, strings.Join(workflows.ActionNames(), ", ")))
+	}
 	if err := v.Err(); err != nil {
 		return err
 	}
-	a, err := models.CreateAction(c.Request.Context(), s.DB, action, auth.Current(c).User.ID)
+	ctx := c.Request.Context()
+	a, err := models.CreateAction(ctx, s.DB, action, auth.Current(c).User.ID)
 	if err != nil {
+		return err
+	}
+	_, err = s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.ActionWorkflowID(a.ID), TaskQueue: workflows.HubTaskQueue},
+		workflows.ActionWorkflowName, workflows.ActionInput{ID: a.ID, Action: action})
+	if err != nil {
+		s.Log.Error("action not started", "action", a.ID, "err", err)
+		if err := models.FinishAction(ctx, s.DB, a.ID, models.ActionFailure, "the job engine could not be reached: "+err.Error()); err != nil {
+			return err
+		}
+	}
+	if a, err = models.GetAction(ctx, s.DB, a.ID); err != nil {
 		return err
 	}
 	c.JSON(http.StatusCreated, renderAction(c, a, true))

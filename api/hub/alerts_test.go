@@ -3,6 +3,7 @@ package hub_test
 import (
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/worker"
 )
 
 func TestAlerts(t *testing.T) {
@@ -91,46 +93,75 @@ func TestAlerts(t *testing.T) {
 	})
 }
 
+// TestActions: an action is recorded for its caller and run by an
+// ActionWorkflow (PENDING → STARTED → SUCCESS or FAILURE with results);
+// only the known actions are accepted.
 func TestActions(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
-		r := e.AsAdmin(http.MethodPost, "/api/actions/", map[string]any{"action": "rescan site1", "state": "SUCCESS", "results": "forged", "user": 42})
+		e.StartHubWorker()
+		root := t.TempDir()
+		e.StartSiteWorker(worker.SiteConfig{Site: "a1", Queue: "default", Node: "n1", Root: root, HeartbeatInterval: time.Second})
+		requireStatus(t, http.StatusCreated, e.AsAdmin(http.MethodPost, "/api/sites/", map[string]any{"name": "a1"}))
+		finished := func(path string) map[string]any {
+			t.Helper()
+			var a map[string]any
+			require.Eventually(t, func() bool {
+				a = e.AsAdmin(http.MethodGet, path, nil).Map()
+				return a["state"] == "SUCCESS" || a["state"] == "FAILURE"
+			}, time.Minute, 50*time.Millisecond)
+			return a
+		}
+
+		r := e.AsAdmin(http.MethodPost, "/api/actions/", map[string]any{"action": "refresh_sites", "state": "SUCCESS", "results": "forged", "user": 42})
 		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
 		a := r.Map()
-		require.Equal(t, "rescan site1", a["action"])
-		require.Equal(t, "PENDING", a["state"], "state is set by the hub")
-		require.Equal(t, "", a["results"])
+		require.Equal(t, "refresh_sites", a["action"])
+		require.NotEqual(t, "forged", a["results"], "state and results are set by the hub")
 		admin, err := models.GetUser(t.Context(), e.DB, "admin")
 		require.NoError(t, err)
 		require.Equal(t, float64(admin.ID), a["user"])
 		path := "/api/actions/" + catID(a["id"]) + "/"
+		a = finished(path)
+		require.Equal(t, "SUCCESS", a["state"], a)
+		require.Equal(t, "site a1: refreshed", a["results"])
+		pools := e.AsAdmin(http.MethodGet, "/api/storagepools/?site=1", nil).Map()
+		require.Positive(t, pools["count"], "the site really was refreshed: its pools are known")
 
-		r = e.AsAdmin(http.MethodPost, "/api/actions/", map[string]any{"action": "second"})
+		r = e.AsAdmin(http.MethodPost, "/api/actions/", map[string]any{"action": "maintenance"})
 		require.Equal(t, http.StatusCreated, r.Status)
+		a = finished("/api/actions/" + catID(r.Map()["id"]) + "/")
+		require.Equal(t, "SUCCESS", a["state"], a)
+		require.Contains(t, a["results"], "purged 0 jobs")
+
+		r = e.AsAdmin(http.MethodPost, "/api/actions/", map[string]any{"action": "sync_nas_users"})
+		require.Equal(t, http.StatusCreated, r.Status)
+		a = finished("/api/actions/" + catID(r.Map()["id"]) + "/")
+		require.Equal(t, "SUCCESS", a["state"], a)
+		require.Equal(t, "site a1: 0 NAS users applied", a["results"])
+		require.FileExists(t, filepath.Join(root, ".hub", "config", "nas_users.json"))
 
 		r = e.AsAdmin(http.MethodGet, "/api/actions/", nil)
 		require.Equal(t, http.StatusOK, r.Status)
-		require.Equal(t, float64(2), r.Map()["count"], "paginated")
-		item := r.Map()["results"].([]any)[1].(map[string]any)
-		require.Equal(t, "rescan site1", item["action"])
+		require.Equal(t, float64(3), r.Map()["count"], "paginated")
+		item := r.Map()["results"].([]any)[2].(map[string]any)
+		require.Equal(t, "refresh_sites", item["action"], "newest first")
 		require.NotContains(t, item, "results", "detail only")
 		require.NotContains(t, item, "user", "detail only")
 
-		r = e.AsAdmin(http.MethodGet, path, nil)
-		require.Equal(t, http.StatusOK, r.Status)
-		require.Contains(t, r.Map(), "results")
-		require.Contains(t, r.Map(), "user")
-
-		for _, body := range []any{map[string]any{}, map[string]any{"action": ""}, map[string]any{"action": "  "}, map[string]any{"action": 5}} {
+		for _, body := range []any{map[string]any{}, map[string]any{"action": ""}, map[string]any{"action": "  "},
+			map[string]any{"action": 5}, map[string]any{"action": "rescan site1"}} {
 			r = e.AsAdmin(http.MethodPost, "/api/actions/", body)
 			require.Equal(t, http.StatusBadRequest, r.Status, "%v", body)
 			require.Contains(t, r.Map(), "action")
 		}
+		require.Contains(t, r.Map()["action"].([]any)[0], "maintenance, refresh_sites, sync_nas_users")
 		require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodGet, "/api/actions/999/", nil).Status)
 		require.Equal(t, http.StatusMethodNotAllowed, e.AsAdmin(http.MethodPatch, path, map[string]any{}).Status)
 
 		user := apitest.Bearer(e.CreateUser("amos"))
 		require.Equal(t, http.StatusOK, e.Do(http.MethodGet, "/api/actions/", user, nil).Status)
-		require.Equal(t, http.StatusForbidden, e.Do(http.MethodPost, "/api/actions/", user, map[string]any{"action": "x"}).Status)
+		require.Equal(t, http.StatusForbidden, e.Do(http.MethodPost, "/api/actions/", user, map[string]any{"action": "maintenance"}).Status)
+		apitest.RecordHistories(t, e.Temporal)
 	})
 }

@@ -176,7 +176,7 @@ func rbSeed(t *testing.T, e *apitest.Env) {
 	post("/api/nfsshares/", map[string]any{"name": "nfs", "space": 1, "clients": []any{map[string]any{"hosts": "10.0.0.0/24"}}})
 	post("/api/smbshares/", map[string]any{"name": "smb", "space": 1, "read_only": false, "visible": true})
 	post("/api/auth/clientkeys/", map[string]any{"name": "k"})
-	post("/api/actions/", map[string]any{"action": "a"})
+	post("/api/actions/", map[string]any{"action": "maintenance"})
 	// A real job on the real site: it runs on its own, the test never
 	// waits for it.
 	post("/api/file/workflow/", map[string]any{"site": "s1", "workflow": "premigrate", "paths": []string{"/"}})

@@ -12,7 +12,7 @@ import (
 	"github.com/uptrace/bun"
 	"go.temporal.io/sdk/client"
 
-	"github.com/thehub/hub/activities/site"
+	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -356,20 +356,9 @@ func (s *Server) myPermissions(c *gin.Context) error {
 // site (NASUsersSyncWorkflow) and answers 202 with the workflow id.
 func (s *Server) syncNASUsers(c *gin.Context) error {
 	ctx := c.Request.Context()
-	var users []models.User
-	if err := s.DB.NewSelect().Model(&users).Where("u.nas_uid IS NOT NULL AND u.is_active").Order("u.nas_uid").Scan(ctx); err != nil {
+	in, err := hubact.LoadNASUsers(ctx, s.DB)
+	if err != nil {
 		return err
-	}
-	var sites []models.Site
-	if err := models.SitesQuery(s.DB, &sites).Scan(ctx); err != nil {
-		return err
-	}
-	in := workflows.NASUsersSyncInput{Users: []site.NASUser{}}
-	for _, u := range users {
-		in.Users = append(in.Users, site.NASUser{Username: u.Username, UID: *u.NASUID, PrimaryGroup: deref(u.NASPrimaryGroup), AllowSSH: u.NASAllowSSH})
-	}
-	for _, st := range sites {
-		in.Sites = append(in.Sites, st.Name)
 	}
 	id := "nas-users-sync-" + models.NewUUID()
 	if _, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.HubTaskQueue},

@@ -1,0 +1,115 @@
+package workflows
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	hubact "github.com/thehub/hub/activities/hub"
+	"github.com/thehub/hub/models"
+)
+
+// ActionWorkflowName is the registered name of ActionWorkflow.
+const ActionWorkflowName = "ActionWorkflow"
+
+// ActionWorkflowID names the workflow of one action.
+func ActionWorkflowID(id int64) string { return fmt.Sprintf("action-%d", id) }
+
+// Actions are the operator actions POST /actions/ accepts, with what each
+// does.
+var Actions = map[string]string{
+	"maintenance":    "purge jobs older than jobs_ttl and raise the stuck-job alerts now",
+	"refresh_sites":  "refresh every site's counts, storage pools and servers",
+	"sync_nas_users": "send the NAS users to every site",
+}
+
+// ActionNames lists the actions, sorted.
+func ActionNames() []string {
+	names := make([]string, 0, len(Actions))
+	for n := range Actions {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ActionInput names the action record and what it asks.
+type ActionInput struct {
+	ID     int64
+	Action string
+}
+
+// ActionWorkflow runs an operator action: STARTED, then the action's own
+// workflows as children, then SUCCESS or FAILURE with a summary in the
+// action's results.
+func ActionWorkflow(ctx workflow.Context, in ActionInput) error {
+	var a *hubact.Activities
+	hctx := workflow.WithActivityOptions(ctx, catalogueHubOptions)
+	record := func(state, results string) error {
+		return workflow.ExecuteActivity(hctx, a.RecordAction, hubact.ActionState{ID: in.ID, State: state, Results: results}).Get(ctx, nil)
+	}
+	if err := record(models.ActionStarted, ""); err != nil {
+		return err
+	}
+	child := func(suffix string) workflow.Context {
+		return workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: fmt.Sprintf("%s-%s", ActionWorkflowID(in.ID), suffix)})
+	}
+	var results []string
+	failed := false
+	fail := func(what string, err error) {
+		failed = true
+		results = append(results, fmt.Sprintf("%s: %v", what, err))
+	}
+	switch in.Action {
+	case "maintenance":
+		var res hubact.MaintenanceResult
+		if err := workflow.ExecuteChildWorkflow(child("maintenance"), MaintenanceWorkflowName).Get(ctx, &res); err != nil {
+			fail("maintenance", err)
+		} else {
+			results = append(results, fmt.Sprintf("purged %d jobs; %d not-started and %d not-progressed job alerts",
+				res.Purged, res.NotStarted, res.NotProgressed))
+		}
+	case "refresh_sites":
+		var sites []hubact.SiteRef
+		if err := workflow.ExecuteActivity(hctx, a.ListSites).Get(ctx, &sites); err != nil {
+			return err
+		}
+		futures := make([]workflow.ChildWorkflowFuture, len(sites))
+		for i, s := range sites {
+			futures[i] = workflow.ExecuteChildWorkflow(child("refresh-"+s.Name), SiteRefreshWorkflowName,
+				SiteRefreshInput{SiteID: s.ID, Site: s.Name, Queue: models.DefaultQueue})
+		}
+		for i, f := range futures {
+			if err := f.Get(ctx, nil); err != nil {
+				fail("site "+sites[i].Name, err)
+			} else {
+				results = append(results, "site "+sites[i].Name+": refreshed")
+			}
+		}
+	case "sync_nas_users":
+		var plan hubact.NASUsers
+		if err := workflow.ExecuteActivity(hctx, a.NASUsersPlan).Get(ctx, &plan); err != nil {
+			return err
+		}
+		var res NASUsersSyncResult
+		if err := workflow.ExecuteChildWorkflow(child("nas-users"), NASUsersSyncWorkflowName, plan).Get(ctx, &res); err != nil {
+			fail("NAS users sync", err)
+		}
+		for _, name := range plan.Sites {
+			if msg, bad := res.Errors[name]; bad {
+				fail("site "+name, fmt.Errorf("%s", msg))
+			} else if n, ok := res.Applied[name]; ok {
+				results = append(results, fmt.Sprintf("site %s: %d NAS users applied", name, n))
+			}
+		}
+	default:
+		fail("unknown action "+in.Action, fmt.Errorf("known actions are %s", strings.Join(ActionNames(), ", ")))
+	}
+	state := models.ActionSuccess
+	if failed {
+		state = models.ActionFailure
+	}
+	return record(state, strings.Join(results, "\n"))
+}
