@@ -311,6 +311,12 @@ func (s *Server) createJobOld(c *gin.Context) error {
 		return web.Invalid("jobtype", "This field is required.")
 	}
 	j, err := s.newJob(c, in)
+	var v web.ValidationError
+	if errors.As(err, &v) && in.JobType != nil && v["workflow"] != nil {
+		// The older body names the workflow jobtype: so do its errors.
+		v["jobtype"] = append(v["jobtype"], v["workflow"]...)
+		delete(v, "workflow")
+	}
 	if err != nil {
 		return err
 	}

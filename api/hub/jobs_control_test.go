@@ -197,6 +197,10 @@ func TestJobValidation(t *testing.T) {
 	r := e.AsAdmin(http.MethodPost, "/api/jobs/", map[string]any{"site": "v1", "paths": []string{"/a"}})
 	require.Equal(t, http.StatusBadRequest, r.Status)
 	require.Contains(t, r.Map(), "jobtype")
+	r = e.AsAdmin(http.MethodPost, "/api/jobs/", map[string]any{"site": "v1", "jobtype": "nosuch", "paths": []string{"/a"}})
+	require.Equal(t, http.StatusBadRequest, r.Status)
+	require.Contains(t, r.Map(), "jobtype", "errors use the older body's names")
+	require.NotContains(t, r.Map(), "workflow")
 	// A plain user without add_job... Users have add_job; an Auditor does not.
 	r = e.AsAdmin(http.MethodPost, "/api/groups/", map[string]any{"name": "NoJobs", "permissions": []string{"view_job"}})
 	require.Equal(t, http.StatusCreated, r.Status)
