@@ -147,7 +147,7 @@ func (s *Server) update(k *call) error {
 	if err != nil {
 		return err
 	}
-	changes, err := cjdoc.ParseWrite(body, k.res.schemaFor(it), cjdoc.Update)
+	changes, err := cjdoc.ParseUpdate(body, k.res.schemaFor(it), it.Data)
 	if err != nil {
 		return err
 	}

@@ -149,10 +149,14 @@ func TestStatusCodes(t *testing.T) {
 
 		// Immutable fields cannot change; the update template leaves them out.
 		space, data := e.Create("spaces", map[string]any{"name": "fixed"})
-		r = e.Do(http.MethodPatch, space, a, map[string]any{"name": "other", "templates": []any{}}, "If-Match", data["_etag"].(string))
+		r = e.Do(http.MethodPatch, space, a, map[string]any{"name": "other", "templates": []any{"nope"}}, "If-Match", data["_etag"].(string))
 		require.Equal(t, http.StatusUnprocessableEntity, r.Status, string(r.Body))
 		require.Len(t, r.Error().Fields, 2)
 		require.Equal(t, "cannot be changed", r.Error().Fields[0].Message)
+		// Sending them unchanged is no change.
+		r = e.Do(http.MethodPatch, space, a, map[string]any{"name": "fixed", "templates": []any{}, "comment": "same name"}, "If-Match", data["_etag"].(string))
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		require.Equal(t, "same name", r.Item()["comment"])
 		r = e.Do(http.MethodGet, space, a, nil)
 		var updatable []string
 		for _, d := range r.Doc().Collection.Template.Data {

@@ -65,6 +65,17 @@ func (e *ValidationError) CJError() Error {
 // number fields: float64). Errors are *BodyError (400) or *ValidationError (422). The
 // body's size is for the caller to limit.
 func ParseWrite(body []byte, s Schema, mode Mode) (map[string]any, error) {
+	return parseWrite(body, s, mode, nil)
+}
+
+// ParseUpdate is ParseWrite(body, s, Update), except that an immutable field sent
+// with the value it already has in current is accepted and left out of the result:
+// only changing it is refused.
+func ParseUpdate(body []byte, s Schema, current map[string]any) (map[string]any, error) {
+	return parseWrite(body, s, Update, current)
+}
+
+func parseWrite(body []byte, s Schema, mode Mode, current map[string]any) (map[string]any, error) {
 	entries, err := decodeTemplate(body)
 	if err != nil {
 		return nil, err
@@ -109,7 +120,9 @@ func ParseWrite(body []byte, s Schema, mode Mode) (map[string]any, error) {
 		}
 		given[e.name] = true
 		if mode == Update && f.Immutable {
-			fail(e.name, "cannot be changed")
+			if cur, ok := current[e.name]; !ok || !sameJSON(cur, e.value) {
+				fail(e.name, "cannot be changed")
+			}
 			continue
 		}
 		if e.value == nil {
@@ -299,4 +312,11 @@ func checkValue(f Field, v any) (any, string) {
 		}
 	}
 	return out, ""
+}
+
+// sameJSON tells whether two decoded JSON values encode alike.
+func sameJSON(a, b any) bool {
+	x, errA := json.Marshal(a)
+	y, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(x, y)
 }

@@ -338,3 +338,15 @@ func TestParseWriteTypedDefaults(t *testing.T) {
 	_, err = ParseWrite(body(), bad, Create)
 	require.ErrorContains(t, err, "n cannot be defaulted")
 }
+
+func TestParseUpdateAcceptsUnchangedImmutable(t *testing.T) {
+	t.Parallel()
+	current := map[string]any{"name": "s1", "owner": "ann"}
+	got, err := ParseUpdate(body("name", "s1"), spaceSchema, current)
+	require.NoError(t, err)
+	require.Empty(t, got, "an unchanged immutable field is no change")
+	_, err = ParseUpdate(body("name", "s2"), spaceSchema, current)
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, []FieldError{{"name", "cannot be changed"}}, ve.Fields)
+}
