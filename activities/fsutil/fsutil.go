@@ -10,6 +10,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -29,38 +31,102 @@ func TempName(dst string) string {
 	return filepath.Join(filepath.Dir(dst), name)
 }
 
+// ErrInTheWay is returned when something the hub did not write holds the
+// temporary name of a destination; it is left untouched.
+var ErrInTheWay = errors.New("in the way of the hub's temporary file (the " + TmpPrefix + " prefix is reserved)")
+
+// lockWait bounds how long a writer waits for another write of the same
+// destination, so that a waiting activity fails (and is retried) well
+// before its heartbeat times out.
+const lockWait = 10 * time.Second
+
+// tmpMarker is set on the temporary files the hub creates, so that a file
+// someone else made under a temporary name is never truncated.
+const tmpMarker = "user.hub.tmp"
+
 // OpenTemp opens TempName(dst), empty and locked by this writer. The name
 // is fixed per destination, so a write retried after its worker was killed
 // reuses the dead writer's file instead of leaving it behind; the lock
 // (which the kernel releases when a process dies) makes a concurrent
-// writer of the same destination wait for the first.
+// writer of the same destination wait for the first, at most lockWait.
+//
+// Only a file the hub made is reused: a symlink, a hard-linked or special
+// file, or (where the filesystem keeps extended attributes) a non-empty
+// file without the hub's marker is ErrInTheWay and stays as it is.
 //
 // The caller writes, renames the file onto dst and only then closes it;
-// on failure it removes the file before closing it (see Discard).
+// on failure before the rename it calls Discard.
 func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 	name := TempName(dst)
+	ctx, cancel := context.WithTimeout(ctx, lockWait)
+	defer cancel()
 	for {
-		f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o600)
+		f, created, err := openNoFollow(name)
 		if err != nil {
 			return nil, err
 		}
+		if created {
+			_ = setMarker(f) // before locking: a racing writer may check it
+		}
 		if err := lock(ctx, f); err != nil {
 			_ = f.Close()
+			if errors.Is(err, context.DeadlineExceeded) {
+				return nil, fmt.Errorf("%s: another write of this destination is in progress (%w)", dst, err)
+			}
 			return nil, err
 		}
 		// The previous holder may have renamed the file into place (or
 		// removed it) before we got the lock: then start over.
 		held, errHeld := f.Stat()
-		named, errNamed := os.Stat(name)
-		if errHeld == nil && errNamed == nil && os.SameFile(held, named) {
-			if err := f.Truncate(0); err != nil {
-				_ = f.Close()
-				return nil, err
-			}
-			return f, nil
+		named, errNamed := os.Lstat(name)
+		if errHeld != nil || errNamed != nil || !os.SameFile(held, named) {
+			_ = f.Close()
+			continue
 		}
-		_ = f.Close()
+		if !ours(f, held) {
+			_ = f.Close()
+			return nil, fmt.Errorf("%s: %w", name, ErrInTheWay)
+		}
+		if err := f.Truncate(0); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		return f, nil
 	}
+}
+
+// openNoFollow creates name, or opens the file already there without
+// following a symlink (which fails) or blocking on a FIFO.
+func openNoFollow(name string) (f *os.File, created bool, err error) {
+	f, err = os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
+	if err == nil {
+		return f, true, nil
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return nil, false, err
+	}
+	f, err = os.OpenFile(name, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, false, fmt.Errorf("%s: a symlink is %w", name, ErrInTheWay)
+	}
+	return f, false, err
+}
+
+// ours tells whether an existing temporary file may be reused: a plain
+// file with one link that the hub marked, or that is empty, or that sits
+// on a filesystem without extended attributes.
+func ours(f *os.File, fi os.FileInfo) bool {
+	if !fi.Mode().IsRegular() {
+		return false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
+		return false
+	}
+	if fi.Size() == 0 {
+		return true
+	}
+	marked, supported := hasMarker(f)
+	return marked || !supported
 }
 
 // Discard removes a temporary file from OpenTemp and then unlocks it, in
@@ -71,11 +137,18 @@ func Discard(f *os.File) {
 }
 
 // lock takes an exclusive flock on f, waiting while another writer holds
-// it, until ctx ends.
+// it, until ctx ends. Where the filesystem has no locks (NFS without a
+// lock daemon, some FUSE filesystems) it writes unlocked, as before locks
+// were used.
 func lock(ctx context.Context, f *os.File) error {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.EINVAL):
+			return nil
+		case !errors.Is(err, syscall.EWOULDBLOCK):
 			return err
 		}
 		select {
@@ -93,8 +166,9 @@ func WriteFile(name string, data []byte, perm os.FileMode) (err error) {
 	if err != nil {
 		return err
 	}
+	renamed := false
 	defer func() {
-		if err != nil {
+		if err != nil && !renamed {
 			Discard(f)
 		}
 	}()
@@ -106,12 +180,14 @@ func WriteFile(name string, data []byte, perm os.FileMode) (err error) {
 	}
 	if err == nil {
 		err = os.Rename(f.Name(), name)
+		renamed = err == nil
 	}
 	if err != nil {
 		return err
 	}
-	if err = f.Close(); err != nil {
-		return err
+	// Renamed: the temporary name may already be another writer's.
+	if cerr := f.Close(); cerr != nil {
+		return cerr
 	}
 	return SyncDir(filepath.Dir(name))
 }

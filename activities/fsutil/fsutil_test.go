@@ -13,7 +13,12 @@ import (
 func TestWriteFileReusesADeadWritersTemp(t *testing.T) {
 	dir := t.TempDir()
 	name := filepath.Join(dir, "settings.json")
-	require.NoError(t, os.WriteFile(TempName(name), []byte("half a fi"), 0o600)) // a killed writer's leftover
+	leftover, err := os.OpenFile(TempName(name), os.O_CREATE|os.O_WRONLY, 0o600) // a killed writer's file
+	require.NoError(t, err)
+	require.NoError(t, setMarker(leftover))
+	_, err = leftover.WriteString("half a fi")
+	require.NoError(t, err)
+	require.NoError(t, leftover.Close())
 	require.NoError(t, WriteFile(name, []byte("{}\n"), 0o644))
 	got, err := os.ReadFile(name)
 	require.NoError(t, err)
@@ -56,4 +61,42 @@ func TestOpenTempWaitsForTheWriterHoldingIt(t *testing.T) {
 	fi, err := second.Stat()
 	require.NoError(t, err)
 	require.Zero(t, fi.Size())
+}
+
+// TestOpenTempLeavesOthersFilesAlone: what the hub did not write under a
+// temporary name (a user's file, a symlink planted to redirect the write,
+// a hard link) is never truncated or written through.
+func TestOpenTempLeavesOthersFilesAlone(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	require.NoError(t, os.WriteFile(victim, []byte("precious"), 0o644))
+
+	require.NoError(t, os.Symlink(victim, TempName(filepath.Join(dir, "a"))))
+	_, err := OpenTemp(context.Background(), filepath.Join(dir, "a"))
+	require.ErrorIs(t, err, ErrInTheWay)
+
+	require.NoError(t, os.Link(victim, TempName(filepath.Join(dir, "b"))))
+	_, err = OpenTemp(context.Background(), filepath.Join(dir, "b"))
+	require.ErrorIs(t, err, ErrInTheWay)
+
+	user := TempName(filepath.Join(dir, "c"))
+	require.NoError(t, os.WriteFile(user, []byte("a user's own file"), 0o644))
+	if _, supported := hasMarkerAt(t, user); supported {
+		_, err = OpenTemp(context.Background(), filepath.Join(dir, "c"))
+		require.ErrorIs(t, err, ErrInTheWay)
+		got, err := os.ReadFile(user)
+		require.NoError(t, err)
+		require.Equal(t, "a user's own file", string(got))
+	}
+
+	got, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	require.Equal(t, "precious", string(got))
+}
+
+func hasMarkerAt(t *testing.T, name string) (marked, supported bool) {
+	f, err := os.Open(name)
+	require.NoError(t, err)
+	defer f.Close()
+	return hasMarker(f)
 }

@@ -325,8 +325,9 @@ func copyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, 
 	if err != nil {
 		return fmt.Errorf("copy in %s: %w", apiPath(rel), err)
 	}
+	renamed := false
 	defer func() {
-		if err != nil {
+		if err != nil && !renamed {
 			fsutil.Discard(tmp)
 		}
 	}()
@@ -346,6 +347,7 @@ func copyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, 
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), abs)
+		renamed = err == nil
 	}
 	if err == nil {
 		err = tmp.Close() // renamed under the lock, then unlocked

@@ -140,6 +140,9 @@ func cleanRel(p string) (string, error) {
 	if c == ".." || strings.HasPrefix(c, "../") {
 		return "", fmt.Errorf("%q: %w", p, ErrOutsideRoot)
 	}
+	if strings.HasPrefix(path.Base(c), tmpPrefix) {
+		return "", fmt.Errorf("%q: names starting with %s are reserved for the hub's temporary files", p, tmpPrefix)
+	}
 	return c, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/thehub/hub/activities/fsutil"
 )
@@ -379,7 +380,9 @@ func TestFilesystemPutAfterCrash(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "a"), 0o755))
-	require.NoError(t, os.WriteFile(fsutil.TempName(filepath.Join(dir, "a", "f.bin")), []byte("half of an old wri"), 0o600))
+	leftover := fsutil.TempName(filepath.Join(dir, "a", "f.bin"))
+	require.NoError(t, os.WriteFile(leftover, []byte("half of an old wri"), 0o600))
+	require.NoError(t, unix.Setxattr(leftover, "user.hub.tmp", []byte("1"), 0), "a killed hub writer's file carries the marker")
 
 	want := bytes.Repeat([]byte("x"), 10)
 	require.NoError(t, d.Put(ctx, "a/f.bin", bytes.NewReader(want), int64(len(want))))
