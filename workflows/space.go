@@ -27,8 +27,9 @@ func SpaceWorkflowID(spaceID int64) string { return fmt.Sprintf("space-%d", spac
 const (
 	SpaceCreate = "create"
 	SpaceRemove = "remove"
-	ShareWrite  = "share-write"
-	ShareRemove = "share-remove"
+	// ShareSync writes a share's file on the site, or removes it, as the
+	// share is when the op runs (hub activity ShareOnSite).
+	ShareSync = "share-sync"
 )
 
 // SpaceOp creates or removes, on one site, a space's directory or the
@@ -36,10 +37,10 @@ const (
 type SpaceOp struct {
 	Site       string
 	Queue      string
-	Action     string // SpaceCreate, SpaceRemove, ShareWrite or ShareRemove
+	Action     string // SpaceCreate, SpaceRemove or ShareSync
 	Mountpoint string
 	Mode       string
-	Share      site.ShareConfig // for ShareWrite and ShareRemove
+	Share      hubact.ShareRef // for ShareSync
 }
 
 // SpaceOps is the payload of SpaceOpsSignal.
@@ -97,17 +98,23 @@ func SpaceWorkflow(ctx workflow.Context, in SpaceInput) (SpaceResult, error) {
 		op := queue[0]
 		queue = queue[1:]
 		var fn, arg any = siteActs.CreateSpaceDir, site.SpaceDirInput{Mountpoint: op.Mountpoint, Mode: op.Mode}
+		var err error
 		switch op.Action {
 		case SpaceRemove:
 			fn = siteActs.RemoveSpaceDir
-		case ShareWrite:
-			fn, arg = siteActs.WriteShare, op.Share
-		case ShareRemove:
-			fn, arg = siteActs.RemoveShare, op.Share
+		case ShareSync:
+			var want hubact.ShareOnSite
+			err = workflow.ExecuteActivity(hctx, hubActs.ShareOnSite, op.Share).Get(ctx, &want)
+			fn, arg = siteActs.RemoveShare, want.Config
+			if want.Write {
+				fn = siteActs.WriteShare
+			}
 		}
 		var dr site.SpaceDirResult
-		sctx := workflow.WithActivityOptions(ctx, spaceDirOptions(op.Site, op.Queue))
-		err := workflow.ExecuteActivity(sctx, fn, arg).Get(ctx, &dr)
+		if err == nil {
+			sctx := workflow.WithActivityOptions(ctx, spaceDirOptions(op.Site, op.Queue))
+			err = workflow.ExecuteActivity(sctx, fn, arg).Get(ctx, &dr)
+		}
 		out := SpaceOutcome{Op: op, Outcome: dr.Outcome, Message: dr.Message}
 		if err != nil {
 			out.Outcome, out.Message = models.SpaceSiteError, err.Error()

@@ -53,10 +53,46 @@ type SMBParam struct {
 }
 
 var (
-	smbKeyRE   = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9 :]*$`)
 	smbValueRE = regexp.MustCompile(`^[^\x00-\x1f\x7f]*$`)
-	smbNameRE  = regexp.MustCompile(`^[^\x00-\x1f\x7f\[\]/\\:;|=,+*?<>"]{1,80}$`)
+	smbNameRE  = regexp.MustCompile(`^[^\x00-\x1f\x7f\[\]/\\:;|=,+*?<>"%]{1,80}$`)
+	// sharePathRE: a shared folder's path goes into configuration files
+	// as it is; quotes, backslashes (escapes, line continuations), %
+	// (Samba substitutions) and control characters are refused.
+	sharePathRE = regexp.MustCompile(`^/[^\x00-\x1f\x7f"\\%]*$`)
 )
+
+// smbParams are the SMB share parameters the hub writes, by their
+// normalised name (Samba ignores case and spaces in names): the ones the
+// share's fields map to and the share-level settings advanced_settings may
+// add. Anything else (global or service-running parameters such as
+// "root preexec", "include", "path") is refused.
+var smbParams = map[string]bool{}
+
+func init() {
+	for _, p := range []string{
+		// from the share's fields
+		"read only", "browseable", "guest ok", "create mask", "directory mask", "force create mode",
+		"force directory mode", "admin users", "valid users", "hosts allow", "hosts deny",
+		// advanced_settings
+		"comment", "available", "writeable", "read list", "write list", "invalid users", "max connections",
+		"inherit acls", "inherit permissions", "inherit owner", "hide dot files", "hide files", "hide unreadable",
+		"veto files", "delete veto files", "store dos attributes", "ea support", "map acl inherit", "nt acl support",
+		"acl allow execute always", "oplocks", "level2 oplocks", "strict locking", "kernel share modes", "posix locking",
+		"durable handles", "case sensitive", "preserve case", "short preserve case", "default case", "csc policy",
+		"access based share enum", "smb encrypt", "vfs objects", "strict allocate", "strict sync", "aio read size",
+		"aio write size", "dos filemode", "dos filetimes", "follow symlinks",
+	} {
+		smbParams[normalSMBName(p)] = true
+	}
+}
+
+// normalSMBName is a parameter or section name as Samba compares it.
+func normalSMBName(s string) string {
+	return strings.ToLower(strings.Join(strings.Fields(s), ""))
+}
+
+// smbReservedSections are the smb.conf sections that are not shares.
+var smbReservedSections = map[string]bool{"global": true, "homes": true, "printers": true, "print$": true}
 
 // shareFile is the configuration file of a share.
 func (a *Activities) shareFile(in ShareConfig) (string, error) {
@@ -81,12 +117,19 @@ func (a *Activities) WriteShare(ctx context.Context, in ShareConfig) (SpaceDirRe
 	if err != nil {
 		return res, err
 	}
+	// The space's folder is made first by the same workflow: a shared
+	// folder still missing is the share's own problem, reported at once
+	// rather than holding up the space's later changes.
 	fi, err := os.Stat(dir)
 	switch {
+	case isNotExist(err):
+		err := fmt.Errorf("shared folder %s does not exist on site %s", in.Path, a.Site)
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
 	case err != nil:
-		return res, fmt.Errorf("shared folder %s on site %s: %w", in.Path, a.Site, err)
+		return res, spaceDirErr(fmt.Errorf("shared folder %s on site %s: %w", in.Path, a.Site, err))
 	case !fi.IsDir():
-		return res, spaceDirErr(fmt.Errorf("shared path %s on site %s is not a folder", in.Path, a.Site))
+		err := fmt.Errorf("shared path %s on site %s is not a folder", in.Path, a.Site)
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
 	}
 	text, err := renderShare(in, dir)
 	if err != nil {
@@ -119,11 +162,25 @@ func (a *Activities) RemoveShare(ctx context.Context, in ShareConfig) (SpaceDirR
 // CheckShare tells whether the site would accept a share's values, so the
 // API can refuse bad ones with a 400 before they reach a site.
 func CheckShare(in ShareConfig) error {
-	_, err := renderShare(in, "/checked")
+	_, err := renderShare(in, in.Path)
 	return err
 }
 
+// CheckSharePath tells whether a path can be written into export and
+// share definitions as it is.
+func CheckSharePath(p string) error {
+	if !sharePathRE.MatchString(p) {
+		return fmt.Errorf("a shared path may not hold quotes, backslashes, %% or control characters: %q", p)
+	}
+	return nil
+}
+
 func renderShare(in ShareConfig, dir string) (string, error) {
+	for _, p := range []string{in.Path, dir} {
+		if err := CheckSharePath(p); err != nil {
+			return "", err
+		}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Managed by the hub: %s share %d (%s). Changes here are overwritten.\n", in.Kind, in.ID, in.Path)
 	switch in.Kind {
@@ -146,13 +203,16 @@ func renderShare(in ShareConfig, dir string) (string, error) {
 			b.WriteString(line + "\n")
 		}
 	case ShareSMB:
-		if !smbNameRE.MatchString(in.SMBName) {
+		if !smbNameRE.MatchString(in.SMBName) || smbReservedSections[normalSMBName(in.SMBName)] || strings.TrimSpace(in.SMBName) != in.SMBName {
 			return "", fmt.Errorf("invalid SMB share name %q", in.SMBName)
 		}
 		fmt.Fprintf(&b, "[%s]\n    path = %s\n", in.SMBName, dir)
 		for _, p := range in.SMBParams {
-			if !smbKeyRE.MatchString(p.Key) || p.Key == "path" || !smbValueRE.MatchString(p.Value) {
-				return "", fmt.Errorf("invalid SMB parameter %q = %q", p.Key, p.Value)
+			if !smbParams[normalSMBName(p.Key)] {
+				return "", fmt.Errorf("SMB parameter %q is not one a share may set here", p.Key)
+			}
+			if !smbValueRE.MatchString(p.Value) || strings.HasSuffix(p.Value, "\\") {
+				return "", fmt.Errorf("invalid value for SMB parameter %q: no control characters or trailing backslash", p.Key)
 			}
 			fmt.Fprintf(&b, "    %s = %s\n", p.Key, p.Value)
 		}

@@ -2,17 +2,16 @@ package hub
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"path"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
 
+	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
@@ -66,6 +65,8 @@ func shareSpace(ctx context.Context, db bun.IDB, v web.ValidationError, spaceID 
 		v.Add("path", "Must be a clean absolute path.")
 	case *p != sp.Mountpoint && !strings.HasPrefix(*p, sp.Mountpoint+"/"):
 		v.Add("path", "Must be inside the space's mountpoint "+sp.Mountpoint+".")
+	case site.CheckSharePath(*p) != nil:
+		v.Add("path", site.CheckSharePath(*p).Error())
 	}
 	return nil
 }
@@ -211,7 +212,7 @@ func (s *Server) saveNFSShare(c *gin.Context) error {
 			if in.Clients != nil {
 				check.Clients = clients
 			}
-			if err := site.CheckShare(nfsShareConfig(&check)); err != nil {
+			if err := site.CheckShare(hubact.NFSShareConfig(&check)); err != nil {
 				v.Add("clients", err.Error())
 			}
 		}
@@ -228,35 +229,35 @@ func (s *Server) saveNFSShare(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.pushShare(ctx, oldSpace, sh.SpaceID, nfsShareConfig(sh)); err != nil {
+	if err := s.pushShare(ctx, oldSpace, sh.SpaceID, site.ShareNFS, sh.ID); err != nil {
 		return err
 	}
 	return saved(c, create, renderNFSShare(c, sh))
 }
 
 func (s *Server) deleteNFSShare(c *gin.Context) error {
-	return s.deleteShare(c, func(ctx context.Context, id int64) (int64, site.ShareConfig, error) {
+	return s.deleteShare(c, site.ShareNFS, func(ctx context.Context, id int64) (int64, error) {
 		sh, err := models.GetNFSShare(ctx, s.DB, id)
 		if err != nil {
-			return 0, site.ShareConfig{}, err
+			return 0, err
 		}
-		return sh.SpaceID, nfsShareConfig(sh), models.DeleteNFSShare(ctx, s.DB, id)
+		return sh.SpaceID, models.DeleteNFSShare(ctx, s.DB, id)
 	})
 }
 
 // deleteShare deletes the share of the path's id with del, which returns
-// the share's space and file, then has that space's sites remove the file.
-func (s *Server) deleteShare(c *gin.Context, del func(ctx context.Context, id int64) (int64, site.ShareConfig, error)) error {
+// the share's space, then has that space's sites remove its file.
+func (s *Server) deleteShare(c *gin.Context, kind string, del func(ctx context.Context, id int64) (int64, error)) error {
 	id, err := web.PathID(c, "id")
 	if err != nil {
 		return err
 	}
 	ctx := c.Request.Context()
-	space, cfg, err := del(ctx, id)
+	space, err := del(ctx, id)
 	if err != nil {
 		return err
 	}
-	if err := s.pushShare(ctx, space, 0, cfg); err != nil {
+	if err := s.pushShare(ctx, space, 0, kind, id); err != nil {
 		return err
 	}
 	c.Status(http.StatusNoContent)
@@ -346,7 +347,8 @@ func (in *smbShareInput) apply(ctx context.Context, db bun.IDB, sh *models.SMBSh
 		case strings.ContainsAny(name, smbNameInvalid):
 			v.Add("name", "A share name may not contain any of "+smbNameInvalid+".")
 		case name != sh.Name:
-			if n, err := db.NewSelect().Model((*models.SMBShare)(nil)).Where("name = ?", name).Count(ctx); err != nil {
+			// Samba compares section names without case.
+			if n, err := db.NewSelect().Model((*models.SMBShare)(nil)).Where("LOWER(name) = LOWER(?) AND id != ?", name, sh.ID).Count(ctx); err != nil {
 				return err
 			} else if n > 0 {
 				v.Add("name", "An SMB share with this name already exists.")
@@ -423,7 +425,7 @@ func (s *Server) saveSMBShare(c *gin.Context) error {
 		if err := in.apply(ctx, tx, sh, create); err != nil {
 			return err
 		}
-		if err := site.CheckShare(smbShareConfig(sh)); err != nil {
+		if err := site.CheckShare(hubact.SMBShareConfig(sh)); err != nil {
 			return web.Invalid("non_field_errors", err.Error())
 		}
 		if err := models.SaveSMBShare(ctx, tx, sh); err != nil {
@@ -436,53 +438,59 @@ func (s *Server) saveSMBShare(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.pushShare(ctx, oldSpace, sh.SpaceID, smbShareConfig(sh)); err != nil {
+	if err := s.pushShare(ctx, oldSpace, sh.SpaceID, site.ShareSMB, sh.ID); err != nil {
 		return err
 	}
 	return saved(c, create, renderSMBShare(c, sh))
 }
 
 func (s *Server) deleteSMBShare(c *gin.Context) error {
-	return s.deleteShare(c, func(ctx context.Context, id int64) (int64, site.ShareConfig, error) {
+	return s.deleteShare(c, site.ShareSMB, func(ctx context.Context, id int64) (int64, error) {
 		sh, err := models.GetSMBShare(ctx, s.DB, id)
 		if err != nil {
-			return 0, site.ShareConfig{}, err
+			return 0, err
 		}
-		return sh.SpaceID, smbShareConfig(sh), models.DeleteSMBShare(ctx, s.DB, id)
+		return sh.SpaceID, models.DeleteSMBShare(ctx, s.DB, id)
 	})
 }
 
-// pushShare has the sites write a saved share's file, through the
-// workflow of its space so that it follows the space's own changes: the
-// sites of space `to` write it, those of space `from` (the share's former
-// space, or its space when it is deleted) remove it. 0 means none.
-func (s *Server) pushShare(ctx context.Context, from, to int64, cfg site.ShareConfig) error {
-	if from != 0 && from != to {
-		if err := s.signalShare(ctx, from, workflows.ShareRemove, cfg); err != nil {
+// pushShare has the sites of the share's former space (from) and of its
+// current space (to) bring the share's file up to date, through the
+// workflows of those spaces so that it follows their own changes. 0 means
+// none. The site's file is decided when the op runs, from the share as it
+// is then (ShareOnSite), so ops racing each other cannot leave it stale.
+func (s *Server) pushShare(ctx context.Context, from, to int64, kind string, id int64) error {
+	spaces := []int64{to}
+	if from != to {
+		spaces = append(spaces, from)
+	}
+	for _, spaceID := range spaces {
+		if spaceID == 0 {
+			continue
+		}
+		sp, err := models.GetSpace(ctx, s.DB, spaceID, models.SpaceFilter{})
+		if err != nil {
+			return err
+		}
+		var ops []workflows.SpaceOp
+		for _, l := range sp.Links {
+			ops = append(ops, shareOp(l.Site.Name, kind, id))
+		}
+		if err := s.signalSpace(ctx, spaceID, ops); err != nil {
 			return err
 		}
 	}
-	if to == 0 {
-		return nil
-	}
-	return s.signalShare(ctx, to, workflows.ShareWrite, cfg)
+	return nil
 }
 
-func (s *Server) signalShare(ctx context.Context, spaceID int64, action string, cfg site.ShareConfig) error {
-	sp, err := models.GetSpace(ctx, s.DB, spaceID, models.SpaceFilter{})
-	if err != nil {
-		return err
-	}
-	var ops []workflows.SpaceOp
-	for _, l := range sp.Links {
-		ops = append(ops, workflows.SpaceOp{Site: l.Site.Name, Queue: models.DefaultQueue, Action: action, Share: cfg})
-	}
-	return s.signalSpace(ctx, spaceID, ops)
+func shareOp(siteName, kind string, id int64) workflows.SpaceOp {
+	return workflows.SpaceOp{Site: siteName, Queue: models.DefaultQueue, Action: workflows.ShareSync,
+		Share: hubact.ShareRef{Kind: kind, ID: id, Site: siteName}}
 }
 
-// spaceShareOps writes (or removes) every share of a space on one site:
-// for a site joining (or leaving) the space.
-func spaceShareOps(ctx context.Context, db bun.IDB, spaceID int64, siteName, action string) ([]workflows.SpaceOp, error) {
+// spaceShareOps brings every share of a space up to date on one site: for
+// a site joining (or leaving) the space.
+func spaceShareOps(ctx context.Context, db bun.IDB, spaceID int64, siteName string) ([]workflows.SpaceOp, error) {
 	nfs, err := models.NFSShares(ctx, db, &spaceID)
 	if err != nil {
 		return nil, err
@@ -492,123 +500,11 @@ func spaceShareOps(ctx context.Context, db bun.IDB, spaceID int64, siteName, act
 		return nil, err
 	}
 	var ops []workflows.SpaceOp
-	add := func(cfg site.ShareConfig) {
-		ops = append(ops, workflows.SpaceOp{Site: siteName, Queue: models.DefaultQueue, Action: action, Share: cfg})
+	for _, sh := range nfs {
+		ops = append(ops, shareOp(siteName, site.ShareNFS, sh.ID))
 	}
-	for i := range nfs {
-		add(nfsShareConfig(&nfs[i]))
-	}
-	for i := range smb {
-		add(smbShareConfig(&smb[i]))
+	for _, sh := range smb {
+		ops = append(ops, shareOp(siteName, site.ShareSMB, sh.ID))
 	}
 	return ops, nil
-}
-
-// nfsShareConfig turns an NFS share into the export rules its sites write
-// (docs/catalogue-storage.md lists the mapping).
-func nfsShareConfig(sh *models.NFSShare) site.ShareConfig {
-	cfg := site.ShareConfig{Kind: site.ShareNFS, ID: sh.ID, Path: sh.Path}
-	pick := func(on bool, yes, no string) string {
-		if on {
-			return yes
-		}
-		return no
-	}
-	for _, c := range sh.Clients {
-		opts := []string{pick(c.ReadOnly, "ro", "rw"), pick(c.Asynchronous, "async", "sync"),
-			pick(c.SubtreeCheck, "subtree_check", "no_subtree_check"), pick(c.WriteDelay, "wdelay", "no_wdelay"),
-			pick(c.InsecurePorts, "insecure", "secure")}
-		if c.ForceRootUserID {
-			opts = append(opts, "root_squash")
-		}
-		if c.ForceAllUserID {
-			opts = append(opts, "all_squash")
-		}
-		for _, n := range []struct {
-			name string
-			v    *int64
-		}{{"anonuid", c.AnonymousUserID}, {"anongid", c.AnonymousGroupID}, {"fsid", c.FSID}} {
-			if n.v != nil {
-				opts = append(opts, n.name+"="+strconv.FormatInt(*n.v, 10))
-			}
-		}
-		for _, kv := range settingsPairs(c.AdvancedSettings, "") {
-			if kv.Value == "" {
-				opts = append(opts, kv.Key)
-			} else {
-				opts = append(opts, kv.Key+"="+kv.Value)
-			}
-		}
-		cfg.NFSClients = append(cfg.NFSClients, site.NFSExportClient{Hosts: c.Hosts, Options: strings.Join(opts, ",")})
-	}
-	return cfg
-}
-
-// smbShareConfig turns an SMB share into the share section its sites
-// write (docs/catalogue-storage.md lists the mapping).
-func smbShareConfig(sh *models.SMBShare) site.ShareConfig {
-	yesNo := map[bool]string{true: "yes", false: "no"}
-	params := []site.SMBParam{{Key: "read only", Value: yesNo[sh.ReadOnly]}, {Key: "browseable", Value: yesNo[sh.Visible]},
-		{Key: "guest ok", Value: yesNo[sh.GuestOK]}}
-	add := func(key, value string) {
-		if value != "" {
-			params = append(params, site.SMBParam{Key: key, Value: value})
-		}
-	}
-	add("create mask", sh.CreateMask)
-	add("directory mask", sh.DirectoryMask)
-	add("force create mode", sh.ForceCreateMode)
-	add("force directory mode", sh.ForceDirectoryMode)
-	add("admin users", strings.Join(objectNames(sh.AdminUsers), " "))
-	add("valid users", strings.Join(objectNames(sh.AllowedUsers), " "))
-	add("hosts allow", strings.Join(objectNames(sh.HostsAllow), " "))
-	add("hosts deny", strings.Join(objectNames(sh.HostsDeny), " "))
-	params = append(params, settingsPairs(sh.AdvancedSettings, "yes")...)
-	return site.ShareConfig{Kind: site.ShareSMB, ID: sh.ID, Path: sh.Path, SMBName: sh.Name, SMBParams: params}
-}
-
-// objectNames reads the names a share's user or host object lists: the
-// keys set to true and the strings of its string and array values
-// ({"users": ["alice"], "bob": true} → alice, bob), sorted.
-func objectNames(m map[string]any) []string {
-	var out []string
-	for k, v := range m {
-		switch v := v.(type) {
-		case bool:
-			if v {
-				out = append(out, k)
-			}
-		case string:
-			out = append(out, v)
-		case []any:
-			for _, e := range v {
-				if s, ok := e.(string); ok {
-					out = append(out, s)
-				}
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// settingsPairs turns advanced settings into sorted key/value options:
-// true gives the key alone (or with trueValue), false and null drop it.
-func settingsPairs(m map[string]any, trueValue string) []site.SMBParam {
-	var out []site.SMBParam
-	for k, v := range m {
-		switch v := v.(type) {
-		case nil:
-		case bool:
-			if v {
-				out = append(out, site.SMBParam{Key: k, Value: trueValue})
-			} else if trueValue != "" {
-				out = append(out, site.SMBParam{Key: k, Value: "no"})
-			}
-		default:
-			out = append(out, site.SMBParam{Key: k, Value: fmt.Sprint(v)})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out
 }

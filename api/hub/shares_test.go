@@ -263,8 +263,24 @@ func TestSharesOnSites(t *testing.T) {
 		r = e.AsAdmin(http.MethodPost, "/api/nfsshares/", map[string]any{"space": sp, "clients": []any{map[string]any{"hosts": "h", "advanced_settings": map[string]any{"x": "a b"}}}})
 		requireStatus(t, http.StatusBadRequest, r)
 		require.Contains(t, r.Map(), "clients", string(r.Body))
-		r = e.AsAdmin(http.MethodPatch, pathOf("smbshares", smb), map[string]any{"advanced_settings": map[string]any{"comment": "line\nbreak"}})
+		for _, bad := range []map[string]any{
+			{"advanced_settings": map[string]any{"comment": "line\nbreak"}},
+			{"advanced_settings": map[string]any{"root preexec": "/bin/sh -c evil"}},
+			{"advanced_settings": map[string]any{"Root  PreExec": "/bin/sh"}},
+			{"advanced_settings": map[string]any{"include": "/etc/other.conf"}},
+			{"advanced_settings": map[string]any{"PATH": "/etc"}},
+			{"advanced_settings": map[string]any{"comment": "swallows the next line \\"}},
+			{"name": "Global"},
+			{"name": "print$"},
+			{"path": "/spaces/proj/a\nb"},
+			{"path": "/spaces/proj/%u"},
+		} {
+			r = e.AsAdmin(http.MethodPatch, pathOf("smbshares", smb), bad)
+			requireStatus(t, http.StatusBadRequest, r)
+		}
+		r = e.AsAdmin(http.MethodPost, "/api/smbshares/", map[string]any{"space": sp, "name": "PROJ", "read_only": false, "visible": true})
 		requireStatus(t, http.StatusBadRequest, r)
+		require.Contains(t, r.Map(), "name", "Samba compares share names without case")
 
 		// Site b joins: it gets the folder and both shares.
 		requireStatus(t, http.StatusOK, e.AsAdmin(http.MethodPatch, pathOf("spaces", sp), map[string]any{
@@ -281,6 +297,20 @@ func TestSharesOnSites(t *testing.T) {
 			"sites": []any{map[string]any{"name": "b", "label": "B"}}}))
 		eventuallyGone(shareFile(rootA, smbName))
 		eventuallyFile(shareFile(rootB, smbName), "[Proj]")
+
+		// Moved to another space on the same site, the share's file stays
+		// and follows it: the old space's ops do not remove it.
+		other := recordID(t, e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "other", "mountpoint": "/spaces/other",
+			"sites": []any{map[string]any{"name": "b", "label": "B"}}}))
+		require.Eventually(t, func() bool { return e.AsAdmin(http.MethodGet, pathOf("spaces", other), nil).Map()["is_ready"] == true },
+			30*time.Second, 50*time.Millisecond)
+		requireStatus(t, http.StatusOK, e.AsAdmin(http.MethodPatch, pathOf("smbshares", smb), map[string]any{"space": other, "path": "/spaces/other"}))
+		eventuallyFile(shareFile(rootB, smbName), "path = "+filepath.Join(rootB, "spaces", "other")+"\n")
+		for _, id := range []int64{sp, other} {
+			var res struct{}
+			require.NoError(t, e.Temporal.GetWorkflow(t.Context(), fmt.Sprintf("space-%d", id), "").Get(t.Context(), &res))
+		}
+		eventuallyFile(shareFile(rootB, smbName), "path = "+filepath.Join(rootB, "spaces", "other")+"\n")
 		apitest.RecordHistories(t, e.Temporal)
 	})
 }

@@ -415,7 +415,7 @@ func (s *Server) deleteSpace(c *gin.Context) error {
 
 // siteJoinsSpace: a site joining a space gets its folder, then its shares.
 func siteJoinsSpace(ctx context.Context, db bun.IDB, sp *models.Space, siteName string) ([]workflows.SpaceOp, error) {
-	shares, err := spaceShareOps(ctx, db, sp.ID, siteName, workflows.ShareWrite)
+	shares, err := spaceShareOps(ctx, db, sp.ID, siteName)
 	op := workflows.SpaceOp{Site: siteName, Queue: models.DefaultQueue, Action: workflows.SpaceCreate, Mountpoint: sp.Mountpoint, Mode: sp.PermissionMode}
 	return append([]workflows.SpaceOp{op}, shares...), err
 }
@@ -423,7 +423,7 @@ func siteJoinsSpace(ctx context.Context, db bun.IDB, sp *models.Space, siteName 
 // siteLeavesSpace: a site leaving a space loses its shares, then its
 // folder (kept when it holds data).
 func siteLeavesSpace(ctx context.Context, db bun.IDB, sp *models.Space, siteName string) ([]workflows.SpaceOp, error) {
-	shares, err := spaceShareOps(ctx, db, sp.ID, siteName, workflows.ShareRemove)
+	shares, err := spaceShareOps(ctx, db, sp.ID, siteName)
 	op := workflows.SpaceOp{Site: siteName, Queue: models.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint}
 	return append(shares, op), err
 }
