@@ -83,23 +83,30 @@ var (
 	siteHeartbeat = 20 * time.Second
 )
 
-// siteOptions runs activities on the job's site queue. A task that has
-// not finished task_invalidation_timeout after it was handed to the site
-// (waiting for a worker, running, and retries together) is invalid: it
-// ends in ERROR and its batch is aborted (and can be resubmitted), as is a
-// batch whose step failed five times.
+// siteOptions runs activities on the job's site queue: each attempt may
+// take at most timeout; after five failed attempts the activity fails.
 func siteOptions(p *hubact.JobPlan, timeout time.Duration) workflow.ActivityOptions {
 	if timeout <= 0 {
 		timeout = 24 * time.Hour
 	}
 	return workflow.ActivityOptions{
-		TaskQueue:              SiteTaskQueue(p.Site, p.Queue),
-		ScheduleToCloseTimeout: timeout,
-		StartToCloseTimeout:    timeout,
-		HeartbeatTimeout:       siteHeartbeat,
+		TaskQueue:           SiteTaskQueue(p.Site, p.Queue),
+		StartToCloseTimeout: timeout,
+		HeartbeatTimeout:    siteHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5, MaximumInterval: time.Minute,
 			NonRetryableErrorTypes: []string{"BadInput", "BadPath", "MissingBatch", "NotFound"}},
 	}
+}
+
+// stepOptions runs a task's step (RunStep, Receive). A task that has not
+// finished task_invalidation_timeout after it was handed to the site
+// (waiting for a worker, running and retrying together) is invalid: it
+// ends in ERROR and its batch is aborted (and can be resubmitted), as is a
+// batch whose step failed five times.
+func stepOptions(p *hubact.JobPlan, timeout time.Duration) workflow.ActivityOptions {
+	o := siteOptions(p, timeout)
+	o.ScheduleToCloseTimeout = o.StartToCloseTimeout
+	return o
 }
 
 // JobWorkflow runs a job: discover the paths into batches at the site,
@@ -313,7 +320,7 @@ func (j *jobRun) runBatch(ctx workflow.Context, b models.BatchRef) error {
 	p := &j.c.Plan
 	var s *site.Activities
 	var a *hubact.Activities
-	sctx := workflow.WithActivityOptions(ctx, siteOptions(p, p.StepTimeout))
+	sctx := workflow.WithActivityOptions(ctx, stepOptions(p, p.StepTimeout))
 	// A context belongs to its coroutine: this batch's bookkeeping gets
 	// its own disconnected context.
 	hctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -344,7 +351,7 @@ func (j *jobRun) runBatch(ctx workflow.Context, b models.BatchRef) error {
 				end.State = models.TaskCancelled
 			case errors.As(stepErr, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE:
 				end.Error = fmt.Sprintf("invalid: not finished within task_invalidation_timeout (%s) of being handed to site %s",
-					siteOptions(p, p.StepTimeout).ScheduleToCloseTimeout, p.Site)
+					stepOptions(p, p.StepTimeout).ScheduleToCloseTimeout, p.Site)
 			}
 		}
 		if err := workflow.ExecuteActivity(hctx, a.FinishTask, end).Get(hctx, nil); err != nil {
@@ -375,7 +382,7 @@ func (j *jobRun) receive(ctx workflow.Context, step hubact.StepPlan, src []site.
 	if len(in.Files) == 0 {
 		return final, nil
 	}
-	opts := siteOptions(&hubact.JobPlan{Site: step.DestSite, Queue: step.DestQueue}, j.c.Plan.StepTimeout)
+	opts := stepOptions(&hubact.JobPlan{Site: step.DestSite, Queue: step.DestQueue}, j.c.Plan.StepTimeout)
 	var s *site.Activities
 	var out site.StepOutput
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), s.Receive, in).Get(ctx, &out); err != nil {

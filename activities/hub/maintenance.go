@@ -145,20 +145,26 @@ func (a *Activities) Maintain(ctx context.Context) (MaintenanceResult, error) {
 }
 
 // purgeJobs deletes up to purgePerPass jobs finished before cutoff and
-// says whose batch files to remove.
+// says whose batch files to remove. The DELETE repeats the SELECT's
+// conditions, so a job resubmitted in between is kept, and names what it
+// deleted itself (RETURNING).
 func (a *Activities) purgeJobs(ctx context.Context, cutoff time.Time) (int, []JobCleanup, error) {
-	var old []models.Job
-	err := a.DB.NewSelect().Model(&old).Column("id", "site", "queue").
-		Where("state IN (?) AND completed < ?", bun.In([]string{models.JobSuccess, models.JobFailure, models.JobCancelled}), cutoff).
-		Order("id").Limit(purgePerPass).Scan(ctx)
-	if err != nil || len(old) == 0 {
+	finished := bun.In([]string{models.JobSuccess, models.JobFailure, models.JobCancelled})
+	var ids []int64
+	err := a.DB.NewSelect().Model((*models.Job)(nil)).Column("id").
+		Where("state IN (?) AND completed < ?", finished, cutoff).Order("id").Limit(purgePerPass).Scan(ctx, &ids)
+	if err != nil || len(ids) == 0 {
 		return 0, nil, err
 	}
-	ids := make([]int64, len(old))
+	var gone []models.Job
+	err = a.DB.NewDelete().Model(&gone).Where("id IN (?) AND state IN (?) AND completed < ?", bun.In(ids), finished, cutoff).
+		Returning("id, site, queue").Scan(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
 	var cleanups []JobCleanup
 	bySiteQueue := map[[2]string]int{}
-	for i, j := range old {
-		ids[i] = j.ID
+	for _, j := range gone {
 		k := [2]string{j.Site, j.Queue}
 		n, ok := bySiteQueue[k]
 		if !ok {
@@ -168,8 +174,5 @@ func (a *Activities) purgeJobs(ctx context.Context, cutoff time.Time) (int, []Jo
 		}
 		cleanups[n].JobIDs = append(cleanups[n].JobIDs, j.ID)
 	}
-	if _, err := a.DB.NewDelete().Model((*models.Job)(nil)).Where("id IN (?)", bun.In(ids)).Exec(ctx); err != nil {
-		return 0, nil, err
-	}
-	return len(ids), cleanups, nil
+	return len(gone), cleanups, nil
 }

@@ -25,7 +25,10 @@ import (
 // keeps at its site go when the job is purged or deleted.
 func TestJobAlertsAndPurge(t *testing.T) {
 	t.Parallel()
-	e := apitest.New(t, "sqlite")
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) { testJobAlertsAndPurge(t, e) })
+}
+
+func testJobAlertsAndPurge(t *testing.T, e *apitest.Env) {
 	ctx := context.Background()
 	e.StartHubWorker()
 	s := newJobSite(t, e, "alerty")
