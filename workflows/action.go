@@ -43,7 +43,8 @@ type ActionInput struct {
 
 // ActionWorkflow runs an operator action: STARTED, then the action's own
 // workflows as children, then SUCCESS or FAILURE with a summary in the
-// action's results.
+// action's results. Every failure of a part ends in FAILURE; only the
+// database being unreachable for the hub's retries leaves it unrecorded.
 func ActionWorkflow(ctx workflow.Context, in ActionInput) error {
 	var a *hubact.Activities
 	hctx := workflow.WithActivityOptions(ctx, catalogueHubOptions)
@@ -74,7 +75,7 @@ func ActionWorkflow(ctx workflow.Context, in ActionInput) error {
 	case "refresh_sites":
 		var sites []hubact.SiteRef
 		if err := workflow.ExecuteActivity(hctx, a.ListSites).Get(ctx, &sites); err != nil {
-			return err
+			fail("list the sites", err)
 		}
 		futures := make([]workflow.ChildWorkflowFuture, len(sites))
 		for i, s := range sites {
@@ -90,11 +91,10 @@ func ActionWorkflow(ctx workflow.Context, in ActionInput) error {
 		}
 	case "sync_nas_users":
 		var plan hubact.NASUsers
-		if err := workflow.ExecuteActivity(hctx, a.NASUsersPlan).Get(ctx, &plan); err != nil {
-			return err
-		}
 		var res NASUsersSyncResult
-		if err := workflow.ExecuteChildWorkflow(child("nas-users"), NASUsersSyncWorkflowName, plan).Get(ctx, &res); err != nil {
+		if err := workflow.ExecuteActivity(hctx, a.NASUsersPlan).Get(ctx, &plan); err != nil {
+			fail("read the NAS users", err)
+		} else if err := workflow.ExecuteChildWorkflow(child("nas-users"), NASUsersSyncWorkflowName, plan).Get(ctx, &res); err != nil {
 			fail("NAS users sync", err)
 		}
 		for _, name := range plan.Sites {

@@ -74,6 +74,7 @@ func (e *Env) StartSiteWorkerProcess(cfg worker.SiteConfig) *os.Process {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), workerProcessEnv+"="+string(raw))
 	cmd.Stderr = os.Stderr
+	dieWithParent(cmd)
 	require.NoError(e.T, cmd.Start())
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
