@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	hubact "github.com/thehub/hub/activities/hub"
@@ -77,15 +78,21 @@ func ActionWorkflow(ctx workflow.Context, in ActionInput) error {
 		if err := workflow.ExecuteActivity(hctx, a.ListSites).Get(ctx, &sites); err != nil {
 			fail("list the sites", err)
 		}
+		// The children take the sites' own refresh ids, so a refresh already
+		// running for a site (POST /sites/{id}/refresh/) is not doubled.
 		futures := make([]workflow.ChildWorkflowFuture, len(sites))
 		for i, s := range sites {
-			futures[i] = workflow.ExecuteChildWorkflow(child("refresh-"+s.Name), SiteRefreshWorkflowName,
+			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: SiteRefreshWorkflowID(s.Name)})
+			futures[i] = workflow.ExecuteChildWorkflow(cctx, SiteRefreshWorkflowName,
 				SiteRefreshInput{SiteID: s.ID, Site: s.Name, Queue: models.DefaultQueue})
 		}
 		for i, f := range futures {
-			if err := f.Get(ctx, nil); err != nil {
+			switch err := f.Get(ctx, nil); {
+			case temporal.IsWorkflowExecutionAlreadyStartedError(err):
+				results = append(results, "site "+sites[i].Name+": a refresh was already running")
+			case err != nil:
 				fail("site "+sites[i].Name, err)
-			} else {
+			default:
 				results = append(results, "site "+sites[i].Name+": refreshed")
 			}
 		}
