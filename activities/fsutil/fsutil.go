@@ -62,6 +62,9 @@ func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 	defer cancel()
 	for {
 		f, created, err := openNoFollow(name)
+		if errors.Is(err, ErrInTheWay) {
+			return openFresh(dst)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -85,7 +88,7 @@ func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 		}
 		if !ours(f, held) {
 			_ = f.Close()
-			return nil, fmt.Errorf("%s: %w", name, ErrInTheWay)
+			return openFresh(dst)
 		}
 		if err := f.Truncate(0); err != nil {
 			_ = f.Close()
@@ -112,14 +115,24 @@ func openNoFollow(name string) (f *os.File, created bool, err error) {
 	return f, false, err
 }
 
+// openFresh is for a destination whose temporary name holds something the
+// hub will not touch: a new file under a random name next to it, created
+// exclusively (so never through a link). Only this case can leave a file
+// behind if the writer is killed.
+func openFresh(dst string) (*os.File, error) {
+	return os.CreateTemp(filepath.Dir(dst), filepath.Base(TempName(dst))+".*")
+}
+
 // ours tells whether an existing temporary file may be reused: a plain
-// file with one link that the hub marked, or that is empty, or that sits
-// on a filesystem without extended attributes.
+// file with one link, owned by this process's user, that the hub marked
+// (or that is empty, or that sits on a filesystem without extended
+// attributes). Anyone else's file is left alone.
 func ours(f *os.File, fi os.FileInfo) bool {
 	if !fi.Mode().IsRegular() {
 		return false
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Nlink != 1 || int(st.Uid) != os.Geteuid() {
 		return false
 	}
 	if fi.Size() == 0 {
@@ -127,6 +140,21 @@ func ours(f *os.File, fi os.FileInfo) bool {
 	}
 	marked, supported := hasMarker(f)
 	return marked || !supported
+}
+
+// Commit renames a temporary file from OpenTemp onto dst, then unlocks
+// it; if the rename fails, the file is discarded. The hub's marker is
+// dropped first, so stored files never carry it. Either way the caller is
+// done with f.
+func Commit(f *os.File, dst string) error {
+	clearMarker(f)
+	if err := os.Rename(f.Name(), dst); err != nil {
+		Discard(f)
+		return err
+	}
+	// Renamed: a Close error must not lead anyone to remove the temporary
+	// name, which may already be another writer's.
+	return f.Close()
 }
 
 // Discard removes a temporary file from OpenTemp and then unlocks it, in
@@ -161,33 +189,23 @@ func lock(ctx context.Context, f *os.File) error {
 
 // WriteFile replaces name with data durably (mode perm): readers see the
 // old or the new content, never a mix, and a crash leaves no stray file.
-func WriteFile(name string, data []byte, perm os.FileMode) (err error) {
+func WriteFile(name string, data []byte, perm os.FileMode) error {
 	f, err := OpenTemp(context.Background(), name)
 	if err != nil {
 		return err
 	}
-	renamed := false
-	defer func() {
-		if err != nil && !renamed {
-			Discard(f)
-		}
-	}()
 	if _, err = f.Write(data); err == nil {
 		err = f.Chmod(perm)
 	}
 	if err == nil {
 		err = f.Sync()
 	}
-	if err == nil {
-		err = os.Rename(f.Name(), name)
-		renamed = err == nil
-	}
 	if err != nil {
+		Discard(f)
 		return err
 	}
-	// Renamed: the temporary name may already be another writer's.
-	if cerr := f.Close(); cerr != nil {
-		return cerr
+	if err := Commit(f, name); err != nil {
+		return err
 	}
 	return SyncDir(filepath.Dir(name))
 }

@@ -64,34 +64,33 @@ func TestOpenTempWaitsForTheWriterHoldingIt(t *testing.T) {
 }
 
 // TestOpenTempLeavesOthersFilesAlone: what the hub did not write under a
-// temporary name (a user's file, a symlink planted to redirect the write,
-// a hard link) is never truncated or written through.
+// temporary name (a symlink planted to redirect the write, a hard link, a
+// user's own file) is never truncated or written through: the write goes
+// to a fresh file instead, and lands whole.
 func TestOpenTempLeavesOthersFilesAlone(t *testing.T) {
 	dir := t.TempDir()
 	victim := filepath.Join(dir, "victim")
 	require.NoError(t, os.WriteFile(victim, []byte("precious"), 0o644))
-
 	require.NoError(t, os.Symlink(victim, TempName(filepath.Join(dir, "a"))))
-	_, err := OpenTemp(context.Background(), filepath.Join(dir, "a"))
-	require.ErrorIs(t, err, ErrInTheWay)
-
 	require.NoError(t, os.Link(victim, TempName(filepath.Join(dir, "b"))))
-	_, err = OpenTemp(context.Background(), filepath.Join(dir, "b"))
-	require.ErrorIs(t, err, ErrInTheWay)
-
 	user := TempName(filepath.Join(dir, "c"))
 	require.NoError(t, os.WriteFile(user, []byte("a user's own file"), 0o644))
-	if _, supported := hasMarkerAt(t, user); supported {
-		_, err = OpenTemp(context.Background(), filepath.Join(dir, "c"))
-		require.ErrorIs(t, err, ErrInTheWay)
-		got, err := os.ReadFile(user)
-		require.NoError(t, err)
-		require.Equal(t, "a user's own file", string(got))
-	}
 
+	for _, name := range []string{"a", "b", "c"} {
+		dst := filepath.Join(dir, name)
+		require.NoError(t, WriteFile(dst, []byte("new "+name), 0o644))
+		got, err := os.ReadFile(dst)
+		require.NoError(t, err)
+		require.Equal(t, "new "+name, string(got))
+	}
 	got, err := os.ReadFile(victim)
 	require.NoError(t, err)
 	require.Equal(t, "precious", string(got))
+	got, err = os.ReadFile(user)
+	require.NoError(t, err)
+	require.Equal(t, "a user's own file", string(got))
+	marked, supported := hasMarkerAt(t, filepath.Join(dir, "a"))
+	require.False(t, marked && supported, "stored files do not keep the marker")
 }
 
 func hasMarkerAt(t *testing.T, name string) (marked, supported bool) {

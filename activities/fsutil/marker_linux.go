@@ -22,3 +22,5 @@ func hasMarker(f *os.File) (marked, supported bool) {
 		return false, false
 	}
 }
+
+func clearMarker(f *os.File) { _ = unix.Fremovexattr(int(f.Fd()), tmpMarker) }

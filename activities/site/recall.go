@@ -325,9 +325,9 @@ func copyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, 
 	if err != nil {
 		return fmt.Errorf("copy in %s: %w", apiPath(rel), err)
 	}
-	renamed := false
+	committed := false
 	defer func() {
-		if err != nil && !renamed {
+		if err != nil && !committed {
 			fsutil.Discard(tmp)
 		}
 	}()
@@ -346,11 +346,8 @@ func copyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, 
 		err = check()
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), abs)
-		renamed = err == nil
-	}
-	if err == nil {
-		err = tmp.Close() // renamed under the lock, then unlocked
+		committed = true // Commit renames or discards it
+		err = fsutil.Commit(tmp, abs)
 	}
 	if err != nil {
 		return fmt.Errorf("copy in %s: %w", apiPath(rel), err)

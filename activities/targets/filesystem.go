@@ -97,11 +97,8 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 	// A missing sum only costs a re-read on verification, so xattr errors
 	// (filesystems without user xattrs) are not fatal.
 	_ = fsetxattr(tmp, sumXattr, sumValue(sum, fi.Size(), fi.ModTime()))
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return fmt.Errorf("put %s: %w", key, err)
-	}
-	keep = true
-	if err := tmp.Close(); err != nil { // renamed under the lock, then unlocked
+	keep = true // Commit renames or discards it
+	if err := fsutil.Commit(tmp, dst); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil
