@@ -62,6 +62,7 @@ func (a *Activities) ShareOnSite(ctx context.Context, ref ShareRef) (ShareOnSite
 	return out, nil
 }
 
+// NFSShareConfig turns an NFS share into the export rules its sites write
 // (docs/catalogue-storage.md lists the mapping).
 func NFSShareConfig(sh *models.NFSShare) site.ShareConfig {
 	cfg := site.ShareConfig{Kind: site.ShareNFS, ID: sh.ID, Path: sh.Path}

@@ -20,9 +20,8 @@ const (
 // Values that end up in configuration files may hold no spaces, quotes or
 // line breaks: the API checks the same patterns, the site checks again.
 var (
-	cjClientRE  = regexp.MustCompile(`^[A-Za-z0-9_.:/*@\[\]-]+$`)
-	cjOptionsRE = regexp.MustCompile(`^[A-Za-z0-9_=,:./-]*$`)
-	cjUserRE    = regexp.MustCompile(`^[A-Za-z0-9_.@+-]+$`)
+	cjClientRE = regexp.MustCompile(`^[A-Za-z0-9_.:/*@\[\]-]+$`)
+	cjUserRE   = regexp.MustCompile(`^[A-Za-z0-9_.@+-]+$`)
 )
 
 // cjDefaultNFSOptions apply when an NFS exposer names none.
@@ -81,8 +80,8 @@ func (a *Activities) cjExposer(e *CJExposer, del bool) (string, error) {
 		if opts == "" {
 			opts = cjDefaultNFSOptions
 		}
-		if !cjOptionsRE.MatchString(opts) {
-			return "", cjPermanent(fmt.Errorf("invalid NFS options %q", opts))
+		if err := checkNFSOptions(opts); err != nil {
+			return "", cjPermanent(err)
 		}
 		clients := e.Clients
 		if len(clients) == 0 {

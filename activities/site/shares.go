@@ -53,7 +53,10 @@ type SMBParam struct {
 }
 
 var (
-	smbValueRE = regexp.MustCompile(`^[^\x00-\x1f\x7f]*$`)
+	// smbValueRE: no control characters, no backslash (escapes and line
+	// continuations) and no % (Samba substitutions).
+	smbValueRE = regexp.MustCompile(`^[^\x00-\x1f\x7f\\%]*$`)
+	smbKeyRE   = regexp.MustCompile(`^[A-Za-z]+( [A-Za-z0-9]+)*$`)
 	smbNameRE  = regexp.MustCompile(`^[^\x00-\x1f\x7f\[\]/\\:;|=,+*?<>"%]{1,80}$`)
 	// sharePathRE: a shared folder's path goes into configuration files
 	// as it is; quotes, backslashes (escapes, line continuations), %
@@ -66,7 +69,7 @@ var (
 // share's fields map to and the share-level settings advanced_settings may
 // add. Anything else (global or service-running parameters such as
 // "root preexec", "include", "path") is refused.
-var smbParams = map[string]bool{}
+var smbParams = map[string]string{}
 
 func init() {
 	for _, p := range []string{
@@ -79,10 +82,10 @@ func init() {
 		"veto files", "delete veto files", "store dos attributes", "ea support", "map acl inherit", "nt acl support",
 		"acl allow execute always", "oplocks", "level2 oplocks", "strict locking", "kernel share modes", "posix locking",
 		"durable handles", "case sensitive", "preserve case", "short preserve case", "default case", "csc policy",
-		"access based share enum", "smb encrypt", "vfs objects", "strict allocate", "strict sync", "aio read size",
+		"access based share enum", "smb encrypt", "strict allocate", "strict sync", "aio read size",
 		"aio write size", "dos filemode", "dos filetimes", "follow symlinks",
 	} {
-		smbParams[normalSMBName(p)] = true
+		smbParams[normalSMBName(p)] = p
 	}
 }
 
@@ -92,7 +95,7 @@ func normalSMBName(s string) string {
 }
 
 // smbReservedSections are the smb.conf sections that are not shares.
-var smbReservedSections = map[string]bool{"global": true, "homes": true, "printers": true, "print$": true}
+var smbReservedSections = map[string]bool{"global": true, "globals": true, "homes": true, "printers": true, "print$": true, "ipc$": true}
 
 // shareFile is the configuration file of a share.
 func (a *Activities) shareFile(in ShareConfig) (string, error) {
@@ -107,15 +110,25 @@ func (a *Activities) shareFile(in ShareConfig) (string, error) {
 // WriteShare writes a share's export line or share section into the
 // site's configuration folder. A missing folder is retried (its space may
 // still be on its way); a bad value fails without retries.
-func (a *Activities) WriteShare(ctx context.Context, in ShareConfig) (SpaceDirResult, error) {
-	res := SpaceDirResult{Path: in.Path}
+func (a *Activities) WriteShare(ctx context.Context, in ShareConfig) (res SpaceDirResult, err error) {
+	res = SpaceDirResult{Path: in.Path}
 	file, err := a.shareFile(in)
 	if err != nil {
 		return res, err
 	}
+	// Whatever fails, the share's previous (possibly wider) definition
+	// does not stay in force.
+	defer func() {
+		if err != nil {
+			_ = cjRemoveFile(file)
+		}
+	}()
 	dir, err := a.spaceDir(in.Path)
 	if err != nil {
 		return res, err
+	}
+	if err = a.noSymlinks(in.Path); err != nil {
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
 	}
 	// The space's folder is made first by the same workflow: a shared
 	// folder still missing is the share's own problem, reported at once
@@ -187,8 +200,8 @@ func renderShare(in ShareConfig, dir string) (string, error) {
 	case ShareNFS:
 		line := strconv.Quote(dir)
 		for _, c := range in.NFSClients {
-			if !cjOptionsRE.MatchString(c.Options) {
-				return "", fmt.Errorf("invalid NFS options %q", c.Options)
+			if err := checkNFSOptions(c.Options); err != nil {
+				return "", err
 			}
 			for _, h := range strings.FieldsFunc(c.Hosts, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
 				if !cjClientRE.MatchString(h) {
@@ -208,14 +221,69 @@ func renderShare(in ShareConfig, dir string) (string, error) {
 		}
 		fmt.Fprintf(&b, "[%s]\n    path = %s\n", in.SMBName, dir)
 		for _, p := range in.SMBParams {
-			if !smbParams[normalSMBName(p.Key)] {
+			key := smbParams[normalSMBName(p.Key)]
+			if key == "" || !smbKeyRE.MatchString(p.Key) {
 				return "", fmt.Errorf("SMB parameter %q is not one a share may set here", p.Key)
 			}
-			if !smbValueRE.MatchString(p.Value) || strings.HasSuffix(p.Value, "\\") {
-				return "", fmt.Errorf("invalid value for SMB parameter %q: no control characters or trailing backslash", p.Key)
+			if !smbValueRE.MatchString(p.Value) {
+				return "", fmt.Errorf("invalid value for SMB parameter %q: no control characters, backslashes or %%", p.Key)
 			}
-			fmt.Fprintf(&b, "    %s = %s\n", p.Key, p.Value)
+			fmt.Fprintf(&b, "    %s = %s\n", key, p.Value) // the allow-list's spelling
 		}
 	}
 	return b.String(), nil
+}
+
+// nfsOptions are the export options a hub share may use, with a check of
+// the value for those that take one. Options that reach beyond the share
+// or its squashing (no_root_squash, crossmnt, nohide, fsid=0/root,
+// refer, replicas, mountpoint) are not among them.
+var nfsOptions = map[string]func(string) bool{
+	"ro": nil, "rw": nil, "sync": nil, "async": nil, "subtree_check": nil, "no_subtree_check": nil,
+	"wdelay": nil, "no_wdelay": nil, "secure": nil, "insecure": nil, "root_squash": nil, "all_squash": nil,
+	"no_acl": nil, "nordirplus": nil,
+	"anonuid": isUint, "anongid": isUint,
+	"fsid": func(v string) bool { return isUint(v) && strings.Trim(v, "0") != "" },
+	"sec":  regexp.MustCompile(`^(sys|krb5|krb5i|krb5p)(:(sys|krb5|krb5i|krb5p))*$`).MatchString,
+}
+
+func isUint(v string) bool {
+	_, err := strconv.ParseUint(v, 10, 32)
+	return err == nil
+}
+
+// checkNFSOptions checks a comma-separated export option list.
+func checkNFSOptions(opts string) error {
+	if opts == "" {
+		return nil
+	}
+	for _, o := range strings.Split(opts, ",") {
+		name, value, hasValue := strings.Cut(o, "=")
+		check, known := nfsOptions[name]
+		switch {
+		case !known:
+			return fmt.Errorf("NFS option %q is not one a share may set here", o)
+		case (check == nil) == hasValue, check != nil && !check(value):
+			return fmt.Errorf("invalid NFS option %q", o)
+		}
+	}
+	return nil
+}
+
+// noSymlinks refuses a shared path any of whose folders is a symlink: a
+// link would export whatever it points at (another space, the hub's own
+// folder) instead of the share's folder.
+func (a *Activities) noSymlinks(p string) error {
+	rel, err := cleanRel(p)
+	if err != nil {
+		return err
+	}
+	cur := a.Root.Dir()
+	for _, name := range strings.Split(rel, "/") {
+		cur = filepath.Join(cur, name)
+		if fi, err := os.Lstat(cur); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("the shared path %s goes through a symlink (%s): refused", p, name)
+		}
+	}
+	return nil
 }

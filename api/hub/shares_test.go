@@ -252,17 +252,22 @@ func TestSharesOnSites(t *testing.T) {
 
 		r = e.AsAdmin(http.MethodPost, "/api/smbshares/", map[string]any{"space": sp, "name": "Proj", "read_only": false, "visible": true,
 			"create_mask": "0644", "allowed_users": map[string]any{"users": []string{"bob", "alice"}},
-			"hosts_allow": map[string]any{"hosts": []string{"10.0.0.0/8"}}, "advanced_settings": map[string]any{"vfs objects": "acl_xattr"}})
+			"hosts_allow": map[string]any{"hosts": []string{"10.0.0.0/8"}}, "advanced_settings": map[string]any{"Inherit ACLs": "yes"}})
 		requireStatus(t, http.StatusCreated, r)
 		smb := recordID(t, r)
 		smbName := fmt.Sprintf("smb-%d.conf", smb)
 		eventuallyFile(shareFile(rootA, smbName), "[Proj]\n    path = "+filepath.Join(rootA, "spaces", "proj")+"\n    read only = no\n    browseable = yes\n"+
-			"    guest ok = no\n    create mask = 0644\n    valid users = alice bob\n    hosts allow = 10.0.0.0/8\n    vfs objects = acl_xattr\n")
+			"    guest ok = no\n    create mask = 0644\n    valid users = alice bob\n    hosts allow = 10.0.0.0/8\n    inherit acls = yes\n")
 
 		// Values that would break the configuration files are refused.
-		r = e.AsAdmin(http.MethodPost, "/api/nfsshares/", map[string]any{"space": sp, "clients": []any{map[string]any{"hosts": "h", "advanced_settings": map[string]any{"x": "a b"}}}})
+		for _, adv := range []map[string]any{{"x": "a b"}, {"no_root_squash": true}, {"crossmnt": true}, {"nohide": true},
+			{"sec": "sys,fsid=0"}, {"mountpoint": "/"}} {
+			r = e.AsAdmin(http.MethodPost, "/api/nfsshares/", map[string]any{"space": sp, "clients": []any{map[string]any{"hosts": "h", "advanced_settings": adv}}})
+			requireStatus(t, http.StatusBadRequest, r)
+			require.Contains(t, r.Map(), "clients", string(r.Body))
+		}
+		r = e.AsAdmin(http.MethodPost, "/api/nfsshares/", map[string]any{"space": sp, "clients": []any{map[string]any{"hosts": "h", "fsid": 0}}})
 		requireStatus(t, http.StatusBadRequest, r)
-		require.Contains(t, r.Map(), "clients", string(r.Body))
 		for _, bad := range []map[string]any{
 			{"advanced_settings": map[string]any{"comment": "line\nbreak"}},
 			{"advanced_settings": map[string]any{"root preexec": "/bin/sh -c evil"}},
@@ -271,7 +276,13 @@ func TestSharesOnSites(t *testing.T) {
 			{"advanced_settings": map[string]any{"PATH": "/etc"}},
 			{"advanced_settings": map[string]any{"comment": "swallows the next line \\"}},
 			{"name": "Global"},
+			{"name": "GLOBALS"},
 			{"name": "print$"},
+			{"name": "IPC$"},
+			{"advanced_settings": map[string]any{"posix\nlocking": "no"}},
+			{"advanced_settings": map[string]any{"comment": "a\\ "}},
+			{"advanced_settings": map[string]any{"comment": "%$(HOME)"}},
+			{"advanced_settings": map[string]any{"vfs objects": ""}},
 			{"path": "/spaces/proj/a\nb"},
 			{"path": "/spaces/proj/%u"},
 		} {
@@ -281,6 +292,19 @@ func TestSharesOnSites(t *testing.T) {
 		r = e.AsAdmin(http.MethodPost, "/api/smbshares/", map[string]any{"space": sp, "name": "PROJ", "read_only": false, "visible": true})
 		requireStatus(t, http.StatusBadRequest, r)
 		require.Contains(t, r.Map(), "name", "Samba compares share names without case")
+
+		// A shared folder reached through a symlink is refused at the
+		// site, and the share's earlier definition does not stay in force.
+		require.NoError(t, os.Rename(filepath.Join(rootA, "spaces", "proj", "sub"), filepath.Join(rootA, "spaces", "proj", "real")))
+		require.NoError(t, os.Symlink("real", filepath.Join(rootA, "spaces", "proj", "sub")))
+		requireStatus(t, http.StatusOK, e.AsAdmin(http.MethodPatch, pathOf("nfsshares", nfs), map[string]any{
+			"clients": []any{map[string]any{"hosts": "backup", "read_only": true}}}))
+		eventuallyGone(nfsA)
+		require.NoError(t, os.Remove(filepath.Join(rootA, "spaces", "proj", "sub")))
+		require.NoError(t, os.Rename(filepath.Join(rootA, "spaces", "proj", "real"), filepath.Join(rootA, "spaces", "proj", "sub")))
+		requireStatus(t, http.StatusOK, e.AsAdmin(http.MethodPatch, pathOf("nfsshares", nfs), map[string]any{
+			"clients": []any{map[string]any{"hosts": "backup"}}}))
+		eventuallyFile(nfsA, fmt.Sprintf("%q backup(rw,sync,no_subtree_check,no_wdelay,secure)\n", dir))
 
 		// Site b joins: it gets the folder and both shares.
 		requireStatus(t, http.StatusOK, e.AsAdmin(http.MethodPatch, pathOf("spaces", sp), map[string]any{
