@@ -62,10 +62,12 @@ func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 	defer cancel()
 	for {
 		f, created, err := openNoFollow(name)
-		if errors.Is(err, ErrInTheWay) {
+		switch {
+		case errors.Is(err, errGone):
+			continue // renamed away by a writer just now
+		case errors.Is(err, ErrInTheWay):
 			return openFresh(dst)
-		}
-		if err != nil {
+		case err != nil:
 			return nil, err
 		}
 		if created {
@@ -86,7 +88,7 @@ func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 			_ = f.Close()
 			continue
 		}
-		if !ours(f, held) {
+		if !created && !ours(f, held) {
 			_ = f.Close()
 			return openFresh(dst)
 		}
@@ -109,11 +111,17 @@ func openNoFollow(name string) (f *os.File, created bool, err error) {
 		return nil, false, err
 	}
 	f, err = os.OpenFile(name, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, false, fmt.Errorf("%s: a symlink is %w", name, ErrInTheWay)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, false, errGone
+	case err != nil: // a symlink, a folder, a file we may not open: not ours
+		return nil, false, fmt.Errorf("%s: %w (%v)", name, ErrInTheWay, err)
 	}
-	return f, false, err
+	return f, false, nil
 }
+
+// errGone: the temporary name vanished between two opens.
+var errGone = errors.New("temporary file gone")
 
 // openFresh is for a destination whose temporary name holds something the
 // hub will not touch: a new file under a random name next to it, created

@@ -75,8 +75,9 @@ func TestOpenTempLeavesOthersFilesAlone(t *testing.T) {
 	require.NoError(t, os.Link(victim, TempName(filepath.Join(dir, "b"))))
 	user := TempName(filepath.Join(dir, "c"))
 	require.NoError(t, os.WriteFile(user, []byte("a user's own file"), 0o644))
+	require.NoError(t, os.Mkdir(TempName(filepath.Join(dir, "d")), 0o755))
 
-	for _, name := range []string{"a", "b", "c"} {
+	for _, name := range []string{"a", "b", "c", "d"} {
 		dst := filepath.Join(dir, name)
 		require.NoError(t, WriteFile(dst, []byte("new "+name), 0o644))
 		got, err := os.ReadFile(dst)

@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,9 +54,9 @@ type SMBParam struct {
 }
 
 var (
-	// smbValueRE: no control characters, no backslash (escapes and line
-	// continuations) and no % (Samba substitutions).
-	smbValueRE = regexp.MustCompile(`^[^\x00-\x1f\x7f\\%]*$`)
+	// smbValueRE: no control characters and no % (Samba substitutions);
+	// a trailing backslash (a line continuation) is refused separately.
+	smbValueRE = regexp.MustCompile(`^[^\x00-\x1f\x7f%]*$`)
 	smbKeyRE   = regexp.MustCompile(`^[A-Za-z]+( [A-Za-z0-9]+)*$`)
 	smbNameRE  = regexp.MustCompile(`^[^\x00-\x1f\x7f\[\]/\\:;|=,+*?<>"%]{1,80}$`)
 	// sharePathRE: a shared folder's path goes into configuration files
@@ -82,11 +83,18 @@ func init() {
 		"veto files", "delete veto files", "store dos attributes", "ea support", "map acl inherit", "nt acl support",
 		"acl allow execute always", "oplocks", "level2 oplocks", "strict locking", "kernel share modes", "posix locking",
 		"durable handles", "case sensitive", "preserve case", "short preserve case", "default case", "csc policy",
-		"access based share enum", "smb encrypt", "strict allocate", "strict sync", "aio read size",
+		"access based share enum", "smb encrypt", "strict allocate", "strict sync", "aio read size", "vfs objects",
 		"aio write size", "dos filemode", "dos filetimes", "follow symlinks",
 	} {
 		smbParams[normalSMBName(p)] = p
 	}
+}
+
+// smbVFSModules are the VFS modules "vfs objects" may name: common,
+// share-local ones (not widelinks, shell_snap, preopen and the like).
+var smbVFSModules = map[string]bool{
+	"acl_xattr": true, "fruit": true, "streams_xattr": true, "shadow_copy2": true, "recycle": true,
+	"catia": true, "dirsort": true, "fileid": true, "xattr_tdb": true, "btrfs": true, "gpfs": true,
 }
 
 // normalSMBName is a parameter or section name as Samba compares it.
@@ -116,10 +124,12 @@ func (a *Activities) WriteShare(ctx context.Context, in ShareConfig) (res SpaceD
 	if err != nil {
 		return res, err
 	}
-	// Whatever fails, the share's previous (possibly wider) definition
-	// does not stay in force.
+	// When the share is refused here (bad path, bad value, missing
+	// folder), its previous, possibly wider, definition does not stay in
+	// force; a passing error (I/O) is retried and leaves it.
 	defer func() {
-		if err != nil {
+		var ae *temporal.ApplicationError
+		if errors.As(err, &ae) && ae.NonRetryable() {
 			_ = cjRemoveFile(file)
 		}
 	}()
@@ -216,7 +226,10 @@ func renderShare(in ShareConfig, dir string) (string, error) {
 			b.WriteString(line + "\n")
 		}
 	case ShareSMB:
-		if !smbNameRE.MatchString(in.SMBName) || smbReservedSections[normalSMBName(in.SMBName)] || strings.TrimSpace(in.SMBName) != in.SMBName {
+		// Samba folds runs of spaces in section names: refuse them, so two
+		// names cannot become one section.
+		if !smbNameRE.MatchString(in.SMBName) || smbReservedSections[normalSMBName(in.SMBName)] ||
+			strings.Join(strings.Fields(in.SMBName), " ") != in.SMBName {
 			return "", fmt.Errorf("invalid SMB share name %q", in.SMBName)
 		}
 		fmt.Fprintf(&b, "[%s]\n    path = %s\n", in.SMBName, dir)
@@ -225,8 +238,18 @@ func renderShare(in ShareConfig, dir string) (string, error) {
 			if key == "" || !smbKeyRE.MatchString(p.Key) {
 				return "", fmt.Errorf("SMB parameter %q is not one a share may set here", p.Key)
 			}
-			if !smbValueRE.MatchString(p.Value) {
-				return "", fmt.Errorf("invalid value for SMB parameter %q: no control characters, backslashes or %%", p.Key)
+			if !smbValueRE.MatchString(p.Value) || strings.HasSuffix(strings.TrimRight(p.Value, " \t"), "\\") {
+				return "", fmt.Errorf("invalid value for SMB parameter %q: no control characters, %% or trailing backslash", p.Key)
+			}
+			if key == "vfs objects" {
+				if strings.TrimSpace(p.Value) == "" {
+					return "", fmt.Errorf("vfs objects needs at least one module")
+				}
+				for _, m := range strings.Fields(p.Value) {
+					if !smbVFSModules[m] {
+						return "", fmt.Errorf("VFS module %q is not one a share may load here", m)
+					}
+				}
 			}
 			fmt.Fprintf(&b, "    %s = %s\n", key, p.Value) // the allow-list's spelling
 		}
@@ -241,15 +264,16 @@ func renderShare(in ShareConfig, dir string) (string, error) {
 var nfsOptions = map[string]func(string) bool{
 	"ro": nil, "rw": nil, "sync": nil, "async": nil, "subtree_check": nil, "no_subtree_check": nil,
 	"wdelay": nil, "no_wdelay": nil, "secure": nil, "insecure": nil, "root_squash": nil, "all_squash": nil,
-	"no_acl": nil, "nordirplus": nil,
-	"anonuid": isUint, "anongid": isUint,
-	"fsid": func(v string) bool { return isUint(v) && strings.Trim(v, "0") != "" },
+	"no_acl": nil, "acl": nil, "nordirplus": nil, "rdirplus": nil, "no_all_squash": nil, "hide": nil,
+	"secure_locks": nil, "auth_nlm": nil, "insecure_locks": nil, "no_auth_nlm": nil,
+	// 0 is root: anonuid=0 would undo the squashing, fsid=0 is the NFSv4 root
+	"anonuid": isPositive, "anongid": isPositive, "fsid": isPositive,
 	"sec":  regexp.MustCompile(`^(sys|krb5|krb5i|krb5p)(:(sys|krb5|krb5i|krb5p))*$`).MatchString,
 }
 
-func isUint(v string) bool {
-	_, err := strconv.ParseUint(v, 10, 32)
-	return err == nil
+func isPositive(v string) bool {
+	n, err := strconv.ParseUint(v, 10, 32)
+	return err == nil && n > 0
 }
 
 // checkNFSOptions checks a comma-separated export option list.

@@ -266,8 +266,20 @@ func TestSharesOnSites(t *testing.T) {
 			requireStatus(t, http.StatusBadRequest, r)
 			require.Contains(t, r.Map(), "clients", string(r.Body))
 		}
-		r = e.AsAdmin(http.MethodPost, "/api/nfsshares/", map[string]any{"space": sp, "clients": []any{map[string]any{"hosts": "h", "fsid": 0}}})
-		requireStatus(t, http.StatusBadRequest, r)
+		for _, c := range []map[string]any{{"hosts": "h", "fsid": 0}, {"hosts": "h", "anonymous_user_id": 0, "force_all_user_id": true}} {
+			r = e.AsAdmin(http.MethodPost, "/api/nfsshares/", map[string]any{"space": sp, "clients": []any{c}})
+			requireStatus(t, http.StatusBadRequest, r)
+		}
+		// Safe settings real sites use are accepted.
+		r = e.AsAdmin(http.MethodPost, "/api/nfsshares/", map[string]any{"space": sp, "clients": []any{map[string]any{"hosts": "h",
+			"advanced_settings": map[string]any{"no_all_squash": true, "sec": "krb5p:sys", "acl": true}}}})
+		requireStatus(t, http.StatusCreated, r)
+		requireStatus(t, http.StatusNoContent, e.AsAdmin(http.MethodDelete, pathOf("nfsshares", recordID(t, r)), nil))
+		r = e.AsAdmin(http.MethodPost, "/api/smbshares/", map[string]any{"space": sp, "name": "Mac", "read_only": false, "visible": true,
+			"allowed_users": map[string]any{"users": []string{`EXAMPLE\alice`, `@EXAMPLE\staff`}},
+			"advanced_settings": map[string]any{"vfs objects": "catia fruit streams_xattr"}})
+		requireStatus(t, http.StatusCreated, r)
+		requireStatus(t, http.StatusNoContent, e.AsAdmin(http.MethodDelete, pathOf("smbshares", recordID(t, r)), nil))
 		for _, bad := range []map[string]any{
 			{"advanced_settings": map[string]any{"comment": "line\nbreak"}},
 			{"advanced_settings": map[string]any{"root preexec": "/bin/sh -c evil"}},
@@ -283,6 +295,8 @@ func TestSharesOnSites(t *testing.T) {
 			{"advanced_settings": map[string]any{"comment": "a\\ "}},
 			{"advanced_settings": map[string]any{"comment": "%$(HOME)"}},
 			{"advanced_settings": map[string]any{"vfs objects": ""}},
+			{"advanced_settings": map[string]any{"vfs objects": "fruit widelinks"}},
+			{"name": "Two  Spaces"},
 			{"path": "/spaces/proj/a\nb"},
 			{"path": "/spaces/proj/%u"},
 		} {
