@@ -268,7 +268,7 @@ var nfsOptions = map[string]func(string) bool{
 	"secure_locks": nil, "auth_nlm": nil, "insecure_locks": nil, "no_auth_nlm": nil,
 	// 0 is root: anonuid=0 would undo the squashing, fsid=0 is the NFSv4 root
 	"anonuid": isPositive, "anongid": isPositive, "fsid": isPositive,
-	"sec":  regexp.MustCompile(`^(sys|krb5|krb5i|krb5p)(:(sys|krb5|krb5i|krb5p))*$`).MatchString,
+	"sec": regexp.MustCompile(`^(sys|krb5|krb5i|krb5p)(:(sys|krb5|krb5i|krb5p))*$`).MatchString,
 }
 
 func isPositive(v string) bool {

@@ -276,7 +276,7 @@ func TestSharesOnSites(t *testing.T) {
 		requireStatus(t, http.StatusCreated, r)
 		requireStatus(t, http.StatusNoContent, e.AsAdmin(http.MethodDelete, pathOf("nfsshares", recordID(t, r)), nil))
 		r = e.AsAdmin(http.MethodPost, "/api/smbshares/", map[string]any{"space": sp, "name": "Mac", "read_only": false, "visible": true,
-			"allowed_users": map[string]any{"users": []string{`EXAMPLE\alice`, `@EXAMPLE\staff`}},
+			"allowed_users":     map[string]any{"users": []string{`EXAMPLE\alice`, `@EXAMPLE\staff`}},
 			"advanced_settings": map[string]any{"vfs objects": "catia fruit streams_xattr"}})
 		requireStatus(t, http.StatusCreated, r)
 		requireStatus(t, http.StatusNoContent, e.AsAdmin(http.MethodDelete, pathOf("smbshares", recordID(t, r)), nil))
