@@ -31,9 +31,9 @@ func TempName(dst string) string {
 	return filepath.Join(filepath.Dir(dst), name)
 }
 
-// ErrInTheWay is returned when something the hub did not write holds the
-// temporary name of a destination; it is left untouched.
-var ErrInTheWay = errors.New("in the way of the hub's temporary file (the " + TmpPrefix + " prefix is reserved)")
+// errInTheWay: something the hub did not write holds the temporary name
+// of a destination; it is left untouched.
+var errInTheWay = errors.New("in the way of the hub's temporary file (the " + TmpPrefix + " prefix is reserved)")
 
 // lockWait bounds how long a writer waits for another write of the same
 // destination, so that a waiting activity fails (and is retried) well
@@ -50,12 +50,12 @@ const tmpMarker = "user.hub.tmp"
 // (which the kernel releases when a process dies) makes a concurrent
 // writer of the same destination wait for the first, at most lockWait.
 //
-// Only a file the hub made is reused: a symlink, a hard-linked or special
-// file, or (where the filesystem keeps extended attributes) a non-empty
-// file without the hub's marker is ErrInTheWay and stays as it is.
+// Only a file the hub made is reused: a symlink, a folder, a hard-linked,
+// special or foreign file, or (where the filesystem keeps extended
+// attributes) a non-empty file without the hub's marker stays as it is,
+// and the write goes to a fresh file of a random name instead.
 //
-// The caller writes, renames the file onto dst and only then closes it;
-// on failure before the rename it calls Discard.
+// The caller writes, then calls Commit (or Discard to give up).
 func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 	name := TempName(dst)
 	ctx, cancel := context.WithTimeout(ctx, lockWait)
@@ -65,7 +65,7 @@ func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 		switch {
 		case errors.Is(err, errGone):
 			continue // renamed away by a writer just now
-		case errors.Is(err, ErrInTheWay):
+		case errors.Is(err, errInTheWay):
 			return openFresh(dst)
 		case err != nil:
 			return nil, err
@@ -115,7 +115,7 @@ func openNoFollow(name string) (f *os.File, created bool, err error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, false, errGone
 	case err != nil: // a symlink, a folder, a file we may not open: not ours
-		return nil, false, fmt.Errorf("%s: %w (%v)", name, ErrInTheWay, err)
+		return nil, false, fmt.Errorf("%s: %w (%v)", name, errInTheWay, err)
 	}
 	return f, false, nil
 }
