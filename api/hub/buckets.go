@@ -121,36 +121,15 @@ func (s *Server) applySecrets(in *secretsInput, table string, sec *models.Target
 	return nil
 }
 
-// bucketInput is the writable part of a bucket. The location and secret
-// fields are listed flat rather than embedded so that type errors name the
-// JSON field alone.
+// bucketInput is the writable part of a bucket: its own fields, and the
+// location and secret fields it shares with external targets.
 type bucketInput struct {
-	Name                  *string                  `json:"name"`
-	Label                 *string                  `json:"label"`
-	StorageType           *string                  `json:"storage_type"`
-	CredentialsFile       *string                  `json:"credentials_file"`
-	Endpoint              *string                  `json:"endpoint"`
-	Port                  nullable[int64]          `json:"port"`
-	Scheme                *string                  `json:"scheme"`
-	Region                *string                  `json:"region"`
-	SSLVerify             *bool                    `json:"ssl_verify"`
-	Container             *string                  `json:"container"`
-	StorageAccount        *string                  `json:"storage_account"`
-	MigrationTargetFolder *string                  `json:"migration_target_folder"`
-	AdvancedSettings      *map[string]any          `json:"advanced_settings"`
-	AccessKey             *string                  `json:"access_key"`
-	AccessKeyID           *string                  `json:"access_key_id"`
-	SecretAccessKey       *string                  `json:"secret_access_key"`
-	CredentialsJSON       nullable[map[string]any] `json:"credentials_json"`
-}
-
-func (in *bucketInput) location() *locationInput {
-	return &locationInput{in.Endpoint, in.Port, in.Scheme, in.Region, in.SSLVerify, in.Container, in.StorageAccount,
-		in.MigrationTargetFolder, in.AdvancedSettings}
-}
-
-func (in *bucketInput) secrets() *secretsInput {
-	return &secretsInput{in.AccessKey, in.AccessKeyID, in.SecretAccessKey, in.CredentialsJSON}
+	Name            *string `json:"name"`
+	Label           *string `json:"label"`
+	StorageType     *string `json:"storage_type"`
+	CredentialsFile *string `json:"credentials_file"`
+	locationInput
+	secretsInput
 }
 
 func renderLocation(h gin.H, loc *models.TargetLocation) gin.H {
@@ -240,11 +219,11 @@ func (s *Server) saveBucket(c *gin.Context) error {
 		}
 		setIf(&b.Label, in.Label)
 		setIf(&b.CredentialsFile, in.CredentialsFile)
-		in.location().apply(v, &b.TargetLocation)
+		in.locationInput.apply(v, &b.TargetLocation)
 		if err := v.Err(); err != nil {
 			return err
 		}
-		if err := s.applySecrets(in.secrets(), "buckets", &b.TargetSecrets); err != nil {
+		if err := s.applySecrets(&in.secretsInput, "buckets", &b.TargetSecrets); err != nil {
 			return err
 		}
 		if err := models.SaveBucket(ctx, tx, b); errors.Is(err, models.ErrSoftDeleting) {
@@ -298,37 +277,17 @@ func (s *Server) deleteBucket(c *gin.Context) error {
 }
 
 type externalTargetInput struct {
-	Name                  *string                   `json:"name"`
-	StorageType           *string                   `json:"storage_type"`
-	LocalFileRegex        *string                   `json:"local_file_regex"`
-	Enabled               *bool                     `json:"enabled"`
-	BackupOnly            *bool                     `json:"backup_only"`
-	BackupSite            nullable[int64]           `json:"backup_site"`
-	AvailableOnSites      *[]int64                  `json:"available_on_sites"`
-	DeleteOnRecall        *bool                     `json:"delete_on_recall"`
-	Bucket                nullable[json.RawMessage] `json:"bucket"`
-	Endpoint              *string                   `json:"endpoint"`
-	Port                  nullable[int64]           `json:"port"`
-	Scheme                *string                   `json:"scheme"`
-	Region                *string                   `json:"region"`
-	SSLVerify             *bool                     `json:"ssl_verify"`
-	Container             *string                   `json:"container"`
-	StorageAccount        *string                   `json:"storage_account"`
-	MigrationTargetFolder *string                   `json:"migration_target_folder"`
-	AdvancedSettings      *map[string]any           `json:"advanced_settings"`
-	AccessKey             *string                   `json:"access_key"`
-	AccessKeyID           *string                   `json:"access_key_id"`
-	SecretAccessKey       *string                   `json:"secret_access_key"`
-	CredentialsJSON       nullable[map[string]any]  `json:"credentials_json"`
-}
-
-func (in *externalTargetInput) location() *locationInput {
-	return &locationInput{in.Endpoint, in.Port, in.Scheme, in.Region, in.SSLVerify, in.Container, in.StorageAccount,
-		in.MigrationTargetFolder, in.AdvancedSettings}
-}
-
-func (in *externalTargetInput) secrets() *secretsInput {
-	return &secretsInput{in.AccessKey, in.AccessKeyID, in.SecretAccessKey, in.CredentialsJSON}
+	Name             *string                   `json:"name"`
+	StorageType      *string                   `json:"storage_type"`
+	LocalFileRegex   *string                   `json:"local_file_regex"`
+	Enabled          *bool                     `json:"enabled"`
+	BackupOnly       *bool                     `json:"backup_only"`
+	BackupSite       nullable[int64]           `json:"backup_site"`
+	AvailableOnSites *[]int64                  `json:"available_on_sites"`
+	DeleteOnRecall   *bool                     `json:"delete_on_recall"`
+	Bucket           nullable[json.RawMessage] `json:"bucket"`
+	locationInput
+	secretsInput
 }
 
 func renderExternalTarget(c *gin.Context, t *models.ExternalTarget) gin.H {
@@ -483,11 +442,11 @@ func (s *Server) saveExternalTarget(c *gin.Context) error {
 				t.BucketID = id
 			}
 		}
-		in.location().apply(v, &t.TargetLocation)
+		in.locationInput.apply(v, &t.TargetLocation)
 		if err := v.Err(); err != nil {
 			return err
 		}
-		if err := s.applySecrets(in.secrets(), "external_targets", &t.TargetSecrets); err != nil {
+		if err := s.applySecrets(&in.secretsInput, "external_targets", &t.TargetSecrets); err != nil {
 			return err
 		}
 		t.Bucket, t.Sites = nil, nil

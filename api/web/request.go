@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -84,7 +85,7 @@ func Bind(c *gin.Context, dst any) error {
 	if err := dec.Decode(dst); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return Invalid(te.Field, fmt.Sprintf("Expected %s, got %s.", jsonKind(te.Type.Kind().String()), te.Value))
+			return Invalid(jsonPath(reflect.TypeOf(dst), te.Field), fmt.Sprintf("Expected %s, got %s.", jsonKind(te.Type.Kind().String()), te.Value))
 		}
 		return Errorf(http.StatusBadRequest, "JSON parse error: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
@@ -95,6 +96,32 @@ func Bind(c *gin.Context, dst any) error {
 		return Errorf(http.StatusBadRequest, "Null characters (\\u0000) are not allowed in strings.")
 	}
 	return nil
+}
+
+// jsonPath turns the path encoding/json gives a type error into the one
+// the client sent: it names embedded structs by their Go field name
+// ("locationInput.port"), which the JSON does not have.
+func jsonPath(t reflect.Type, path string) string {
+	var out []string
+	for _, seg := range strings.Split(path, ".") {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() == reflect.Struct {
+			if f, ok := t.FieldByName(seg); ok && f.Anonymous {
+				t = f.Type
+				continue // an embedded struct: not part of the JSON
+			}
+			for i := 0; i < t.NumField(); i++ {
+				if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name == seg {
+					t = t.Field(i).Type
+					break
+				}
+			}
+		}
+		out = append(out, seg)
+	}
+	return strings.Join(out, ".")
 }
 
 // hasNULEscape reports whether valid JSON text holds a \u0000 escape: no
