@@ -68,25 +68,12 @@ func (s *Server) listAlerts(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]gin.H, len(as))
-	for i := range as {
-		out[i] = renderAlert(c, &as[i])
-	}
-	c.JSON(http.StatusOK, out)
+	writeAll(c, as, renderAlert)
 	return nil
 }
 
 func (s *Server) getAlert(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	a, err := models.GetAlert(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderAlert(c, a))
-	return nil
+	return getOne(c, s.DB, models.GetAlert, renderAlert)
 }
 
 // patchAlert changes suppressed, the one field an operator sets; alerts
@@ -172,14 +159,5 @@ func (s *Server) createAction(c *gin.Context) error {
 }
 
 func (s *Server) getAction(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	a, err := models.GetAction(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderAction(c, a, true))
-	return nil
+	return getOne(c, s.DB, models.GetAction, func(c *gin.Context, a *models.Action) gin.H { return renderAction(c, a, true) })
 }

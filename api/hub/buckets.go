@@ -156,16 +156,7 @@ func (s *Server) listBuckets(c *gin.Context) error {
 }
 
 func (s *Server) getBucket(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	b, err := models.GetBucket(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderBucket(c, b))
-	return nil
+	return getOne(c, s.DB, models.GetBucket, renderBucket)
 }
 
 var errBucketDeleting = web.Errorf(http.StatusConflict, "This bucket is being deleted and cannot be changed.")
@@ -194,22 +185,11 @@ func (s *Server) saveBucket(c *gin.Context) error {
 		}
 		v := web.ValidationError{}
 		if in.Name != nil || create {
-			name := deref(in.Name)
-			switch {
-			case name == "":
-				v.Add("name", msgRequired)
-			case len(name) > 150:
-				v.Add("name", "Ensure this field has no more than 150 characters.")
-			case !bucketNamePattern.MatchString(name):
-				v.Add("name", "Enter a valid name: letters, digits, '.', '-' and '_', starting with a letter or digit.")
-			case name != b.Name:
-				if n, err := tx.NewSelect().Model((*models.Bucket)(nil)).Where("name = ?", name).Count(ctx); err != nil {
-					return err
-				} else if n > 0 {
-					v.Add("name", "A bucket with this name already exists.")
-				}
+			if err := checkUniqueName(ctx, tx, v, (*models.Bucket)(nil), deref(in.Name), b.Name, "A bucket with this name already exists.",
+				bucketNamePattern, "Enter a valid name: letters, digits, '.', '-' and '_', starting with a letter or digit."); err != nil {
+				return err
 			}
-			b.Name = name
+			b.Name = deref(in.Name)
 		}
 		if in.StorageType != nil || create {
 			if strings.TrimSpace(deref(in.StorageType)) == "" {
@@ -350,16 +330,7 @@ func (s *Server) listExternalTargets(c *gin.Context) error {
 }
 
 func (s *Server) getExternalTarget(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	t, err := models.GetExternalTarget(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderExternalTarget(c, t))
-	return nil
+	return getOne(c, s.DB, models.GetExternalTarget, renderExternalTarget)
 }
 
 func checkSiteID(ctx context.Context, db bun.IDB, v web.ValidationError, field string, id int64) error {
@@ -392,7 +363,7 @@ func (s *Server) saveExternalTarget(c *gin.Context) error {
 		}
 		v := web.ValidationError{}
 		if in.Name != nil || create {
-			if err := checkUniqueName(ctx, tx, v, (*models.ExternalTarget)(nil), deref(in.Name), t.Name, "An external target with this name already exists."); err != nil {
+			if err := checkUniqueName(ctx, tx, v, (*models.ExternalTarget)(nil), deref(in.Name), t.Name, "An external target with this name already exists.", nil, ""); err != nil {
 				return err
 			}
 			t.Name = deref(in.Name)

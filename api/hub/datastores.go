@@ -65,7 +65,7 @@ type datastoreInput struct {
 func (s *Server) applyDatastore(ctx context.Context, db bun.IDB, in *datastoreInput, d *models.Datastore, create bool) error {
 	v := web.ValidationError{}
 	if in.Name != nil || create {
-		if err := checkUniqueName(ctx, db, v, (*models.Datastore)(nil), deref(in.Name), d.Name, "A data store with this name already exists."); err != nil {
+		if err := checkUniqueName(ctx, db, v, (*models.Datastore)(nil), deref(in.Name), d.Name, "A data store with this name already exists.", nil, ""); err != nil {
 			return err
 		}
 		d.Name = deref(in.Name)
@@ -115,16 +115,7 @@ func (s *Server) listDatastores(c *gin.Context) error {
 }
 
 func (s *Server) getDatastore(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	d, err := models.GetDatastore(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderDatastore(c, d))
-	return nil
+	return getOne(c, s.DB, models.GetDatastore, renderDatastore)
 }
 
 func (s *Server) saveDatastore(c *gin.Context) error {
@@ -188,16 +179,7 @@ func (s *Server) listIPAddresses(c *gin.Context) error {
 }
 
 func (s *Server) getIPAddress(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	a, err := models.GetIPAddress(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderIPAddress(c, a))
-	return nil
+	return getOne(c, s.DB, models.GetIPAddress, renderIPAddress)
 }
 
 func (s *Server) saveIPAddress(c *gin.Context) error {

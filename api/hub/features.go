@@ -147,25 +147,12 @@ func (s *Server) listCertificateLifetimes(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]gin.H, len(ls))
-	for i := range ls {
-		out[i] = renderCertificateLifetime(c, &ls[i])
-	}
-	c.JSON(http.StatusOK, out)
+	writeAll(c, ls, renderCertificateLifetime)
 	return nil
 }
 
 func (s *Server) getCertificateLifetime(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	l, err := models.GetCertificateLifetime(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderCertificateLifetime(c, l))
-	return nil
+	return getOne(c, s.DB, models.GetCertificateLifetime, renderCertificateLifetime)
 }
 
 // maxCertificateDays bounds lifetimes to 100 years: beyond that a date

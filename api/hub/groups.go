@@ -57,16 +57,7 @@ func (s *Server) listGroups(c *gin.Context) error {
 }
 
 func (s *Server) getGroup(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	g, err := models.GetGroup(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderGroup(c, g))
-	return nil
+	return getOne(c, s.DB, models.GetGroup, renderGroup)
 }
 
 // saveGroup creates (POST) or updates (PATCH) a group. permissions are

@@ -282,11 +282,7 @@ func (s *Server) recentJobs(c *gin.Context) error {
 	if err := models.JobsQuery(s.DB, &jobs, f).Limit(n).Scan(c.Request.Context()); err != nil {
 		return err
 	}
-	out := make([]gin.H, len(jobs))
-	for i := range jobs {
-		out[i] = renderJob(c, &jobs[i])
-	}
-	c.JSON(http.StatusOK, out)
+	writeAll(c, jobs, renderJob)
 	return nil
 }
 

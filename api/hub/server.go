@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -106,14 +107,18 @@ func deleteByID(c *gin.Context, db bun.IDB, del func(context.Context, bun.IDB, i
 
 // checkUniqueName validates a required name of at most 150 characters that
 // must be unique among the rows of model (current is the record's own
-// name, "" for a new one), adding messages to v; taken is the message for a
+// name, "" for a new one) and, when pattern is set, match it (invalid is
+// the message otherwise), adding messages to v; taken is the message for a
 // name already in use.
-func checkUniqueName(ctx context.Context, db bun.IDB, v web.ValidationError, model any, name, current, taken string) error {
+func checkUniqueName(ctx context.Context, db bun.IDB, v web.ValidationError, model any, name, current, taken string,
+	pattern *regexp.Regexp, invalid string) error {
 	switch {
 	case strings.TrimSpace(name) == "":
 		v.Add("name", msgRequired)
 	case len(name) > 150:
 		v.Add("name", "Ensure this field has no more than 150 characters.")
+	case pattern != nil && !pattern.MatchString(name):
+		v.Add("name", invalid)
 	case name != current:
 		n, err := db.NewSelect().Model(model).Where("name = ?", name).Count(ctx)
 		if err != nil {
@@ -122,4 +127,29 @@ func checkUniqueName(ctx context.Context, db bun.IDB, v web.ValidationError, mod
 		v.Check(n == 0, "name", taken)
 	}
 	return nil
+}
+
+// getOne answers GET of one record: the path's id, loaded with get and
+// shown with render.
+func getOne[T any](c *gin.Context, db bun.IDB, get func(context.Context, bun.IDB, int64) (*T, error),
+	render func(*gin.Context, *T) gin.H) error {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	x, err := get(c.Request.Context(), db, id)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, render(c, x))
+	return nil
+}
+
+// writeAll answers a bare-array list: every item, rendered.
+func writeAll[T any](c *gin.Context, items []T, render func(*gin.Context, *T) gin.H) {
+	out := make([]gin.H, len(items))
+	for i := range items {
+		out[i] = render(c, &items[i])
+	}
+	c.JSON(http.StatusOK, out)
 }

@@ -420,14 +420,5 @@ func (s *Server) listSettingsTasks(c *gin.Context) error {
 }
 
 func (s *Server) getSettingsTask(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	t, err := models.GetSettingsTask(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderSettingsTask(c, t, true))
-	return nil
+	return getOne(c, s.DB, models.GetSettingsTask, func(c *gin.Context, t *models.SettingsTask) gin.H { return renderSettingsTask(c, t, true) })
 }

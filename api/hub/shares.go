@@ -117,25 +117,12 @@ func (s *Server) listNFSShares(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]gin.H, len(shares))
-	for i := range shares {
-		out[i] = renderNFSShare(c, &shares[i])
-	}
-	c.JSON(http.StatusOK, out)
+	writeAll(c, shares, renderNFSShare)
 	return nil
 }
 
 func (s *Server) getNFSShare(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	sh, err := models.GetNFSShare(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderNFSShare(c, sh))
-	return nil
+	return getOne(c, s.DB, models.GetNFSShare, renderNFSShare)
 }
 
 // nfsClients validates clients; each client's id, uuid and nfs_share are
@@ -313,25 +300,12 @@ func (s *Server) listSMBShares(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]gin.H, len(shares))
-	for i := range shares {
-		out[i] = renderSMBShare(c, &shares[i])
-	}
-	c.JSON(http.StatusOK, out)
+	writeAll(c, shares, renderSMBShare)
 	return nil
 }
 
 func (s *Server) getSMBShare(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	sh, err := models.GetSMBShare(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderSMBShare(c, sh))
-	return nil
+	return getOne(c, s.DB, models.GetSMBShare, renderSMBShare)
 }
 
 // apply validates in onto sh; create demands name, space, read_only and visible.

@@ -131,19 +131,9 @@ func (in *siteInput) apply(ctx context.Context, db bun.IDB, site *models.Site, c
 	v := web.ValidationError{}
 	if in.Name != nil || create {
 		name := deref(in.Name)
-		switch {
-		case name == "":
-			v.Add("name", msgRequired)
-		case len(name) > 150:
-			v.Add("name", "Ensure this field has no more than 150 characters.")
-		case !siteNamePattern.MatchString(name):
-			v.Add("name", "Enter a valid name: letters, digits, - and _ only.")
-		case name != site.Name:
-			if n, err := db.NewSelect().Model((*models.Site)(nil)).Where("name = ?", name).Count(ctx); err != nil {
-				return err
-			} else if n > 0 {
-				v.Add("name", "A site with this name already exists.")
-			}
+		if err := checkUniqueName(ctx, db, v, (*models.Site)(nil), name, site.Name, "A site with this name already exists.",
+			siteNamePattern, "Enter a valid name: letters, digits, - and _ only."); err != nil {
+			return err
 		}
 		site.Name = name
 		if create && in.Label == nil {

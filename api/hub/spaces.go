@@ -87,7 +87,7 @@ func nested(a, b string) bool {
 func (in *spaceInput) apply(ctx context.Context, db bun.IDB, sp *models.Space, create bool) (*models.SnapshotSchedule, []models.SpaceLink, error) {
 	v := web.ValidationError{}
 	if in.Name != nil || create {
-		if err := checkUniqueName(ctx, db, v, (*models.Space)(nil), deref(in.Name), sp.Name, "A space with this name already exists."); err != nil {
+		if err := checkUniqueName(ctx, db, v, (*models.Space)(nil), deref(in.Name), sp.Name, "A space with this name already exists.", nil, ""); err != nil {
 			return nil, nil, err
 		}
 		sp.Name = deref(in.Name)

@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"net/http"
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
@@ -50,16 +49,7 @@ func (s *Server) listStoragePools(c *gin.Context) error {
 }
 
 func (s *Server) getStoragePool(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	p, err := models.GetStoragePool(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderStoragePool(c, p))
-	return nil
+	return getOne(c, s.DB, models.GetStoragePool, renderStoragePool)
 }
 
 func (s *Server) listServers(c *gin.Context) error {
@@ -72,14 +62,5 @@ func (s *Server) listServers(c *gin.Context) error {
 }
 
 func (s *Server) getServer(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	sv, err := models.GetServer(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderServer(c, sv))
-	return nil
+	return getOne(c, s.DB, models.GetServer, renderServer)
 }

@@ -78,16 +78,7 @@ func queryBoolFilter(c *gin.Context, name string) (*bool, error) {
 }
 
 func (s *Server) getWorkflowDef(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	w, err := models.GetWorkflow(c.Request.Context(), s.DB, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, renderWorkflowDef(c, w))
-	return nil
+	return getOne(c, s.DB, models.GetWorkflow, renderWorkflowDef)
 }
 
 // workflowDefInput is the writable part of a definition. The JSON-valued
