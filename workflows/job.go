@@ -192,7 +192,13 @@ func (j *jobRun) run(ctx workflow.Context) error {
 			return j.fail(ctx, err)
 		}
 	}
+	// Version 1 takes the wake count before anything in the loop can block:
+	// batches that finished while the state was being recorded wake the
+	// loop again. Before it, a job paused in that instant could stay
+	// PAUSING with nothing in flight.
+	wakeFirst := workflow.GetVersion(ctx, "job-loop-wake-first", workflow.DefaultVersion, 1) == 1
 	for {
+		seen := j.wake
 		if ctx.Err() != nil {
 			return j.cancel(ctx)
 		}
@@ -211,7 +217,9 @@ func (j *jobRun) run(ctx workflow.Context) error {
 			j.c.Next++
 			continue
 		}
-		seen := j.wake
+		if !wakeFirst {
+			seen = j.wake
+		}
 		_ = workflow.Await(ctx, func() bool { return j.wake != seen })
 	}
 }

@@ -7,14 +7,17 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
 
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
 )
 
 func setBatchSize(t *testing.T, e *apitest.Env, site string, n int) {
@@ -56,7 +59,7 @@ func TestJobPauseResume(t *testing.T) {
 	r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/pause/", id), nil)
 	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
 	if !assert.Eventually(t, func() bool { return jobState(e, id)["state"] == "PAUSED" }, time.Minute, 20*time.Millisecond) {
-		t.Fatalf("job never paused: %v", jobState(e, id))
+		t.Fatalf("job never paused: %v\npending: %s", jobState(e, id), pendingActivities(t, e, id))
 	}
 	paused := jobState(e, id)["numprocessedfiles"].(float64)
 	require.Less(t, paused, float64(n), "pause should land mid-job")
@@ -265,4 +268,40 @@ func TestResubmitDiscoveryPages(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("job-%d-r2-discovery-p1", id), tasks[0].TaskID)
 	require.Equal(t, fmt.Sprintf("job-%d-r2-discovery-p2", id), tasks[1].TaskID)
 	require.Equal(t, int64(removed), tasks[0].NumPaths+tasks[1].NumPaths)
+}
+
+// pendingActivities describes a job workflow's pending activities, for
+// failure messages.
+func pendingActivities(t *testing.T, e *apitest.Env, id int64) string {
+	d, err := e.Temporal.DescribeWorkflowExecution(context.Background(), workflows.JobWorkflowID(id), "")
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, a := range d.GetPendingActivities() {
+		out = append(out, fmt.Sprintf("%s %s attempt %d scheduled %s last started %s last heartbeat %s failure %v",
+			a.GetActivityType().GetName(), a.GetState(), a.GetAttempt(), a.GetScheduledTime().AsTime(),
+			a.GetLastStartedTime().AsTime(), a.GetLastHeartbeatTime().AsTime(), a.GetLastFailure().GetMessage()))
+	}
+	out = append(out, fmt.Sprintf("status %s, %d events", d.GetWorkflowExecutionInfo().GetStatus(), d.GetWorkflowExecutionInfo().GetHistoryLength()))
+	it := e.Temporal.GetWorkflowHistory(context.Background(), workflows.JobWorkflowID(id), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var evs []string
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			break
+		}
+		line := ev.GetEventType().String()
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			line += " " + a.GetActivityType().GetName()
+		}
+		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
+			line += " " + a.GetSignalName()
+		}
+		evs = append(evs, line)
+	}
+	if len(evs) > 40 {
+		evs = evs[len(evs)-40:]
+	}
+	return strings.Join(append(out, evs...), "\n")
 }
