@@ -71,7 +71,9 @@ func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 			return nil, err
 		}
 		if created {
+			Fault("temp.created")
 			_ = setMarker(f) // before locking: a racing writer may check it
+			Fault("temp.marked")
 		}
 		if err := lock(ctx, f); err != nil {
 			_ = f.Close()
@@ -151,15 +153,22 @@ func ours(f *os.File, fi os.FileInfo) bool {
 }
 
 // Commit renames a temporary file from OpenTemp onto dst, then unlocks
-// it; if the rename fails, the file is discarded. The hub's marker is
-// dropped first, so stored files never carry it. Either way the caller is
+// it; if the rename fails, the file is discarded. Either way the caller is
 // done with f.
+//
+// The hub's marker is dropped after the rename, through the open file: a
+// crash before the rename leaves a marked temporary file, which the retry
+// reuses, never an unmarked one that nobody may touch. (A crash just after
+// the rename leaves the marker on the stored file, where it means nothing:
+// only temporary names are ever reused.)
 func Commit(f *os.File, dst string) error {
-	clearMarker(f)
+	Fault("commit.before-rename")
 	if err := os.Rename(f.Name(), dst); err != nil {
 		Discard(f)
 		return err
 	}
+	Fault("commit.renamed")
+	clearMarker(f)
 	// Renamed: a Close error must not lead anyone to remove the temporary
 	// name, which may already be another writer's.
 	return f.Close()

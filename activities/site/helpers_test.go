@@ -2,6 +2,8 @@ package site
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
@@ -154,6 +156,33 @@ func countObjects(t *testing.T, d targets.Driver) int {
 		}
 		marker = next
 	}
+}
+
+// countContent counts the content objects of the hub's layout.
+func countContent(t *testing.T, d targets.Driver) int { return countUnder(t, d, objectsDir) }
+
+// countRefs counts the references of the hub's layout.
+func countRefs(t *testing.T, d targets.Driver) int { return countUnder(t, d, refsDir) }
+
+func countUnder(t *testing.T, d targets.Driver, prefix string) int {
+	t.Helper()
+	n := 0
+	require.NoError(t, eachObject(context.Background(), d, prefix, func(targets.Object) error { n++; return nil }))
+	return n
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// distinctContents counts the different contents among files.
+func distinctContents(files map[string]testFile) int {
+	seen := map[string]bool{}
+	for _, f := range files {
+		seen[sha(f.data)] = true
+	}
+	return len(seen)
 }
 
 func blocks(t *testing.T, abs string) int64 {

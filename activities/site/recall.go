@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -17,25 +18,32 @@ import (
 )
 
 // Recall brings migrated files back: the data is fetched from the target
-// recorded with each file, written over the stub and verified against
-// the recorded checksum, the original mtime is restored and the file
-// becomes resident. With DeleteOnRecall the remote object is deleted
-// too. Premigrated files already have their data; they are skipped unless
-// DeleteOnRecall asks for their remote copy to go.
+// recorded with each file into a temporary file next to it and checked
+// against the recorded checksum, and only then written over the stub; the
+// original mtime is restored. A recalled file stays premigrated (its data
+// is local and its remote copy still referenced), so migrating it again
+// moves no data; with DeleteOnRecall it becomes resident and its reference
+// is dropped, so the collector frees the remote copy unless another record
+// refers to it. Premigrated files already have their data; they are
+// skipped unless DeleteOnRecall asks for them to become resident.
+//
+// A failed recall leaves the file as it was: stub and record intact, and
+// retryable.
 func Recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFunc, opts StepOptions) ([]Result, error) {
-	return recall(ctx, root, paths, targetsFn, opts, opts.DeleteOnRecall, false)
+	return recall(ctx, root, paths, targetsFn, opts, opts.DeleteOnRecall)
 }
 
 // ReverseStub makes premigrated and migrated files resident again and
-// forgets their remote copy: migrated data is recalled first. Remote
-// objects are deleted only with DeleteRemote.
+// drops their reference to the remote copy: migrated data is recalled
+// first. (DeleteRemote changes nothing more: remote copies are freed by
+// the collector once no record refers to them.)
 func ReverseStub(ctx context.Context, root *Root, paths []string, targetsFn TargetFunc, opts StepOptions) ([]Result, error) {
-	return recall(ctx, root, paths, targetsFn, opts, opts.DeleteRemote, true)
+	return recall(ctx, root, paths, targetsFn, opts, true)
 }
 
-// recall implements Recall and ReverseStub; forget makes premigrated
-// files resident instead of skipping them.
-func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFunc, opts StepOptions, deleteRemote, forget bool) ([]Result, error) {
+// recall implements Recall and ReverseStub; resident makes the files
+// resident, dropping their references.
+func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFunc, opts StepOptions, resident bool) ([]Result, error) {
 	s := newRun(ctx, root, paths, opts)
 	drivers := &driverCache{fn: targetsFn}
 	var wrote atomic.Bool
@@ -50,7 +58,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			j.finish(CodeSkipped, "resident")
 			return
 		case rec.State == Premigrated:
-			if !forget && !deleteRemote {
+			if !resident {
 				j.finish(CodeSkipped, "data already local (premigrated)")
 				return
 			}
@@ -71,15 +79,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			j.fail(err)
 			return
 		}
-		if rec.Pending != pendingRecall {
-			marked := *rec
-			marked.Pending = pendingRecall
-			if err := s.root.state.set(j.abs, j.rel, marked); err != nil {
-				j.fail(err)
-				return
-			}
-		}
-		if err := s.download(j, driver, *rec); err != nil {
+		if err := s.recallOne(j, driver, *rec); err != nil {
 			j.fail(err)
 			return
 		}
@@ -89,7 +89,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 	if s.ctx.Err() != nil {
 		return s.cancelRest()
 	}
-	// One flush for the batch before any record or remote copy goes.
+	// One flush for the batch before any record or reference goes.
 	if wrote.Load() {
 		if err := fsutil.SyncFS(s.root.dir); err != nil {
 			s.failRest(fmt.Errorf("flush recalled data: %w", err))
@@ -102,37 +102,79 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 				j.fail(err)
 				return
 			}
+			fsutil.Fault("recall.mtime-restored")
 		}
-		// Remote first: if that fails the record stays, and a rerun finds
-		// the data local and retries the delete.
-		if deleteRemote {
-			driver, err := drivers.get(rec.Target)
-			if err == nil {
-				err = deleteObject(s.ctx, driver, rec)
-			}
-			if err != nil {
+		if !resident && rec.contentAddressed() {
+			rec.State, rec.Pending, rec.StubSize = Premigrated, "", 0
+			if err := s.root.state.set(j.abs, j.rel, rec); err != nil {
 				j.fail(err)
-				return
 			}
-			j.note += "; remote copy deleted"
+			return
 		}
+		// The record goes before its reference: a crash in between leaves
+		// a reference, which only keeps the remote copy a while longer.
 		if err := s.root.state.clear(j.abs, j.rel); err != nil {
 			j.fail(err)
+			return
+		}
+		fsutil.Fault("recall.record-cleared")
+		if !rec.contentAddressed() {
+			return // legacy copies may be shared by path: never freed
+		}
+		driver, err := drivers.get(rec.Target)
+		if err == nil {
+			err = dropRef(s.ctx, driver, rec)
+		}
+		if err != nil {
+			j.note += fmt.Sprintf("; the remote copy stays referenced (%v)", err)
 		}
 	})
 	return s.results()
 }
 
-// download writes the object over the stub and checks it. The stub's
-// bytes are the object's first bytes, so writing from offset 0 keeps
-// the file a valid prefix of the data at every moment. On failure the
-// file is cut back to a stub.
-func (s *stepRun) download(j *job, driver targets.Driver, rec Record) (err error) {
-	rc, err := driver.Get(s.ctx, rec.Key)
+// recallOne brings one stub's data back. The data goes to a temporary
+// file first and is checked there, so a missing or wrong remote copy
+// leaves the stub untouched; then it is written over the stub in place,
+// keeping the file's inode, owner, permissions and attributes. The stub's
+// bytes are the data's first bytes, so the file is a valid prefix of its
+// data at every moment, which a retried recall recognises.
+func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
+	if rec.contentAddressed() {
+		ok, err := hasRef(s.ctx, driver, rec)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: its reference on the target is gone (a record replayed after it was superseded?); nothing was moved", ErrUntrustedRecord)
+		}
+	}
+	rc, err := getContent(s.ctx, driver, rec.Key, rec.Checksum)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
+	tmp, err := fsutil.OpenTemp(s.ctx, j.abs)
+	if err != nil {
+		return err
+	}
+	defer fsutil.Discard(tmp)
+	h := sha256.New()
+	n, err := copyBuffer(tmp, io.TeeReader(&countingReader{ctx: s.ctx, r: rc, prog: s.prog}, h))
+	if err != nil {
+		return err
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); n != rec.Size || sum != rec.Checksum {
+		return fmt.Errorf("recalled data (%d bytes, sha256 %s) does not match the original (%d bytes, sha256 %s); the stub is unchanged", n, sum, rec.Size, rec.Checksum)
+	}
+	fsutil.Fault("recall.fetched")
+	if rec.Pending != pendingRecall {
+		marked := rec
+		marked.Pending = pendingRecall
+		if err := s.root.state.set(j.abs, j.rel, marked); err != nil {
+			return err
+		}
+		fsutil.Fault("recall.marked")
+	}
 	f, err := os.OpenFile(j.abs, os.O_WRONLY|openNoFollow, 0)
 	if err != nil {
 		return err
@@ -141,21 +183,16 @@ func (s *stepRun) download(j *job, driver targets.Driver, rec Record) (err error
 	if fi, err := f.Stat(); err != nil || !j.unchanged(fi) {
 		return errors.New("file changed during recall")
 	}
-	defer func() {
-		if err != nil {
-			_ = f.Truncate(rec.StubSize)
-			_ = setMtime(j.abs, timeFromNs(rec.Mtime))
-			_ = s.root.state.set(j.abs, j.rel, rec)
-		}
-	}()
-	h := sha256.New()
-	n, err := copyBuffer(f, io.TeeReader(&countingReader{ctx: s.ctx, r: rc, prog: s.prog}, h))
-	if err != nil {
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	if sum := hex.EncodeToString(h.Sum(nil)); n != rec.Size || sum != rec.Checksum {
-		return fmt.Errorf("recalled data (%d bytes, sha256 %s) does not match the original (%d bytes, sha256 %s)", n, sum, rec.Size, rec.Checksum)
+	if _, err := io.Copy(f, tmp); err != nil {
+		// Cut back to the stub, which is the data's first bytes.
+		_ = f.Truncate(rec.StubSize)
+		_ = setMtime(j.abs, timeFromNs(rec.Mtime))
+		return err
 	}
+	fsutil.Fault("recall.written")
 	return f.Close()
 }
 
@@ -166,25 +203,6 @@ func (s *stepRun) hashFile(name string) (string, error) {
 	}
 	defer f.Close()
 	return s.hash(f)
-}
-
-// deleteObject deletes the record's remote object unless the key now
-// holds different content (another file premigrated to the same key).
-func deleteObject(ctx context.Context, driver targets.Driver, rec Record) error {
-	obj, err := driver.Stat(ctx, rec.Key)
-	if errors.Is(err, targets.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("delete remote copy: %w", err)
-	}
-	if obj.Checksum != "" && obj.Checksum != rec.Checksum {
-		return nil
-	}
-	if err := driver.Delete(ctx, rec.Key); err != nil {
-		return fmt.Errorf("delete remote copy: %w", err)
-	}
-	return nil
 }
 
 // driverCache asks TargetFunc once per target name and batch.
@@ -215,13 +233,12 @@ func (c *driverCache) get(name string) (targets.Driver, error) {
 }
 
 // Delete removes files, symlinks and directory trees. With DeleteRemote
-// the remote copies of premigrated and migrated files go first, so a
-// failure leaves nothing pointing at deleted data. Absent paths are
-// skipped.
+// the references of the premigrated and migrated files removed are
+// dropped afterwards, so the collector frees their remote copies unless
+// another record refers to them. Absent paths are skipped.
 func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFunc, opts StepOptions) ([]Result, error) {
 	s := newRun(ctx, root, paths, opts)
 	drivers := &driverCache{fn: targetsFn}
-	files, _ := newFilter(WalkOptions{Types: []string{TypeFile}})
 	s.each(func(j *job) {
 		defer s.prog.add(1)
 		rel, abs, err := s.root.resolve(j.in)
@@ -243,39 +260,11 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			j.fail(err)
 			return
 		}
-		remote := 0
+		var recs []Record
 		if s.opts.DeleteRemote {
-			var recs []Record
-			switch {
-			case fi.IsDir():
-				err = walkTree(s.ctx, s.root, []string{rel}, walkConfig{filter: files, missingOK: true}, func(items []item) error {
-					for _, it := range items {
-						if it.rec != nil {
-							recs = append(recs, *it.rec)
-						}
-					}
-					return nil
-				})
-			case fi.Mode().IsRegular():
-				var rec *Record
-				if rec, err = s.root.state.get(abs, rel); rec != nil {
-					recs = append(recs, *rec)
-				}
-			}
-			if err != nil {
+			if recs, err = s.records(rel, abs, fi); err != nil {
 				j.fail(err)
 				return
-			}
-			for _, rec := range recs {
-				driver, err := drivers.get(rec.Target)
-				if err == nil {
-					err = deleteObject(s.ctx, driver, rec)
-				}
-				if err != nil {
-					j.fail(err)
-					return
-				}
-				remote++
 			}
 		}
 		if err := os.RemoveAll(abs); err != nil {
@@ -286,12 +275,64 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			j.fail(err)
 			return
 		}
+		fsutil.Fault("delete.removed")
+		// References go after the files: a crash in between keeps remote
+		// copies a while longer, never loses one that a stub still needs.
+		remote := 0
+		for _, rec := range recs {
+			driver, err := drivers.get(rec.Target)
+			if err == nil {
+				err = dropRef(s.ctx, driver, rec)
+			}
+			if err != nil {
+				j.fail(err)
+				return
+			}
+			remote++
+		}
 		j.note = "removed"
 		if s.opts.DeleteRemote {
-			j.note = fmt.Sprintf("removed with %d remote copies", remote)
+			j.note = fmt.Sprintf("removed; %d remote copies released", remote)
 		}
 	})
 	return s.results()
+}
+
+// records returns the trusted, content-addressed records at or below a
+// path, whose references a delete drops. A record the site did not write
+// is passed over: its reference, if any, is another file's.
+func (s *stepRun) records(rel, abs string, fi fs.FileInfo) ([]Record, error) {
+	var recs []Record
+	keep := func(rec *Record, abs string, fi fs.FileInfo) {
+		if rec == nil || !rec.contentAddressed() {
+			return
+		}
+		if stale, err := s.root.state.trust(rec, abs, fi); err == nil && !stale {
+			recs = append(recs, *rec)
+		}
+	}
+	switch {
+	case fi.IsDir():
+		files, _ := newFilter(WalkOptions{Types: []string{TypeFile}})
+		err := walkTree(s.ctx, s.root, []string{rel}, walkConfig{filter: files, missingOK: true}, func(items []item) error {
+			for _, it := range items {
+				if it.rec != nil {
+					if fi, err := os.Lstat(it.abs); err == nil {
+						keep(it.rec, it.abs, fi)
+					}
+				}
+			}
+			return nil
+		})
+		return recs, err
+	case fi.Mode().IsRegular():
+		rec, err := s.root.state.get(abs, rel)
+		if err != nil && !errors.Is(err, ErrUntrustedRecord) {
+			return nil, err
+		}
+		keep(rec, abs, fi)
+	}
+	return recs, nil
 }
 
 // CopyIn writes size bytes from r to the root-relative path p (size < 0:

@@ -48,6 +48,20 @@ type Record struct {
 	// a crashed Migrate or Recall be resumed instead of mistaking the
 	// half-done file for a modified one.
 	Pending string `json:"pending,omitempty"`
+	// Btime is the file's birth time (Unix ns) where the filesystem keeps
+	// one: with Ino it names one file for good, as inode numbers are reused.
+	Btime int64 `json:"btime,omitempty"`
+	// Ref names this record's reference on the target (refs/<sha256>/<ref>),
+	// which keeps the remote copy from being collected. Records of the
+	// legacy layout (Key is the file's path) have none.
+	Ref string `json:"ref,omitempty"`
+	// Sig is the site's HMAC of every other field: records are kept where
+	// the file's owner can write them, so the site trusts only its own.
+	Sig string `json:"sig,omitempty"`
+
+	// fromXattr is set on records read from the file's own attributes,
+	// which cannot be stale for another inode: a mismatch means a copy.
+	fromXattr bool
 }
 
 // matches reports whether the record still describes fi. A file modified
@@ -57,8 +71,8 @@ func (rec *Record) matches(fi fs.FileInfo) bool {
 	if rec == nil || !fi.Mode().IsRegular() {
 		return false
 	}
-	if rec.Ino != 0 && rec.Ino != inode(fi) {
-		return false
+	if rec.Ino != 0 && rec.Ino != inode(fi) && !rec.fromXattr {
+		return false // an index record of a file since replaced
 	}
 	size, mtime := fi.Size(), fi.ModTime().UnixNano()
 	switch {
@@ -104,12 +118,13 @@ const recordXattr = "user.hub.record"
 // and in the index otherwise. Reads consult both, so a file on a mount
 // without xattr support below an xattr-capable root still works.
 type stateStore struct {
-	xattr bool
-	index *index
+	xattr  bool
+	index  *index
+	signer *signer
 }
 
 func openStateStore(dir string, useXattr bool) *stateStore {
-	return &stateStore{xattr: useXattr, index: sharedIndex(dir)}
+	return &stateStore{xattr: useXattr, index: sharedIndex(dir), signer: sharedSigner(dir)}
 }
 
 // get returns the record stored for the file, or nil.
@@ -120,8 +135,9 @@ func (s *stateStore) get(abs, rel string) (*Record, error) {
 		case err == nil:
 			var rec Record
 			if err := json.Unmarshal(b, &rec); err != nil {
-				return nil, fmt.Errorf("state of %s: %w", apiPath(rel), err)
+				return nil, fmt.Errorf("state of %s: %w: %w", apiPath(rel), ErrUntrustedRecord, err)
 			}
+			rec.fromXattr = true
 			return &rec, nil
 		case !errors.Is(err, errNoAttr) && !errors.Is(err, errXattrUnsupported):
 			return nil, fmt.Errorf("state of %s: %w", apiPath(rel), err)
@@ -130,8 +146,11 @@ func (s *stateStore) get(abs, rel string) (*Record, error) {
 	return s.index.get(rel)
 }
 
-// set stores rec for the file.
+// set signs and stores rec for the file.
 func (s *stateStore) set(abs, rel string, rec Record) error {
+	if err := s.signer.sign(&rec); err != nil {
+		return fmt.Errorf("record state of %s: %w", apiPath(rel), err)
+	}
 	if s.xattr {
 		b, err := json.Marshal(rec)
 		if err != nil {

@@ -9,11 +9,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
-	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
 )
 
@@ -41,18 +40,19 @@ type TargetFunc func(name string) (targets.Driver, error)
 
 // StepOptions tunes the steps; each field says which steps read it.
 type StepOptions struct {
-	// Prefix is prepended to the root-relative path to form the object
-	// key (Premigrate, Migrate): "/projects/a.txt" with prefix "site-a"
-	// is stored as "site-a/projects/a.txt".
-	Prefix string
 	// Overwrite uploads again even when the file is already premigrated
-	// or the target already holds identical content (Premigrate, Migrate).
+	// or the target already holds identical content (Premigrate, Migrate),
+	// which repairs a damaged remote copy.
 	Overwrite bool
 	// StubSize is how many leading bytes a migrated file keeps (Migrate).
 	StubSize int64
-	// DeleteOnRecall deletes the remote object once the data is back (Recall).
+	// DeleteOnRecall makes recalled files resident, dropping their
+	// reference to the remote copy, which the collector then frees unless
+	// another record refers to it (Recall). Without it a recalled file
+	// stays premigrated.
 	DeleteOnRecall bool
-	// DeleteRemote also deletes remote copies (ReverseStub, Delete).
+	// DeleteRemote drops the references to remote copies in the same way
+	// (ReverseStub, Delete).
 	DeleteRemote bool
 	// Workers is the number of paths processed in parallel; default 4.
 	Workers int
@@ -89,15 +89,20 @@ func (p *progress) tick() { p.add(0) }
 // job is one path travelling through a step's phases. A set res means
 // the path is finished.
 type job struct {
-	in   string
-	rel  string
-	abs  string
-	fi   fs.FileInfo
-	rec  *Record // the file's record, nil when resident
+	in  string
+	rel string
+	abs string
+	fi  fs.FileInfo
+	rec *Record // the file's record, nil when resident
+	// prev is the site's record of an earlier version of the file (the
+	// file changed since), whose reference a new record supersedes.
+	prev *Record
 	res  *Result
 	next Record // the record to write when the transfer succeeded
 	// upload is set when the data was sent to the target in this run.
 	upload bool
+	// newRef is set when this run added next.Ref to the target.
+	newRef bool
 	// note is the message of a successful result.
 	note string
 }
@@ -197,15 +202,45 @@ func (s *stepRun) open(j *job) bool {
 		return false
 	}
 	j.fi = fi
-	rec, err := s.root.state.get(abs, rel)
+	rec, err := s.root.record(abs, rel, fi)
 	if err != nil {
 		j.fail(err)
 		return false
 	}
 	if rec.matches(fi) {
 		j.rec = rec
+	} else {
+		j.prev = rec
 	}
 	return true
+}
+
+// record returns the trusted record of a file, or nil when it is
+// resident. A record the site did not write is refused (ErrUntrustedRecord)
+// when acting on it could move data: on a file that is not whole, which
+// it claims is a stub. On a whole file it is ignored, since the data is
+// local and a step records the file afresh.
+func (r *Root) record(abs, rel string, fi fs.FileInfo) (*Record, error) {
+	rec, err := r.state.get(abs, rel)
+	if err != nil && !errors.Is(err, ErrUntrustedRecord) {
+		return nil, err
+	}
+	if rec == nil {
+		if err != nil && fi.Size() == 0 {
+			return nil, err // unreadable, on what may be an empty stub
+		}
+		return nil, nil
+	}
+	stale, err := r.state.trust(rec, abs, fi)
+	switch {
+	case err == nil && stale:
+		return nil, nil
+	case err == nil:
+		return rec, nil
+	case rec.State == Migrated && fi.Size() != rec.Size:
+		return nil, fmt.Errorf("%s: %w; nothing was moved", apiPath(rel), err)
+	}
+	return nil, nil
 }
 
 func typeName(m fs.FileMode) string {
@@ -220,14 +255,6 @@ func (j *job) unchanged(fi fs.FileInfo) bool {
 	return fi.Size() == j.fi.Size() && fi.ModTime().Equal(j.fi.ModTime()) && inode(fi) == inode(j.fi)
 }
 
-func objectKey(prefix, rel string) string {
-	prefix = strings.Trim(prefix, "/")
-	if prefix == "" {
-		return rel
-	}
-	return path.Join(prefix, rel)
-}
-
 // Premigrate copies files to target and records them as premigrated:
 // for each file it hashes the data, uploads it (unless the target already
 // holds identical content and Overwrite is off), verifies what the target
@@ -240,18 +267,40 @@ func Premigrate(ctx context.Context, root *Root, paths []string, target targets.
 	s.finishEach(func(j *job) {
 		fi, err := os.Lstat(j.abs)
 		if err != nil {
-			j.fail(err)
+			s.abandon(j, target, err)
 			return
 		}
 		if !j.unchanged(fi) {
-			j.finish(CodeFailed, "file changed during premigration")
+			s.abandon(j, target, errors.New("file changed during premigration"))
 			return
 		}
 		if err := s.root.state.set(j.abs, j.rel, j.next); err != nil {
-			j.fail(err)
+			s.abandon(j, target, err)
+			return
 		}
+		fsutil.Fault("premigrate.recorded")
+		s.supersede(j, target, targetName)
 	})
 	return s.results()
+}
+
+// abandon fails a job whose new record will not be written, dropping the
+// reference it added (a crash instead leaves the reference, which only
+// keeps the remote copy).
+func (s *stepRun) abandon(j *job, target targets.Driver, err error) {
+	if j.newRef {
+		_ = dropRef(context.WithoutCancel(s.ctx), target, j.next)
+	}
+	j.fail(err)
+}
+
+// supersede drops the reference of the record that the job's new record
+// replaced (the file changed since it was recorded), after the new record
+// is written, so that the old copy can be collected.
+func (s *stepRun) supersede(j *job, target targets.Driver, targetName string) {
+	if p := j.prev; p != nil && p.Target == targetName && p.Ref != j.next.Ref {
+		_ = dropRef(context.WithoutCancel(s.ctx), target, *p)
+	}
 }
 
 // Migrate premigrates files (see Premigrate) and then releases their data,
@@ -279,14 +328,17 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 			return // resuming: already marked, maybe already truncated
 		}
 		if !j.unchanged(fi) {
-			j.finish(CodeFailed, "file changed during migration")
+			s.abandon(j, target, errors.New("file changed during migration"))
 			return
 		}
 		j.next.State, j.next.Pending = Migrated, pendingRelease
 		j.next.StubSize = min(max(s.opts.StubSize, 0), j.next.Size)
 		if err := s.root.state.set(j.abs, j.rel, j.next); err != nil {
-			j.fail(err)
+			s.abandon(j, target, err)
+			return
 		}
+		fsutil.Fault("migrate.marked")
+		s.supersede(j, target, targetName)
 	})
 	if err := s.root.state.sync(); err != nil {
 		s.failRest(err)
@@ -294,11 +346,19 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 	// Phase 2: truncate, restore the mtime, and drop the pending mark.
 	s.finishEach(func(j *job) {
 		if err := s.release(j); err != nil {
+			if errors.Is(err, errChangedNotReleased) {
+				s.abandon(j, target, err)
+				return
+			}
 			j.fail(err)
 		}
 	})
 	return s.results()
 }
+
+// errChangedNotReleased: the user wrote to a file being migrated; their
+// data wins and the file is resident again.
+var errChangedNotReleased = errors.New("file changed during migration; not released")
 
 // release truncates the file of a job marked pendingRelease.
 func (s *stepRun) release(j *job) error {
@@ -317,17 +377,19 @@ func (s *stepRun) release(j *job) error {
 	if !rec.matches(fi) || (fi.Size() == rec.Size && fi.ModTime().UnixNano() != rec.Mtime) {
 		// The user wrote to the file: their data wins and it is resident.
 		_ = s.root.state.clear(j.abs, j.rel)
-		return errors.New("file changed during migration; not released")
+		return errChangedNotReleased
 	}
 	if err := f.Truncate(rec.StubSize); err != nil {
 		return err
 	}
+	fsutil.Fault("migrate.truncated")
 	if err := f.Close(); err != nil {
 		return err
 	}
 	if err := setMtime(j.abs, timeFromNs(rec.Mtime)); err != nil {
 		return err
 	}
+	fsutil.Fault("migrate.mtime-restored")
 	rec.Pending = ""
 	return s.root.state.set(j.abs, j.rel, rec)
 }
@@ -341,7 +403,6 @@ func (s *stepRun) transfer(target targets.Driver, targetName string, migrate boo
 		if !s.open(j) {
 			return
 		}
-		key := objectKey(s.opts.Prefix, j.rel)
 		if rec := j.rec; rec != nil {
 			switch {
 			case rec.State == Migrated && rec.Pending == pendingRelease && migrate:
@@ -350,18 +411,22 @@ func (s *stepRun) transfer(target targets.Driver, targetName string, migrate boo
 			case rec.State == Migrated:
 				j.finish(CodeSkipped, "already migrated")
 				return
-			case rec.State == Premigrated && rec.Target == targetName && rec.Key == key && !s.opts.Overwrite:
+			case rec.State == Premigrated && rec.Target == targetName && rec.contentAddressed() && !s.opts.Overwrite:
 				if !migrate {
 					j.finish(CodeSkipped, "already premigrated")
 					return
 				}
-				if remoteHas(s.ctx, target, key, rec.Size, rec.Checksum) {
+				if ok, err := s.stillPremigrated(j, target); err != nil {
+					j.fail(err)
+					return
+				} else if ok {
 					j.next, j.note = *rec, "already premigrated"
 					return
 				}
 			}
+			j.prev = rec // superseded by the upload below
 		}
-		sum, sent, err := s.upload(j, target, key)
+		sent, err := s.upload(j, target, targetName)
 		if err != nil {
 			j.fail(err)
 			return
@@ -373,15 +438,6 @@ func (s *stepRun) transfer(target targets.Driver, targetName string, migrate boo
 			j.note = "target already had identical content"
 		}
 		j.upload = sent
-		j.next = Record{
-			State:    Premigrated,
-			Size:     j.fi.Size(),
-			Mtime:    j.fi.ModTime().UnixNano(),
-			Target:   targetName,
-			Key:      key,
-			Checksum: sum,
-			Ino:      inode(j.fi),
-		}
 	})
 	syncer, ok := target.(targets.Syncer)
 	if !ok || !uploaded.Load() {
@@ -390,10 +446,28 @@ func (s *stepRun) transfer(target targets.Driver, targetName string, migrate boo
 	if err := syncer.Sync(context.WithoutCancel(s.ctx)); err != nil {
 		for _, j := range s.jobs {
 			if j.res == nil && j.upload {
-				j.fail(fmt.Errorf("flush target: %w", err))
+				s.abandon(j, target, fmt.Errorf("flush target: %w", err))
 			}
 		}
 	}
+}
+
+// stillPremigrated checks, before a premigrated file's data is released,
+// what its record claims: the local data is the recorded content (an
+// mtime can be set by anyone), its reference is on the target and so is
+// the content. false means the file must be uploaded again.
+func (s *stepRun) stillPremigrated(j *job, target targets.Driver) (bool, error) {
+	rec := *j.rec
+	sum, err := s.hashFile(j.abs)
+	if err != nil || sum != rec.Checksum {
+		return false, err
+	}
+	// References are named by file and content, so writing it again is
+	// harmless and covers one dropped by an interrupted step.
+	if err := addRef(s.ctx, target, rec.Checksum, rec.Ref, j.rel, rec.Ino); err != nil {
+		return false, err
+	}
+	return ensureContent(s.ctx, target, rec.Checksum, rec.Size)
 }
 
 // remoteHas reports whether the target holds the object with the given
@@ -403,49 +477,79 @@ func remoteHas(ctx context.Context, target targets.Driver, key string, size int6
 	return err == nil && obj.Size == size && (obj.Checksum == "" || obj.Checksum == sum)
 }
 
-// upload hashes the file, sends it unless the target already has the
-// same content, and verifies the stored object. sent reports whether data
+// upload hashes the file, records the file's reference to that content on
+// the target, sends the content unless the target already has it, and
+// verifies the stored object. It sets j.next; sent reports whether data
 // was transferred.
-func (s *stepRun) upload(j *job, target targets.Driver, key string) (sum string, sent bool, err error) {
+func (s *stepRun) upload(j *job, target targets.Driver, targetName string) (sent bool, err error) {
 	f, err := os.OpenFile(j.abs, os.O_RDONLY|openNoFollow, 0)
 	if err != nil {
-		return "", false, err
+		return false, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return "", false, err
+		return false, err
 	}
 	if !j.unchanged(fi) {
-		return "", false, errors.New("file changed while opening")
+		return false, errors.New("file changed while opening")
 	}
-	sum, err = s.hash(f)
+	sum, err := s.hash(f)
 	if err != nil {
-		return "", false, err
+		return false, err
 	}
+	btime := birthTime(j.abs)
+	ref, err := s.root.refID(inode(fi), btime, sum)
+	if err != nil {
+		return false, err
+	}
+	j.next = Record{
+		State:    Premigrated,
+		Size:     fi.Size(),
+		Mtime:    fi.ModTime().UnixNano(),
+		Target:   targetName,
+		Key:      contentKey(sum),
+		Checksum: sum,
+		Ino:      inode(fi),
+		Btime:    btime,
+		Ref:      ref,
+	}
+	// The reference goes first: from then on the collector keeps the
+	// content, or puts it back, whatever it saw before.
+	if err := addRef(s.ctx, target, sum, ref, j.rel, j.next.Ino); err != nil {
+		return false, err
+	}
+	fsutil.Fault("upload.ref-added")
+	j.newRef = j.prev == nil || j.prev.Ref != ref
+	defer func() {
+		if err != nil && j.newRef {
+			_ = dropRef(context.WithoutCancel(s.ctx), target, j.next)
+		}
+	}()
 	if !s.opts.Overwrite {
-		if obj, err := target.Stat(s.ctx, key); err == nil && obj.Size == fi.Size() && obj.Checksum == sum {
-			return sum, false, nil
+		if ok, err := ensureContent(s.ctx, target, sum, fi.Size()); err != nil || ok {
+			return false, err
 		}
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", false, err
+		return false, err
 	}
 	body := &targets.ChecksummedReader{ReadSeeker: &countingReader{ctx: s.ctx, r: f, prog: s.prog}, Sum: sum}
-	if err := target.Put(s.ctx, key, body, fi.Size()); err != nil {
-		return "", false, err
+	if err := target.Put(s.ctx, j.next.Key, body, fi.Size()); err != nil {
+		return false, err
 	}
-	if err := s.verify(target, key, fi.Size(), sum); err != nil {
-		return "", false, err
+	fsutil.Fault("upload.put")
+	if err := s.verify(target, j.next.Key, fi.Size(), sum); err != nil {
+		return false, err
 	}
 	after, err := f.Stat()
 	if err != nil {
-		return "", false, err
+		return false, err
 	}
 	if !j.unchanged(after) {
-		return "", false, errors.New("file changed during upload")
+		return false, errors.New("file changed during upload")
 	}
-	return sum, true, nil
+	return true, nil
 }
 
 // verify checks the stored object against the local checksum, reading it

@@ -53,7 +53,7 @@ func TestLifecycle(t *testing.T) {
 				require.Equal(t, "xattr", root.StateBackend())
 			}
 			target := tt.target(t)
-			opts := StepOptions{Prefix: "site-a", StubSize: 16}
+			opts := StepOptions{StubSize: 16}
 			var progressed atomic.Int64
 			opts.Progress = func(done int) { progressed.Store(int64(done)) }
 
@@ -63,7 +63,7 @@ func TestLifecycle(t *testing.T) {
 			requireAll(t, res, CodeOK, paths)
 			require.Equal(t, int64(len(paths)), progressed.Load())
 			for p, f := range files {
-				rc, err := target.Get(ctx, "site-a"+p)
+				rc, err := target.Get(ctx, contentKey(sha(f.data)))
 				require.NoError(t, err)
 				got, err := io.ReadAll(rc)
 				require.NoError(t, err)
@@ -75,7 +75,9 @@ func TestLifecycle(t *testing.T) {
 			res, err = Premigrate(ctx, root, paths, target, "tgt", opts)
 			require.NoError(t, err)
 			requireAll(t, res, CodeSkipped, paths)
-			require.Equal(t, len(paths), countObjects(t, target))
+			contents := distinctContents(files)
+			require.Equal(t, contents, countContent(t, target))
+			require.Equal(t, len(paths), countRefs(t, target))
 
 			// Migrate: stubs keep StubSize bytes and the original mtime.
 			before := map[string]int64{}
@@ -107,32 +109,40 @@ func TestLifecycle(t *testing.T) {
 			res, err = Premigrate(ctx, root, paths, target, "tgt", opts)
 			require.NoError(t, err)
 			requireAll(t, res, CodeSkipped, paths)
-			require.Equal(t, len(paths), countObjects(t, target))
+			require.Equal(t, contents, countContent(t, target))
 
-			// Recall: byte-identical with original mtimes, remote kept.
+			// Recall: byte-identical with original mtimes; the files stay
+			// premigrated, their remote copies referenced.
 			res, err = Recall(ctx, root, paths, only("tgt", target), opts)
 			require.NoError(t, err)
 			requireAll(t, res, CodeOK, paths)
 			requireFiles(t, dir, files)
-			requireStates(t, root, files, Resident)
+			requireStates(t, root, files, Premigrated)
 			res, err = Recall(ctx, root, paths, only("tgt", target), opts)
 			require.NoError(t, err)
 			requireAll(t, res, CodeSkipped, paths)
-			require.Equal(t, len(paths), countObjects(t, target))
+			require.Equal(t, contents, countContent(t, target))
+			require.Equal(t, len(paths), countRefs(t, target))
 
-			// Migrating again finds the data already on the target; a
-			// recall with DeleteOnRecall then empties the target.
+			// Migrating again moves no data; a recall with DeleteOnRecall
+			// then drops every reference, and the collector empties the
+			// target.
 			res, err = Migrate(ctx, root, paths, target, "tgt", opts)
 			require.NoError(t, err)
 			requireAll(t, res, CodeOK, paths)
-			require.Equal(t, "target already had identical content", res[0].Message)
+			require.Equal(t, "already premigrated", res[0].Message)
 			opts.DeleteOnRecall = true
 			res, err = Recall(ctx, root, paths, only("tgt", target), opts)
 			require.NoError(t, err)
 			requireAll(t, res, CodeOK, paths)
 			requireFiles(t, dir, files)
-			require.Zero(t, countObjects(t, target))
 			requireStates(t, root, files, Resident)
+			require.Zero(t, countRefs(t, target))
+			require.Equal(t, contents, countContent(t, target), "nothing is deleted by a step")
+			cr, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+			require.NoError(t, err)
+			require.Equal(t, CollectResult{Objects: contents, Trashed: contents, Deleted: contents}, cr)
+			require.Zero(t, countObjects(t, target))
 		})
 	}
 }
@@ -170,11 +180,20 @@ func TestModifiedFileBecomesResident(t *testing.T) {
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, []string{"/a.txt"})
 	require.Equal(t, "uploaded", res[0].Message)
-	rc, err := target.Get(ctx, "a.txt")
+	rc, err := target.Get(ctx, contentKey(sha([]byte("version 2"))))
 	require.NoError(t, err)
 	got, _ := io.ReadAll(rc)
 	rc.Close()
 	require.Equal(t, "version 2", string(got))
+	// Both versions are on the target, each under its own name; only the
+	// current one is referenced, so the collector frees the first.
+	require.Equal(t, 2, countContent(t, target))
+	require.Equal(t, 1, countRefs(t, target))
+	cr, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+	require.NoError(t, err)
+	require.Equal(t, 1, cr.Deleted)
+	_, err = target.Stat(ctx, contentKey(sha([]byte("version 2"))))
+	require.NoError(t, err)
 }
 
 func TestStepsReportPerPath(t *testing.T) {
@@ -299,7 +318,8 @@ func TestRecallResumesAndVerifies(t *testing.T) {
 		require.NoError(t, os.WriteFile(abs, files[p].data[:n], 0o644))
 	}
 	bad := bytes.Repeat([]byte("x"), 10000)
-	require.NoError(t, os.WriteFile(filepath.Join(tdir, filepath.FromSlash(paths[2])), bad, 0o644))
+	object := filepath.Join(tdir, filepath.FromSlash(contentKey(sha(files[paths[2]].data))))
+	require.NoError(t, os.WriteFile(object, bad, 0o644))
 
 	res, err = Recall(ctx, root, paths, only("t", target), StepOptions{})
 	require.NoError(t, err)
@@ -317,7 +337,7 @@ func TestRecallResumesAndVerifies(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(dir, paths[2]))
 	require.NoError(t, err)
 	require.Len(t, got, 100)
-	require.NoError(t, os.WriteFile(filepath.Join(tdir, filepath.FromSlash(paths[2])), files[paths[2]].data, 0o644))
+	require.NoError(t, os.WriteFile(object, files[paths[2]].data, 0o644))
 	res, err = Recall(ctx, root, paths[2:], only("t", target), StepOptions{})
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, paths[2:])
@@ -341,7 +361,7 @@ func TestReverseStubAndDelete(t *testing.T) {
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, paths[10:])
 
-	// ReverseStub: premigrated files keep their remote copy unless asked.
+	// ReverseStub: files become resident and drop their references.
 	res, err = ReverseStub(ctx, root, paths[:5], tf, StepOptions{})
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, paths[:5])
@@ -351,7 +371,8 @@ func TestReverseStubAndDelete(t *testing.T) {
 	res, err = ReverseStub(ctx, root, paths[:5], tf, StepOptions{})
 	require.NoError(t, err)
 	requireAll(t, res, CodeSkipped, paths[:5])
-	require.Equal(t, 35, countObjects(t, target))
+	require.Equal(t, 40, countContent(t, target), "steps never delete content")
+	require.Equal(t, 30, countRefs(t, target))
 	sub := map[string]testFile{}
 	for _, p := range append(paths[:5:5], paths[10:15]...) {
 		sub[p] = files[p]
@@ -366,7 +387,7 @@ func TestReverseStubAndDelete(t *testing.T) {
 	res, err = Delete(ctx, root, dirs, tf, StepOptions{DeleteRemote: true})
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, dirs)
-	require.Equal(t, 5, countObjects(t, target), "the objects of the first five reversed files stay")
+	require.Zero(t, countRefs(t, target))
 	res, err = Delete(ctx, root, dirs, tf, StepOptions{DeleteRemote: true})
 	require.NoError(t, err)
 	requireAll(t, res, CodeSkipped, dirs)
@@ -374,6 +395,10 @@ func TestReverseStubAndDelete(t *testing.T) {
 	require.NoError(t, err)
 	requireAll(t, res, CodeFailed, []string{"/"})
 	require.Empty(t, walkAll(t, root, []string{"/"}, WalkOptions{}))
+	cr, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+	require.NoError(t, err)
+	require.Equal(t, 40, cr.Deleted)
+	require.Zero(t, countContent(t, target))
 }
 
 func TestCopyInAndRemovePath(t *testing.T) {

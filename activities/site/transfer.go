@@ -206,7 +206,7 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	if !in.Hydrate && in.Step == "send" {
 		return "stub", a.makeStub(ctx, dst, f, d)
 	}
-	r, err := d.Get(ctx, f.Key)
+	r, err := getContent(ctx, d, f.Key, f.Checksum)
 	if err != nil {
 		return "", fmt.Errorf("fetch %s from %s: %w", f.Key, f.Target, err)
 	}
@@ -227,11 +227,19 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 }
 
 // makeStub creates a migrated stub at dst whose data is the sent object:
-// an empty file with the original mtime and a state record, so a recall at
-// the destination brings the data back.
+// an empty file with the original mtime and a signed record, whose
+// reference on the target is written before the content is checked, so
+// the stub's data cannot be collected under it. A recall at the
+// destination brings the data back.
 func (a *Activities) makeStub(ctx context.Context, dst string, f SentFile, d targets.Driver) error {
-	if _, err := d.Stat(ctx, f.Key); err != nil {
-		return fmt.Errorf("remote copy %s: %w", f.Key, err)
+	// Checked before anything at dst is replaced, and again below once the
+	// reference is written.
+	if !remoteHas(ctx, d, f.Key, f.Size, f.Checksum) {
+		rc, err := getContent(ctx, d, f.Key, f.Checksum)
+		if err != nil {
+			return fmt.Errorf("remote copy %s: %w", f.Key, err)
+		}
+		rc.Close()
 	}
 	if err := CopyIn(ctx, a.Root, dst, strings.NewReader(""), 0, time.Unix(0, f.Mtime)); err != nil {
 		return err
@@ -244,8 +252,31 @@ func (a *Activities) makeStub(ctx context.Context, dst string, f SentFile, d tar
 	if err != nil {
 		return err
 	}
-	return a.Root.state.set(abs, rel, Record{State: Migrated, Size: f.Size, Mtime: f.Mtime, Target: f.Target,
-		Key: f.Key, Checksum: f.Checksum, Ino: inode(fi)})
+	rec := Record{State: Migrated, Size: f.Size, Mtime: f.Mtime, Target: f.Target,
+		Key: f.Key, Checksum: f.Checksum, Ino: inode(fi), Btime: birthTime(abs)}
+	if f.Key == contentKey(f.Checksum) {
+		if rec.Ref, err = a.Root.refID(rec.Ino, rec.Btime, f.Checksum); err != nil {
+			return err
+		}
+		if err := addRef(ctx, d, f.Checksum, rec.Ref, rel, rec.Ino); err != nil {
+			return err
+		}
+	}
+	ok, err := ensureContent(ctx, d, f.Checksum, f.Size)
+	if err == nil && !ok && rec.Ref == "" {
+		ok = remoteHas(ctx, d, f.Key, f.Size, f.Checksum)
+	}
+	if err == nil && !ok {
+		err = fmt.Errorf("remote copy %s: %w", f.Key, targets.ErrNotFound)
+	}
+	if err != nil {
+		if rec.Ref != "" {
+			_ = dropRef(context.WithoutCancel(ctx), d, rec)
+		}
+		_ = RemovePath(a.Root, dst)
+		return err
+	}
+	return a.Root.state.set(abs, rel, rec)
 }
 
 func fileSHA256(name string) (string, error) {

@@ -37,7 +37,7 @@ func jobState(e *apitest.Env, id int64) map[string]any {
 
 func requireTargetMatches(t *testing.T, s *jobSite, files map[string][]byte) {
 	for p, want := range files {
-		got, err := os.ReadFile(filepath.Join(s.targetDir, filepath.FromSlash(p)))
+		got, err := os.ReadFile(targetObject(s.targetDir, want))
 		require.NoError(t, err, p)
 		require.True(t, bytes.Equal(want, got), "target copy of %s differs", p)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
 
+	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/worker"
@@ -60,7 +61,7 @@ func TestJobS3Target(t *testing.T) {
 		require.Equal(t, "SUCCESS", job["state"], job)
 		require.Equal(t, false, job["has_failures"], job)
 		for p, want := range files {
-			obj, err := backend.GetObject("archive", strings.TrimPrefix(p, "/"), nil)
+			obj, err := backend.GetObject("archive", site.ContentKey(sha256Hex(want)), nil)
 			require.NoError(t, err, p)
 			got, err := io.ReadAll(obj.Contents)
 			require.NoError(t, err)

@@ -55,7 +55,7 @@ func TestJobSurvivesSiteWorkerCrash(t *testing.T) {
 	require.Equal(t, int64(600), n, "one final record per path")
 	// Nothing is duplicated on the target either.
 	var onTarget int
-	require.NoError(t, filepath.WalkDir(s.targetDir, func(_ string, d os.DirEntry, err error) error {
+	require.NoError(t, filepath.WalkDir(filepath.Join(s.targetDir, "objects"), func(_ string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			onTarget++
 		}

@@ -101,7 +101,7 @@ func TestJobPremigrateMigrateRecall(t *testing.T) {
 		require.Equal(t, float64(1000), job["numprocessedfiles"])
 		require.Equal(t, float64(100), job["progress"])
 		for p, want := range files {
-			got, err := os.ReadFile(filepath.Join(s.targetDir, filepath.FromSlash(p)))
+			got, err := os.ReadFile(targetObject(s.targetDir, want))
 			require.NoError(t, err, p)
 			require.True(t, bytes.Equal(want, got), "target copy of %s differs", p)
 		}

@@ -1,0 +1,278 @@
+package site
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/activities/targets"
+)
+
+// The layout of the hub's data on an external target (docs/remote-copies.md
+// has the reasoning):
+//
+//	objects/<aa>/<sha256>   file content, named by its SHA-256
+//	refs/<sha256>/<ref>     one marker per record (premigrated file or stub,
+//	                        on any site) that relies on that content
+//	trash/<sha256>          content the collector found unreferenced, kept
+//	                        for a grace period before it is deleted
+//
+// An object's name is its content, so writing it again can only write the
+// same bytes: no site can overwrite another's copy. Steps never delete
+// objects; they drop their reference, and Collect deletes what nothing
+// refers to.
+const (
+	objectsDir = "objects/"
+	refsDir    = "refs/"
+	trashDir   = "trash/"
+)
+
+// contentKey is where content with this SHA-256 lives.
+func contentKey(sum string) string { return objectsDir + sum[:2] + "/" + sum }
+
+// ContentKey is the object key of content with this hex SHA-256 on any
+// target the hub writes to.
+func ContentKey(sum string) string { return contentKey(sum) }
+
+func refKey(sum, ref string) string { return refsDir + sum + "/" + ref }
+
+func trashKey(sum string) string { return trashDir + sum }
+
+// contentAddressed tells a record of this layout from a legacy one, whose
+// key was the file's path and which has no reference.
+func (rec *Record) contentAddressed() bool { return rec.Ref != "" }
+
+// refBody is what a reference marker holds, for operators reading the
+// target; the hub only ever checks that a marker exists.
+type refBody struct {
+	Path    string `json:"path"`
+	Ino     uint64 `json:"ino"`
+	Created string `json:"created"`
+}
+
+// addRef records on the target that a record relies on rec.Checksum. It is
+// written before the record, so a crash leaves at worst a reference without
+// a record, which keeps the content (safe) rather than a record without a
+// reference.
+func addRef(ctx context.Context, d targets.Driver, sum, ref, rel string, ino uint64) error {
+	b, _ := json.Marshal(refBody{Path: apiPath(rel), Ino: ino, Created: time.Now().UTC().Format(time.RFC3339)})
+	if err := d.Put(ctx, refKey(sum, ref), strings.NewReader(string(b)), int64(len(b))); err != nil {
+		return fmt.Errorf("record the reference to the remote copy: %w", err)
+	}
+	return nil
+}
+
+// dropRef removes a record's reference once the record is gone.
+func dropRef(ctx context.Context, d targets.Driver, rec Record) error {
+	if !rec.contentAddressed() {
+		return nil // legacy objects are never collected
+	}
+	if err := d.Delete(ctx, refKey(rec.Checksum, rec.Ref)); err != nil {
+		return fmt.Errorf("drop the reference to the remote copy: %w", err)
+	}
+	return nil
+}
+
+// hasRef reports whether the record's reference is still on the target.
+func hasRef(ctx context.Context, d targets.Driver, rec Record) (bool, error) {
+	_, err := d.Stat(ctx, refKey(rec.Checksum, rec.Ref))
+	if errors.Is(err, targets.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// getContent opens the object at key, whose content is sum. Content the
+// collector moved aside (because the reference that keeps it was written
+// just after the collector looked) is read from the trash, where it stays
+// until the collector sees that reference and puts it back.
+func getContent(ctx context.Context, d targets.Driver, key, sum string) (io.ReadCloser, error) {
+	rc, err := d.Get(ctx, key)
+	if errors.Is(err, targets.ErrNotFound) && len(sum) > 2 && key == contentKey(sum) {
+		if rc, terr := d.Get(ctx, trashKey(sum)); terr == nil {
+			return rc, nil
+		}
+	}
+	return rc, err
+}
+
+// ensureContent makes sure content sum of the given size is under
+// objects/, restoring it from the trash if the collector moved it there.
+// It is called after the caller's reference is written. ok is false when
+// the content is nowhere and must be uploaded.
+func ensureContent(ctx context.Context, d targets.Driver, sum string, size int64) (ok bool, err error) {
+	if remoteHas(ctx, d, contentKey(sum), size, sum) {
+		return true, nil
+	}
+	rc, err := d.Get(ctx, trashKey(sum))
+	if errors.Is(err, targets.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer rc.Close()
+	if err := putChecked(ctx, d, contentKey(sum), rc, sum, size); err != nil {
+		return false, fmt.Errorf("restore %s from the trash: %w", sum, err)
+	}
+	return true, nil
+}
+
+// putChecked stores a stream under key and checks that the target holds
+// exactly the content named sum.
+func putChecked(ctx context.Context, d targets.Driver, key string, r io.Reader, sum string, size int64) error {
+	if err := d.Put(ctx, key, r, size); err != nil {
+		return err
+	}
+	obj, err := d.Stat(ctx, key)
+	if err != nil {
+		return err
+	}
+	if obj.Size != size || (obj.Checksum != "" && obj.Checksum != sum) {
+		return fmt.Errorf("%s: stored content does not match sha256 %s", key, sum)
+	}
+	return nil
+}
+
+// CollectOptions tunes Collect.
+type CollectOptions struct {
+	// Grace is how long unreferenced content stays in the trash before it
+	// is deleted (default 7 days).
+	Grace time.Duration
+	// Progress is called now and then, to drive heartbeats.
+	Progress func()
+}
+
+// CollectResult counts what a collection did.
+type CollectResult struct {
+	Objects  int `json:"objects"`  // content objects seen
+	Trashed  int `json:"trashed"`  // moved to the trash: nothing referred to them
+	Restored int `json:"restored"` // put back from the trash: a reference appeared
+	Deleted  int `json:"deleted"`  // deleted: unreferenced for the whole grace period
+}
+
+// DefaultCollectGrace is how long unreferenced content is kept in the trash.
+const DefaultCollectGrace = 7 * 24 * time.Hour
+
+// Collect frees the content nothing refers to, in two passes over the
+// target: content without a reference moves to the trash; trashed content
+// still without a reference after Grace is deleted, and trashed content
+// that gained one goes back. One collector may run per target at a time
+// (the hub runs it as a workflow with one ID per target).
+//
+// Why no reference can lose its content: a writer records its reference
+// before it relies on content it did not upload. If the collector listed
+// the references before that, it may move the content to the trash, but
+// it deletes trashed content only after listing the references again at
+// least Grace later, when it sees the writer's reference and restores the
+// content instead. Meanwhile recalls read from the trash.
+func Collect(ctx context.Context, d targets.Driver, opts CollectOptions) (CollectResult, error) {
+	if opts.Grace <= 0 {
+		opts.Grace = DefaultCollectGrace
+	}
+	beat := opts.Progress
+	if beat == nil {
+		beat = func() {}
+	}
+	var res CollectResult
+	err := eachObject(ctx, d, objectsDir, func(o targets.Object) error {
+		beat()
+		sum := o.Key[strings.LastIndexByte(o.Key, '/')+1:]
+		if o.Key != contentKey(sum) || strings.HasPrefix(sum, ".") {
+			return nil // not ours
+		}
+		res.Objects++
+		referenced, err := anyRef(ctx, d, sum)
+		if err != nil || referenced {
+			return err
+		}
+		if err := moveObject(ctx, d, o.Key, trashKey(sum), sum, o.Size); err != nil {
+			return err
+		}
+		res.Trashed++
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	now := time.Now()
+	err = eachObject(ctx, d, trashDir, func(o targets.Object) error {
+		beat()
+		sum := strings.TrimPrefix(o.Key, trashDir)
+		if strings.Contains(sum, "/") || len(sum) < 2 {
+			return nil
+		}
+		referenced, err := anyRef(ctx, d, sum)
+		switch {
+		case err != nil:
+			return err
+		case referenced:
+			if err := moveObject(ctx, d, o.Key, contentKey(sum), sum, o.Size); err != nil {
+				return err
+			}
+			res.Restored++
+		case now.Sub(o.Mtime) >= opts.Grace:
+			if err := d.Delete(ctx, o.Key); err != nil {
+				return err
+			}
+			res.Deleted++
+		}
+		return nil
+	})
+	return res, err
+}
+
+// eachObject lists every object under prefix, page by page.
+func eachObject(ctx context.Context, d targets.Driver, prefix string, fn func(targets.Object) error) error {
+	marker := ""
+	for {
+		objs, next, err := d.List(ctx, prefix, marker, 1000)
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if err := fn(o); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		marker = next
+	}
+}
+
+func anyRef(ctx context.Context, d targets.Driver, sum string) (bool, error) {
+	objs, _, err := d.List(ctx, refsDir+sum+"/", "", 1)
+	return len(objs) > 0, err
+}
+
+// moveObject copies content to its new key, checked against its name, and
+// then deletes the old key: a crash in between leaves two copies, never
+// none.
+func moveObject(ctx context.Context, d targets.Driver, from, to, sum string, size int64) error {
+	rc, err := d.Get(ctx, from)
+	if errors.Is(err, targets.ErrNotFound) {
+		return nil // moved or deleted since the listing
+	}
+	if err != nil {
+		return err
+	}
+	err = putChecked(ctx, d, to, rc, sum, size)
+	rc.Close()
+	if err != nil {
+		return fmt.Errorf("move %s to %s: %w", from, to, err)
+	}
+	if s, ok := d.(targets.Syncer); ok {
+		if err := s.Sync(ctx); err != nil {
+			return err
+		}
+	}
+	fsutil.Fault("collect.copied")
+	return d.Delete(ctx, from)
+}

@@ -1,0 +1,179 @@
+package site
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// ErrUntrustedRecord is returned (wrapped, with the reason) for a migration
+// record the site did not write for this file: edited, copied from another
+// file, replayed after it was superseded, or written before records were
+// signed. Nothing is moved for such a file.
+var ErrUntrustedRecord = errors.New("migration record not trusted")
+
+// recordKeyFile, in the root's .hub folder, holds the key the site signs
+// its records with: 32 random bytes readable only by the worker's user.
+// The nodes of a site share the root, and so the key.
+const recordKeyFile = "record.key"
+
+// signDomain separates record signatures from any other use of the key.
+const signDomain = "hub migration record v1\x00"
+
+// signer signs and checks records with the site's key, created on first use.
+type signer struct {
+	dir string // the root's .hub folder
+	mu  sync.Mutex
+	key []byte
+}
+
+var signers sync.Map // root dir -> *signer
+
+func sharedSigner(rootDir string) *signer {
+	s, _ := signers.LoadOrStore(rootDir, &signer{dir: filepath.Join(rootDir, hubDir)})
+	return s.(*signer)
+}
+
+// loadKey reads the key, creating it if the site has none yet. Creation
+// links a complete temporary file into place, so concurrent first uses on
+// two nodes agree on one key and nobody reads half a key.
+func (s *signer) loadKey() ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.key != nil {
+		return s.key, nil
+	}
+	name := filepath.Join(s.dir, recordKeyFile)
+	key, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		key, err = createKey(s.dir, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("site record key: %w", err)
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("site record key %s: %d bytes, want 32", name, len(key))
+	}
+	s.key = key
+	return key, nil
+}
+
+func createKey(dir, name string) ([]byte, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, err
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp(dir, ".hub-tmp-key-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(key)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Link(tmp.Name(), name); errors.Is(err, fs.ErrExist) {
+		return os.ReadFile(name) // another node made it first
+	} else if err != nil {
+		return nil, err
+	}
+	return key, nil
+}
+
+func (s *signer) mac(rec Record) ([]byte, error) {
+	key, err := s.loadKey()
+	if err != nil {
+		return nil, err
+	}
+	rec.Sig = ""
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(signDomain))
+	m.Write(b)
+	return m.Sum(nil), nil
+}
+
+// sign sets rec.Sig.
+func (s *signer) sign(rec *Record) error {
+	sum, err := s.mac(*rec)
+	if err != nil {
+		return err
+	}
+	rec.Sig = base64.RawStdEncoding.EncodeToString(sum)
+	return nil
+}
+
+// check verifies that the site wrote rec.
+func (s *signer) check(rec Record) error {
+	if rec.Sig == "" {
+		return fmt.Errorf("%w: it is unsigned (written by a hub before records were signed, or by someone else); "+
+			"an operator can adopt such records with `hub site adopt-records`", ErrUntrustedRecord)
+	}
+	got, err := base64.RawStdEncoding.DecodeString(rec.Sig)
+	if err != nil {
+		return fmt.Errorf("%w: its signature is malformed", ErrUntrustedRecord)
+	}
+	want, err := s.mac(rec)
+	if err != nil {
+		return err
+	}
+	if !hmac.Equal(got, want) {
+		return fmt.Errorf("%w: its signature does not match (edited, or written by another site)", ErrUntrustedRecord)
+	}
+	return nil
+}
+
+// trust checks a record read for the file described by fi (at abs) before
+// any step acts on it: the site's signature, and that it was written for
+// this very file. A record of the index can be stale for a file since
+// replaced under the same name; that is not tampering and is reported by
+// stale, the file being resident.
+func (s *stateStore) trust(rec *Record, abs string, fi fs.FileInfo) (stale bool, err error) {
+	if err := s.signer.check(*rec); err != nil {
+		return false, err
+	}
+	sameIno := rec.Ino == 0 || rec.Ino == inode(fi)
+	sameBirth := rec.Btime == 0 || rec.Btime == birthTime(abs)
+	switch {
+	case sameIno && sameBirth:
+		return false, nil
+	case !rec.fromXattr:
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: it was written for another file (copied with its attributes)", ErrUntrustedRecord)
+}
+
+// refID names the reference a record of this file and content holds on
+// the target. It is derived rather than random so that a step retried
+// after a crash reuses the reference it may already have written, and it
+// is keyed so that nobody else can name (and so drop) a site's reference.
+func (r *Root) refID(ino uint64, btime int64, sum string) (string, error) {
+	key, err := r.state.signer.loadKey()
+	if err != nil {
+		return "", err
+	}
+	m := hmac.New(sha256.New, key)
+	fmt.Fprintf(m, "hub reference v1\x00%d\x00%d\x00%s", ino, btime, sum)
+	return hex.EncodeToString(m.Sum(nil)[:16]), nil
+}

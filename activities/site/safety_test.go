@@ -1,0 +1,282 @@
+package site
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/thehub/hub/activities/targets"
+)
+
+// TestTwoSitesShareATarget is issue 8's first finding: two sites migrate
+// the same relative path, with different content, to one target. Before
+// content addressing the second upload replaced the first site's only
+// copy, and its recall failed with the file gone.
+func TestTwoSitesShareATarget(t *testing.T) {
+	t.Parallel()
+	for name, mk := range map[string]func(testing.TB) targets.Driver{"filesystem": fsTarget, "s3": s3Target} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			target := mk(t)
+			tf := only("archive", target)
+			content := map[string]string{"site1": "site1 precious data", "site2": "other content of site2"}
+			roots := map[string]*Root{}
+			for site, data := range content {
+				dir := t.TempDir()
+				require.NoError(t, os.MkdirAll(filepath.Join(dir, "coll"), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(dir, "coll", "a.txt"), []byte(data), 0o644))
+				roots[site] = newRoot(t, dir, false)
+			}
+			for _, site := range []string{"site1", "site2"} {
+				res, err := Migrate(ctx, roots[site], []string{"/coll/a.txt"}, target, "archive", StepOptions{})
+				require.NoError(t, err)
+				requireAll(t, res, CodeOK, []string{"/coll/a.txt"})
+			}
+			for _, site := range []string{"site1", "site2"} {
+				res, err := Recall(ctx, roots[site], []string{"/coll/a.txt"}, tf, StepOptions{DeleteOnRecall: true})
+				require.NoError(t, err)
+				requireAll(t, res, CodeOK, []string{"/coll/a.txt"})
+				got, err := os.ReadFile(filepath.Join(roots[site].Dir(), "coll", "a.txt"))
+				require.NoError(t, err)
+				require.Equal(t, content[site], string(got), site)
+			}
+		})
+	}
+}
+
+// TestSharedContentOutlivesOneSite: two sites hold stubs of the same
+// content (as send leaves them); one site deleting its file with its
+// remote copies cannot take the other's data with it.
+func TestSharedContentOutlivesOneSite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	target := fsTarget(t)
+	tf := only("archive", target)
+	var roots []*Root
+	for range 2 {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "same.bin"), []byte("identical bytes"), 0o644))
+		root := newRoot(t, dir, false)
+		res, err := Migrate(ctx, root, []string{"/same.bin"}, target, "archive", StepOptions{})
+		require.NoError(t, err)
+		requireAll(t, res, CodeOK, []string{"/same.bin"})
+		roots = append(roots, root)
+	}
+	require.Equal(t, 1, countContent(t, target), "one content, stored once")
+	require.Equal(t, 2, countRefs(t, target))
+
+	res, err := Delete(ctx, roots[0], []string{"/same.bin"}, tf, StepOptions{DeleteRemote: true})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/same.bin"})
+	cr, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+	require.NoError(t, err)
+	require.Equal(t, CollectResult{Objects: 1}, cr, "still referenced by the other site")
+
+	res, err = Recall(ctx, roots[1], []string{"/same.bin"}, tf, StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/same.bin"})
+	got, err := os.ReadFile(filepath.Join(roots[1].Dir(), "same.bin"))
+	require.NoError(t, err)
+	require.Equal(t, "identical bytes", string(got))
+}
+
+// TestCollectorRace plays the one interleaving where the collector acts on
+// a stale listing: it moved content to the trash just before a writer
+// recorded its reference and relied on the content. Recalls read from the
+// trash meanwhile, and the next collection puts the content back instead
+// of deleting it.
+func TestCollectorRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	target := fsTarget(t)
+	tf := only("archive", target)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "f.bin"), []byte("payload"), 0o644))
+	root := newRoot(t, dir, false)
+	res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "archive", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+	_, rec, err := root.Stat("/f.bin")
+	require.NoError(t, err)
+
+	// The collector's view: no reference (hidden here), so the content goes
+	// to the trash; the stub's reference is back by the time it moved.
+	require.NoError(t, dropRef(ctx, target, *rec))
+	cr, err := Collect(ctx, target, CollectOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, 1, cr.Trashed)
+	require.NoError(t, addRef(ctx, target, rec.Checksum, rec.Ref, "f.bin", rec.Ino))
+	require.Zero(t, countContent(t, target))
+
+	// Far enough in the future that the grace has passed: still kept,
+	// because the reference is there again.
+	cr, err = Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+	require.NoError(t, err)
+	require.Equal(t, CollectResult{Objects: 0, Restored: 1}, cr)
+	require.Equal(t, 1, countContent(t, target))
+
+	// And a stub whose content sits in the trash recalls from there.
+	require.NoError(t, dropRef(ctx, target, *rec))
+	_, err = Collect(ctx, target, CollectOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, addRef(ctx, target, rec.Checksum, rec.Ref, "f.bin", rec.Ino))
+	res, err = Recall(ctx, root, []string{"/f.bin"}, tf, StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+	got, err := os.ReadFile(filepath.Join(dir, "f.bin"))
+	require.NoError(t, err)
+	require.Equal(t, "payload", string(got))
+}
+
+// fileState is everything a failed or refused step must leave unchanged.
+type fileState struct {
+	data   string
+	mtime  time.Time
+	record string
+}
+
+func snapshot(t *testing.T, abs string) fileState {
+	t.Helper()
+	data, err := os.ReadFile(abs)
+	require.NoError(t, err)
+	fi, err := os.Lstat(abs)
+	require.NoError(t, err)
+	rec, _ := lgetxattr(abs, recordXattr)
+	return fileState{data: string(data), mtime: fi.ModTime(), record: string(rec)}
+}
+
+// TestFailedRecallLeavesTheStub: a remote copy that is missing or wrong
+// fails the recall and leaves stub, mtime and record exactly as they were;
+// once the copy is right again the same recall succeeds.
+func TestFailedRecallLeavesTheStub(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, tdir := t.TempDir(), t.TempDir()
+	files := makeTree(t, dir, 1, func(int) int { return 50000 })
+	p := sortedPaths(files)[0]
+	abs := filepath.Join(dir, p)
+	root := newRoot(t, dir, false)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	res, err := Migrate(ctx, root, []string{p}, target, "t", StepOptions{StubSize: 1000})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{p})
+	before := snapshot(t, abs)
+	object := filepath.Join(tdir, filepath.FromSlash(contentKey(sha(files[p].data))))
+
+	for name, damage := range map[string]func(){
+		"wrong content": func() { require.NoError(t, os.WriteFile(object, []byte("other content entirely"), 0o644)) },
+		"missing":       func() { require.NoError(t, os.Remove(object)) },
+	} {
+		damage()
+		res, err := Recall(ctx, root, []string{p}, only("t", target), StepOptions{})
+		require.NoError(t, err)
+		requireAll(t, res, CodeFailed, []string{p})
+		require.Equal(t, before, snapshot(t, abs), name)
+		requireNoTempFiles(t, dir)
+	}
+	require.NoError(t, os.WriteFile(object, files[p].data, 0o644))
+	res, err = Recall(ctx, root, []string{p}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{p})
+	requireFiles(t, dir, files)
+}
+
+func requireNoTempFiles(t *testing.T, dir string) {
+	t.Helper()
+	matches, err := filepath.Glob(filepath.Join(dir, "*", "*", ".hub-tmp-*"))
+	require.NoError(t, err)
+	require.Empty(t, matches)
+}
+
+// TestTamperedRecordsAreRefused: the file's owner can write its
+// user.hub.record attribute. A record edited to point at another file's
+// content, copied from another stub, replayed after it was superseded, or
+// never signed is refused with a clear error and nothing moves.
+func TestTamperedRecordsAreRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	root := newRoot(t, dir, false)
+	if root.StateBackend() != "xattr" {
+		t.Fatalf("this test needs user extended attributes in %s", dir)
+	}
+	target := fsTarget(t)
+	tf := only("t", target)
+	write := func(name, data string) string {
+		abs := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(abs, []byte(data), 0o644))
+		return abs
+	}
+	victim, mine, other := write("victim.txt", "the victim's secret"), write("mine.txt", "mine"), write("other.txt", "x")
+	res, err := Migrate(ctx, root, []string{"/victim.txt", "/mine.txt", "/other.txt"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/victim.txt", "/mine.txt", "/other.txt"})
+	victimRec, err := lgetxattr(victim, recordXattr)
+	require.NoError(t, err)
+	refused := func(p, abs, why string) {
+		t.Helper()
+		before := snapshot(t, abs)
+		res, err := Recall(ctx, root, []string{p}, tf, StepOptions{})
+		require.NoError(t, err)
+		require.Equal(t, CodeFailed, res[0].Code, why)
+		require.Contains(t, res[0].Message, ErrUntrustedRecord.Error(), why)
+		require.Contains(t, res[0].Message, "nothing was moved", why)
+		require.Equal(t, before, snapshot(t, abs), why)
+	}
+
+	// Edited: my stub's record now names the victim's content.
+	var rec Record
+	mustRecord(t, mine, &rec)
+	var vrec Record
+	mustRecord(t, victim, &vrec)
+	rec.Key, rec.Checksum, rec.Size = vrec.Key, vrec.Checksum, vrec.Size
+	setRecord(t, mine, rec)
+	refused("/mine.txt", mine, "edited")
+
+	// Copied: the victim's whole record, signature and all, on my stub.
+	require.NoError(t, lsetxattr(mine, recordXattr, victimRec))
+	require.NoError(t, os.Chtimes(mine, time.Unix(0, vrec.Mtime), time.Unix(0, vrec.Mtime)))
+	refused("/mine.txt", mine, "copied")
+
+	// Unsigned: a record in the legacy form.
+	rec = vrec
+	rec.Sig, rec.Ref = "", ""
+	setRecord(t, other, rec)
+	refused("/other.txt", other, "unsigned")
+
+	// Replayed: the victim recalls with delete_on_recall (its reference
+	// goes), then the old stub and record are put back.
+	res, err = Recall(ctx, root, []string{"/victim.txt"}, tf, StepOptions{DeleteOnRecall: true})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/victim.txt"})
+	require.NoError(t, os.Truncate(victim, 0))
+	require.NoError(t, lsetxattr(victim, recordXattr, victimRec))
+	require.NoError(t, os.Chtimes(victim, time.Unix(0, vrec.Mtime), time.Unix(0, vrec.Mtime)))
+	refused("/victim.txt", victim, "replayed")
+}
+
+func mustRecord(t *testing.T, abs string, rec *Record) {
+	t.Helper()
+	b, err := lgetxattr(abs, recordXattr)
+	require.NoError(t, err)
+	require.NoError(t, jsonUnmarshal(b, rec))
+}
+
+// setRecord writes a record as a user would: no signing.
+func setRecord(t *testing.T, abs string, rec Record) {
+	t.Helper()
+	b, err := jsonMarshal(rec)
+	require.NoError(t, err)
+	require.NoError(t, unix.Lsetxattr(abs, recordXattr, b, 0))
+}
+
+func jsonMarshal(v any) ([]byte, error)   { return json.Marshal(v) }
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
