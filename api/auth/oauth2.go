@@ -3,10 +3,12 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -213,9 +215,20 @@ func (s *OAuth2Server) grant(c *gin.Context) error {
 	if len(missing) > 0 {
 		return bad("Missing parameter: " + strings.Join(missing, ", ") + ".")
 	}
+	done, wait := s.Tokens.Throttle.Allow(c.Request, username)
+	if wait > 0 {
+		// slow_down is the token endpoint's error for a client that must
+		// wait (RFC 8628 section 3.5); Retry-After says how long.
+		secs := int(wait / time.Second)
+		c.Header("Retry-After", strconv.Itoa(secs))
+		return oauthErr(http.StatusTooManyRequests, "slow_down",
+			fmt.Sprintf("Too many failed attempts. Try again in %d seconds.", secs))
+	}
 	ctx := c.Request.Context()
 	u, err := models.GetUser(ctx, s.DB, username)
-	if errors.Is(err, models.ErrNotFound) || (err == nil && (!u.IsActive || !u.CheckPassword(password))) {
+	wrong := errors.Is(err, models.ErrNotFound) || (err == nil && (!u.IsActive || !u.CheckPassword(password)))
+	done(wrong)
+	if wrong {
 		return oauthErr(http.StatusBadRequest, "invalid_grant", "The user name or password is incorrect, or the account is inactive.")
 	} else if err != nil {
 		return err

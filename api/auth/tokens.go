@@ -53,6 +53,11 @@ type Claims struct {
 // Tokens signs and verifies hub tokens with an Ed25519 key generated on first
 // start and kept in the database, so every replica shares it.
 type Tokens struct {
+	// Throttle, when set, limits failed credential checks at every endpoint
+	// that issues these tokens, the hub API's and the token server's, so
+	// that a guesser cannot double its allowance by using both.
+	Throttle *Throttle
+
 	key ed25519.PrivateKey
 	now func() time.Time
 }

@@ -37,9 +37,15 @@ func (s *Server) obtainToken(c *gin.Context) error {
 	if err := v.Err(); err != nil {
 		return err
 	}
+	done, wait := s.Tokens.Throttle.Allow(c.Request, in.Username)
+	if wait > 0 {
+		return web.TooManyRequests(c, wait)
+	}
 	ctx := c.Request.Context()
 	u, err := models.GetUser(ctx, s.DB, in.Username)
-	if errors.Is(err, models.ErrNotFound) || (err == nil && (!u.IsActive || !u.CheckPassword(in.Password))) {
+	wrong := errors.Is(err, models.ErrNotFound) || (err == nil && (!u.IsActive || !u.CheckPassword(in.Password)))
+	done(wrong)
+	if wrong {
 		return errBadCredentials
 	} else if err != nil {
 		return err
@@ -65,7 +71,12 @@ func (s *Server) refreshToken(c *gin.Context) error {
 	if in.Refresh == "" {
 		return web.Invalid("refresh", "This field is required.")
 	}
+	done, wait := s.Tokens.Throttle.Allow(c.Request, "")
+	if wait > 0 {
+		return web.TooManyRequests(c, wait)
+	}
 	u, err := s.Tokens.User(c.Request.Context(), s.DB, in.Refresh, auth.TypeRefresh)
+	done(errors.Is(err, auth.ErrBadToken))
 	if errors.Is(err, auth.ErrBadToken) {
 		return errTokenInvalid
 	} else if err != nil {
@@ -128,12 +139,18 @@ func (s *Server) idpToken(c *gin.Context) error {
 	if raw == "" {
 		return web.Invalid("token", "This field is required.")
 	}
+	done, wait := s.Tokens.Throttle.Allow(c.Request, "")
+	if wait > 0 {
+		return web.TooManyRequests(c, wait)
+	}
 	ctx := c.Request.Context()
 	conf, err := models.GetConfiguration(ctx, s.DB)
 	if err != nil {
+		done(false)
 		return err
 	}
 	claims, err := s.IDP.Verify(ctx, raw, time.Duration(conf.IDPJWKSTimeout)*time.Second)
+	done(errors.Is(err, auth.ErrBadToken))
 	switch {
 	case errors.Is(err, auth.ErrIDPDisabled):
 		return web.Errorf(http.StatusNotFound, "No identity provider is configured.")
