@@ -241,11 +241,17 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 	drivers := &driverCache{fn: targetsFn}
 	s.each(func(j *job) {
 		defer s.prog.add(1)
-		rel, abs, err := s.root.resolve(j.in)
+		l, err := s.root.locate(j.in)
 		if err != nil {
-			j.fail(err)
+			if isNotExist(err) {
+				j.finish(CodeSkipped, "not found")
+			} else {
+				j.fail(err)
+			}
 			return
 		}
+		j.loc = l
+		rel, abs := l.rel, l.path()
 		if rel == "" {
 			j.finish(CodeFailed, "refusing to delete the site root")
 			return
@@ -303,24 +309,20 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 // is passed over: its reference, if any, is another file's.
 func (s *stepRun) records(rel, abs string, fi fs.FileInfo) ([]Record, error) {
 	var recs []Record
-	keep := func(rec *Record, abs string, fi fs.FileInfo) {
+	keep := func(rec *Record, ino uint64, btime func() int64) {
 		if rec == nil || !rec.contentAddressed() {
 			return
 		}
-		if stale, err := s.root.state.trust(rec, abs, fi); err == nil && !stale {
+		if stale, err := s.root.state.trust(rec, ino, btime); err == nil && !stale {
 			recs = append(recs, *rec)
 		}
 	}
 	switch {
 	case fi.IsDir():
 		files, _ := newFilter(WalkOptions{Types: []string{TypeFile}})
-		err := walkTree(s.ctx, s.root, []string{rel}, walkConfig{filter: files, missingOK: true}, func(items []item) error {
+		err := walkTree(s.ctx, s.root, []string{rel}, walkConfig{filter: files, missingOK: true, btime: true}, func(items []item) error {
 			for _, it := range items {
-				if it.rec != nil {
-					if fi, err := os.Lstat(it.abs); err == nil {
-						keep(it.rec, it.abs, fi)
-					}
-				}
+				keep(it.rec, it.ino, func() int64 { return it.btime })
 			}
 			return nil
 		})
@@ -330,7 +332,7 @@ func (s *stepRun) records(rel, abs string, fi fs.FileInfo) ([]Record, error) {
 		if err != nil && !errors.Is(err, ErrUntrustedRecord) {
 			return nil, err
 		}
-		keep(rec, abs, fi)
+		keep(rec, inode(fi), func() int64 { return birthTime(abs) })
 	}
 	return recs, nil
 }
@@ -348,19 +350,17 @@ func CopyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, 
 // copies) and a check run after the data is written but before it
 // replaces p: a failed check leaves p exactly as it was.
 func copyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, mtime time.Time, beat func(int), check func() error) (err error) {
-	rel, abs, err := root.resolve(p)
+	l, err := root.locateCreating(p)
 	if err != nil {
 		return err
 	}
+	defer l.close()
+	rel, abs := l.rel, l.path()
 	if rel == "" {
 		return fmt.Errorf("copy in %q: is the site root", p)
 	}
 	if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
 		return fmt.Errorf("copy in %s: is a directory", apiPath(rel))
-	}
-	dir := parentDir(abs)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("copy in %s: %w", apiPath(rel), err)
 	}
 	tmp, err := fsutil.OpenTemp(ctx, abs)
 	if err != nil {
@@ -400,10 +400,15 @@ func copyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, 
 // final symlink) and forgets its state. Removing an absent path is not an
 // error; remote copies are left alone (see Delete).
 func RemovePath(root *Root, p string) error {
-	rel, abs, err := root.resolve(p)
+	l, err := root.locate(p)
+	if isNotExist(err) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
+	defer l.close()
+	rel, abs := l.rel, l.path()
 	if rel == "" {
 		return fmt.Errorf("remove %q: is the site root", p)
 	}
@@ -416,10 +421,12 @@ func RemovePath(root *Root, p string) error {
 // Stat describes one path like Walk does, with its migration record when
 // the file is premigrated or migrated (nil otherwise).
 func (r *Root) Stat(p string) (Entry, *Record, error) {
-	rel, abs, err := r.resolve(p)
+	l, err := r.locate(p)
 	if err != nil {
 		return Entry{}, nil, err
 	}
+	defer l.close()
+	rel, abs := l.rel, l.path()
 	fi, err := os.Lstat(abs)
 	if err != nil {
 		return Entry{}, nil, fmt.Errorf("stat %s: %w", apiPath(rel), err)

@@ -144,17 +144,17 @@ func (s *signer) check(rec Record) error {
 	return nil
 }
 
-// trust checks a record read for the file described by fi (at abs) before
+// trust checks a record read for the file with inode ino before
 // any step acts on it: the site's signature, and that it was written for
 // this very file. A record of the index can be stale for a file since
 // replaced under the same name; that is not tampering and is reported by
 // stale, the file being resident.
-func (s *stateStore) trust(rec *Record, abs string, fi fs.FileInfo) (stale bool, err error) {
+func (s *stateStore) trust(rec *Record, ino uint64, btime func() int64) (stale bool, err error) {
 	if err := s.signer.check(*rec); err != nil {
 		return false, err
 	}
-	sameIno := rec.Ino == 0 || rec.Ino == inode(fi)
-	sameBirth := rec.Btime == 0 || rec.Btime == birthTime(abs)
+	sameIno := rec.Ino == 0 || rec.Ino == ino
+	sameBirth := rec.Btime == 0 || rec.Btime == btime()
 	switch {
 	case sameIno && sameBirth:
 		return false, nil

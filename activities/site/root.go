@@ -38,12 +38,12 @@ const hubDir = ".hub"
 // walks and listings skip them.
 const tmpPrefix = fsutil.TmpPrefix
 
-// maxLinks bounds symlink resolution, like the kernel's ELOOP limit.
-const maxLinks = 40
-
 // Root is a site's directory tree. It is safe for concurrent use.
 type Root struct {
-	dir   string
+	dir string
+	// f is the root folder, opened once: every path is opened beneath it
+	// (see openBeneath), never resolved by name from "/".
+	f     *os.File
 	state *stateStore
 }
 
@@ -85,7 +85,11 @@ func NewRoot(dir string, opts ...RootOption) (*Root, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("site root %q: not a directory", dir)
 	}
-	return &Root{dir: real, state: openStateStore(real, !cfg.indexOnly && xattrSupported(real))}, nil
+	f, err := openRootDir(real)
+	if err != nil {
+		return nil, fmt.Errorf("site root %q: %w", dir, err)
+	}
+	return &Root{dir: real, f: f, state: openStateStore(real, !cfg.indexOnly && xattrSupported(real))}, nil
 }
 
 // Dir returns the root's absolute, symlink-free directory.
@@ -100,31 +104,125 @@ func (r *Root) StateBackend() string {
 	return "index"
 }
 
+// ErrSymlink is returned (wrapped) for a path that goes through a
+// symbolic link: the hub follows none below a site root, so no link, and
+// no link swapped in while a step runs, can lead it elsewhere. Such paths
+// also match ErrOutsideRoot, the class of paths a site refuses.
+var ErrSymlink = errors.New("path goes through a symbolic link, which the hub does not follow")
+
+type symlinkError struct{ path string }
+
+func (e *symlinkError) Error() string { return fmt.Sprintf("%q: %v", e.path, ErrSymlink) }
+
+func (e *symlinkError) Is(target error) bool { return target == ErrSymlink || target == ErrOutsideRoot }
+
+// loc is a path beneath the root pinned to its open parent folder: the
+// kernel reaches path() through the folder's descriptor, so renaming any
+// folder above it, or swapping one for a symlink, cannot redirect an
+// operation on it. Operations on path() must not follow a final symlink
+// (lstat, O_NOFOLLOW, unlink, rename). Close it when done.
+type loc struct {
+	rel    string
+	parent *os.File
+	owned  bool   // parent is closed with the loc (not the root's own)
+	name   string // "" for the root itself
+}
+
+func (l *loc) path() string {
+	if l.name == "" {
+		return l.parent.Name() + "/."
+	}
+	return l.parent.Name() + "/" + l.name
+}
+
+func (l *loc) close() {
+	if l.owned {
+		_ = l.parent.Close()
+	}
+}
+
+// locate opens the parent of an API path beneath the root, refusing the
+// .hub folder, paths that leave the root and paths through a symlink. A
+// missing parent is fs.ErrNotExist.
+func (r *Root) locate(p string) (*loc, error) {
+	rel, err := cleanRel(p)
+	if err != nil {
+		return nil, err
+	}
+	if rel == hubDir || strings.HasPrefix(rel, hubDir+"/") {
+		return nil, fmt.Errorf("%q: %w", p, ErrReserved)
+	}
+	if rel == "" {
+		return &loc{parent: r.f}, nil
+	}
+	dir, name := path.Split(rel)
+	if dir == "" {
+		return &loc{rel: rel, parent: r.f, name: name}, nil
+	}
+	d, err := openBeneath(r.f, strings.TrimSuffix(dir, "/"), oDirPath, 0)
+	if err != nil {
+		return nil, refusal(rel, err)
+	}
+	return &loc{rel: rel, parent: d, owned: true, name: name}, nil
+}
+
+// refusal names the whole path asked for in a refusal about one of its
+// folders.
+func refusal(rel string, err error) error {
+	switch {
+	case errors.Is(err, ErrSymlink):
+		return &symlinkError{path: apiPath(rel)}
+	case errors.Is(err, ErrOutsideRoot):
+		return fmt.Errorf("%q: %w", apiPath(rel), ErrOutsideRoot)
+	}
+	return err
+}
+
+// locateCreating is locate for a path about to be written: its missing
+// parent folders are created first, beneath the root.
+func (r *Root) locateCreating(p string) (*loc, error) {
+	rel, err := cleanRel(p)
+	if err != nil {
+		return nil, err
+	}
+	if rel != hubDir && !strings.HasPrefix(rel, hubDir+"/") {
+		if dir := path.Dir(rel); dir != "." {
+			if err := r.mkdirAll(dir); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return r.locate(p)
+}
+
+// mkdirAll creates the folder rel (root-relative) and its parents beneath
+// the root.
+func (r *Root) mkdirAll(rel string) error { return mkdirBeneath(r.f, rel, 0o755) }
+
 // Resolve maps an API path ("/projects/a.txt" or "projects/a.txt") to an
-// absolute path inside the root, following symlinks, and refuses paths
-// that end up outside the root. Missing trailing components are allowed
-// (the path may be about to be created).
+// absolute path inside the root for the configuration and C+J folder
+// operations. No component may be a symlink; missing components are
+// allowed, the path may be about to be created. The path is checked, then
+// used by name: unlike locate, it does not pin the folders it goes
+// through.
 func (r *Root) Resolve(p string) (string, error) {
 	rel, err := cleanRel(p)
 	if err != nil {
 		return "", err
 	}
-	return r.follow(p, rel, true)
-}
-
-// resolve is Resolve without following a final symlink, for operations
-// on the link itself (lstat, delete, rename onto it). It returns the
-// clean root-relative path too and refuses the .hub folder.
-func (r *Root) resolve(p string) (rel, abs string, err error) {
-	rel, err = cleanRel(p)
-	if err != nil {
-		return "", "", err
+	dir := rel
+	for dir != "." && dir != "" {
+		d, err := openBeneath(r.f, dir, oDirPath, 0)
+		if err == nil {
+			d.Close()
+			break
+		}
+		if !isNotExist(err) {
+			return "", refusal(rel, err)
+		}
+		dir = path.Dir(dir)
 	}
-	if rel == hubDir || strings.HasPrefix(rel, hubDir+"/") {
-		return "", "", fmt.Errorf("%q: %w", p, ErrReserved)
-	}
-	abs, err = r.follow(p, rel, false)
-	return rel, abs, err
+	return filepath.Join(r.dir, filepath.FromSlash(rel)), nil
 }
 
 // cleanRel turns an API path into a clean relative slash path; "" is the
@@ -144,66 +242,6 @@ func cleanRel(p string) (string, error) {
 		return "", fmt.Errorf("%q: names starting with %s are reserved for the hub's temporary files", p, tmpPrefix)
 	}
 	return c, nil
-}
-
-// follow resolves rel component by component, like filepath.EvalSymlinks,
-// but tolerates missing components and dangling links (whose targets may
-// be created through them) and checks that the result is inside the root.
-func (r *Root) follow(orig, rel string, followLast bool) (string, error) {
-	cur := r.dir
-	todo := splitPath(rel)
-	links := 0
-	for len(todo) > 0 {
-		name := todo[0]
-		todo = todo[1:]
-		switch name {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, name)
-		if len(todo) == 0 && !followLast {
-			cur = next
-			break
-		}
-		fi, err := os.Lstat(next)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				// Nothing below a missing component can be a symlink.
-				cur = filepath.Join(append([]string{next}, todo...)...)
-				break
-			}
-			return "", fmt.Errorf("resolve %q: %w", orig, err)
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if links++; links > maxLinks {
-			return "", fmt.Errorf("resolve %q: too many levels of symbolic links", orig)
-		}
-		target, err := os.Readlink(next)
-		if err != nil {
-			return "", fmt.Errorf("resolve %q: %w", orig, err)
-		}
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		todo = append(splitPath(filepath.ToSlash(target)), todo...)
-	}
-	if !within(r.dir, cur) {
-		return "", fmt.Errorf("%q: %w", orig, ErrOutsideRoot)
-	}
-	return cur, nil
-}
-
-func splitPath(p string) []string {
-	if p == "" {
-		return nil
-	}
-	return strings.Split(p, "/")
 }
 
 // within reports whether p is dir or below it (both clean and absolute).

@@ -1,9 +1,13 @@
 package site
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -39,9 +43,11 @@ func TestResolve(t *testing.T) {
 	realDir, err := filepath.EvalSymlinks(dir)
 	require.NoError(t, err)
 
-	tests := []struct {
+	// locate pins the parent folder and refuses any symlink on the way; a
+	// final symlink is the link itself.
+	locates := []struct {
 		path    string
-		want    string // relative to the root; ignored on error
+		want    string // root-relative; ignored on error
 		wantErr error
 	}{
 		{"/in/a.txt", "in/a.txt", nil},
@@ -49,47 +55,100 @@ func TestResolve(t *testing.T) {
 		{"/", "", nil},
 		{"", "", nil},
 		{"in/../in/./a.txt", "in/a.txt", nil},
-		{"/in/new/deeper.txt", "in/new/deeper.txt", nil},
-		{"/abs-in/a.txt", "in/a.txt", nil},
-		{"/rel-in/a.txt", "in/a.txt", nil},
-		{"/dangling-in", "in/new.txt", nil},
+		{"/abs-out", "abs-out", nil},
+		{"/dangling-in", "dangling-in", nil},
+		{"/in/new/deeper.txt", "", os.ErrNotExist},
+		{"/abs-in/a.txt", "", ErrSymlink},
+		{"/rel-in/a.txt", "", ErrSymlink},
+		{"/abs-out/secret", "", ErrOutsideRoot},
+		{"/rel-out/secret", "", ErrSymlink},
+		{"/chain1/secret", "", ErrSymlink},
+		{"/loop1/x", "", ErrSymlink},
+		{"/abs-out/new-file", "", ErrOutsideRoot},
 		{"..", "", ErrOutsideRoot},
 		{"../x", "", ErrOutsideRoot},
 		{"/../x", "", ErrOutsideRoot},
 		{"in/../../x", "", ErrOutsideRoot},
-		{"/abs-out", "", ErrOutsideRoot},
-		{"/abs-out/secret", "", ErrOutsideRoot},
-		{"/rel-out/secret", "", ErrOutsideRoot},
-		{"/chain1", "", ErrOutsideRoot},
-		{"/chain1/secret", "", ErrOutsideRoot},
-		{"/dangling-out", "", ErrOutsideRoot},
-		{"/abs-out/new-file", "", ErrOutsideRoot},
+		{"/.hub/state.jsonl", "", ErrReserved},
 	}
-	for _, tt := range tests {
-		t.Run(tt.path, func(t *testing.T) {
+	for _, tt := range locates {
+		t.Run("locate "+tt.path, func(t *testing.T) {
 			t.Parallel()
-			got, err := root.Resolve(tt.path)
+			l, err := root.locate(tt.path)
 			if tt.wantErr != nil {
 				require.ErrorIs(t, err, tt.wantErr)
-				require.ErrorContains(t, err, tt.path, "the error names the path")
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, filepath.Join(realDir, filepath.FromSlash(tt.want)), got)
+			defer l.close()
+			require.Equal(t, tt.want, l.rel)
+			fi, err := os.Lstat(l.path())
+			require.NoError(t, err)
+			want, err := os.Lstat(filepath.Join(realDir, filepath.FromSlash(tt.want)))
+			require.NoError(t, err)
+			require.True(t, os.SameFile(want, fi), "the same file through the pinned folder")
 		})
 	}
 
-	_, err = root.Resolve("/loop1")
-	require.ErrorContains(t, err, "too many levels of symbolic links")
+	// Resolve allows missing components but no symlink at all.
+	for p, want := range map[string]string{"/in/new/deeper.txt": "in/new/deeper.txt", "/in/a.txt": "in/a.txt", "/": ""} {
+		got, err := root.Resolve(p)
+		require.NoError(t, err, p)
+		require.Equal(t, filepath.Join(realDir, filepath.FromSlash(want)), got, p)
+	}
+	for _, p := range []string{"/abs-in/a.txt", "/abs-out", "/abs-out/secret", "/dangling-out/x", "/chain1/secret", "/dangling-in"} {
+		_, err := root.Resolve(p)
+		require.ErrorIs(t, err, ErrOutsideRoot, p)
+		require.ErrorContains(t, err, p, "the error names the path")
+	}
+}
 
-	// Operations on a link itself do not follow it, so even a link that
-	// points outside can be reported and removed.
-	rel, abs, err := root.resolve("/abs-out")
+// TestSymlinkSwapRace swaps a folder for a symlink to a folder outside
+// the root, over and over, while steps write into it: a check of the path
+// followed by a use by name (as before openat2) lets some writes land
+// outside. Nothing outside may ever change.
+func TestSymlinkSwapRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	outside, dir := t.TempDir(), t.TempDir()
+	victim := filepath.Join(outside, "f.txt")
+	require.NoError(t, os.WriteFile(victim, []byte("keep"), 0o644))
+	sw := filepath.Join(dir, "sw")
+	require.NoError(t, os.Mkdir(sw, 0o755))
+	root := newRoot(t, dir, false)
+	target := fsTarget(t)
+
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			_ = os.Rename(sw, sw+".real")
+			_ = os.Symlink(outside, sw)
+			runtime.Gosched()
+			_ = os.Remove(sw)
+			_ = os.Rename(sw+".real", sw)
+		}
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		_ = CopyIn(ctx, root, "/sw/f.txt", strings.NewReader("written by the hub"), -1, time.Time{})
+		_, _ = Migrate(ctx, root, []string{"/sw/f.txt"}, target, "t", StepOptions{})
+		_, _ = Delete(ctx, root, []string{"/sw/f.txt"}, only("t", target), StepOptions{})
+	}
+	close(done)
+	<-stopped
+	got, err := os.ReadFile(victim)
 	require.NoError(t, err)
-	require.Equal(t, "abs-out", rel)
-	require.Equal(t, filepath.Join(realDir, "abs-out"), abs)
-	_, _, err = root.resolve("/.hub/state.jsonl")
-	require.ErrorIs(t, err, ErrReserved)
+	require.Equal(t, "keep", string(got))
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing created outside the root")
 }
 
 func TestNewRoot(t *testing.T) {

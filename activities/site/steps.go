@@ -9,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -91,6 +93,9 @@ func (p *progress) tick() { p.add(0) }
 type job struct {
 	in  string
 	rel string
+	// loc pins the file's folder for the whole step, and abs is its path
+	// through the pinned folder (see loc).
+	loc *loc
 	abs string
 	fi  fs.FileInfo
 	rec *Record // the file's record, nil when resident
@@ -111,7 +116,16 @@ func (j *job) finish(code Code, format string, args ...any) {
 	j.res = &Result{Path: j.in, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-func (j *job) fail(err error) { j.finish(CodeFailed, "%v", err) }
+// fail finishes the job with err, naming paths as the API does rather
+// than by the descriptors they were reached through.
+func (j *job) fail(err error) {
+	msg := err.Error()
+	if j.loc != nil {
+		dir := strings.TrimSuffix(apiPath(path.Dir(j.rel)), ".")
+		msg = strings.ReplaceAll(msg, j.loc.parent.Name()+"/", strings.TrimSuffix(dir, "/")+"/")
+	}
+	j.finish(CodeFailed, "%s", msg)
+}
 
 // stepRun holds what every phase of a step needs.
 type stepRun struct {
@@ -172,6 +186,9 @@ func (s *stepRun) run(fn func(*job), cancellable bool) {
 func (s *stepRun) results() ([]Result, error) {
 	out := make([]Result, len(s.jobs))
 	for i, j := range s.jobs {
+		if j.loc != nil {
+			j.loc.close()
+		}
 		if j.res == nil {
 			j.finish(CodeOK, "%s", j.note)
 		}
@@ -180,14 +197,19 @@ func (s *stepRun) results() ([]Result, error) {
 	return out, s.ctx.Err()
 }
 
-// open resolves the job's path and lstats it; only regular files go on.
+// open locates the job's path and lstats it; only regular files go on.
 func (s *stepRun) open(j *job) bool {
-	rel, abs, err := s.root.resolve(j.in)
+	l, err := s.root.locate(j.in)
 	if err != nil {
-		j.fail(err)
+		if isNotExist(err) {
+			j.finish(CodeFailed, "no such file")
+		} else {
+			j.fail(err)
+		}
 		return false
 	}
-	j.rel, j.abs = rel, abs
+	j.loc, j.rel, j.abs = l, l.rel, l.path()
+	abs, rel := j.abs, j.rel
 	fi, err := os.Lstat(abs)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -231,7 +253,7 @@ func (r *Root) record(abs, rel string, fi fs.FileInfo) (*Record, error) {
 		}
 		return nil, nil
 	}
-	stale, err := r.state.trust(rec, abs, fi)
+	stale, err := r.state.trust(rec, inode(fi), func() int64 { return birthTime(abs) })
 	switch {
 	case err == nil && stale:
 		return nil, nil

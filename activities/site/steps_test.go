@@ -219,7 +219,7 @@ func TestStepsReportPerPath(t *testing.T) {
 		{CodeSkipped, "not a regular file (directory)"},
 		{CodeSkipped, "not a regular file (symlink)"},
 		{CodeFailed, ErrOutsideRoot.Error()},
-		{CodeFailed, ErrOutsideRoot.Error()},
+		{CodeFailed, ErrSymlink.Error()},
 		{CodeFailed, ErrReserved.Error()},
 	}
 	steps := []struct {
@@ -422,7 +422,7 @@ func TestCopyInAndRemovePath(t *testing.T) {
 		{"replace", "/a/b/c.txt", "replaced", 8, ""},
 		{"short data", "/a/short.txt", "abc", 10, "expected 10"},
 		{"escape", "/../x.txt", "x", 1, ErrOutsideRoot.Error()},
-		{"through symlink", "/out/x.txt", "x", 1, ErrOutsideRoot.Error()},
+		{"through symlink", "/out/x.txt", "x", 1, ErrSymlink.Error()},
 		{"reserved", "/.hub/x", "x", 1, ErrReserved.Error()},
 		{"directory", "/a", "x", 1, "is a directory"},
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -138,12 +137,22 @@ func (a *Activities) destPath(in ReceiveInput, p string) string {
 
 func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile, drivers *driverSet, beat func(int)) (string, error) {
 	dst := a.destPath(in, f.Path)
-	// resolve does not follow a final symlink: a link at the destination is
-	// replaced or removed itself, never the file it points to.
-	_, abs, err := a.Root.resolve(dst)
+	// The destination's folder is pinned and the final name never
+	// followed: a link at the destination is replaced or removed itself,
+	// never the file it points to.
+	locate := a.Root.locateCreating
+	if f.Change == Deleted {
+		locate = a.Root.locate
+	}
+	l, err := locate(dst)
+	if f.Change == Deleted && isNotExist(err) {
+		return "already deleted", nil
+	}
 	if err != nil {
 		return "", err
 	}
+	defer l.close()
+	abs := l.path()
 	existing, statErr := os.Lstat(abs)
 	exists := statErr == nil
 	switch f.Change {
@@ -163,11 +172,15 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 		}
 		return "deleted", RemovePath(a.Root, dst)
 	case Moved:
-		_, from, err := a.Root.resolve(a.destPath(in, f.OldPath))
-		if err != nil {
+		old, err := a.Root.locate(a.destPath(in, f.OldPath))
+		if err != nil && !isNotExist(err) {
 			return "", err
 		}
-		if _, err := os.Lstat(from); err != nil {
+		if err == nil {
+			defer old.close()
+			_, err = os.Lstat(old.path())
+		}
+		if err != nil {
 			if exists {
 				return "already moved", nil
 			}
@@ -176,13 +189,10 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 		if exists && in.Preference != "ignore" {
 			return "kept the destination's copy at the new path; the old path is left as it was", nil
 		}
-		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-			return "", err
-		}
-		return "moved", os.Rename(from, abs)
+		return "moved", os.Rename(old.path(), abs)
 	}
 	if f.Type == TypeDirectory {
-		return "directory", os.MkdirAll(abs, 0o755)
+		return "directory", a.Root.mkdirAll(l.rel)
 	}
 	if exists && in.Step == "site_sync" {
 		switch in.Preference {
@@ -244,10 +254,12 @@ func (a *Activities) makeStub(ctx context.Context, dst string, f SentFile, d tar
 	if err := CopyIn(ctx, a.Root, dst, strings.NewReader(""), 0, time.Unix(0, f.Mtime)); err != nil {
 		return err
 	}
-	rel, abs, err := a.Root.resolve(dst)
+	l, err := a.Root.locate(dst)
 	if err != nil {
 		return err
 	}
+	defer l.close()
+	rel, abs := l.rel, l.path()
 	fi, err := os.Lstat(abs)
 	if err != nil {
 		return err
@@ -280,7 +292,7 @@ func (a *Activities) makeStub(ctx context.Context, dst string, f SentFile, d tar
 }
 
 func fileSHA256(name string) (string, error) {
-	fh, err := os.Open(name)
+	fh, err := os.OpenFile(name, os.O_RDONLY|openNoFollow, 0)
 	if err != nil {
 		return "", err
 	}

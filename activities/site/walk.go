@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -102,7 +101,6 @@ type item struct {
 	ino, dev uint64
 	btime    int64   // birth time (ns), when walkConfig.btime asks for it
 	rec      *Record // raw record, even when it no longer matches
-	abs      string
 }
 
 // walkConfig tunes walkTree.
@@ -311,31 +309,23 @@ func walkTree(ctx context.Context, root *Root, paths []string, cfg walkConfig, v
 	var starts []item
 	for _, rel := range topLevel(rels) {
 		if rel == "" {
-			w.queue.push(dirJob{rel: "", abs: root.dir})
+			w.queue.push(dirJob{rel: ""})
 			continue
 		}
-		_, abs, err := root.resolve(rel)
-		if err != nil {
+		it, typ, err := w.start(rel)
+		switch {
+		case cfg.missingOK && isNotExist(err):
+			continue
+		case err != nil:
 			return err
-		}
-		fi, err := os.Lstat(abs)
-		if err != nil {
-			if cfg.missingOK && errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			return fmt.Errorf("walk %s: %w", apiPath(rel), err)
-		}
-		typ := typeOf(fi.Mode())
-		if typ == "" || f.excluded(rel) {
+		case typ == "" || f.excluded(rel):
 			continue
 		}
-		if f.wants(rel, typ) {
-			if it := w.makeItem(rel, abs, typ, fi); f.wantsState(it.State) {
-				starts = append(starts, it)
-			}
+		if f.wants(rel, typ) && f.wantsState(it.State) {
+			starts = append(starts, it)
 		}
 		if typ == TypeDirectory {
-			w.queue.push(dirJob{rel: rel, abs: abs})
+			w.queue.push(dirJob{rel: rel})
 		}
 	}
 	if len(starts) > 0 {
@@ -389,7 +379,25 @@ func walkTree(ctx context.Context, root *Root, paths []string, cfg walkConfig, v
 	return nil
 }
 
-type dirJob struct{ rel, abs string }
+type dirJob struct{ rel string }
+
+// start describes a path the walk starts from.
+func (w *walker) start(rel string) (item, string, error) {
+	l, err := w.root.locate(rel)
+	if err != nil {
+		return item{}, "", err
+	}
+	defer l.close()
+	fi, err := os.Lstat(l.path())
+	if err != nil {
+		return item{}, "", fmt.Errorf("walk %s: %w", apiPath(rel), err)
+	}
+	typ := typeOf(fi.Mode())
+	if typ == "" {
+		return item{}, "", nil
+	}
+	return w.makeItem(rel, l.path(), typ, fi), typ, nil
+}
 
 // dirQueue is an unbounded LIFO of directories to read (LIFO keeps the
 // walk depth-first, which bounds the queue by depth × fan-out). It knows
@@ -454,10 +462,12 @@ type walker struct {
 // readDir reads one directory in chunks, queueing subdirectories and
 // sending reported items.
 func (w *walker) readDir(job dirJob) error {
-	d, err := os.Open(job.abs)
+	// Each folder is opened beneath the root, so one renamed or swapped
+	// for a symlink while we walk is not followed.
+	d, err := openBeneath(w.root.f, job.rel, os.O_RDONLY|oDirectory, 0)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // removed while we walked
+		if isNotExist(err) || errors.Is(err, ErrSymlink) {
+			return nil // removed or replaced while we walked
 		}
 		return fmt.Errorf("walk %s: %w", apiPath(job.rel), err)
 	}
@@ -478,9 +488,9 @@ func (w *walker) readDir(job dirJob) error {
 			if typ == "" || w.f.excluded(rel) {
 				continue
 			}
-			abs := filepath.Join(job.abs, name)
+			abs := d.Name() + "/" + name // valid while d is open
 			if typ == TypeDirectory {
-				w.queue.push(dirJob{rel: rel, abs: abs})
+				w.queue.push(dirJob{rel: rel})
 			}
 			if !w.f.wants(rel, typ) {
 				continue
@@ -519,7 +529,6 @@ func (w *walker) makeItem(rel, abs, typ string, fi fs.FileInfo) item {
 		Entry: Entry{Path: apiPath(rel), Type: typ, Mtime: fi.ModTime(), State: Resident},
 		ino:   inode(fi),
 		dev:   device(fi),
-		abs:   abs,
 	}
 	if w.btime {
 		it.btime = birthTime(abs)
