@@ -25,6 +25,7 @@ const (
 	codeTooLarge         = "payload-too-large"
 	codeUnsupportedMedia = "unsupported-media-type"
 	codeUnavailable      = "unavailable"
+	codeInvalidPath      = "invalid-path"
 	codeInternal         = "internal"
 )
 

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -266,12 +267,17 @@ func (s *Server) loadDeleting(k *call) (*models.CJItem, error) {
 	return it, nil
 }
 
-// check runs the resource's database checks of a write.
+// check runs the checks of a write beyond its schema: the text limits
+// both APIs share (web.CheckText: no NUL, no string over its field's
+// limit), then the resource's own checks, which may need the database.
 func (s *Server) check(k *call, doc map[string]any, cur *models.CJItem) error {
-	if k.res.check == nil {
-		return nil
-	}
 	v := &validator{ctx: k.c.Request.Context(), db: s.DB, site: k.site}
+	for _, name := range slices.Sorted(maps.Keys(doc)) {
+		web.CheckText(name, doc[name], func(field, msg string) { v.fail(field, "%s", msg) })
+	}
+	if err := v.err(); err != nil || k.res.check == nil {
+		return err
+	}
 	if err := k.res.check(v, doc, cur); err != nil {
 		return err
 	}
@@ -358,7 +364,7 @@ func (s *Server) startChange(ctx context.Context, it *models.CJItem) {
 	}
 	s.Log.Error("C+J change not started", "workflow_id", opts.ID, "error", err)
 	entry := models.CJLogEntry{Time: time.Now().UTC(), Level: "error", Generation: it.Generation,
-		Message: "the job engine could not be reached; the change was not started: " + err.Error()}
+		Message: "the job engine could not be reached; the change was not started (send an empty PATCH to retry)"}
 	if lerr := models.AppendCJLog(ctx, s.DB, it.ID, entry); lerr != nil {
 		s.Log.Error("C+J log not written", "item", it.ID, "error", lerr)
 	}
@@ -522,7 +528,8 @@ func precondition(k *call, it *models.CJItem) (string, error) {
 }
 
 // readBody reads a write body of a JSON media type (C+J's, or plain JSON
-// for convenience), refusing big ones before buffering them.
+// for convenience), refusing big ones before buffering them, and text that
+// is not valid UTF-8 (which decoding would silently replace).
 func readBody(k *call) ([]byte, error) {
 	if ct := k.c.GetHeader("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -536,6 +543,9 @@ func readBody(k *call) ([]byte, error) {
 	}
 	if len(body) > maxBody {
 		return nil, errBodyTooLarge
+	}
+	if msg := web.JSONTextError(body); msg != "" {
+		return nil, &cjdoc.BodyError{Reason: msg}
 	}
 	return body, nil
 }

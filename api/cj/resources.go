@@ -30,9 +30,8 @@ const (
 
 // Patterns of list elements, which template data cannot advertise.
 var (
-	clientRegex = mustRegex(`^[A-Za-z0-9_.:/*@\[\]-]+$`)
-	userRegex   = mustRegex(`^[A-Za-z0-9_.@+-]+$`)
-	nameRE      = mustRegex(`^[A-Za-z0-9_-]+$`)
+	userRegex = mustRegex(`^[A-Za-z0-9_.@+-]+$`)
+	nameRE    = mustRegex(`^[A-Za-z0-9_-]+$`)
 )
 
 // Limits on lists a client sends.
@@ -385,9 +384,32 @@ func checkExposer(v *validator, doc map[string]any, cur *models.CJItem) error {
 			doc["path"] = clean
 		}
 	}
-	v.stringList(doc, "clients", clientRegex, "a host name, network or *")
+	if raw, ok := doc["clients"].([]any); ok {
+		checkNFSClients(v, raw)
+	}
 	v.stringList(doc, "valid_users", userRegex, "a user name")
 	return nil
+}
+
+// checkNFSClients checks an nfs exposer's clients: each one what
+// exports(5) allows (models.NFSClientError), since each is written into
+// the site's exports file as it is.
+func checkNFSClients(v *validator, raw []any) {
+	if len(raw) > maxListLen {
+		v.fail("clients", "has more than %d elements", maxListLen)
+		return
+	}
+	for i, e := range raw {
+		s, ok := e.(string)
+		if !ok {
+			v.fail("clients", "element %d must be a string", i)
+			return
+		}
+		if msg := models.NFSClientError(s); msg != "" {
+			v.fail("clients", "element %d (%q) %s", i, s, msg)
+			return
+		}
+	}
 }
 
 func checkSnapshot(v *validator, doc map[string]any, cur *models.CJItem) error {

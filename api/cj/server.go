@@ -61,7 +61,7 @@ func (s *Server) Handler() http.Handler {
 	// a GET, so a missing slash is an error instead.
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
-	r.Use(web.RequestIDs(s.Log), gin.CustomRecoveryWithWriter(nil, s.onPanic), s.errorsMiddleware)
+	r.Use(web.RequestIDs(s.Log), gin.CustomRecoveryWithWriter(nil, s.onPanic), s.errorsMiddleware, rejectBadURL)
 	r.NoRoute(func(c *gin.Context) { _ = c.Error(errNotFound) })
 
 	r.Any("/", s.endpoint(billboardEndpoint, nil))
@@ -76,6 +76,22 @@ func (s *Server) Handler() http.Handler {
 		})
 	}
 	return r
+}
+
+// rejectBadURL refuses a path or query holding NUL or invalid UTF-8 (400),
+// as the hub API does (web.CheckURLText): such text would be looked up
+// replaced with U+FFFD, or not at all.
+func rejectBadURL(c *gin.Context) {
+	bad := web.CheckURLText(c.Request.URL)
+	if bad == nil {
+		return
+	}
+	if bad.Param == "" {
+		_ = c.Error(newError(http.StatusBadRequest, codeInvalidPath, "Invalid path", "%s", bad.Message))
+	} else {
+		_ = c.Error(&cjdoc.QueryError{Param: bad.Param, Reason: bad.Message})
+	}
+	c.Abort()
 }
 
 // endpointKind is the kind of path a request is for.

@@ -3,11 +3,13 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
@@ -39,7 +41,7 @@ func (s *Server) Handler() http.Handler {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false // paths end with a slash; a redirect would turn POST into GET
-	r.Use(web.RequestIDs(s.Log), web.Recover(s.Log), web.Errors(s.Log), web.RejectNUL)
+	r.Use(web.RequestIDs(s.Log), web.Recover(s.Log), web.Errors(s.Log), web.RejectBadURL)
 	r.NoRoute(web.NotFound)
 	r.NoMethod(web.MethodNotAllowed)
 
@@ -105,7 +107,7 @@ func deleteByID(c *gin.Context, db bun.IDB, del func(context.Context, bun.IDB, i
 	return nil
 }
 
-// checkUniqueName validates a required name of at most 150 characters that
+// checkUniqueName validates a required name of at most web.MaxNameLen characters that
 // must be unique among the rows of model (current is the record's own
 // name, "" for a new one) and, when pattern is set, match it (invalid is
 // the message otherwise), adding messages to v; taken is the message for a
@@ -115,8 +117,8 @@ func checkUniqueName(ctx context.Context, db bun.IDB, v web.ValidationError, mod
 	switch {
 	case strings.TrimSpace(name) == "":
 		v.Add("name", msgRequired)
-	case len(name) > 150:
-		v.Add("name", "Ensure this field has no more than 150 characters.")
+	case utf8.RuneCountInString(name) > web.MaxNameLen:
+		v.Add("name", fmt.Sprintf("Ensure this field has no more than %d characters.", web.MaxNameLen))
 	case pattern != nil && !pattern.MatchString(name):
 		v.Add("name", invalid)
 	case name != current:

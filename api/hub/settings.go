@@ -67,7 +67,8 @@ type settingsInput struct {
 }
 
 // values validates the input: a non-empty list of distinct, well-formed
-// keys, each with a value (null deletes). globalOnly refuses the whole
+// keys, each with a value (null deletes) of at most web.MaxStringLen
+// bytes of JSON. globalOnly refuses the whole
 // request when any key has a third (target) part.
 func (in *settingsInput) values(globalOnly bool) ([]models.SettingValue, error) {
 	v := web.ValidationError{}
@@ -92,8 +93,11 @@ func (in *settingsInput) values(globalOnly bool) ([]models.SettingValue, error) 
 			v.Add(path+".key", "Duplicate key in this request.")
 		}
 		seen[key] = true
-		if len(item.Value) == 0 {
+		switch {
+		case len(item.Value) == 0:
 			v.Add(path+".value", "This field is required (null deletes the key).")
+		case len(item.Value) > web.MaxStringLen:
+			v.Add(path+".value", fmt.Sprintf("Ensure the value takes at most %d bytes of JSON.", web.MaxStringLen))
 		}
 		out = append(out, models.SettingValue{Key: key, Value: item.Value})
 	}

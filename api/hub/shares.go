@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path"
 	"regexp"
@@ -133,6 +134,14 @@ func nfsClients(v web.ValidationError, in []nfsClientInput) []models.NFSClient {
 		field := "clients[" + strconv.Itoa(i) + "]."
 		if strings.TrimSpace(deref(ci.Hosts)) == "" {
 			v.Add(field+"hosts", msgRequired)
+		}
+		// Hosts are separated as the site splits them into the exports
+		// line; each must be a client exports(5) allows.
+		for _, h := range strings.FieldsFunc(deref(ci.Hosts), func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+			if msg := models.NFSClientError(h); msg != "" {
+				v.Add(field+"hosts", fmt.Sprintf("%q %s.", h, msg))
+				break
+			}
 		}
 		cl := models.NFSClient{Hosts: deref(ci.Hosts), AdvancedSettings: map[string]any{}, OnSites: map[string]any{}}
 		if ci.AdvancedSettings != nil {

@@ -99,6 +99,7 @@ func TestNFSShares(t *testing.T) {
 			{"path relative", map[string]any{"space": sp1, "path": "spaces/one"}, "path"},
 			{"hosts missing", map[string]any{"space": sp1, "clients": []any{map[string]any{"read_only": true}}}, "clients[0].hosts"},
 			{"fsid negative", map[string]any{"space": sp1, "clients": []any{map[string]any{"hosts": "h", "fsid": -1}}}, "clients[0].fsid"},
+			{"hosts not exports(5) clients", map[string]any{"space": sp1, "clients": []any{map[string]any{"hosts": "h1, ../../etc"}}}, "clients[0].hosts"},
 			{"client bool wrong type", map[string]any{"space": sp1, "clients": []any{map[string]any{"hosts": "h", "read_only": "yes"}}}, "clients.read_only"},
 			{"clients wrong type", map[string]any{"space": sp1, "clients": "h"}, "clients"},
 		}

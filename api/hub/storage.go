@@ -1,7 +1,6 @@
 package hub
 
 import (
-
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
 

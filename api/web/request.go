@@ -39,25 +39,24 @@ func RequestIDs(log *slog.Logger) gin.HandlerFunc {
 	}
 }
 
-// RejectNUL refuses a URL whose path or query holds a NUL character: no
-// database stores NUL in text, so the value could only fail further in as
-// a 500. A path with NUL names no record (404); a query value with NUL is
-// the client's error (400 naming the parameter).
-func RejectNUL(c *gin.Context) {
-	if strings.IndexByte(c.Request.URL.Path, 0) >= 0 {
-		_ = c.Error(ErrNotFound)
-		c.Abort()
+// RejectBadURL refuses a URL whose path or query holds a NUL character
+// or invalid UTF-8: no database stores NUL in text, and invalid UTF-8
+// would be stored replaced, not as sent. A path with NUL names no record
+// (404); a path with invalid UTF-8 is 400; a query parameter with either
+// is 400 naming the parameter.
+func RejectBadURL(c *gin.Context) {
+	bad := CheckURLText(c.Request.URL)
+	switch {
+	case bad == nil:
 		return
+	case bad.Param == "" && bad.NUL:
+		_ = c.Error(ErrNotFound)
+	case bad.Param == "":
+		_ = c.Error(&Error{Status: http.StatusBadRequest, Detail: bad.Message})
+	default:
+		_ = c.Error(Invalid(bad.Param, bad.Message))
 	}
-	for name, values := range c.Request.URL.Query() {
-		for _, v := range append(values, name) {
-			if strings.IndexByte(v, 0) >= 0 {
-				_ = c.Error(Invalid(strings.ReplaceAll(name, "\x00", ""), "Null characters are not allowed."))
-				c.Abort()
-				return
-			}
-		}
-	}
+	c.Abort()
 }
 
 // RequestID returns the current request's id.
@@ -66,9 +65,11 @@ func RequestID(c *gin.Context) string { return c.GetString(requestIDKey) }
 // maxBody bounds request bodies; larger ones are refused, not buffered.
 const maxBody = 8 << 20
 
-// Bind decodes the JSON body into dst. Malformed JSON and wrong types are
-// 400s naming the field; unknown fields are ignored (read-only fields sent
-// back by clients are harmless).
+// Bind decodes the JSON body into dst. Malformed JSON, invalid UTF-8 and
+// wrong types are 400s (naming the field when there is one); so are
+// strings holding NUL or longer than their field's limit (CheckText).
+// Unknown fields are ignored (read-only fields sent back by clients are
+// harmless).
 func Bind(c *gin.Context, dst any) error {
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxBody+1))
 	if err != nil {
@@ -79,6 +80,9 @@ func Bind(c *gin.Context, dst any) error {
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
+	}
+	if msg := JSONTextError(body); msg != "" {
+		return Errorf(http.StatusBadRequest, "%s", msg)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -92,10 +96,13 @@ func Bind(c *gin.Context, dst any) error {
 	if dec.More() {
 		return Errorf(http.StatusBadRequest, "JSON parse error: unexpected data after the JSON value")
 	}
-	if hasNULEscape(body) {
-		return Errorf(http.StatusBadRequest, "Null characters (\\u0000) are not allowed in strings.")
+	all, err := decodeAny(body)
+	if err != nil {
+		return Errorf(http.StatusBadRequest, "JSON parse error: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
-	return nil
+	v := ValidationError{}
+	CheckText("", all, v.Add)
+	return v.Err()
 }
 
 // jsonPath turns the path encoding/json gives a type error into the one
@@ -122,23 +129,6 @@ func jsonPath(t reflect.Type, path string) string {
 		out = append(out, seg)
 	}
 	return strings.Join(out, ".")
-}
-
-// hasNULEscape reports whether valid JSON text holds a \u0000 escape: no
-// database stores NUL in text (the query would fail as a 500), so such
-// input is refused up front. Backslashes occur only inside strings, so
-// skipping each escaped character is enough to tell \\u0000 (text) apart.
-func hasNULEscape(body []byte) bool {
-	for i := 0; i+1 < len(body); i++ {
-		if body[i] != '\\' {
-			continue
-		}
-		if body[i+1] == 'u' && i+6 <= len(body) && string(body[i+2:i+6]) == "0000" {
-			return true
-		}
-		i++
-	}
-	return false
 }
 
 func jsonKind(goKind string) string {
