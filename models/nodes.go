@@ -104,3 +104,15 @@ func SiteQueues(ctx context.Context, db bun.IDB, siteID int64) ([]Queue, error) 
 	err := db.NewSelect().Model(&qs).Relation("Nodes").Where("q.site_id = ?", siteID).Order("q.name").Scan(ctx)
 	return qs, dbErr(err)
 }
+
+// SiteHasQueue reports whether queue is a known queue of the site:
+// DefaultQueue, which every site has, or a queue one of its workers has
+// reported in a heartbeat (a row of /api/queues/). A job on any other
+// queue would wait for a worker that never comes.
+func SiteHasQueue(ctx context.Context, db bun.IDB, siteID int64, queue string) (bool, error) {
+	if queue == DefaultQueue {
+		return true, nil
+	}
+	n, err := db.NewSelect().Model((*Queue)(nil)).Where("site_id = ? AND name = ?", siteID, queue).Count(ctx)
+	return n > 0, dbErr(err)
+}

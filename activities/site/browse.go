@@ -48,7 +48,12 @@ type ListDirOutput struct {
 }
 
 // ListDir lists a directory of the site (or describes a single file).
+// A path that leaves the root, also through a symlink at its end, is
+// refused (BadPath) as its sub-paths are.
 func (a *Activities) ListDir(ctx context.Context, in ListDirInput) (*ListDirOutput, error) {
+	if _, err := a.Root.Resolve(in.Path); err != nil {
+		return nil, badPath(err)
+	}
 	entry, err := a.fileInfo(in.Path, in.Details)
 	if err != nil {
 		return nil, err
@@ -91,10 +96,7 @@ func (a *Activities) ListDir(ctx context.Context, in ListDirInput) (*ListDirOutp
 func (a *Activities) fileInfo(p string, details bool) (FileInfo, error) {
 	e, rec, err := a.Root.Stat(p)
 	if err != nil {
-		if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrReserved) || errors.Is(err, os.ErrNotExist) {
-			return FileInfo{}, temporal.NewNonRetryableApplicationError(err.Error(), "BadPath", err)
-		}
-		return FileInfo{}, err
+		return FileInfo{}, badPath(err)
 	}
 	fi := FileInfo{Path: e.Path, Name: path.Base(e.Path), Type: e.Type, Size: e.Size, Mtime: e.Mtime,
 		Status: string(e.State), PathDepth: strings.Count(strings.TrimSuffix(e.Path, "/"), "/"),
@@ -107,7 +109,10 @@ func (a *Activities) fileInfo(p string, details bool) (FileInfo, error) {
 	}
 	abs, err := a.Root.Resolve(p)
 	if err != nil {
-		return fi, err
+		if e.Type == TypeSymlink {
+			return fi, nil // a link leaving the root is shown, never followed
+		}
+		return fi, badPath(err)
 	}
 	if st, err := os.Lstat(abs); err == nil {
 		fi.DataSize = st.Size()
@@ -117,4 +122,14 @@ func (a *Activities) fileInfo(p string, details bool) (FileInfo, error) {
 		}
 	}
 	return fi, nil
+}
+
+// badPath marks the error of a path the client named wrongly (outside the
+// root, reserved for the hub, missing) as a non-retryable BadPath, which
+// the API answers with 404 at once; other errors stay retryable.
+func badPath(err error) error {
+	if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrReserved) || errors.Is(err, os.ErrNotExist) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), "BadPath", err)
+	}
+	return err
 }

@@ -85,30 +85,73 @@ func validEmail(s string) bool {
 	return err == nil && a.Address == strings.TrimSpace(s)
 }
 
+// bound is the range an integer setting of the configuration may take.
+type bound struct{ min, max int64 }
+
+// Units of the bounds below, in seconds.
+const (
+	minute = 60
+	hour   = 60 * minute
+	day    = 24 * hour
+	year   = 365 * day
+)
+
+// configBounds are the ranges of the configuration's integers
+// (docs/input-limits.md): wide enough for any real use, narrow enough
+// that a value times its unit fits a time.Duration and means something.
+var configBounds = map[string]bound{
+	"analytics_timeout":                    {1, day},           // seconds
+	"health_timeout":                       {1, hour},          // seconds
+	"idp_jwks_timeout":                     {1, 30 * day},      // seconds
+	"node_health_last_heartbeat_interval":  {1, day},           // seconds
+	"snapdiff_stream_timeout":              {1, day},           // seconds
+	"snapshot_create_delete_retry_timeout": {1, day},           // seconds
+	"stat_refresh_period":                  {1, 30 * day},      // seconds
+	"stat_timeout":                         {1, hour},          // seconds, as ?custom_timeout
+	"task_invalidation_timeout":            {1, 365 * 24 * 60}, // minutes: a year
+	"maximum_external_results":             {1, 100000},
+	"search_max_results":                   {1, 100000},
+	"db_backup_retain_versions":            {1, 1000},
+	"jobs_ttl":                             {0, 36500},     // days; 0 keeps jobs for ever
+	"search_result_ttl":                    {0, 36500},     // days; 0 keeps results for ever
+	"notprogressed_job_threshold":          {0, year},      // seconds; 0 never alerts
+	"notstarted_job_threshold":             {0, year},      // seconds; 0 never alerts
+	"initial_uid":                          {0, 1<<31 - 1}, // a POSIX id every NFS and SMB stack takes
+	"initial_gid":                          {0, 1<<31 - 1},
+}
+
+// maxOrchestratorTaskTimeout bounds orchestrator_task_timeout (seconds, a
+// number): a day.
+const maxOrchestratorTaskTimeout = day
+
+func configInts(conf models.Configuration) map[string]int64 {
+	return map[string]int64{
+		"analytics_timeout": conf.AnalyticsTimeout, "health_timeout": conf.HealthTimeout,
+		"idp_jwks_timeout": conf.IDPJWKSTimeout, "node_health_last_heartbeat_interval": conf.NodeHealthLastHeartbeatInterval,
+		"snapdiff_stream_timeout": conf.SnapdiffStreamTimeout, "snapshot_create_delete_retry_timeout": conf.SnapshotCreateDeleteRetryTimeout,
+		"stat_refresh_period": conf.StatRefreshPeriod, "stat_timeout": conf.StatTimeout,
+		"task_invalidation_timeout": conf.TaskInvalidationTimeout, "maximum_external_results": conf.MaximumExternalResults,
+		"search_max_results": conf.SearchMaxResults, "db_backup_retain_versions": conf.DBBackupRetainVersions,
+		"jobs_ttl": conf.JobsTTL, "search_result_ttl": conf.SearchResultTTL,
+		"notprogressed_job_threshold": conf.NotprogressedJobThreshold, "notstarted_job_threshold": conf.NotstartedJobThreshold,
+		"initial_uid": conf.InitialUID, "initial_gid": conf.InitialGID,
+	}
+}
+
 func validateConfiguration(conf models.Configuration) error {
 	v := web.ValidationError{}
-	positive := map[string]int64{
-		"analytics_timeout": conf.AnalyticsTimeout, "health_timeout": conf.HealthTimeout,
-		"maximum_external_results": conf.MaximumExternalResults, "search_max_results": conf.SearchMaxResults,
-		"node_health_last_heartbeat_interval":  conf.NodeHealthLastHeartbeatInterval,
-		"snapdiff_stream_timeout":              conf.SnapdiffStreamTimeout,
-		"snapshot_create_delete_retry_timeout": conf.SnapshotCreateDeleteRetryTimeout,
-		"stat_refresh_period":                  conf.StatRefreshPeriod, "stat_timeout": conf.StatTimeout,
-		"task_invalidation_timeout": conf.TaskInvalidationTimeout, "idp_jwks_timeout": conf.IDPJWKSTimeout,
-		"db_backup_retain_versions": conf.DBBackupRetainVersions,
+	for field, n := range configInts(conf) {
+		b := configBounds[field]
+		switch {
+		case n < b.min:
+			v.Add(field, fmt.Sprintf("Ensure this value is greater than or equal to %d.", b.min))
+		case n > b.max:
+			v.Add(field, fmt.Sprintf("Ensure this value is less than or equal to %d.", b.max))
+		}
 	}
-	for field, n := range positive {
-		v.Check(n > 0, field, "Ensure this value is greater than 0.")
-	}
-	nonNegative := map[string]int64{
-		"initial_gid": conf.InitialGID, "initial_uid": conf.InitialUID, "jobs_ttl": conf.JobsTTL,
-		"search_result_ttl": conf.SearchResultTTL, "notprogressed_job_threshold": conf.NotprogressedJobThreshold,
-		"notstarted_job_threshold": conf.NotstartedJobThreshold,
-	}
-	for field, n := range nonNegative {
-		v.Check(n >= 0, field, "Ensure this value is greater than or equal to 0.")
-	}
-	v.Check(conf.OrchestratorTaskTimeout > 0, "orchestrator_task_timeout", "Ensure this value is greater than 0.")
+	o := conf.OrchestratorTaskTimeout
+	v.Check(o > 0 && o <= maxOrchestratorTaskTimeout, "orchestrator_task_timeout",
+		fmt.Sprintf("Ensure this value is greater than 0 and at most %d.", maxOrchestratorTaskTimeout))
 	v.Check(slices.Contains(searchBackends, conf.SearchBackend), "search_backend",
 		"Must be one of: "+strings.Join(searchBackends, ", ")+".")
 	v.Check(slices.Contains(dbBackupTypes, conf.DBBackupType), "db_backup_type",

@@ -2,16 +2,13 @@ package hub
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"path"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/auth"
@@ -46,7 +43,9 @@ func browseParams(c *gin.Context, conf models.Configuration) (p string, details 
 	return path.Clean(p), details, timeout, nil
 }
 
-// listDir runs BrowseWorkflow at a site and waits for the listing.
+// listDir runs BrowseWorkflow at a site and waits for the listing. A path
+// the site refuses (outside its root, also through a symlink; reserved;
+// missing) is 404; errors never carry Temporal's wording.
 func (s *Server) listDir(ctx context.Context, siteName string, in site.ListDirInput, timeout time.Duration) (*site.ListDirOutput, error) {
 	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: "browse-" + models.NewUUID(), TaskQueue: workflows.HubTaskQueue, WorkflowExecutionTimeout: timeout + 10*time.Second,
@@ -56,11 +55,7 @@ func (s *Server) listDir(ctx context.Context, siteName string, in site.ListDirIn
 	}
 	var out site.ListDirOutput
 	if err := run.Get(ctx, &out); err != nil {
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == "BadPath" {
-			return nil, web.Errorf(http.StatusNotFound, "%s", appErr.Message())
-		}
-		return nil, web.Errorf(http.StatusGatewayTimeout, "Site %s did not answer in time: %v", siteName, err)
+		return nil, s.workflowFailure("Site "+siteName, err)
 	}
 	return &out, nil
 }

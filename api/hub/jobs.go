@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/uptrace/bun"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -54,6 +55,24 @@ type runWorkflowInput struct {
 }
 
 var queuePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// checkQueue adds a message to v under field unless queue is a valid,
+// known queue of site (models.SiteHasQueue): a job on any other queue
+// would wait for a worker that never comes, or, with a name Temporal
+// refuses, never even schedule its first task.
+func checkQueue(ctx context.Context, db bun.IDB, v web.ValidationError, field string, site *models.Site, queue string) error {
+	if len(queue) > web.MaxNameLen || !queuePattern.MatchString(queue) {
+		v.Add(field, fmt.Sprintf("Must match [a-zA-Z0-9-_]+, at most %d characters.", web.MaxNameLen))
+		return nil
+	}
+	known, err := models.SiteHasQueue(ctx, db, site.ID, queue)
+	if err != nil {
+		return err
+	}
+	v.Check(known, field, fmt.Sprintf("Site %s has no queue %q: use %s or a queue its workers serve (GET /api/queues/?site=%s).",
+		site.Name, queue, models.DefaultQueue, site.Name))
+	return nil
+}
 
 // jobPaths accepts paths as strings or {"path": ...} objects. Every path is
 // absolute inside the site root; ".." and NUL are refused here, symlinks
@@ -195,7 +214,9 @@ func (s *Server) newJob(c *gin.Context, in runWorkflowInput) (*models.Job, error
 	if queue == "" {
 		queue = models.DefaultQueue
 	}
-	v.Check(queuePattern.MatchString(queue), "queue", "Must match [a-zA-Z0-9-_]+.")
+	if err := checkQueue(ctx, s.DB, v, "queue", site, queue); err != nil {
+		return nil, err
+	}
 	for i, g := range append(append([]string{}, in.Include...), in.Exclude...) {
 		v.Check(g != "", fmt.Sprintf("include/exclude[%d]", i), "Globs may not be empty.")
 	}
@@ -219,7 +240,8 @@ func (s *Server) newJob(c *gin.Context, in runWorkflowInput) (*models.Job, error
 }
 
 // checkDestinations refuses a send or site_sync whose destination site
-// (a literal or a "$field") does not exist or is the job's own site.
+// (a literal or a "$field") does not exist or is the job's own site, or
+// whose destination queue is not a known queue of that site.
 func (s *Server) checkDestinations(ctx context.Context, v web.ValidationError, wf *models.Workflow, site *models.Site, fields map[string]any) error {
 	for _, r := range wf.FilterRules {
 		for _, st := range r.Action {
@@ -232,13 +254,28 @@ func (s *Server) checkDestinations(ctx context.Context, v web.ValidationError, w
 			if st.Name != "send" && st.Name != "site_sync" {
 				continue
 			}
-			switch _, err := models.GetSiteByName(ctx, s.DB, dest); {
+			destSite, err := models.GetSiteByName(ctx, s.DB, dest)
+			switch {
 			case isNotFound(err):
 				v.Add(field, fmt.Sprintf("Site %q does not exist.", dest))
+				continue
 			case err != nil:
 				return err
 			case dest == site.Name:
 				v.Add(field, "The destination must be another site.")
+				continue
+			}
+			queue, _ := st.Params["destination_queue"].(string)
+			qfield := "destination_queue"
+			if name, ok := strings.CutPrefix(queue, "$"); ok {
+				qfield = "fields." + name
+				queue, _ = fields[name].(string)
+			}
+			if queue == "" {
+				queue = models.DefaultQueue
+			}
+			if err := checkQueue(ctx, s.DB, v, qfield, destSite, queue); err != nil {
+				return err
 			}
 		}
 	}
@@ -409,7 +446,9 @@ func (s *Server) signalJob(signal string) func(c *gin.Context) error {
 }
 
 // cancelJob requests Temporal cancellation: steps in flight stop at their
-// next heartbeat, and the workflow records the job CANCELLED.
+// next heartbeat, and the workflow records the job CANCELLED. A workflow
+// that cannot act on the request (jobWorkflowStuck) is ended by the hub
+// instead, so that any job can be cancelled whatever went wrong.
 func (s *Server) cancelJob(c *gin.Context) error {
 	j, err := s.jobFromPath(c)
 	if err != nil {
@@ -421,13 +460,20 @@ func (s *Server) cancelJob(c *gin.Context) error {
 	ctx := c.Request.Context()
 	err = s.Temporal.CancelWorkflow(ctx, workflows.JobWorkflowID(j.ID), "")
 	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return errJobNotRunning
-	} else if err != nil {
+	if err != nil && !errors.As(err, &nf) {
 		return err
 	}
 	if err := models.MarkCancelling(ctx, s.DB, j.ID); err != nil {
 		return err
+	}
+	stuck, err := s.jobWorkflowStuck(ctx, j.ID)
+	if err != nil {
+		return err
+	}
+	if stuck {
+		if err := s.endJob(ctx, j, "cancelled by the API: the workflow could not act on the cancel request"); err != nil {
+			return err
+		}
 	}
 	if j, err = models.GetJob(ctx, s.DB, j.ID); err != nil {
 		return err
@@ -436,8 +482,62 @@ func (s *Server) cancelJob(c *gin.Context) error {
 	return nil
 }
 
+// stuckTaskAttempts is how many times in a row a workflow task must have
+// failed for the workflow to count as unable to act on a cancel request.
+// One failure may be a worker that died; a task that keeps failing (a
+// command Temporal refuses, a bug) never recovers by itself.
+const stuckTaskAttempts = 3
+
+// jobWorkflowStuck reports whether job id's workflow cannot record the
+// job's end itself: it is gone, it closed without recording it, or its
+// workflow task keeps failing.
+func (s *Server) jobWorkflowStuck(ctx context.Context, id int64) (bool, error) {
+	d, err := s.Temporal.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(id), "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return true, nil
+	case err != nil:
+		return false, err
+	case d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		// Closed, yet the record is not finished (the caller read it so).
+		return true, nil
+	}
+	return d.GetPendingWorkflowTask().GetAttempt() >= stuckTaskAttempts, nil
+}
+
+// endJob ends job j without its workflow: it terminates the workflow if it
+// still runs, then records the job CANCELLED with its open tasks
+// cancelled, unless the workflow recorded an end first. The batches that were in flight are not recorded for a
+// resubmit; the paths with outcomes are.
+func (s *Server) endJob(ctx context.Context, j *models.Job, reason string) error {
+	// The job is ended even if the client goes away now.
+	ctx = context.WithoutCancel(ctx)
+	err := s.Temporal.TerminateWorkflow(ctx, workflows.JobWorkflowID(j.ID), "", reason)
+	var nf *serviceerror.NotFound
+	if err != nil && !errors.As(err, &nf) {
+		return err
+	}
+	s.Log.Warn("job ended by the hub", "job", j.ID, "reason", reason)
+	return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		cur, err := models.GetJob(ctx, tx, j.ID)
+		if err != nil || models.JobFinished(cur.State) {
+			return err // the workflow recorded the end after all
+		}
+		if err := models.CancelOpenTasks(ctx, tx, j.ID); err != nil {
+			return err
+		}
+		if err := models.RefreshJobCounts(ctx, tx, j.ID); err != nil {
+			return err
+		}
+		failures := true
+		return models.UpdateJob(ctx, tx, j.ID, models.JobUpdate{State: models.JobCancelled, Completed: true, HasFailures: &failures})
+	})
+}
+
 // resubmitJob reruns what a finished job failed, aborted or had cancelled.
-// An unfinished job, or one with nothing left to redo, is unchanged (200).
+// An unfinished job, or one with nothing left to redo, is unchanged (200);
+// one whose queue is no longer a known queue of its site is a 400.
 func (s *Server) resubmitJob(c *gin.Context) error {
 	j, err := s.jobFromPath(c)
 	if err != nil {
@@ -448,6 +548,19 @@ func (s *Server) resubmitJob(c *gin.Context) error {
 		return nil
 	}
 	ctx := c.Request.Context()
+	site, err := models.GetSiteByName(ctx, s.DB, j.Site)
+	if isNotFound(err) {
+		return web.Invalid("site", fmt.Sprintf("Site %q no longer exists.", j.Site))
+	} else if err != nil {
+		return err
+	}
+	v := web.ValidationError{}
+	if err := checkQueue(ctx, s.DB, v, "queue", site, j.Queue); err != nil {
+		return err
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
 	run := j.Run + 1
 	if err := models.UpdateJob(ctx, s.DB, j.ID, models.JobUpdate{State: models.JobPending, Run: &run}); err != nil {
 		return err
@@ -463,22 +576,34 @@ func (s *Server) resubmitJob(c *gin.Context) error {
 }
 
 // deleteJob removes a finished job's records; a running job must be
-// cancelled first.
+// cancelled first. A job whose cancel was asked but never carried out
+// (CANCELLING) is ended here (endJob), since its owner wants it gone
+// whatever its workflow is doing.
 func (s *Server) deleteJob(c *gin.Context) error {
 	j, err := s.jobFromPath(c)
 	if err != nil {
 		return err
 	}
-	if !models.JobFinished(j.State) {
+	ctx := c.Request.Context()
+	switch {
+	case j.State == models.JobCancelling:
+		if err := s.endJob(ctx, j, "deleted by the API while cancelling"); err != nil {
+			return err
+		}
+	case !models.JobFinished(j.State):
 		return web.Errorf(http.StatusConflict, "The job is %s; cancel it before deleting it.", j.State)
 	}
-	ctx := c.Request.Context()
 	if err := models.DeleteJob(ctx, s.DB, j.ID); err != nil {
 		return err
 	}
-	// The record is gone either way; its batch files at the site follow.
+	// The record is gone either way; its batch files at the site follow,
+	// on the job's queue when it is one a worker can serve.
+	queue := j.Queue
+	if len(queue) > web.MaxNameLen || !queuePattern.MatchString(queue) {
+		queue = models.DefaultQueue
+	}
 	_, err = s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.JobCleanupWorkflowID(j.ID), TaskQueue: workflows.HubTaskQueue},
-		workflows.JobCleanupWorkflowName, hubact.JobCleanup{Site: j.Site, Queue: j.Queue, JobIDs: []int64{j.ID}})
+		workflows.JobCleanupWorkflowName, hubact.JobCleanup{Site: j.Site, Queue: queue, JobIDs: []int64{j.ID}})
 	if err != nil {
 		s.Log.Warn("job deleted, but its batch files stay at the site", "job", j.ID, "site", j.Site, "err", err)
 	}

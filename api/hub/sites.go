@@ -15,7 +15,6 @@ import (
 	"github.com/uptrace/bun"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
@@ -406,19 +405,12 @@ func (s *Server) awaitWorkflow(ctx context.Context, run client.WorkflowRun, resu
 	return false, err
 }
 
-// workflowFailure turns a failed short workflow into 502 with the cause's
-// message: the site or target failed, not the hub.
+// workflowFailure logs a failed short workflow and turns it into the
+// client's error (web.WorkflowFailure: 502 with the cause's message, 504
+// when no worker answered).
 func (s *Server) workflowFailure(what string, err error) error {
 	s.Log.Warn("workflow failed", "what", what, "error", err)
-	var appErr *temporal.ApplicationError
-	msg := "the workflow failed"
-	switch {
-	case errors.As(err, &appErr):
-		msg = appErr.Message()
-	case errors.As(err, new(*temporal.TimeoutError)):
-		msg = "no worker answered in time"
-	}
-	return web.Errorf(http.StatusBadGateway, "%s failed: %s", what, msg)
+	return web.WorkflowFailure(what, err)
 }
 
 // inUseDetail is the detail of a models.ErrInUse error, without the prefix.

@@ -3,12 +3,14 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/thehub/hub/models"
 )
@@ -61,6 +63,31 @@ func (v ValidationError) Err() error {
 
 // Invalid is a one-field validation error.
 func Invalid(field, msg string) error { return ValidationError{field: {msg}} }
+
+// BadPathError is the type of the application error a site activity
+// fails with when the client named a path it refuses: outside the site
+// root, reserved for the hub, or missing.
+const BadPathError = "BadPath"
+
+// WorkflowFailure turns the error of a short workflow a request waited for
+// (a directory listing, a refresh) into a client error that never carries
+// Temporal's wording (workflow and run ids, event ids, error types): a
+// path the site refused is 404 with the site's message; no answer in time
+// is 504; any other failure is 502 with the message of the activity that
+// failed, which is the site's or the target's own. what names the
+// operation for the client ("Site s1", "Listing the target").
+func WorkflowFailure(what string, err error) *Error {
+	var appErr *temporal.ApplicationError
+	switch {
+	case errors.As(err, &appErr) && appErr.Type() == BadPathError:
+		return &Error{Status: http.StatusNotFound, Detail: appErr.Message()}
+	case errors.As(err, new(*temporal.TimeoutError)), errors.Is(err, context.DeadlineExceeded):
+		return Errorf(http.StatusGatewayTimeout, "%s did not answer in time.", what)
+	case errors.As(err, &appErr):
+		return Errorf(http.StatusBadGateway, "%s failed: %s", what, appErr.Message())
+	}
+	return Errorf(http.StatusBadGateway, "%s failed.", what)
+}
 
 // status maps an error to its HTTP status and client-visible body: the one
 // place where domain errors meet HTTP.
