@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -42,17 +43,26 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 	return nil
 }
 
-// EnsureSchedules creates the hub's Temporal schedules when missing.
+// EnsureSchedules creates the hub's Temporal schedules when missing:
+// maintenance, and the collection of unreferenced remote copies.
 func EnsureSchedules(ctx context.Context, c client.Client) error {
-	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
-		ID:   workflows.MaintenanceScheduleID,
-		Spec: client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: workflows.MaintenanceEvery}}},
-		Action: &client.ScheduleWorkflowAction{ID: workflows.MaintenanceScheduleID, Workflow: workflows.MaintenanceWorkflowName,
-			TaskQueue: workflows.HubTaskQueue},
-		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-	})
-	if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
-		return fmt.Errorf("create schedule %s: %w", workflows.MaintenanceScheduleID, err)
+	for _, s := range []struct {
+		id, workflowID, workflow string
+		every                    time.Duration
+	}{
+		{workflows.MaintenanceScheduleID, workflows.MaintenanceScheduleID, workflows.MaintenanceWorkflowName, workflows.MaintenanceEvery},
+		{workflows.CollectScheduleID, workflows.CollectWorkflowID, workflows.CollectWorkflowName, workflows.CollectEvery},
+	} {
+		_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
+			ID:   s.id,
+			Spec: client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: s.every}}},
+			Action: &client.ScheduleWorkflowAction{ID: s.workflowID, Workflow: s.workflow,
+				TaskQueue: workflows.HubTaskQueue},
+			Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+		})
+		if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+			return fmt.Errorf("create schedule %s: %w", s.id, err)
+		}
 	}
 	return nil
 }

@@ -50,6 +50,7 @@ func RegisterWorkflows(r interface {
 		workflows.SpaceWorkflowName:          workflows.SpaceWorkflow,
 		workflows.BucketDeleteWorkflowName:   workflows.BucketDeleteWorkflow,
 		workflows.TargetFilesWorkflowName:    workflows.TargetFilesWorkflow,
+		workflows.CollectWorkflowName:        workflows.CollectWorkflow,
 	} {
 		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
 	}

@@ -24,6 +24,8 @@ var Actions = map[string]string{
 	"maintenance":    "purge jobs older than jobs_ttl and raise the stuck-job alerts now",
 	"refresh_sites":  "refresh every site's counts, storage pools and servers",
 	"sync_nas_users": "send the NAS users to every site",
+	"collect_remote_copies": "free the remote copies no premigrated file or stub refers to any more " +
+		"(after they spent the grace period in the target's trash)",
 }
 
 // ActionNames lists the actions, sorted.
@@ -110,6 +112,32 @@ func ActionWorkflow(ctx workflow.Context, in ActionInput) error {
 			} else if n, ok := res.Applied[name]; ok {
 				results = append(results, fmt.Sprintf("site %s: %d NAS users applied", name, n))
 			}
+		}
+	case "collect_remote_copies":
+		var sum CollectSummary
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: CollectWorkflowID})
+		switch err := workflow.ExecuteChildWorkflow(cctx, CollectWorkflowName).Get(ctx, &sum); {
+		case temporal.IsWorkflowExecutionAlreadyStartedError(err):
+			results = append(results, "a collection was already running")
+		case err != nil:
+			fail("collect", err)
+		}
+		names := make([]string, 0, len(sum.Targets)+len(sum.Errors))
+		for n := range sum.Targets {
+			names = append(names, n)
+		}
+		for n := range sum.Errors {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if msg, bad := sum.Errors[n]; bad {
+				fail("target "+n, fmt.Errorf("%s", msg))
+				continue
+			}
+			r := sum.Targets[n]
+			results = append(results, fmt.Sprintf("target %s: %d copies, %d moved to the trash, %d restored, %d deleted",
+				n, r.Objects, r.Trashed, r.Restored, r.Deleted))
 		}
 	default:
 		fail("unknown action "+in.Action, fmt.Errorf("known actions are %s", strings.Join(ActionNames(), ", ")))

@@ -1,0 +1,30 @@
+package site
+
+import (
+	"context"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+)
+
+// CollectInput asks a site to collect one target.
+type CollectInput struct {
+	Target TargetSpec
+	// Grace overrides DefaultCollectGrace when positive.
+	Grace time.Duration
+}
+
+// CollectTarget frees the target's content that no record refers to any
+// more (see Collect). It heartbeats while it lists.
+func (a *Activities) CollectTarget(ctx context.Context, in CollectInput) (CollectResult, error) {
+	d, err := newDriverSet([]TargetSpec{in.Target}, a.Cipher).get(in.Target.Name)
+	if err != nil {
+		return CollectResult{}, err
+	}
+	n := 0
+	return Collect(ctx, d, CollectOptions{Grace: in.Grace, Progress: func() {
+		if n++; n%100 == 0 {
+			activity.RecordHeartbeat(ctx, n)
+		}
+	}})
+}

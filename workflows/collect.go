@@ -1,0 +1,65 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	hubact "github.com/thehub/hub/activities/hub"
+	"github.com/thehub/hub/activities/site"
+	"github.com/thehub/hub/models"
+)
+
+// Remote copies nothing refers to are collected by one workflow with a
+// fixed ID, started by a daily schedule or the collect_remote_copies
+// action: Temporal runs at most one execution per ID, which is the "one
+// collector at a time" that site.Collect relies on.
+const (
+	CollectWorkflowName = "CollectWorkflow"
+	CollectWorkflowID   = "hub-collect"
+	CollectScheduleID   = "hub-collect"
+	// CollectEvery is how often targets are collected: unreferenced
+	// content spends site.DefaultCollectGrace in the trash anyway.
+	CollectEvery = 24 * time.Hour
+)
+
+// collectOptions: a collection lists a whole target, so it may run for
+// hours; it heartbeats while it does, and an offline site is waited for.
+var collectOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 24 * time.Hour,
+	HeartbeatTimeout:    2 * time.Minute,
+	RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+}
+
+// CollectSummary is what a collection did, per target.
+type CollectSummary struct {
+	Targets map[string]site.CollectResult
+	Errors  map[string]string
+}
+
+// CollectWorkflow collects every target on a site where it is available,
+// one target after the other.
+func CollectWorkflow(ctx workflow.Context) (CollectSummary, error) {
+	sum := CollectSummary{Targets: map[string]site.CollectResult{}, Errors: map[string]string{}}
+	var a *hubact.Activities
+	var plan []hubact.CollectTarget
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, hubOptions), a.CollectPlan).Get(ctx, &plan); err != nil {
+		return sum, err
+	}
+	var s *site.Activities
+	for _, t := range plan {
+		opts := collectOptions
+		opts.TaskQueue = SiteTaskQueue(t.Site, models.DefaultQueue)
+		var res site.CollectResult
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), s.CollectTarget,
+			site.CollectInput{Target: t.Target}).Get(ctx, &res)
+		if err != nil {
+			sum.Errors[t.Target.Name] = fmt.Sprintf("at site %s: %v", t.Site, err)
+			continue
+		}
+		sum.Targets[t.Target.Name] = res
+	}
+	return sum, nil
+}
