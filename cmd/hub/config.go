@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/cmd/hub/hardening"
 	"github.com/thehub/hub/models"
 )
 
@@ -35,12 +37,21 @@ type Config struct {
 	Heartbeat      time.Duration
 	SecretKey      string // base64 of the 32-byte key sealing secrets at rest
 
+	// HTTP limits every HTTP server; Login throttles failed credential
+	// checks; TrustedProxies (addresses or networks, comma-separated) are
+	// the reverse proxies whose X-Forwarded-For names the client. See
+	// docs/server-hardening.md.
+	HTTP           hardening.Limits
+	Login          auth.ThrottleConfig
+	TrustedProxies string
+
 	// Site worker settings.
 	Site, Queue, Root, Node string
 	Hub                     bool
 
 	adminPasswordSet bool
 	secrets          *models.Cipher // from openSecrets
+	envErrs          []error        // bad HUB_* values, reported by finish
 }
 
 // env returns the HUB_* variable or def.
@@ -70,6 +81,42 @@ func (c *Config) serveFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.AdminPassword, "admin-password", env("HUB_ADMIN_PASSWORD", ""), "administrator password; generated and printed once when empty; when set, reset at every start [HUB_ADMIN_PASSWORD]")
 	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", env("HUB_OIDC_ISSUER", ""), "OpenID Connect issuer URL whose ID tokens /api/auth/idp/token/ accepts [HUB_OIDC_ISSUER]")
 	fs.StringVar(&c.OIDCClientID, "oidc-client-id", env("HUB_OIDC_CLIENT_ID", ""), "audience expected in those ID tokens [HUB_OIDC_CLIENT_ID]")
+
+	h, l := hardening.Defaults(), auth.DefaultThrottle()
+	fs.DurationVar(&c.HTTP.ReadHeaderTimeout, "http-read-header-timeout", h.ReadHeaderTimeout, "time a client has to send a request's headers [HUB_HTTP_READ_HEADER_TIMEOUT]")
+	fs.DurationVar(&c.HTTP.ReadTimeout, "http-read-timeout", h.ReadTimeout, "time a client has to send a whole request, body included [HUB_HTTP_READ_TIMEOUT]")
+	fs.DurationVar(&c.HTTP.WriteTimeout, "http-write-timeout", h.WriteTimeout, "time from the end of a request's headers to the end of its answer; at least the read timeout [HUB_HTTP_WRITE_TIMEOUT]")
+	fs.DurationVar(&c.HTTP.IdleTimeout, "http-idle-timeout", h.IdleTimeout, "time a kept-alive connection may wait for its next request [HUB_HTTP_IDLE_TIMEOUT]")
+	fs.IntVar(&c.HTTP.MaxHeaderBytes, "http-max-header-bytes", h.MaxHeaderBytes, "largest request line and headers, in bytes [HUB_HTTP_MAX_HEADER_BYTES]")
+	fs.IntVar(&c.HTTP.MaxConns, "http-max-conns", h.MaxConns, "connections each HTTP server holds open at once [HUB_HTTP_MAX_CONNS]")
+	fs.IntVar(&c.HTTP.MaxConnsPerAddr, "http-max-conns-per-addr", h.MaxConnsPerAddr, "connections each HTTP server holds open at once for one client address; 0: no bound [HUB_HTTP_MAX_CONNS_PER_ADDR]")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "reverse proxies (addresses or networks, comma-separated) whose X-Forwarded-For names the client; default none [HUB_TRUSTED_PROXIES]")
+	fs.IntVar(&c.Login.AccountFailures, "login-failures-per-account", l.AccountFailures, "wrong passwords allowed per account name per login failure window [HUB_LOGIN_FAILURES_PER_ACCOUNT]")
+	fs.IntVar(&c.Login.AddrFailures, "login-failures-per-addr", l.AddrFailures, "wrong passwords and tokens allowed per client address per login failure window [HUB_LOGIN_FAILURES_PER_ADDR]")
+	fs.DurationVar(&c.Login.Window, "login-failure-window", l.Window, "time in which a spent allowance of login failures comes back [HUB_LOGIN_FAILURE_WINDOW]")
+	fs.IntVar(&c.Login.MaxEntries, "login-throttle-entries", l.MaxEntries, "account names, and client addresses, whose failures are remembered [HUB_LOGIN_THROTTLE_ENTRIES]")
+	c.fromEnv(fs, "http-read-header-timeout", "http-read-timeout", "http-write-timeout", "http-idle-timeout",
+		"http-max-header-bytes", "http-max-conns", "http-max-conns-per-addr", "trusted-proxies",
+		"login-failures-per-account", "login-failures-per-addr", "login-failure-window", "login-throttle-entries")
+}
+
+// envName is the HUB_* variable of a flag: its name in capitals, dashes as
+// underscores.
+func envName(flag string) string {
+	return "HUB_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// fromEnv sets each named flag from its variable (see envName) when that is
+// set, parsed exactly as the flag would be; a bad value fails the start in
+// finish. A flag on the command line is parsed later, so it still wins.
+func (c *Config) fromEnv(fs *pflag.FlagSet, flags ...string) {
+	for _, name := range flags {
+		if v, ok := os.LookupEnv(envName(name)); ok {
+			if err := fs.Set(name, v); err != nil {
+				c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q: %w", envName(name), v, err))
+			}
+		}
+	}
 }
 
 func (c *Config) siteFlags(fs *pflag.FlagSet) {
@@ -100,6 +147,47 @@ func (c *Config) finish(fs *pflag.FlagSet) error {
 	}
 	if c.Heartbeat <= 0 {
 		return fmt.Errorf("heartbeat interval must be positive, got %s", c.Heartbeat)
+	}
+	if err := errors.Join(c.envErrs...); err != nil {
+		return err
+	}
+	if fs.Lookup("api-addr") != nil {
+		return c.finishServers()
+	}
+	return nil
+}
+
+// finishServers validates the limits of the HTTP servers and the login
+// throttle, and hands both the trusted proxies.
+func (c *Config) finishServers() error {
+	proxies, err := auth.ParseProxies(strings.Split(c.TrustedProxies, ","))
+	if err != nil {
+		return fmt.Errorf("HUB_TRUSTED_PROXIES (--trusted-proxies): %w", err)
+	}
+	c.HTTP.TrustedProxies, c.Login.TrustedProxies = proxies, proxies
+	h, l := c.HTTP, c.Login
+	errs := []error{
+		between("http-read-header-timeout", h.ReadHeaderTimeout, time.Second, 5*time.Minute),
+		between("http-read-timeout", h.ReadTimeout, h.ReadHeaderTimeout, time.Hour),
+		between("http-write-timeout", h.WriteTimeout, h.ReadTimeout, 2*time.Hour),
+		between("http-idle-timeout", h.IdleTimeout, time.Second, time.Hour),
+		between("http-max-header-bytes", h.MaxHeaderBytes, 4<<10, 1<<20),
+		between("http-max-conns", h.MaxConns, 16, 1<<20),
+		between("http-max-conns-per-addr", h.MaxConnsPerAddr, 0, h.MaxConns),
+		between("login-failures-per-account", l.AccountFailures, 1, 1000),
+		between("login-failures-per-addr", l.AddrFailures, 1, 100_000),
+		between("login-failure-window", l.Window, time.Second, 24*time.Hour),
+		between("login-throttle-entries", l.MaxEntries, 1000, 10_000_000),
+	}
+	return errors.Join(errs...)
+}
+
+// between checks that a setting lies in [lo, hi]; a bound may be another
+// setting (the read timeout is at least the read header timeout, the write
+// timeout at least the read timeout, as it runs while the body is read).
+func between[T int | time.Duration](flag string, v, lo, hi T) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("%s (--%s) must be between %v and %v, got %v", envName(flag), flag, lo, hi, v)
 	}
 	return nil
 }

@@ -33,6 +33,7 @@ import (
 // runDev starts everything in one process and blocks until ctx ends.
 func runDev(ctx context.Context, cfg *Config) error {
 	log := cfg.logger()
+	cfg.HTTP.Log, cfg.Login.Log = log, log
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
@@ -49,7 +50,7 @@ func runDev(ctx context.Context, cfg *Config) error {
 	ts, err := devserver.Start(devserver.Options{
 		FrontendAddr: cfg.TemporalAddr, UIAddr: cfg.TemporalUIAddr, Namespace: cfg.Namespace,
 		DatabaseFile: filepath.Join(cfg.DataDir, "temporal.db"), SearchAttributes: workflows.SearchAttributes,
-		Logger: log,
+		Logger: log, UILimits: &cfg.HTTP,
 	})
 	if err != nil {
 		return err
@@ -146,6 +147,7 @@ func ensureDevSites(ctx context.Context, db *bun.DB, cfg *Config) error {
 // runServe serves the three APIs against an existing Temporal cluster.
 func runServe(ctx context.Context, cfg *Config) error {
 	log := cfg.logger()
+	cfg.HTTP.Log, cfg.Login.Log = log, log
 	if err := cfg.openSecrets(false); err != nil {
 		return err
 	}
@@ -310,6 +312,8 @@ const (
 	lnAuth
 )
 
+// listenAll binds the three listeners, each with the connection caps of
+// cfg.HTTP.
 func listenAll(cfg *Config) ([]net.Listener, error) {
 	var lns []net.Listener
 	for _, a := range []struct{ addr, env string }{{cfg.APIAddr, "HUB_API_ADDR"}, {cfg.CJAddr, "HUB_CJ_ADDR"}, {cfg.AuthAddr, "HUB_AUTH_ADDR"}} {
@@ -318,7 +322,7 @@ func listenAll(cfg *Config) ([]net.Listener, error) {
 			closeAll(lns)
 			return nil, fmt.Errorf("cannot listen on %s (set %s): %w", a.addr, a.env, err)
 		}
-		lns = append(lns, ln)
+		lns = append(lns, cfg.HTTP.Listener(ln))
 	}
 	return lns, nil
 }
@@ -334,13 +338,14 @@ func newServers(ctx context.Context, cfg *Config, db *bun.DB, tc client.Client, 
 	if err != nil {
 		return nil, err
 	}
+	// One throttle for both servers that check passwords, so a guesser
+	// cannot double its allowance by using both.
+	tokens.Throttle = auth.NewThrottle(cfg.Login)
 	api := &hubapi.Server{DB: db, Tokens: tokens, Temporal: tc, Log: log, Secrets: cfg.secrets,
 		IDP: &auth.IDP{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID}}
-	mk := func(h http.Handler) *http.Server {
-		return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	}
 	cjAPI := &cjapi.Server{DB: db, Tokens: tokens, Temporal: tc, Site: cjSite(cfg), Log: log}
 	oauth := &auth.OAuth2Server{DB: db, Tokens: tokens, Log: log}
+	mk := cfg.HTTP.Server
 	return []*http.Server{lnAPI: mk(api.Handler()), lnCJ: mk(cjAPI.Handler()), lnAuth: mk(oauth.Handler())}, nil
 }
 

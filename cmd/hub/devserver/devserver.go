@@ -35,6 +35,8 @@ import (
 	"go.temporal.io/server/temporal"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/thehub/hub/cmd/hub/hardening"
 )
 
 const (
@@ -66,6 +68,9 @@ type Options struct {
 	// LogLevel is the minimum level passed to Logger (default slog.LevelWarn,
 	// because the server is very chatty at Info).
 	LogLevel slog.Leveler
+	// UILimits are the Web UI server's timeouts and connection caps
+	// (default hardening.Defaults()).
+	UILimits *hardening.Limits
 }
 
 // Server is a running embedded server.
@@ -145,7 +150,11 @@ func Start(opts Options) (s *Server, err error) {
 	}
 
 	if uiLn != nil {
-		if err := s.startUI(uiLn); err != nil {
+		limits := hardening.Defaults()
+		if opts.UILimits != nil {
+			limits = *opts.UILimits
+		}
+		if err := s.startUI(limits.Listener(uiLn), limits); err != nil {
 			s.Stop()
 			return nil, err
 		}
@@ -415,8 +424,8 @@ func (s *Server) ensureSearchAttributes(want map[string]enums.IndexedValueType) 
 	return nil
 }
 
-// startUI serves the Web UI on ln, which Start bound already.
-func (s *Server) startUI(ln net.Listener) error {
+// startUI serves the Web UI on ln, which Start bound already, with limits.
+func (s *Server) startUI(ln net.Listener, limits hardening.Limits) error {
 	host, port := splitListener(ln)
 	ui := uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
 		Host:                host,
@@ -436,7 +445,7 @@ func (s *Server) startUI(ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	s.ui = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s.ui = limits.Server(h)
 	s.uiURL = "http://" + net.JoinHostPort(dialHost(host), strconv.Itoa(port))
 	go func() {
 		if err := s.ui.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/cmd/hub/hardening"
+)
+
+// serveConfig builds the configuration of hub serve from args and the
+// environment, as the command does.
+func serveConfig(t *testing.T, args ...string) (*Config, error) {
+	t.Helper()
+	cfg := new(Config)
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	cfg.commonFlags(fs)
+	cfg.serveFlags(fs)
+	require.NoError(t, fs.Parse(args))
+	return cfg, cfg.finish(fs)
+}
+
+func TestServerLimitsConfig(t *testing.T) {
+	cfg, err := serveConfig(t)
+	require.NoError(t, err)
+	want := hardening.Defaults()
+	want.TrustedProxies = cfg.HTTP.TrustedProxies
+	require.Equal(t, want, cfg.HTTP)
+	require.Empty(t, cfg.HTTP.TrustedProxies, "no proxy is trusted by default")
+	wantLogin := auth.DefaultThrottle()
+	wantLogin.TrustedProxies = cfg.Login.TrustedProxies
+	require.Equal(t, wantLogin, cfg.Login)
+
+	t.Setenv("HUB_HTTP_READ_TIMEOUT", "10m")
+	t.Setenv("HUB_HTTP_WRITE_TIMEOUT", "11m")
+	t.Setenv("HUB_LOGIN_FAILURES_PER_ACCOUNT", "5")
+	t.Setenv("HUB_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.7")
+	cfg, err = serveConfig(t, "--login-failures-per-account=7")
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Minute, cfg.HTTP.ReadTimeout)
+	require.Equal(t, 11*time.Minute, cfg.HTTP.WriteTimeout)
+	require.Equal(t, 7, cfg.Login.AccountFailures, "the flag wins")
+	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32")}
+	require.Equal(t, proxies, cfg.HTTP.TrustedProxies)
+	require.Equal(t, proxies, cfg.Login.TrustedProxies)
+}
+
+func TestServerLimitsConfigRefused(t *testing.T) {
+	for _, tc := range []struct {
+		env, value, want string
+	}{
+		{"HUB_HTTP_READ_TIMEOUT", "soon", `HUB_HTTP_READ_TIMEOUT="soon"`},
+		{"HUB_HTTP_READ_HEADER_TIMEOUT", "0s", "HUB_HTTP_READ_HEADER_TIMEOUT (--http-read-header-timeout) must be between 1s and 5m0s, got 0s"},
+		{"HUB_HTTP_READ_TIMEOUT", "2s", "HUB_HTTP_READ_TIMEOUT (--http-read-timeout) must be between 10s and 1h0m0s"},
+		{"HUB_HTTP_WRITE_TIMEOUT", "1m", "HUB_HTTP_WRITE_TIMEOUT (--http-write-timeout) must be between 5m0s and 2h0m0s"},
+		{"HUB_HTTP_IDLE_TIMEOUT", "-1s", "HUB_HTTP_IDLE_TIMEOUT"},
+		{"HUB_HTTP_MAX_HEADER_BYTES", "9223372036854775807", "HUB_HTTP_MAX_HEADER_BYTES (--http-max-header-bytes) must be between 4096 and 1048576"},
+		{"HUB_HTTP_MAX_HEADER_BYTES", "99999999999999999999", `HUB_HTTP_MAX_HEADER_BYTES="99999999999999999999"`},
+		{"HUB_HTTP_MAX_CONNS", "0", "HUB_HTTP_MAX_CONNS"},
+		{"HUB_HTTP_MAX_CONNS_PER_ADDR", "5000", "HUB_HTTP_MAX_CONNS_PER_ADDR (--http-max-conns-per-addr) must be between 0 and 1024"},
+		{"HUB_TRUSTED_PROXIES", "proxy.example.com", "HUB_TRUSTED_PROXIES (--trusted-proxies)"},
+		{"HUB_LOGIN_FAILURES_PER_ACCOUNT", "0", "HUB_LOGIN_FAILURES_PER_ACCOUNT"},
+		{"HUB_LOGIN_FAILURES_PER_ADDR", "1000000", "HUB_LOGIN_FAILURES_PER_ADDR"},
+		{"HUB_LOGIN_FAILURE_WINDOW", "48h", "HUB_LOGIN_FAILURE_WINDOW"},
+		{"HUB_LOGIN_THROTTLE_ENTRIES", "10", "HUB_LOGIN_THROTTLE_ENTRIES"},
+	} {
+		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			_, err := serveConfig(t)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
