@@ -280,3 +280,46 @@ func setRecord(t *testing.T, abs string, rec Record) {
 
 func jsonMarshal(v any) ([]byte, error)   { return json.Marshal(v) }
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestAdoptRecords: records from before signing are refused until an
+// operator adopts them; then the files recall from their legacy copies.
+func TestAdoptRecords(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, tdir := t.TempDir(), t.TempDir()
+	root := newRoot(t, dir, false)
+	if root.StateBackend() != "xattr" {
+		t.Fatalf("this test needs user extended attributes in %s", dir)
+	}
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	// What the old layout left: the object under the file's path, an empty
+	// stub and an unsigned record.
+	data := []byte("legacy data")
+	require.NoError(t, os.WriteFile(filepath.Join(tdir, "old.txt"), data, 0o644))
+	abs := filepath.Join(dir, "old.txt")
+	require.NoError(t, os.WriteFile(abs, nil, 0o644))
+	mtime := time.Unix(1600000000, 0)
+	require.NoError(t, os.Chtimes(abs, mtime, mtime))
+	setRecord(t, abs, Record{State: Migrated, Size: int64(len(data)), Mtime: mtime.UnixNano(), Target: "t",
+		Key: "old.txt", Checksum: sha(data)})
+
+	res, err := Recall(ctx, root, []string{"/old.txt"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	require.Equal(t, CodeFailed, res[0].Code)
+	require.Contains(t, res[0].Message, "adopt-records")
+
+	ar, err := AdoptRecords(ctx, root, true)
+	require.NoError(t, err)
+	require.Equal(t, AdoptResult{Adopted: 1}, ar)
+	ar, err = AdoptRecords(ctx, root, false)
+	require.NoError(t, err)
+	require.Equal(t, AdoptResult{Adopted: 1}, ar)
+	res, err = Recall(ctx, root, []string{"/old.txt"}, only("t", target), StepOptions{DeleteOnRecall: true})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/old.txt"})
+	got, err := os.ReadFile(abs)
+	require.NoError(t, err)
+	require.Equal(t, data, got)
+	require.FileExists(t, filepath.Join(tdir, "old.txt"), "legacy copies are never deleted by the hub")
+}

@@ -28,7 +28,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(devCmd(), serveCmd(), workerCmd(), migrateCmd())
+	root.AddCommand(devCmd(), serveCmd(), workerCmd(), migrateCmd(), siteCmd())
 	return root
 }
 

@@ -1,0 +1,59 @@
+package site
+
+import (
+	"context"
+	"os"
+)
+
+// AdoptResult counts what AdoptRecords found.
+type AdoptResult struct {
+	Adopted int `json:"adopted"` // unsigned records now signed
+	Skipped int `json:"skipped"` // unsigned records that no longer describe their file
+}
+
+// AdoptRecords signs the records written before records were signed
+// (by a hub that kept remote copies under the file's path), so that those
+// files can be recalled again. It trusts what is there: run it once, at
+// the upgrade, before users could have written records of their own. A
+// record that no longer matches its file (changed since) is left alone,
+// and such a file is resident. Adopted records keep their legacy remote
+// copy, which the collector never touches; migrating the file again moves
+// it to the content-addressed layout. With dryRun nothing is written.
+func AdoptRecords(ctx context.Context, root *Root, dryRun bool) (AdoptResult, error) {
+	var res AdoptResult
+	files, _ := newFilter(WalkOptions{Types: []string{TypeFile}})
+	err := walkTree(ctx, root, []string{"/"}, walkConfig{filter: files}, func(items []item) error {
+		for _, it := range items {
+			if it.rec == nil || it.rec.Sig != "" {
+				continue
+			}
+			if it.State == Resident {
+				res.Skipped++
+				continue
+			}
+			res.Adopted++
+			if dryRun {
+				continue
+			}
+			if err := root.adopt(it.Path, *it.rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return res, err
+}
+
+func (r *Root) adopt(p string, rec Record) error {
+	l, err := r.locate(p)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	fi, err := os.Lstat(l.path())
+	if err != nil {
+		return err
+	}
+	rec.Ino, rec.Btime = inode(fi), birthTime(l.path())
+	return r.state.set(l.path(), l.rel, rec)
+}
