@@ -369,8 +369,8 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 	s.finishEach(func(j *job) {
 		if err := s.release(j); err != nil {
 			if errors.Is(err, errChangedNotReleased) {
-				s.abandon(j, target, err)
-				return
+				// The record is gone, so nothing refers to the copy.
+				_ = dropRef(context.WithoutCancel(s.ctx), target, j.next)
 			}
 			j.fail(err)
 		}
