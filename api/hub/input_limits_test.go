@@ -59,32 +59,33 @@ func TestConfigurationBounds(t *testing.T) {
 // within the limits is stored as sent.
 func TestTextLimits(t *testing.T) {
 	t.Parallel()
-	e := apitest.New(t, "sqlite")
-	mib := strings.Repeat("x", 1<<20)
-	for _, tc := range []struct {
-		method, path string
-		body         map[string]any
-		field        string
-	}{
-		{http.MethodPost, "/api/sites/", map[string]any{"name": "s1", "label": mib}, "label"},
-		{http.MethodPost, "/api/sites/", map[string]any{"name": strings.Repeat("n", 151)}, "name"},
-		{http.MethodPost, "/api/sites/", map[string]any{"name": "s1", "label": strings.Repeat("l", web.MaxLabelLen+1)}, "label"},
-		{http.MethodPost, "/api/sites/", map[string]any{"name": "s1", "include": map[string]any{"patterns": []any{mib}}}, "include.patterns[0]"},
-		{http.MethodPost, "/api/spaces/", map[string]any{"name": "sp", "mountpoint": "/" + mib}, "mountpoint"},
-		{http.MethodPost, "/api/users/", map[string]any{"username": "u1", "password": "pw-Secret-123", "first_name": mib}, "first_name"},
-		{http.MethodPost, "/api/datastores/", map[string]any{"name": "d", "type": "nfs", "description": mib}, "description"},
-		{http.MethodPost, "/api/workflows/", map[string]any{"name": "w", "label": mib}, "label"},
-		{http.MethodPost, "/api/file/workflow/", map[string]any{"site": "s", "workflow": "premigrate", "paths": []any{"/a", "/" + mib}}, "paths[1]"},
-	} {
-		r := e.AsAdmin(tc.method, tc.path, tc.body)
-		require.Equal(t, http.StatusBadRequest, r.Status, "%s %s: %.300s", tc.method, tc.path, r.Body)
-		require.Contains(t, r.Map(), tc.field, "%s %s: %.300s", tc.method, tc.path, r.Body)
-		require.Less(t, len(r.Body), 1000, "the answer does not echo the value")
-	}
-	label := strings.Repeat("é", web.MaxLabelLen)
-	r := e.AsAdmin(http.MethodPost, "/api/sites/", map[string]any{"name": "s1", "label": label})
-	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
-	require.Equal(t, label, r.Map()["label"])
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		mib := strings.Repeat("x", 1<<20)
+		for _, tc := range []struct {
+			method, path string
+			body         map[string]any
+			field        string
+		}{
+			{http.MethodPost, "/api/sites/", map[string]any{"name": "s1", "label": mib}, "label"},
+			{http.MethodPost, "/api/sites/", map[string]any{"name": strings.Repeat("n", 151)}, "name"},
+			{http.MethodPost, "/api/sites/", map[string]any{"name": "s1", "label": strings.Repeat("l", web.MaxLabelLen+1)}, "label"},
+			{http.MethodPost, "/api/sites/", map[string]any{"name": "s1", "include": map[string]any{"patterns": []any{mib}}}, "include.patterns[0]"},
+			{http.MethodPost, "/api/spaces/", map[string]any{"name": "sp", "mountpoint": "/" + mib}, "mountpoint"},
+			{http.MethodPost, "/api/users/", map[string]any{"username": "u1", "password": "pw-Secret-123", "first_name": mib}, "first_name"},
+			{http.MethodPost, "/api/datastores/", map[string]any{"name": "d", "type": "nfs", "description": mib}, "description"},
+			{http.MethodPost, "/api/workflows/", map[string]any{"name": "w", "label": mib}, "label"},
+			{http.MethodPost, "/api/file/workflow/", map[string]any{"site": "s", "workflow": "premigrate", "paths": []any{"/a", "/" + mib}}, "paths[1]"},
+		} {
+			r := e.AsAdmin(tc.method, tc.path, tc.body)
+			require.Equal(t, http.StatusBadRequest, r.Status, "%s %s: %.300s", tc.method, tc.path, r.Body)
+			require.Contains(t, r.Map(), tc.field, "%s %s: %.300s", tc.method, tc.path, r.Body)
+			require.Less(t, len(r.Body), 1000, "the answer does not echo the value")
+		}
+		label := strings.Repeat("é", web.MaxLabelLen)
+		r := e.AsAdmin(http.MethodPost, "/api/sites/", map[string]any{"name": "s1", "label": label})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		require.Equal(t, label, r.Map()["label"])
+	})
 }
 
 // TestInvalidUTF8Refused: invalid UTF-8 (or a \u escape of half a
@@ -92,20 +93,21 @@ func TestTextLimits(t *testing.T) {
 // looked up with U+FFFD in its place.
 func TestInvalidUTF8Refused(t *testing.T) {
 	t.Parallel()
-	e := apitest.New(t, "sqlite")
-	for _, body := range []string{"{\"name\": \"s1\", \"label\": \"a\xffb\"}", `{"name": "s1", "label": "a\ud800"}`} {
-		r := e.Do(http.MethodPost, "/api/sites/", apitest.Bearer(e.Admin), body)
-		require.Equal(t, http.StatusBadRequest, r.Status, "%q: %s", body, r.Body)
-	}
-	n, err := e.DB.NewSelect().Model((*models.Site)(nil)).Count(context.Background())
-	require.NoError(t, err)
-	require.Zero(t, n, "nothing stored")
-	for _, target := range []string{"/api/sites/?name=%FF", "/api/jobs/?state=%C3", "/api/users/%FF/", "/api/sit%FFes/"} {
-		r := e.Do(http.MethodGet, target, apitest.Bearer(e.Admin), nil)
-		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", target, r.Body)
-	}
-	r := e.Do(http.MethodGet, "/api/users/%C3%A9t%C3%A9/", apitest.Bearer(e.Admin), nil)
-	require.Equal(t, http.StatusNotFound, r.Status, "valid UTF-8 is looked up: %s", r.Body)
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		for _, body := range []string{"{\"name\": \"s1\", \"label\": \"a\xffb\"}", `{"name": "s1", "label": "a\ud800"}`} {
+			r := e.Do(http.MethodPost, "/api/sites/", apitest.Bearer(e.Admin), body)
+			require.Equal(t, http.StatusBadRequest, r.Status, "%q: %s", body, r.Body)
+		}
+		n, err := e.DB.NewSelect().Model((*models.Site)(nil)).Count(context.Background())
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing stored")
+		for _, target := range []string{"/api/sites/?name=%FF", "/api/jobs/?state=%C3", "/api/users/%FF/", "/api/sit%FFes/"} {
+			r := e.Do(http.MethodGet, target, apitest.Bearer(e.Admin), nil)
+			require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", target, r.Body)
+		}
+		r := e.Do(http.MethodGet, "/api/users/%C3%A9t%C3%A9/", apitest.Bearer(e.Admin), nil)
+		require.Equal(t, http.StatusNotFound, r.Status, "valid UTF-8 is looked up: %s", r.Body)
+	})
 }
 
 // TestJobQueueMustBeKnown: a job's queue is default or a queue the site's
@@ -244,4 +246,33 @@ func TestBrowseSymlinkLeavingRoot(t *testing.T) {
 	for _, word := range internals {
 		require.NotContains(t, string(r.Body), word, string(r.Body))
 	}
+}
+
+// TestNoTemporalWordingInRecordedErrors: the error a workflow recorded on
+// a task or a settings task, which the step's activity error carries with
+// Temporal's ids and types, is shown with the messages alone.
+func TestNoTemporalWordingInRecordedErrors(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	ctx := context.Background()
+	site, err := models.EnsureSite(ctx, e.DB, "w1")
+	require.NoError(t, err)
+	j := &models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: "default", Paths: []string{"/d"},
+		Fields: map[string]any{}, OwnerType: models.OwnerSystem}
+	require.NoError(t, models.CreateJob(ctx, e.DB, j))
+	raw := "activity error (type: RunStep, scheduledEventID: 12, startedEventID: 13, identity: 77@host@): " +
+		"disk full (type: *fs.PathError, retryable: true)"
+	task := &models.Task{JobID: j.ID, Site: site.Name, Queue: "default", TaskType: "premigrate", TaskID: "job-1-t", State: models.TaskStarted}
+	require.NoError(t, models.CreateTask(ctx, e.DB, task))
+	require.NoError(t, models.FinishTask(ctx, e.DB, task.ID, models.TaskError, map[string]any{"succeeded": 0, "error": raw}))
+	r := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/tasks/%d/", task.ID), nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	require.Equal(t, "disk full", r.Map()["result"].(map[string]any)["error"])
+
+	st := &models.SettingsTask{TaskType: models.SettingsTaskApply, Site: site.Name, Request: []byte(`{}`)}
+	require.NoError(t, models.CreateSettingsTask(ctx, e.DB, st))
+	require.NoError(t, models.FinishSettingsTask(ctx, e.DB, st.ID, models.TaskFailure, []byte(`{"error": "`+raw+`"}`)))
+	r = e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/settingstasks/%d/", st.ID), nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	require.Equal(t, "disk full", r.Map()["results"].(map[string]any)["error"])
 }

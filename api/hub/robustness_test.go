@@ -38,8 +38,6 @@ func TestNoServerErrorOnBadInput(t *testing.T) {
 	e.API.WorkflowWait = 3 * time.Second
 	plain := apitest.Bearer(e.CreateUser("plain"))
 	admin := apitest.Bearer(e.Admin)
-	adminUser, err := models.GetUser(ctx, e.DB, "admin")
-	require.NoError(t, err)
 	rbSeed(t, e)
 
 	routes := e.API.Handler().(*gin.Engine).Routes()
@@ -53,19 +51,7 @@ func TestNoServerErrorOnBadInput(t *testing.T) {
 		return routes[i].Path < routes[j].Path
 	})
 
-	// A request may legitimately change the admin or the real site (a PATCH
-	// that passes validation); put them back so that the remaining requests
-	// still reach the handlers' validation instead of a 401 or a 404.
-	restore := func() {
-		_, err := e.DB.NewUpdate().Model((*models.User)(nil)).
-			Set("username = ?, is_active = ?, is_superuser = ?", "admin", true, true).
-			Where("id = ?", adminUser.ID).Exec(ctx)
-		require.NoError(t, err)
-		_, err = e.DB.NewUpdate().Model((*models.Site)(nil)).Set("name = ?", "s1").Where("id = ?", site.ID).Exec(ctx)
-		require.NoError(t, err)
-	}
-
-	run := &rbRun{e: e, restore: restore, bodies: rbBodies(), gen: newRBGen(), failures: newRBFailures()}
+	run := &rbRun{e: e, restore: rbRestore(t, e, site.ID), bodies: rbBodies(), gen: newRBGen(), failures: newRBFailures()}
 	start := time.Now()
 	for _, who := range []rbUser{{"plain", plain}, {"admin", admin}} {
 		for _, rt := range routes {
@@ -86,7 +72,7 @@ type rbUser struct{ name, auth string }
 // rbRun sends the garbage and records the failures.
 type rbRun struct {
 	e        *apitest.Env
-	restore  func()
+	restore  func(testing.TB)
 	bodies   []string
 	gen      *rbGen
 	failures *rbFailures
@@ -102,7 +88,7 @@ func (run *rbRun) send(who rbUser, rt gin.RouteInfo, path string, body *string) 
 	run.n++
 	run.failures.check(who.name, rt.Method, rt.Path, path, body, r)
 	if r.Status < 300 && rt.Method != http.MethodGet {
-		run.restore()
+		run.restore(run.e.T)
 	}
 	return r
 }
@@ -159,9 +145,27 @@ func (run *rbRun) route(who rbUser, rt gin.RouteInfo, p string, real bool) {
 	}
 }
 
+// rbRestore returns a function that puts back the admin and the real
+// site: a request may legitimately change them (a PATCH that passes
+// validation), and the remaining requests must still reach the handlers'
+// validation instead of a 401 or a 404.
+func rbRestore(t testing.TB, e *apitest.Env, siteID int64) func(t testing.TB) {
+	ctx := context.Background()
+	adminUser, err := models.GetUser(ctx, e.DB, "admin")
+	require.NoError(t, err)
+	return func(t testing.TB) {
+		_, err := e.DB.NewUpdate().Model((*models.User)(nil)).
+			Set("username = ?, is_active = ?, is_superuser = ?", "admin", true, true).
+			Where("id = ?", adminUser.ID).Exec(ctx)
+		require.NoError(t, err)
+		_, err = e.DB.NewUpdate().Model((*models.Site)(nil)).Set("name = ?", "s1").Where("id = ?", siteID).Exec(ctx)
+		require.NoError(t, err)
+	}
+}
+
 // rbSeed creates one record of each kind so that id 1 addresses a real
 // record and bodies reach the validation of updates.
-func rbSeed(t *testing.T, e *apitest.Env) {
+func rbSeed(t testing.TB, e *apitest.Env) {
 	ctx := context.Background()
 	post := func(path string, body map[string]any) {
 		r := e.AsAdmin(http.MethodPost, path, body)

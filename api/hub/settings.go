@@ -394,9 +394,24 @@ func renderSettingsTask(c *gin.Context, t *models.SettingsTask, detail bool) gin
 	return out
 }
 
+// settingsRaw is a settings task's request or results as clients see
+// them: {} for none, and an error without Temporal's wording
+// (web.CleanErrorText).
 func settingsRaw(raw json.RawMessage) json.RawMessage {
 	if models.IsJSONNull(raw) {
 		return json.RawMessage(`{}`)
+	}
+	var all map[string]any
+	if json.Unmarshal(raw, &all) != nil {
+		return raw
+	}
+	msg, ok := all["error"].(string)
+	if !ok {
+		return raw
+	}
+	all["error"] = web.CleanErrorText(msg)
+	if clean, err := json.Marshal(all); err == nil {
+		return clean
 	}
 	return raw
 }

@@ -41,9 +41,24 @@ func renderTask(c *gin.Context, t *models.TaskRow, detail bool) gin.H {
 			r := durationString(end.Sub(*t.Started))
 			runtime = &r
 		}
-		out["completed"], out["friendly_name"], out["result"], out["runtime"] = t.Completed, t.FriendlyName, t.Result, runtime
+		out["completed"], out["friendly_name"], out["result"], out["runtime"] = t.Completed, t.FriendlyName, taskResult(t.Result), runtime
 		out["paths"], out["run"], out["batch"], out["step"] = t.NumPaths, t.Run, t.Batch, t.Step
 	}
+	return out
+}
+
+// taskResult is a task's result as clients see it: its error without
+// Temporal's wording (web.CleanErrorText).
+func taskResult(r map[string]any) map[string]any {
+	msg, ok := r["error"].(string)
+	if !ok {
+		return r
+	}
+	out := make(map[string]any, len(r))
+	for k, v := range r {
+		out[k] = v
+	}
+	out["error"] = web.CleanErrorText(msg)
 	return out
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/sdk/temporal"
@@ -87,6 +88,29 @@ func WorkflowFailure(what string, err error) *Error {
 		return Errorf(http.StatusBadGateway, "%s failed: %s", what, appErr.Message())
 	}
 	return Errorf(http.StatusBadGateway, "%s failed.", what)
+}
+
+// Temporal's decorations of an error's text: the wrapper of an activity or
+// workflow failure with its ids, and the "(type: …)" an application or
+// timeout error appends.
+var (
+	temporalWrapper = regexp.MustCompile(`^(?:activity|child workflow execution|workflow execution) error \([^)]*\): `)
+	temporalType    = regexp.MustCompile(` \(type: [^)]*\)`)
+)
+
+// CleanErrorText strips Temporal's wording from an error text a workflow
+// recorded (a task's or a settings task's error), leaving the messages of
+// the activity and of its causes: no answer shows workflow, run or event
+// ids, or error types, to clients.
+func CleanErrorText(s string) string {
+	for {
+		loc := temporalWrapper.FindStringIndex(s)
+		if loc == nil {
+			break
+		}
+		s = s[loc[1]:]
+	}
+	return temporalType.ReplaceAllString(s, "")
 }
 
 // status maps an error to its HTTP status and client-visible body: the one

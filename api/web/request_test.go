@@ -112,3 +112,14 @@ func TestCheckURLText(t *testing.T) {
 	u, _ := url.ParseRequestURI("/api/été/?name=%C3%A9t%C3%A9")
 	require.Nil(t, CheckURLText(u))
 }
+
+func TestCleanErrorText(t *testing.T) {
+	for in, want := range map[string]string{
+		"activity error (type: RunStep, scheduledEventID: 12, startedEventID: 13, identity: 7@h@): disk full (type: *fs.PathError, retryable: true)":                                                                                                                                   "disk full",
+		"workflow execution error (type: BrowseWorkflow, workflowID: browse-1, runID: 9): activity error (type: ListDir, scheduledEventID: 5, startedEventID: 6, identity: x): \"/a\": path leaves the site root (type: BadPath, retryable: false): \"/a\": path leaves the site root": "\"/a\": path leaves the site root: \"/a\": path leaves the site root",
+		"activity error (type: RunStep, scheduledEventID: 1, startedEventID: 0, identity: ): activity ScheduleToClose timeout (type: ScheduleToClose)":                                                                                                                                 "activity ScheduleToClose timeout",
+		"invalid: not finished within task_invalidation_timeout (24h0m0s) of being handed to site s1":                                                                                                                                                                                  "invalid: not finished within task_invalidation_timeout (24h0m0s) of being handed to site s1",
+	} {
+		require.Equal(t, want, CleanErrorText(in))
+	}
+}
