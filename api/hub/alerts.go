@@ -107,7 +107,7 @@ func renderAction(c *gin.Context, a *models.Action, detail bool) gin.H {
 	out := gin.H{"id": a.ID, "url": web.AbsURL(c, "/api/actions/"+strconv.FormatInt(a.ID, 10)+"/"),
 		"action": a.Action, "state": a.State, "created": a.Created}
 	if detail {
-		out["results"] = a.Results
+		out["results"] = web.CleanErrorText(a.Results)
 		out["user"] = a.UserID
 	}
 	return out

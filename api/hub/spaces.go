@@ -218,7 +218,7 @@ func (v *spaceView) render(c *gin.Context, sp *models.Space) gin.H {
 			usage = []int64{}
 		}
 		sites[i] = gin.H{"id": strconv.FormatInt(l.SiteID, 10), "name": l.Site.Name, "label": l.Label,
-			"pool": v.pools[l.SiteID], "usage": usage, "addon": addon, "state": l.State, "error": l.Error}
+			"pool": v.pools[l.SiteID], "usage": usage, "addon": addon, "state": l.State, "error": web.CleanErrorText(l.Error)}
 		ready = ready && l.State == models.SpaceSiteReady
 	}
 	shares := []gin.H{}

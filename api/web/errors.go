@@ -94,23 +94,17 @@ func WorkflowFailure(what string, err error) *Error {
 // workflow failure with its ids, and the "(type: …)" an application or
 // timeout error appends.
 var (
-	temporalWrapper = regexp.MustCompile(`^(?:activity|child workflow execution|workflow execution) error \([^)]*\): `)
+	temporalWrapper = regexp.MustCompile(`(?:activity|child workflow execution|workflow execution) error \([^)]*\): `)
 	temporalType    = regexp.MustCompile(` \(type: [^)]*\)`)
 )
 
 // CleanErrorText strips Temporal's wording from an error text a workflow
-// recorded (a task's or a settings task's error), leaving the messages of
+// recorded (a task's, a settings task's or an action's error, a space's
+// error at a site), leaving the messages of
 // the activity and of its causes: no answer shows workflow, run or event
 // ids, or error types, to clients.
 func CleanErrorText(s string) string {
-	for {
-		loc := temporalWrapper.FindStringIndex(s)
-		if loc == nil {
-			break
-		}
-		s = s[loc[1]:]
-	}
-	return temporalType.ReplaceAllString(s, "")
+	return temporalType.ReplaceAllString(temporalWrapper.ReplaceAllString(s, ""), "")
 }
 
 // status maps an error to its HTTP status and client-visible body: the one
