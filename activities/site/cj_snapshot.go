@@ -71,7 +71,7 @@ func (a *Activities) cjSnapshot(ctx context.Context, s *CJSnapshot, del bool) (s
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return "", err
 	}
-	files, bytes, err := cjCopyTree(ctx, src, tmp)
+	files, bytes, err := cjCopyTree(ctx, a.Root, srcRel, tmp)
 	if err == nil {
 		err = cjReadOnly(tmp)
 	}
@@ -88,56 +88,70 @@ func (a *Activities) cjSnapshot(ctx context.Context, s *CJSnapshot, del bool) (s
 	return fmt.Sprintf("took %s: %d files, %d bytes copied from %s", rel, files, bytes, srcRel), nil
 }
 
-// cjCopyTree copies the tree at src to dst (which must not exist): folders,
-// regular files with their mode and times, and symbolic links as links.
-// Other kinds (devices, sockets, pipes) are skipped.
-func cjCopyTree(ctx context.Context, src, dst string) (files, bytes int64, err error) {
+// cjCopyTree copies the tree at srcRel (root-relative) to dst (which must
+// not exist): folders, regular files with their mode and times, and
+// symbolic links as links. Other kinds (devices, sockets, pipes) are
+// skipped. The source is a space its users write to, so every folder and
+// file of it is opened beneath the root without following a symlink: one
+// swapped in while the copy runs fails the copy instead of bringing
+// anything from elsewhere into the snapshot.
+func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string) (files, bytes int64, err error) {
 	entries := 0
-	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, walkErr error) error {
-		if walkErr != nil {
-			return walkErr
+	var copyDir func(rel, to string) error
+	copyDir = func(rel, to string) error {
+		d, err := openBeneath(root.f, rel, os.O_RDONLY|oDirectory, 0)
+		if err != nil {
+			return err
 		}
-		if entries++; entries%cjSnapshotHeartbeatEvery == 0 {
-			if err := cjHeartbeat(ctx, files); err != nil {
-				return err
+		defer d.Close()
+		// Writable while the copy runs; cjReadOnly fixes the mode.
+		if err := os.Mkdir(to, 0o755); err != nil {
+			return err
+		}
+		des, err := d.ReadDir(-1)
+		if err != nil {
+			return err
+		}
+		for _, de := range des {
+			if entries++; entries%cjSnapshotHeartbeatEvery == 0 {
+				if err := cjHeartbeat(ctx, files); err != nil {
+					return err
+				}
 			}
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			// Writable while the copy runs; cjReadOnly fixes the mode.
-			return os.Mkdir(target, 0o755)
-		case info.Mode()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(p)
+			child, target := path.Join(rel, de.Name()), filepath.Join(to, de.Name())
+			switch {
+			case de.IsDir():
+				err = copyDir(child, target)
+			case de.Type()&fs.ModeSymlink != 0:
+				var link string
+				if link, err = os.Readlink(d.Name() + "/" + de.Name()); err == nil {
+					err = os.Symlink(link, target)
+				}
+			case de.Type().IsRegular():
+				var n int64
+				n, err = cjCopyFile(root, child, target)
+				files++
+				bytes += n
+			}
 			if err != nil {
 				return err
 			}
-			return os.Symlink(link, target)
-		case info.Mode().IsRegular():
-			n, err := cjCopyFile(p, target, info)
-			files++
-			bytes += n
-			return err
 		}
 		return nil
-	})
-	return files, bytes, err
+	}
+	return files, bytes, copyDir(srcRel, dst)
 }
 
-func cjCopyFile(src, dst string, info fs.FileInfo) (n int64, err error) {
-	in, err := os.Open(src)
+func cjCopyFile(root *Root, srcRel, dst string) (n int64, err error) {
+	in, err := openBeneath(root.f, srcRel, os.O_RDONLY, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer in.Close()
+	info, err := in.Stat()
+	if err != nil {
+		return 0, err
+	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return 0, err

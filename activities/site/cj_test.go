@@ -3,9 +3,11 @@ package site
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
@@ -104,4 +106,68 @@ func TestCJStatPools(t *testing.T) {
 	require.Equal(t, "system", pools[0].Name)
 	require.Positive(t, pools[0].Capacity)
 	require.LessOrEqual(t, pools[0].UsedSpace, pools[0].Capacity)
+}
+
+// TestCJSnapshotNeverCopiesFromOutside: a space's user swaps a file for a
+// symlink to a secret outside the root, over and over, while snapshots
+// are taken. A snapshot holds the file or the link, never the secret.
+// (A stress test: the window is too narrow to hit reliably by luck; the
+// worst instant itself is TestCJCopyFileRefusesASwappedLink.)
+func TestCJSnapshotNeverCopiesFromOutside(t *testing.T) {
+	t.Parallel()
+	a := newCJActivities(t)
+	ctx := context.Background()
+	secret := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("the secret"), 0o600))
+	_, err := a.CJApply(ctx, CJChange{Type: CJSpaces, Name: "s1", Space: &CJSpace{Name: "s1"}})
+	require.NoError(t, err)
+	f := filepath.Join(a.Root.Dir(), "spaces", "s1", "f.txt")
+	require.NoError(t, os.WriteFile(f, []byte("mine"), 0o644))
+
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			_ = os.Remove(f)
+			_ = os.Symlink(secret, f)
+			_ = os.Remove(f)
+			_ = os.WriteFile(f, []byte("mine"), 0o644)
+		}
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		snap := &CJSnapshot{Space: "s1", Name: fmt.Sprintf("n%d", i)}
+		if _, err := a.CJApply(ctx, CJChange{Type: CJSnapshots, Name: snap.Name, Snapshot: snap}); err != nil {
+			continue // the swap failed this snapshot; it is retried
+		}
+		copied := filepath.Join(a.Root.Dir(), ".snapshots", "s1", snap.Name, "f.txt")
+		if fi, err := os.Lstat(copied); err == nil && fi.Mode().IsRegular() {
+			got, err := os.ReadFile(copied)
+			require.NoError(t, err)
+			require.NotEqual(t, "the secret", string(got), "snapshot %s", snap.Name)
+		}
+	}
+	close(done)
+	<-stopped
+}
+
+// TestCJCopyFileRefusesASwappedLink is the worst instant of a snapshot
+// copy: the entry was listed as a file and is a symlink to a secret when
+// it is opened. Opening by name (as before) copied the secret.
+func TestCJCopyFileRefusesASwappedLink(t *testing.T) {
+	t.Parallel()
+	a := newCJActivities(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("the secret"), 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Join(a.Root.Dir(), "spaces", "s1"), 0o755))
+	require.NoError(t, os.Symlink(secret, filepath.Join(a.Root.Dir(), "spaces", "s1", "f.txt")))
+	dst := filepath.Join(t.TempDir(), "copy")
+	_, err := cjCopyFile(a.Root, "spaces/s1/f.txt", dst)
+	require.ErrorIs(t, err, ErrSymlink)
+	require.NoFileExists(t, dst)
 }
