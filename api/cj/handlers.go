@@ -226,7 +226,7 @@ func (s *Server) log(k *call) error {
 	}
 	docs := make([]map[string]any, len(it.Log))
 	for i, e := range it.Log {
-		docs[i] = map[string]any{"id": i + 1, "time": e.Time.UTC(), "level": e.Level, "message": e.Message, "generation": e.Generation}
+		docs[i] = map[string]any{"id": i + 1, "time": e.Time.UTC(), "level": e.Level, "message": web.CleanErrorText(e.Message), "generation": e.Generation}
 	}
 	page, total := cjdoc.Apply(docs, q)
 	href := itemHref(k, it.ID) + "/log"
