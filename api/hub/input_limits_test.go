@@ -121,7 +121,6 @@ func TestJobQueueMustBeKnown(t *testing.T) {
 	ctx := context.Background()
 	site, err := models.EnsureSite(ctx, e.DB, "q1")
 	require.NoError(t, err)
-	require.NoError(t, os.MkdirAll(filepath.Join(t.TempDir(), "d"), 0o755))
 	require.NoError(t, models.RecordHeartbeat(ctx, e.DB, models.Heartbeat{Site: site.Name, Node: "n1", Queue: "gpu", At: time.Now().UTC()}))
 	job := func(queue any) apitest.Response {
 		return e.AsAdmin(http.MethodPost, "/api/file/workflow/", map[string]any{"site": "q1", "workflow": "premigrate",
@@ -144,6 +143,17 @@ func TestJobQueueMustBeKnown(t *testing.T) {
 		r := job(good)
 		require.Equal(t, http.StatusCreated, r.Status, "%v: %s", good, r.Body)
 	}
+	// The destination queue of a send is a queue of the destination site.
+	send := func(queue string) apitest.Response {
+		return e.AsAdmin(http.MethodPost, "/api/file/workflow/", map[string]any{"site": "q1", "workflow": "send",
+			"paths": []any{"/d"}, "fields": map[string]any{"destination_site": "q2", "destination_queue": queue}})
+	}
+	for _, bad := range []string{"gpu", "nope", strings.Repeat("q", 2000)} {
+		r := send(bad)
+		require.Equal(t, http.StatusBadRequest, r.Status, "%.40q: %.300s", bad, r.Body)
+		require.Contains(t, r.Map(), "fields.destination_queue", "%.300s", r.Body)
+	}
+	require.Equal(t, http.StatusCreated, send("tape").Status)
 }
 
 // TestStuckJobCancelAndDelete: a job whose workflow cannot make progress
