@@ -93,7 +93,7 @@ func checkText(path, name string, v any, report func(field, msg string)) {
 				sub = path + "." + k
 			}
 			if strings.IndexByte(k, 0) >= 0 || utf8.RuneCountInString(k) > MaxLabelLen {
-				report(printable(path, MaxLabelLen), fmt.Sprintf(msgKey, MaxLabelLen))
+				report(printable(sub, MaxLabelLen), fmt.Sprintf(msgKey, MaxLabelLen))
 				continue
 			}
 			checkText(sub, k, e, report)
