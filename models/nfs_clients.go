@@ -14,7 +14,7 @@ var (
 	// nfsHostLabel is one dot-separated label of a host name, where
 	// exports(5) also allows the wildcards * and ? and character classes
 	// in brackets ([0-9], [!a-c]).
-	nfsHostLabel = regexp.MustCompile(`^(?:[A-Za-z0-9_*?]|\[!?[A-Za-z0-9-]+\])(?:[A-Za-z0-9_*?-]|\[!?[A-Za-z0-9-]+\])*$`)
+	nfsHostLabel  = regexp.MustCompile(`^(?:[A-Za-z0-9_*?]|\[!?[A-Za-z0-9-]+\])(?:[A-Za-z0-9_*?-]|\[!?[A-Za-z0-9-]+\])*$`)
 	nfsDigitsDots = regexp.MustCompile(`^[0-9.]+$`)
 )
 
