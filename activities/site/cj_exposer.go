@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/thehub/hub/models"
 )
 
 // Exposer kinds.
@@ -20,8 +22,7 @@ const (
 // Values that end up in configuration files may hold no spaces, quotes or
 // line breaks: the API checks the same patterns, the site checks again.
 var (
-	cjClientRE = regexp.MustCompile(`^[A-Za-z0-9_.:/*@\[\]-]+$`)
-	cjUserRE   = regexp.MustCompile(`^[A-Za-z0-9_.@+-]+$`)
+	cjUserRE = regexp.MustCompile(`^[A-Za-z0-9_.@+-]+$`)
 )
 
 // cjDefaultNFSOptions apply when an NFS exposer names none.
@@ -89,8 +90,8 @@ func (a *Activities) cjExposer(e *CJExposer, del bool) (string, error) {
 		}
 		b.WriteString(strconv.Quote(dir))
 		for _, c := range clients {
-			if !cjClientRE.MatchString(c) {
-				return "", cjPermanent(fmt.Errorf("invalid NFS client %q", c))
+			if why := models.NFSClientError(c); why != "" {
+				return "", cjPermanent(fmt.Errorf("invalid NFS client %q: %s", c, why))
 			}
 			fmt.Fprintf(&b, " %s(%s)", c, opts)
 		}

@@ -171,3 +171,18 @@ func TestCJCopyFileRefusesASwappedLink(t *testing.T) {
 	require.ErrorIs(t, err, ErrSymlink)
 	require.NoFileExists(t, dst)
 }
+
+// TestCJExposerRefusesBadClients: the site checks NFS clients again with
+// the API's rule, so a client that could change an exports line never
+// reaches the file, whoever sent it.
+func TestCJExposerRefusesBadClients(t *testing.T) {
+	t.Parallel()
+	a := newCJActivities(t)
+	ctx := context.Background()
+	_, err := a.CJApply(ctx, CJChange{Type: CJSpaces, Name: "s1", Space: &CJSpace{Name: "s1"}})
+	require.NoError(t, err)
+	for _, c := range []string{"../../etc", "host/../x", "a b", "h(rw)"} {
+		_, err = a.CJApply(ctx, CJChange{Type: CJExposers, Name: "e", Exposer: &CJExposer{Name: "e", Kind: CJNFS, Space: "s1", Clients: []string{c}}})
+		requirePermanent(t, err, "invalid NFS client")
+	}
+}

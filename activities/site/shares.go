@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/models"
 )
 
 // Kinds of ShareConfig.
@@ -214,8 +215,8 @@ func renderShare(in ShareConfig, dir string) (string, error) {
 				return "", err
 			}
 			for _, h := range strings.FieldsFunc(c.Hosts, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
-				if !cjClientRE.MatchString(h) {
-					return "", fmt.Errorf("invalid NFS client %q", h)
+				if why := models.NFSClientError(h); why != "" {
+					return "", fmt.Errorf("invalid NFS client %q: %s", h, why)
 				}
 				line += fmt.Sprintf(" %s(%s)", h, c.Options)
 			}
