@@ -43,15 +43,15 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 	if fi, err := os.Lstat(dir); err == nil && !fi.IsDir() {
 		return "", cjPermanent(fmt.Errorf("cannot create %s: a %s is in the way", rel, cjKindOf(fi.Mode())))
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := a.Root.mkdirAll(rel); err != nil {
 		return "", fmt.Errorf("create %s: %w", rel, err)
 	}
 	for _, d := range s.Directories {
-		abs, err := a.cjSub(rel, d)
-		if err != nil {
+		if _, err := a.cjSub(rel, d); err != nil {
 			return "", fmt.Errorf("template directory %q: %w", d, err)
 		}
-		if err := os.MkdirAll(abs, 0o755); err != nil {
+		sub, _ := cleanRel(d) // checked by cjSub
+		if err := a.Root.mkdirAll(path.Join(rel, sub)); err != nil {
 			return "", fmt.Errorf("template directory %q: %w", d, err)
 		}
 	}

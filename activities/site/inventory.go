@@ -183,14 +183,19 @@ func (a *Activities) CreateSpaceDir(ctx context.Context, in SpaceDirInput) (Spac
 		res.Outcome, res.Message = SpaceDirExisted, fmt.Sprintf("%s already exists on site %s", res.Path, a.Site)
 		return res, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return res, spaceDirErr(fmt.Errorf("create parents of %s: %w", res.Path, err))
-	}
-	if err := os.Mkdir(abs, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	// Created and set beneath the root: the mode is set through the
+	// folder's descriptor, never by a name a user could swap for a link.
+	rel := strings.TrimPrefix(res.Path, "/")
+	if err := a.Root.mkdirAll(rel); err != nil {
 		return res, spaceDirErr(fmt.Errorf("create %s: %w", res.Path, err))
 	}
 	if mode, err := strconv.ParseUint(strings.TrimSpace(in.Mode), 8, 32); err == nil && mode <= 0o7777 {
-		if err := os.Chmod(abs, fileMode(mode)); err != nil {
+		d, err := openBeneath(a.Root.f, rel, os.O_RDONLY|oDirectory, 0)
+		if err == nil {
+			err = d.Chmod(fileMode(mode))
+			d.Close()
+		}
+		if err != nil {
 			return res, spaceDirErr(fmt.Errorf("set mode %s on %s: %w", in.Mode, res.Path, err))
 		}
 	}
