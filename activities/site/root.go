@@ -258,4 +258,3 @@ func isNotExist(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-func parentDir(abs string) string { return filepath.Dir(abs) }

@@ -121,8 +121,8 @@ func (j *job) finish(code Code, format string, args ...any) {
 func (j *job) fail(err error) {
 	msg := err.Error()
 	if j.loc != nil {
-		dir := strings.TrimSuffix(apiPath(path.Dir(j.rel)), ".")
-		msg = strings.ReplaceAll(msg, j.loc.parent.Name()+"/", strings.TrimSuffix(dir, "/")+"/")
+		dir := strings.TrimSuffix(path.Dir(apiPath(j.rel)), "/") + "/"
+		msg = strings.ReplaceAll(msg, j.loc.parent.Name()+"/", dir)
 	}
 	j.finish(CodeFailed, "%s", msg)
 }
