@@ -257,4 +257,3 @@ func apiPath(rel string) string { return "/" + rel }
 func isNotExist(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
-
