@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -122,22 +123,14 @@ func ActionWorkflow(ctx workflow.Context, in ActionInput) error {
 		case err != nil:
 			fail("collect", err)
 		}
-		names := make([]string, 0, len(sum.Targets)+len(sum.Errors))
-		for n := range sum.Targets {
-			names = append(names, n)
-		}
-		for n := range sum.Errors {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			if msg, bad := sum.Errors[n]; bad {
-				fail("target "+n, fmt.Errorf("%s", msg))
+		for _, t := range sum.Targets {
+			if t.Error != "" {
+				fail("target "+t.Name, errors.New(t.Error))
 				continue
 			}
-			r := sum.Targets[n]
+			r := t.Result
 			results = append(results, fmt.Sprintf("target %s: %d copies, %d moved to the trash, %d restored, %d deleted",
-				n, r.Objects, r.Trashed, r.Restored, r.Deleted))
+				t.Name, r.Objects, r.Trashed, r.Restored, r.Deleted))
 		}
 	default:
 		fail("unknown action "+in.Action, fmt.Errorf("known actions are %s", strings.Join(ActionNames(), ", ")))

@@ -33,16 +33,22 @@ var collectOptions = workflow.ActivityOptions{
 	RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 }
 
-// CollectSummary is what a collection did, per target.
+// CollectSummary is what a collection did, per target in plan order.
 type CollectSummary struct {
-	Targets map[string]site.CollectResult
-	Errors  map[string]string
+	Targets []TargetCollected
+}
+
+// TargetCollected is one target's collection: its counts, or the error.
+type TargetCollected struct {
+	Name   string
+	Result site.CollectResult
+	Error  string
 }
 
 // CollectWorkflow collects every target on a site where it is available,
 // one target after the other.
 func CollectWorkflow(ctx workflow.Context) (CollectSummary, error) {
-	sum := CollectSummary{Targets: map[string]site.CollectResult{}, Errors: map[string]string{}}
+	var sum CollectSummary
 	var a *hubact.Activities
 	var plan []hubact.CollectTarget
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, hubOptions), a.CollectPlan).Get(ctx, &plan); err != nil {
@@ -52,14 +58,13 @@ func CollectWorkflow(ctx workflow.Context) (CollectSummary, error) {
 	for _, t := range plan {
 		opts := collectOptions
 		opts.TaskQueue = SiteTaskQueue(t.Site, models.DefaultQueue)
-		var res site.CollectResult
+		done := TargetCollected{Name: t.Target.Name}
 		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), s.CollectTarget,
-			site.CollectInput{Target: t.Target}).Get(ctx, &res)
+			site.CollectInput{Target: t.Target}).Get(ctx, &done.Result)
 		if err != nil {
-			sum.Errors[t.Target.Name] = fmt.Sprintf("at site %s: %v", t.Site, err)
-			continue
+			done.Error = fmt.Sprintf("at site %s: %v", t.Site, err)
 		}
-		sum.Targets[t.Target.Name] = res
+		sum.Targets = append(sum.Targets, done)
 	}
 	return sum, nil
 }

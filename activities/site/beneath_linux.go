@@ -27,21 +27,18 @@ func openBeneath(dir *os.File, rel string, flags int, perm uint32) (*os.File, er
 		rel = "."
 	}
 	flags |= unix.O_CLOEXEC
-	if !noOpenat2.Load() {
-		how := unix.OpenHow{Flags: uint64(flags), Mode: uint64(perm), Resolve: beneathResolve}
-		for {
-			fd, err := unix.Openat2(int(dir.Fd()), rel, &how)
-			switch {
-			case err == nil:
-				return os.NewFile(uintptr(fd), fdName(fd)), nil
-			case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
-				continue // a rename raced the lookup: try again
-			case errors.Is(err, unix.ENOSYS):
-				noOpenat2.Store(true)
-			default:
-				return nil, beneathError(rel, err)
-			}
-			break
+	how := unix.OpenHow{Flags: uint64(flags), Mode: uint64(perm), Resolve: beneathResolve}
+	for !noOpenat2.Load() {
+		fd, err := unix.Openat2(int(dir.Fd()), rel, &how)
+		switch {
+		case err == nil:
+			return os.NewFile(uintptr(fd), fdName(fd)), nil
+		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
+			// a rename raced the lookup: try again
+		case errors.Is(err, unix.ENOSYS):
+			noOpenat2.Store(true)
+		default:
+			return nil, beneathError(rel, err)
 		}
 	}
 	return openBeneathFallback(dir, rel, flags, perm)
@@ -70,8 +67,9 @@ func openBeneathFallback(dir *os.File, rel string, flags int, perm uint32) (*os.
 		}
 		fd, err := unix.Openat(cur, name, f, perm)
 		if err != nil {
-			if errors.Is(err, unix.ENOTDIR) && !last {
-				// A symlink where a folder should be, or a file.
+			// O_DIRECTORY on a symlink says ENOTDIR: name it a symlink, as
+			// openat2 does.
+			if errors.Is(err, unix.ENOTDIR) {
 				if st, serr := fstatat(cur, name); serr == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
 					err = unix.ELOOP
 				}

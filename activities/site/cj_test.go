@@ -124,21 +124,12 @@ func TestCJSnapshotNeverCopiesFromOutside(t *testing.T) {
 	f := filepath.Join(a.Root.Dir(), "spaces", "s1", "f.txt")
 	require.NoError(t, os.WriteFile(f, []byte("mine"), 0o644))
 
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			_ = os.Remove(f)
-			_ = os.Symlink(secret, f)
-			_ = os.Remove(f)
-			_ = os.WriteFile(f, []byte("mine"), 0o644)
-		}
-	}()
+	stop := keepSwapping(func() {
+		_ = os.Remove(f)
+		_ = os.Symlink(secret, f)
+		_ = os.Remove(f)
+		_ = os.WriteFile(f, []byte("mine"), 0o644)
+	})
 	deadline := time.Now().Add(2 * time.Second)
 	for i := 0; time.Now().Before(deadline); i++ {
 		snap := &CJSnapshot{Space: "s1", Name: fmt.Sprintf("n%d", i)}
@@ -152,8 +143,7 @@ func TestCJSnapshotNeverCopiesFromOutside(t *testing.T) {
 			require.NotEqual(t, "the secret", string(got), "snapshot %s", snap.Name)
 		}
 	}
-	close(done)
-	<-stopped
+	stop()
 }
 
 // TestCJCopyFileRefusesASwappedLink is the worst instant of a snapshot

@@ -191,3 +191,21 @@ func blocks(t *testing.T, abs string) int64 {
 	require.NoError(t, err)
 	return fi.Sys().(*syscall.Stat_t).Blocks
 }
+
+// keepSwapping calls swap over and over on its own goroutine, as a user
+// racing the hub would, until the returned stop is called.
+func keepSwapping(swap func()) (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				swap()
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}

@@ -421,22 +421,13 @@ func RemovePath(root *Root, p string) error {
 // Stat describes one path like Walk does, with its migration record when
 // the file is premigrated or migrated (nil otherwise).
 func (r *Root) Stat(p string) (Entry, *Record, error) {
-	l, err := r.locate(p)
+	it, err := (&walker{root: r}).describe(p)
 	if err != nil {
 		return Entry{}, nil, err
 	}
-	defer l.close()
-	rel, abs := l.rel, l.path()
-	fi, err := os.Lstat(abs)
-	if err != nil {
-		return Entry{}, nil, fmt.Errorf("stat %s: %w", apiPath(rel), err)
+	if it.Type == "" {
+		return Entry{}, nil, fmt.Errorf("stat %s: unsupported file type %s", it.Path, it.mode.Type())
 	}
-	typ := typeOf(fi.Mode())
-	if typ == "" {
-		return Entry{}, nil, fmt.Errorf("stat %s: unsupported file type %s", apiPath(rel), fi.Mode().Type())
-	}
-	w := &walker{root: r}
-	it := w.makeItem(rel, abs, typ, fi)
 	if it.State == Resident {
 		return it.Entry, nil, nil
 	}

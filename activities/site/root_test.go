@@ -118,31 +118,20 @@ func TestSymlinkSwapRace(t *testing.T) {
 	root := newRoot(t, dir, false)
 	target := fsTarget(t)
 
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			_ = os.Rename(sw, sw+".real")
-			_ = os.Symlink(outside, sw)
-			runtime.Gosched()
-			_ = os.Remove(sw)
-			_ = os.Rename(sw+".real", sw)
-		}
-	}()
+	stop := keepSwapping(func() {
+		_ = os.Rename(sw, sw+".real")
+		_ = os.Symlink(outside, sw)
+		runtime.Gosched()
+		_ = os.Remove(sw)
+		_ = os.Rename(sw+".real", sw)
+	})
 	deadline := time.Now().Add(2 * time.Second)
 	for i := 0; time.Now().Before(deadline); i++ {
 		_ = CopyIn(ctx, root, "/sw/f.txt", strings.NewReader("written by the hub"), -1, time.Time{})
 		_, _ = Migrate(ctx, root, []string{"/sw/f.txt"}, target, "t", StepOptions{})
 		_, _ = Delete(ctx, root, []string{"/sw/f.txt"}, only("t", target), StepOptions{})
 	}
-	close(done)
-	<-stopped
+	stop()
 	got, err := os.ReadFile(victim)
 	require.NoError(t, err)
 	require.Equal(t, "keep", string(got))
@@ -172,4 +161,58 @@ func TestNewRoot(t *testing.T) {
 			require.ErrorContains(t, err, tt.wantErr, tt.name)
 		}
 	}
+}
+
+// TestOpenBeneathFallback: where the kernel lacks openat2, opening one
+// component at a time refuses and accepts exactly what openat2 does.
+func TestOpenBeneathFallback(t *testing.T) {
+	t.Parallel()
+	outside, dir := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "in", "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "in", "a.txt"), []byte("a"), 0o644))
+	require.NoError(t, os.Symlink("in", filepath.Join(dir, "link")))
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "out")))
+	require.NoError(t, os.Symlink("a.txt", filepath.Join(dir, "in", "alink")))
+	root := newRoot(t, dir, false)
+	tests := []struct {
+		rel     string
+		flags   int
+		wantErr error
+	}{
+		{"in/a.txt", os.O_RDONLY, nil},
+		{"in", oDirPath, nil},
+		{"in/sub", os.O_RDONLY | oDirectory, nil},
+		{"", oDirPath, nil},
+		{"link/a.txt", os.O_RDONLY, ErrSymlink},
+		{"link", oDirPath, ErrSymlink},
+		{"out", os.O_RDONLY | oDirectory, ErrSymlink},
+		{"out/x", os.O_RDONLY, ErrSymlink},
+		{"in/alink", os.O_RDONLY, ErrSymlink},
+		{"in/missing/x", os.O_RDONLY, os.ErrNotExist},
+		{"in/a.txt/x", os.O_RDONLY, nil}, // ENOTDIR, checked below
+	}
+	for _, tt := range tests {
+		for name, open := range map[string]func() (*os.File, error){
+			"openat2":  func() (*os.File, error) { return openBeneath(root.f, tt.rel, tt.flags, 0) },
+			"fallback": func() (*os.File, error) { return openBeneathFallback(root.f, orDot(tt.rel), tt.flags, 0) },
+		} {
+			f, err := open()
+			switch {
+			case tt.rel == "in/a.txt/x":
+				require.True(t, isNotExist(err), "%s %s: %v", name, tt.rel, err)
+			case tt.wantErr != nil:
+				require.ErrorIs(t, err, tt.wantErr, "%s %s", name, tt.rel)
+			default:
+				require.NoError(t, err, "%s %s", name, tt.rel)
+				f.Close()
+			}
+		}
+	}
+}
+
+func orDot(rel string) string {
+	if rel == "" {
+		return "."
+	}
+	return rel
 }

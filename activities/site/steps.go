@@ -484,10 +484,14 @@ func (s *stepRun) stillPremigrated(j *job, target targets.Driver) (bool, error) 
 	if err != nil || sum != rec.Checksum {
 		return false, err
 	}
-	// References are named by file and content, so writing it again is
-	// harmless and covers one dropped by an interrupted step.
-	if err := addRef(s.ctx, target, rec.Checksum, rec.Ref, j.rel, rec.Ino); err != nil {
+	// The reference may have been dropped by an interrupted step; it is
+	// named by file and content, so writing it again is harmless.
+	if ok, err := hasRef(s.ctx, target, rec); err != nil {
 		return false, err
+	} else if !ok {
+		if err := addRef(s.ctx, target, rec.Checksum, rec.Ref, j.rel, rec.Ino); err != nil {
+			return false, err
+		}
 	}
 	return ensureContent(s.ctx, target, rec.Checksum, rec.Size)
 }

@@ -99,8 +99,9 @@ func autoBatchSize(files, bytes int64) int {
 type item struct {
 	Entry
 	ino, dev uint64
-	btime    int64   // birth time (ns), when walkConfig.btime asks for it
-	rec      *Record // raw record, even when it no longer matches
+	btime    int64       // birth time (ns), when walkConfig.btime asks for it
+	rec      *Record     // raw record, even when it no longer matches
+	mode     fs.FileMode // set by describe for kinds the hub does not handle
 }
 
 // walkConfig tunes walkTree.
@@ -312,7 +313,8 @@ func walkTree(ctx context.Context, root *Root, paths []string, cfg walkConfig, v
 			w.queue.push(dirJob{rel: ""})
 			continue
 		}
-		it, typ, err := w.start(rel)
+		it, err := w.describe(rel)
+		typ := it.Type
 		switch {
 		case cfg.missingOK && isNotExist(err):
 			continue
@@ -381,22 +383,24 @@ func walkTree(ctx context.Context, root *Root, paths []string, cfg walkConfig, v
 
 type dirJob struct{ rel string }
 
-// start describes a path the walk starts from.
-func (w *walker) start(rel string) (item, string, error) {
-	l, err := w.root.locate(rel)
+// describe lstats one API path beneath the root and builds its item (a
+// walk's starting point, or Root.Stat). For a kind of file the hub does
+// not handle, the item has no Type and only its Path and Mode are set.
+func (w *walker) describe(p string) (item, error) {
+	l, err := w.root.locate(p)
 	if err != nil {
-		return item{}, "", err
+		return item{}, err
 	}
 	defer l.close()
 	fi, err := os.Lstat(l.path())
 	if err != nil {
-		return item{}, "", fmt.Errorf("walk %s: %w", apiPath(rel), err)
+		return item{}, fmt.Errorf("stat %s: %w", apiPath(l.rel), err)
 	}
 	typ := typeOf(fi.Mode())
 	if typ == "" {
-		return item{}, "", nil
+		return item{Entry: Entry{Path: apiPath(l.rel)}, mode: fi.Mode()}, nil
 	}
-	return w.makeItem(rel, l.path(), typ, fi), typ, nil
+	return w.makeItem(l.rel, l.path(), typ, fi), nil
 }
 
 // dirQueue is an unbounded LIFO of directories to read (LIFO keeps the

@@ -56,12 +56,18 @@ type runWorkflowInput struct {
 
 var queuePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
+// queueNameOK tells whether queue is a name Temporal can serve as part of
+// a task queue name.
+func queueNameOK(queue string) bool {
+	return len(queue) <= web.MaxNameLen && queuePattern.MatchString(queue)
+}
+
 // checkQueue adds a message to v under field unless queue is a valid,
 // known queue of site (models.SiteHasQueue): a job on any other queue
 // would wait for a worker that never comes, or, with a name Temporal
 // refuses, never even schedule its first task.
 func checkQueue(ctx context.Context, db bun.IDB, v web.ValidationError, field string, site *models.Site, queue string) error {
-	if len(queue) > web.MaxNameLen || !queuePattern.MatchString(queue) {
+	if !queueNameOK(queue) {
 		v.Add(field, fmt.Sprintf("Must match [a-zA-Z0-9-_]+, at most %d characters.", web.MaxNameLen))
 		return nil
 	}
@@ -599,7 +605,7 @@ func (s *Server) deleteJob(c *gin.Context) error {
 	// The record is gone either way; its batch files at the site follow,
 	// on the job's queue when it is one a worker can serve.
 	queue := j.Queue
-	if len(queue) > web.MaxNameLen || !queuePattern.MatchString(queue) {
+	if !queueNameOK(queue) {
 		queue = models.DefaultQueue
 	}
 	_, err = s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.JobCleanupWorkflowID(j.ID), TaskQueue: workflows.HubTaskQueue},
