@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Alert severities, mildest first.
@@ -110,10 +112,10 @@ func SetAlertSuppressed(ctx context.Context, db bun.IDB, id int64, suppressed bo
 
 // Action states.
 const (
-	ActionPending = "PENDING"
-	ActionStarted = "STARTED"
-	ActionSuccess = "SUCCESS"
-	ActionFailure = "FAILURE"
+	ActionPending = vocab.ActionPending
+	ActionStarted = vocab.ActionStarted
+	ActionSuccess = vocab.ActionSuccess
+	ActionFailure = vocab.ActionFailure
 )
 
 // Action is an operator request recorded for processing.

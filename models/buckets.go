@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // ErrSoftDeleting means the bucket is being deleted and cannot change.
@@ -22,20 +24,16 @@ type TargetSecrets struct {
 	CredentialsJSONEnc string `bun:"credentials_json_enc"`
 }
 
-// Secret field names: the API's names, also the Cipher's binding labels
-// together with the table name (see SecretColumn).
+// Secret field names (see vocab).
 const (
-	SecretAccessKey       = "access_key"
-	SecretAccessKeyID     = "access_key_id"
-	SecretSecretAccessKey = "secret_access_key"
-	SecretCredentialsJSON = "credentials_json"
+	SecretAccessKey       = vocab.SecretAccessKey
+	SecretAccessKeyID     = vocab.SecretAccessKeyID
+	SecretSecretAccessKey = vocab.SecretSecretAccessKey
+	SecretCredentialsJSON = vocab.SecretCredentialsJSON
 )
 
 // SecretFields lists the secret fields of buckets and external targets.
 var SecretFields = []string{SecretAccessKey, SecretAccessKeyID, SecretSecretAccessKey, SecretCredentialsJSON}
-
-// SecretColumn is the Cipher's binding label of a secret field in a table.
-func SecretColumn(table, field string) string { return table + "." + field }
 
 // Field returns the sealed value of a secret field.
 func (s *TargetSecrets) Field(name string) *string {
@@ -53,10 +51,10 @@ func (s *TargetSecrets) Field(name string) *string {
 }
 
 // Open decrypts every secret of a row of table.
-func (s *TargetSecrets) Open(c *Cipher, table string) (map[string]string, error) {
+func (s *TargetSecrets) Open(c *vocab.Cipher, table string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, f := range SecretFields {
-		v, err := c.Open(SecretColumn(table, f), *s.Field(f))
+		v, err := c.Open(vocab.SecretColumn(table, f), *s.Field(f))
 		if err != nil {
 			return nil, err
 		}

@@ -10,40 +10,34 @@ import (
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/driver/pgdriver"
+
+	"github.com/thehub/hub/workflows/vocab"
 )
 
-// Job states. Transitions are documented in docs/jobs.md.
+// Job, task and path states: the shared vocabulary (see workflows/vocab).
 const (
-	JobPending    = "PENDING"
-	JobStarted    = "STARTED"
-	JobPausing    = "PAUSING"
-	JobPaused     = "PAUSED"
-	JobCancelling = "CANCELLING"
-	JobCancelled  = "CANCELLED"
-	JobSuccess    = "SUCCESS"
-	JobFailure    = "FAILURE"
-	// JobHasFailures is a filter value, not a stored state: a SUCCESS job
-	// with has_failures set (some paths failed, the job ran to its end).
-	JobHasFailures = "HAS_FAILURES"
+	JobPending     = vocab.JobPending
+	JobStarted     = vocab.JobStarted
+	JobPausing     = vocab.JobPausing
+	JobPaused      = vocab.JobPaused
+	JobCancelling  = vocab.JobCancelling
+	JobCancelled   = vocab.JobCancelled
+	JobSuccess     = vocab.JobSuccess
+	JobFailure     = vocab.JobFailure
+	JobHasFailures = vocab.JobHasFailures
+
+	TaskPending   = vocab.TaskPending
+	TaskStarted   = vocab.TaskStarted
+	TaskSuccess   = vocab.TaskSuccess
+	TaskFailure   = vocab.TaskFailure
+	TaskError     = vocab.TaskError
+	TaskSkipped   = vocab.TaskSkipped
+	TaskCancelled = vocab.TaskCancelled
+	PathAborted   = vocab.PathAborted
 )
 
 // JobFinished reports whether state is final.
-func JobFinished(state string) bool {
-	return state == JobSuccess || state == JobFailure || state == JobCancelled
-}
-
-// Task and per-path states.
-const (
-	TaskPending   = "PENDING"
-	TaskStarted   = "STARTED"
-	TaskSuccess   = "SUCCESS"
-	TaskFailure   = "FAILURE"
-	TaskError     = "ERROR"
-	TaskSkipped   = "SKIPPED"
-	TaskCancelled = "CANCELLED"
-	// PathAborted is a path whose task died or was invalidated.
-	PathAborted = "ABORTED"
-)
+func JobFinished(state string) bool { return vocab.JobFinished(state) }
 
 // Owner kinds and the ids the API uses for the non-user owners.
 const (
@@ -98,14 +92,8 @@ type Job struct {
 	Leftover           []BatchRef     `bun:"leftover,type:jsonb"`
 }
 
-// BatchRef names a batch written at the site: batch Index of run Run,
-// holding N paths under filter rule Rule.
-type BatchRef struct {
-	Run   int `json:"run"`
-	Index int `json:"index"`
-	Rule  int `json:"rule"`
-	N     int `json:"n"`
-}
+// BatchRef names a batch written at the site (see vocab.BatchRef).
+type BatchRef = vocab.BatchRef
 
 // JobDefinition is the snapshot of a workflow definition a job runs, so
 // later edits of the definition never change a running job.

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Node is a worker host of a site, known from its heartbeats.
@@ -48,7 +50,7 @@ type NodeQueue struct {
 }
 
 // DefaultQueue is the queue every site has.
-const DefaultQueue = "default"
+const DefaultQueue = vocab.DefaultQueue
 
 // Heartbeat is what a site worker reports about itself.
 type Heartbeat struct {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Space is a managed storage area: a directory at the same mountpoint
@@ -31,9 +33,9 @@ type Space struct {
 
 // States of a space's directory on one site.
 const (
-	SpaceSitePending = "pending" // the SpaceWorkflow has not created it yet
-	SpaceSiteReady   = "ready"
-	SpaceSiteError   = "error"
+	SpaceSitePending = vocab.SpaceSitePending
+	SpaceSiteReady   = vocab.SpaceSiteReady
+	SpaceSiteError   = vocab.SpaceSiteError
 )
 
 // SpaceSite links a space to a site, with the site-specific label and usage.

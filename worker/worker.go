@@ -15,8 +15,8 @@ import (
 
 	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
-	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Version is the hub's version, set at build time with -ldflags.
@@ -62,7 +62,7 @@ type SiteConfig struct {
 	ConfigDir               string // default <root>/.hub/config
 	HeartbeatInterval       time.Duration
 	// Cipher opens the target credentials jobs pass sealed; optional.
-	Cipher *models.Cipher
+	Cipher *vocab.Cipher
 }
 
 // Site returns a worker polling the site's queue with the site activities
@@ -84,7 +84,7 @@ func Site(c client.Client, cfg SiteConfig) (sdkworker.Worker, error) {
 // Heartbeats signals the node's heartbeat to the hub every interval until
 // ctx ends; the hub judges liveness from these.
 func Heartbeats(ctx context.Context, c client.Client, cfg SiteConfig, log *slog.Logger) {
-	hb := hubact.Heartbeat{Site: cfg.Site, Queue: cfg.Queue, Node: cfg.Node, WorkerVersion: Version,
+	hb := workflows.Heartbeat{Site: cfg.Site, Queue: cfg.Queue, Node: cfg.Node, WorkerVersion: Version,
 		EngineVersion: "temporal-go-sdk " + temporal.SDKVersion, AnalyticsVersion: Version, SearchVersion: Version}
 	opts := client.StartWorkflowOptions{
 		ID:                       workflows.NodeWorkflowID(cfg.Site, cfg.Queue, cfg.Node),

@@ -9,8 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	hubact "github.com/thehub/hub/activities/hub"
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // ActionWorkflowName is the registered name of ActionWorkflow.
@@ -50,12 +49,11 @@ type ActionInput struct {
 // action's results. Every failure of a part ends in FAILURE; only the
 // database being unreachable for the hub's retries leaves it unrecorded.
 func ActionWorkflow(ctx workflow.Context, in ActionInput) error {
-	var a *hubact.Activities
 	hctx := workflow.WithActivityOptions(ctx, catalogueHubOptions)
 	record := func(state, results string) error {
-		return workflow.ExecuteActivity(hctx, a.RecordAction, hubact.ActionState{ID: in.ID, State: state, Results: results}).Get(ctx, nil)
+		return workflow.ExecuteActivity(hctx, actRecordAction, ActionState{ID: in.ID, State: state, Results: results}).Get(ctx, nil)
 	}
-	if err := record(models.ActionStarted, ""); err != nil {
+	if err := record(vocab.ActionStarted, ""); err != nil {
 		return err
 	}
 	child := func(suffix string) workflow.Context {
@@ -69,7 +67,7 @@ func ActionWorkflow(ctx workflow.Context, in ActionInput) error {
 	}
 	switch in.Action {
 	case "maintenance":
-		var res hubact.MaintenanceResult
+		var res MaintenanceResult
 		if err := workflow.ExecuteChildWorkflow(child("maintenance"), MaintenanceWorkflowName).Get(ctx, &res); err != nil {
 			fail("maintenance", err)
 		} else {
@@ -77,8 +75,8 @@ func ActionWorkflow(ctx workflow.Context, in ActionInput) error {
 				res.Purged, res.NotStarted, res.NotProgressed))
 		}
 	case "refresh_sites":
-		var sites []hubact.SiteRef
-		if err := workflow.ExecuteActivity(hctx, a.ListSites).Get(ctx, &sites); err != nil {
+		var sites []SiteRef
+		if err := workflow.ExecuteActivity(hctx, actListSites).Get(ctx, &sites); err != nil {
 			fail("list the sites", err)
 		}
 		// The children take the sites' own refresh ids, so a refresh already
@@ -87,7 +85,7 @@ func ActionWorkflow(ctx workflow.Context, in ActionInput) error {
 		for i, s := range sites {
 			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: SiteRefreshWorkflowID(s.Name)})
 			futures[i] = workflow.ExecuteChildWorkflow(cctx, SiteRefreshWorkflowName,
-				SiteRefreshInput{SiteID: s.ID, Site: s.Name, Queue: models.DefaultQueue})
+				SiteRefreshInput{SiteID: s.ID, Site: s.Name, Queue: vocab.DefaultQueue})
 		}
 		for i, f := range futures {
 			switch err := f.Get(ctx, nil); {
@@ -100,9 +98,9 @@ func ActionWorkflow(ctx workflow.Context, in ActionInput) error {
 			}
 		}
 	case "sync_nas_users":
-		var plan hubact.NASUsers
+		var plan NASUsers
 		var res NASUsersSyncResult
-		if err := workflow.ExecuteActivity(hctx, a.NASUsersPlan).Get(ctx, &plan); err != nil {
+		if err := workflow.ExecuteActivity(hctx, actNASUsersPlan).Get(ctx, &plan); err != nil {
 			fail("read the NAS users", err)
 		} else if err := workflow.ExecuteChildWorkflow(child("nas-users"), NASUsersSyncWorkflowName, plan).Get(ctx, &res); err != nil {
 			fail("NAS users sync", err)
@@ -135,9 +133,9 @@ func ActionWorkflow(ctx workflow.Context, in ActionInput) error {
 	default:
 		fail("unknown action "+in.Action, fmt.Errorf("known actions are %s", strings.Join(ActionNames(), ", ")))
 	}
-	state := models.ActionSuccess
+	state := vocab.ActionSuccess
 	if failed {
-		state = models.ActionFailure
+		state = vocab.ActionFailure
 	}
 	return record(state, strings.Join(results, "\n"))
 }

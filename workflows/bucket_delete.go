@@ -7,7 +7,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
 )
 
@@ -46,10 +45,9 @@ func bucketSiteOptions(site string) workflow.ActivityOptions {
 func BucketDeleteWorkflow(ctx workflow.Context, in BucketDeleteInput) (BucketDeleteResult, error) {
 	var res BucketDeleteResult
 	var siteActs *site.Activities
-	var hubActs *hubact.Activities
 	hctx := workflow.WithActivityOptions(ctx, catalogueHubOptions)
 	var sites []string
-	if err := workflow.ExecuteActivity(hctx, hubActs.BucketSites, in.BucketID).Get(ctx, &sites); err != nil {
+	if err := workflow.ExecuteActivity(hctx, actBucketSites, in.BucketID).Get(ctx, &sites); err != nil {
 		return res, err
 	}
 	futures := make([]workflow.Future, len(sites))
@@ -66,10 +64,10 @@ func BucketDeleteWorkflow(ctx workflow.Context, in BucketDeleteInput) (BucketDel
 		res.Sites = append(res.Sites, sites[i])
 	}
 	if failed != nil {
-		if err := workflow.ExecuteActivity(hctx, hubActs.ClearBucketSoftDeleting, in.BucketID).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(hctx, actClearBucketSoftDeleting, in.BucketID).Get(ctx, nil); err != nil {
 			return res, err
 		}
 		return res, fmt.Errorf("delete bucket %s: %w", in.Name, failed)
 	}
-	return res, workflow.ExecuteActivity(hctx, hubActs.DeleteBucketRecord, in.BucketID).Get(ctx, nil)
+	return res, workflow.ExecuteActivity(hctx, actDeleteBucketRecord, in.BucketID).Get(ctx, nil)
 }

@@ -1,9 +1,11 @@
-package workflows
+package workflows_test
 
 import (
 	"context"
 	"sync"
 	"testing"
+
+	"github.com/thehub/hub/workflows"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -13,7 +15,7 @@ import (
 
 	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // TestBucketDeleteWorkflowKeepsBucketWhenASiteFails: one site cannot drop
@@ -28,18 +30,18 @@ func TestBucketDeleteWorkflowKeepsBucketWhenASiteFails(t *testing.T) {
 	env.OnActivity(hub.BucketSites, mock.Anything, int64(7)).Return([]string{"a", "b"}, nil)
 	env.OnActivity(sa.RemoveBucketConfig, mock.Anything, site.BucketConfigInput{Bucket: "cold"}).Return(
 		func(ctx context.Context, _ site.BucketConfigInput) (site.BucketConfigResult, error) {
-			if activity.GetInfo(ctx).TaskQueue == SiteTaskQueue("b", models.DefaultQueue) {
+			if activity.GetInfo(ctx).TaskQueue == workflows.SiteTaskQueue("b", vocab.DefaultQueue) {
 				return site.BucketConfigResult{}, temporal.NewNonRetryableApplicationError("read-only filesystem", "io", nil)
 			}
 			return site.BucketConfigResult{Removed: true}, nil
 		})
 	env.OnActivity(hub.ClearBucketSoftDeleting, mock.Anything, int64(7)).Return(nil).Once()
-	env.ExecuteWorkflow(BucketDeleteWorkflow, BucketDeleteInput{BucketID: 7, Name: "cold"})
+	env.ExecuteWorkflow(workflows.BucketDeleteWorkflow, workflows.BucketDeleteInput{BucketID: 7, Name: "cold"})
 	require.True(t, env.IsWorkflowCompleted())
 	require.ErrorContains(t, env.GetWorkflowError(), "read-only filesystem")
 	env.AssertExpectations(t)
 	env.AssertNotCalled(t, "DeleteBucketRecord", mock.Anything, mock.Anything)
-	require.Equal(t, "bucket-delete-7", BucketDeleteWorkflowID(7))
+	require.Equal(t, "bucket-delete-7", workflows.BucketDeleteWorkflowID(7))
 }
 
 func TestBucketDeleteWorkflowDeletesTheRecordLast(t *testing.T) {
@@ -60,9 +62,9 @@ func TestBucketDeleteWorkflowDeletesTheRecordLast(t *testing.T) {
 		require.Equal(t, 2, removed, "every site first")
 		return nil
 	}).Once()
-	env.ExecuteWorkflow(BucketDeleteWorkflow, BucketDeleteInput{BucketID: 7, Name: "cold"})
+	env.ExecuteWorkflow(workflows.BucketDeleteWorkflow, workflows.BucketDeleteInput{BucketID: 7, Name: "cold"})
 	require.NoError(t, env.GetWorkflowError())
-	var res BucketDeleteResult
+	var res workflows.BucketDeleteResult
 	require.NoError(t, env.GetWorkflowResult(&res))
 	require.Equal(t, []string{"a", "b"}, res.Sites)
 }
@@ -79,7 +81,7 @@ func TestSpaceWorkflowRunsSignalledOps(t *testing.T) {
 	env.RegisterActivity(sa)
 	env.OnActivity(sa.CreateSpaceDir, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in site.SpaceDirInput) (site.SpaceDirResult, error) {
-			if activity.GetInfo(ctx).TaskQueue == SiteTaskQueue("down", models.DefaultQueue) {
+			if activity.GetInfo(ctx).TaskQueue == workflows.SiteTaskQueue("down", vocab.DefaultQueue) {
 				return site.SpaceDirResult{}, temporal.NewNonRetryableApplicationError("a file is in the way", "SpaceDir", nil)
 			}
 			return site.SpaceDirResult{Outcome: site.SpaceDirCreated, Path: in.Mountpoint}, nil
@@ -87,28 +89,28 @@ func TestSpaceWorkflowRunsSignalledOps(t *testing.T) {
 	env.OnActivity(sa.RemoveSpaceDir, mock.Anything, mock.Anything).Return(site.SpaceDirResult{Outcome: site.SpaceDirKept, Message: "not empty"}, nil)
 	// Sites are created concurrently: collect their states by site.
 	var mu sync.Mutex
-	states := map[string]hubact.SpaceSiteState{}
+	states := map[string]workflows.SpaceSiteState{}
 	env.OnActivity(hub.RecordSpaceSite, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, st hubact.SpaceSiteState) error {
+		func(_ context.Context, st workflows.SpaceSiteState) error {
 			mu.Lock()
 			defer mu.Unlock()
 			states[st.Site] = st
 			return nil
 		})
 
-	op := func(site, action string) SpaceOp {
-		return SpaceOp{Site: site, Queue: models.DefaultQueue, Action: action, Mountpoint: "/spaces/p"}
+	op := func(site, action string) workflows.SpaceOp {
+		return workflows.SpaceOp{Site: site, Queue: vocab.DefaultQueue, Action: action, Mountpoint: "/spaces/p"}
 	}
 	// Both signals land before the first ops finish (a later one would find
 	// the workflow done; the API signals with start, so it would start a new
 	// run, which this test environment cannot show).
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(SpaceOpsSignal, SpaceOps{Ops: []SpaceOp{op("up", SpaceCreate), op("down", SpaceCreate)}})
-		env.SignalWorkflow(SpaceOpsSignal, SpaceOps{Ops: []SpaceOp{op("up", SpaceRemove)}})
+		env.SignalWorkflow(workflows.SpaceOpsSignal, workflows.SpaceOps{Ops: []workflows.SpaceOp{op("up", workflows.SpaceCreate), op("down", workflows.SpaceCreate)}})
+		env.SignalWorkflow(workflows.SpaceOpsSignal, workflows.SpaceOps{Ops: []workflows.SpaceOp{op("up", workflows.SpaceRemove)}})
 	}, 0)
-	env.ExecuteWorkflow(SpaceWorkflow, SpaceInput{SpaceID: 3})
+	env.ExecuteWorkflow(workflows.SpaceWorkflow, workflows.SpaceInput{SpaceID: 3})
 	require.NoError(t, env.GetWorkflowError())
-	var res SpaceResult
+	var res workflows.SpaceResult
 	require.NoError(t, env.GetWorkflowResult(&res))
 	var got []string
 	for _, o := range res.Outcomes {
@@ -116,8 +118,8 @@ func TestSpaceWorkflowRunsSignalledOps(t *testing.T) {
 	}
 	require.Equal(t, []string{"up:create:created", "down:create:error", "up:remove:kept"}, got)
 	require.Len(t, states, 2)
-	require.Equal(t, hubact.SpaceSiteState{SpaceID: 3, Site: "up", State: models.SpaceSiteReady}, states["up"])
-	require.Equal(t, models.SpaceSiteError, states["down"].State)
+	require.Equal(t, workflows.SpaceSiteState{SpaceID: 3, Site: "up", State: vocab.SpaceSiteReady}, states["up"])
+	require.Equal(t, vocab.SpaceSiteError, states["down"].State)
 	require.Contains(t, states["down"].Message, "a file is in the way")
-	require.Equal(t, "space-3", SpaceWorkflowID(3))
+	require.Equal(t, "space-3", workflows.SpaceWorkflowID(3))
 }

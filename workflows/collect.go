@@ -7,9 +7,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Remote copies nothing refers to are collected by one workflow with a
@@ -49,15 +48,14 @@ type TargetCollected struct {
 // one target after the other.
 func CollectWorkflow(ctx workflow.Context) (CollectSummary, error) {
 	var sum CollectSummary
-	var a *hubact.Activities
-	var plan []hubact.CollectTarget
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, hubOptions), a.CollectPlan).Get(ctx, &plan); err != nil {
+	var plan []CollectTarget
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, hubOptions), actCollectPlan).Get(ctx, &plan); err != nil {
 		return sum, err
 	}
 	var s *site.Activities
 	for _, t := range plan {
 		opts := collectOptions
-		opts.TaskQueue = SiteTaskQueue(t.Site, models.DefaultQueue)
+		opts.TaskQueue = SiteTaskQueue(t.Site, vocab.DefaultQueue)
 		done := TargetCollected{Name: t.Target.Name}
 		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), s.CollectTarget,
 			site.CollectInput{Target: t.Target}).Get(ctx, &done.Result)

@@ -9,9 +9,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Names of the job workflow, its signals and its query.
@@ -36,11 +35,11 @@ type JobInput struct {
 // JobCarry is the state a job carries into its next run: ids, cursors and
 // counts, never path lists.
 type JobCarry struct {
-	Plan        hubact.JobPlan
-	Queue       []models.BatchRef // batches to run, in order
-	Next        int               // index in Queue of the next batch to dispatch
-	Done        int               // batches finished
-	Aborted     []models.BatchRef // batches whose task failed for good
+	Plan        JobPlan
+	Queue       []vocab.BatchRef // batches to run, in order
+	Next        int              // index in Queue of the next batch to dispatch
+	Done        int              // batches finished
+	Aborted     []vocab.BatchRef // batches whose task failed for good
 	Paused      bool
 	Snapdiff    string // pending manifest to commit on success
 	FailedAfter string // resubmit: keyset cursor into the failed paths
@@ -85,7 +84,7 @@ var (
 
 // siteOptions runs activities on the job's site queue: each attempt may
 // take at most timeout; after five failed attempts the activity fails.
-func siteOptions(p *hubact.JobPlan, timeout time.Duration) workflow.ActivityOptions {
+func siteOptions(p *JobPlan, timeout time.Duration) workflow.ActivityOptions {
 	if timeout <= 0 {
 		timeout = 24 * time.Hour
 	}
@@ -94,7 +93,7 @@ func siteOptions(p *hubact.JobPlan, timeout time.Duration) workflow.ActivityOpti
 		StartToCloseTimeout: timeout,
 		HeartbeatTimeout:    siteHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{"BadInput", "BadPath", "MissingBatch", "NotFound"}},
+			NonRetryableErrorTypes: []string{vocab.ErrBadInput, vocab.ErrBadPath, vocab.ErrMissingBatch, vocab.ErrNotFound}},
 	}
 }
 
@@ -103,7 +102,7 @@ func siteOptions(p *hubact.JobPlan, timeout time.Duration) workflow.ActivityOpti
 // (waiting for a worker, running and retrying together) is invalid: it
 // ends in ERROR and its batch is aborted (and can be resubmitted), as is a
 // batch whose step failed five times.
-func stepOptions(p *hubact.JobPlan, timeout time.Duration) workflow.ActivityOptions {
+func stepOptions(p *JobPlan, timeout time.Duration) workflow.ActivityOptions {
 	o := siteOptions(p, timeout)
 	o.ScheduleToCloseTimeout = o.StartToCloseTimeout
 	return o
@@ -126,7 +125,7 @@ type jobRun struct {
 	state     string // last state recorded at the hub
 	inFlight  int
 	sinceRun  int
-	cancelled []models.BatchRef
+	cancelled []vocab.BatchRef
 	wake      int // bumped by signals and finished batches
 	hub       workflow.Context
 	pause     workflow.ReceiveChannel
@@ -165,19 +164,17 @@ func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
 		j.c = *in.Carry
 		return nil
 	}
-	var a *hubact.Activities
-	var plan hubact.JobPlan
-	if err := workflow.ExecuteActivity(j.hub, a.LoadJobPlan, j.jobID).Get(ctx, &plan); err != nil {
+	var plan JobPlan
+	if err := workflow.ExecuteActivity(j.hub, actLoadJobPlan, j.jobID).Get(ctx, &plan); err != nil {
 		return err
 	}
 	j.c.Plan = plan
 	j.c.Queue = append(j.c.Queue, plan.Leftover...)
-	return j.setState(models.JobStarted, true, false)
+	return j.setState(vocab.JobStarted, true, false)
 }
 
 func (j *jobRun) setState(state string, started, completed bool) error {
-	var a *hubact.Activities
-	err := workflow.ExecuteActivity(j.hub, a.SetJobState, hubact.JobStateChange{JobID: j.jobID, State: state,
+	err := workflow.ExecuteActivity(j.hub, actSetJobState, JobStateChange{JobID: j.jobID, State: state,
 		Started: started, Completed: completed}).Get(j.hub, nil)
 	if err != nil {
 		return err
@@ -230,7 +227,6 @@ func (j *jobRun) run(ctx workflow.Context) error {
 func (j *jobRun) prepare(ctx workflow.Context) error {
 	p := &j.c.Plan
 	var s *site.Activities
-	var a *hubact.Activities
 	sctx := workflow.WithActivityOptions(ctx, siteOptions(p, 0))
 	first := 0
 	for _, b := range j.c.Queue {
@@ -244,7 +240,7 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 			return nil, err
 		}
 		for _, b := range out.Batches {
-			j.c.Queue = append(j.c.Queue, models.BatchRef{Run: p.Run, Index: b.Index, Rule: b.Rule, N: b.N})
+			j.c.Queue = append(j.c.Queue, vocab.BatchRef{Run: p.Run, Index: b.Index, Rule: b.Rule, N: b.N})
 			first = max(first, b.Index+1)
 		}
 		return &out, nil
@@ -256,7 +252,7 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 			return err
 		}
 		j.c.Snapdiff = out.Snapdiff
-		if err := workflow.ExecuteActivity(j.hub, a.RecordDiscovery, hubact.DiscoveryDone{JobID: j.jobID, Run: p.Run,
+		if err := workflow.ExecuteActivity(j.hub, actRecordDiscovery, DiscoveryDone{JobID: j.jobID, Run: p.Run,
 			Files: out.Files, Failed: out.Failed, Final: true}).Get(ctx, nil); err != nil {
 			return err
 		}
@@ -268,7 +264,7 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 			return j.continueAsNew(ctx)
 		}
 		var paths []string
-		if err := workflow.ExecuteActivity(j.hub, a.FailedPathsPage, j.jobID, j.c.FailedAfter, failedPathsPage).Get(ctx, &paths); err != nil {
+		if err := workflow.ExecuteActivity(j.hub, actFailedPathsPage, j.jobID, j.c.FailedAfter, failedPathsPage).Get(ctx, &paths); err != nil {
 			return err
 		}
 		if len(paths) == 0 {
@@ -281,7 +277,7 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 			return err
 		}
 		j.c.Pages++
-		if err := workflow.ExecuteActivity(j.hub, a.RecordDiscovery, hubact.DiscoveryDone{JobID: j.jobID, Run: p.Run,
+		if err := workflow.ExecuteActivity(j.hub, actRecordDiscovery, DiscoveryDone{JobID: j.jobID, Run: p.Run,
 			Files: out.Files, Failed: out.Failed, Page: j.c.Pages}).Get(ctx, nil); err != nil {
 			return err
 		}
@@ -307,7 +303,7 @@ func (j *jobRun) continueAsNew(ctx workflow.Context) error {
 }
 
 // dispatch runs one batch through its rule's chain in a coroutine.
-func (j *jobRun) dispatch(ctx workflow.Context, b models.BatchRef) {
+func (j *jobRun) dispatch(ctx workflow.Context, b vocab.BatchRef) {
 	j.inFlight++
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		defer func() { j.inFlight--; j.sinceRun++; j.wake++ }()
@@ -324,10 +320,9 @@ func (j *jobRun) dispatch(ctx workflow.Context, b models.BatchRef) {
 	})
 }
 
-func (j *jobRun) runBatch(ctx workflow.Context, b models.BatchRef) error {
+func (j *jobRun) runBatch(ctx workflow.Context, b vocab.BatchRef) error {
 	p := &j.c.Plan
 	var s *site.Activities
-	var a *hubact.Activities
 	sctx := workflow.WithActivityOptions(ctx, stepOptions(p, p.StepTimeout))
 	// A context belongs to its coroutine: this batch's bookkeeping gets
 	// its own disconnected context.
@@ -335,7 +330,7 @@ func (j *jobRun) runBatch(ctx workflow.Context, b models.BatchRef) error {
 	hctx = workflow.WithActivityOptions(hctx, hubOptions)
 	for k, step := range p.Chains[b.Rule] {
 		var taskID int64
-		err := workflow.ExecuteActivity(hctx, a.StartTask, hubact.TaskStart{JobID: j.jobID, Site: p.Site, Queue: p.Queue,
+		err := workflow.ExecuteActivity(hctx, actStartTask, TaskStart{JobID: j.jobID, Site: p.Site, Queue: p.Queue,
 			Run: p.Run, Batch: b.Index, BatchRun: b.Run, Step: k, Name: step.Name, NumPaths: b.N}).Get(hctx, &taskID)
 		if err != nil {
 			return err
@@ -350,19 +345,19 @@ func (j *jobRun) runBatch(ctx workflow.Context, b models.BatchRef) error {
 		if stepErr == nil && step.DestSite != "" {
 			out.Outcomes, stepErr = j.receive(ctx, step, out.Outcomes)
 		}
-		end := hubact.TaskEnd{JobID: j.jobID, TaskID: taskID, Outcomes: out.Outcomes}
+		end := TaskEnd{JobID: j.jobID, TaskID: taskID, Outcomes: out.Outcomes}
 		if stepErr != nil {
-			end.State, end.Error = models.TaskError, stepErr.Error()
+			end.State, end.Error = vocab.TaskError, stepErr.Error()
 			var timeout *temporal.TimeoutError
 			switch {
 			case temporal.IsCanceledError(stepErr) || ctx.Err() != nil:
-				end.State = models.TaskCancelled
+				end.State = vocab.TaskCancelled
 			case errors.As(stepErr, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE:
 				end.Error = fmt.Sprintf("invalid: not finished within task_invalidation_timeout (%s) of being handed to site %s",
 					stepOptions(p, p.StepTimeout).ScheduleToCloseTimeout, p.Site)
 			}
 		}
-		if err := workflow.ExecuteActivity(hctx, a.FinishTask, end).Get(hctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(hctx, actFinishTask, end).Get(hctx, nil); err != nil {
 			return err
 		}
 		if stepErr != nil {
@@ -374,7 +369,7 @@ func (j *jobRun) runBatch(ctx workflow.Context, b models.BatchRef) error {
 
 // receive runs the destination half of send/site_sync on the destination
 // site's queue and returns the final outcome of every path.
-func (j *jobRun) receive(ctx workflow.Context, step hubact.StepPlan, src []site.Outcome) ([]site.Outcome, error) {
+func (j *jobRun) receive(ctx workflow.Context, step StepPlan, src []site.Outcome) ([]site.Outcome, error) {
 	var final []site.Outcome
 	in := site.ReceiveInput{JobID: j.jobID, Step: step.Name, Targets: step.Shared}
 	in.DestPath, _ = step.Params["destination_path"].(string)
@@ -390,7 +385,7 @@ func (j *jobRun) receive(ctx workflow.Context, step hubact.StepPlan, src []site.
 	if len(in.Files) == 0 {
 		return final, nil
 	}
-	opts := stepOptions(&hubact.JobPlan{Site: step.DestSite, Queue: step.DestQueue}, j.c.Plan.StepTimeout)
+	opts := stepOptions(&JobPlan{Site: step.DestSite, Queue: step.DestQueue}, j.c.Plan.StepTimeout)
 	var s *site.Activities
 	var out site.StepOutput
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), s.Receive, in).Get(ctx, &out); err != nil {
@@ -402,11 +397,11 @@ func (j *jobRun) receive(ctx workflow.Context, step hubact.StepPlan, src []site.
 // syncPauseState records PAUSING/PAUSED/STARTED as the pause flag and the
 // batches in flight change.
 func (j *jobRun) syncPauseState() error {
-	want := models.JobStarted
+	want := vocab.JobStarted
 	if j.c.Paused {
-		want = models.JobPaused
+		want = vocab.JobPaused
 		if j.inFlight > 0 {
-			want = models.JobPausing
+			want = vocab.JobPausing
 		}
 	}
 	if want == j.state {
@@ -416,17 +411,16 @@ func (j *jobRun) syncPauseState() error {
 }
 
 func (j *jobRun) finish(ctx workflow.Context) error {
-	var a *hubact.Activities
 	var s *site.Activities
-	var out hubact.JobOutcome
-	err := workflow.ExecuteActivity(j.hub, a.FinishJob, hubact.JobEnd{JobID: j.jobID, State: models.JobSuccess,
+	var out JobOutcome
+	err := workflow.ExecuteActivity(j.hub, actFinishJob, JobEnd{JobID: j.jobID, State: vocab.JobSuccess,
 		Aborted: j.c.Aborted}).Get(ctx, &out)
 	if err != nil {
 		return err
 	}
 	j.state = out.State
 	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(out.State))
-	if out.State == models.JobSuccess && !out.HasFailures {
+	if out.State == vocab.JobSuccess && !out.HasFailures {
 		sctx := workflow.WithActivityOptions(j.hub, siteOptions(&j.c.Plan, time.Hour))
 		if j.c.Snapdiff != "" {
 			if err := workflow.ExecuteActivity(sctx, s.CommitSnapdiff, j.c.Snapdiff).Get(ctx, nil); err != nil {
@@ -444,15 +438,14 @@ func (j *jobRun) finish(ctx workflow.Context) error {
 // with every batch not finished kept for resubmit.
 func (j *jobRun) cancel(ctx workflow.Context) error {
 	_ = workflow.Await(j.hub, func() bool { return j.inFlight == 0 })
-	left := append(append([]models.BatchRef{}, j.cancelled...), j.c.Queue[j.c.Next:]...)
-	var a *hubact.Activities
-	var out hubact.JobOutcome
-	err := workflow.ExecuteActivity(j.hub, a.FinishJob, hubact.JobEnd{JobID: j.jobID, State: models.JobCancelled,
+	left := append(append([]vocab.BatchRef{}, j.cancelled...), j.c.Queue[j.c.Next:]...)
+	var out JobOutcome
+	err := workflow.ExecuteActivity(j.hub, actFinishJob, JobEnd{JobID: j.jobID, State: vocab.JobCancelled,
 		Cancelled: left, Aborted: j.c.Aborted}).Get(j.hub, &out)
 	if err != nil {
 		return err
 	}
-	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(models.JobCancelled))
+	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(vocab.JobCancelled))
 	return temporal.NewCanceledError()
 }
 
@@ -466,13 +459,12 @@ func (j *jobRun) fail(ctx workflow.Context, cause error) error {
 		return j.cancel(ctx)
 	}
 	workflow.GetLogger(ctx).Error("job failed", "job", j.jobID, "error", cause)
-	var a *hubact.Activities
 	// Batches not run yet stay queued for a resubmit.
-	left := append(append([]models.BatchRef{}, j.cancelled...), j.c.Queue[min(j.c.Next, len(j.c.Queue)):]...)
-	if err := workflow.ExecuteActivity(j.hub, a.FinishJob, hubact.JobEnd{JobID: j.jobID,
-		State: models.JobFailure, Cancelled: left, Aborted: j.c.Aborted}).Get(j.hub, nil); err != nil {
+	left := append(append([]vocab.BatchRef{}, j.cancelled...), j.c.Queue[min(j.c.Next, len(j.c.Queue)):]...)
+	if err := workflow.ExecuteActivity(j.hub, actFinishJob, JobEnd{JobID: j.jobID,
+		State: vocab.JobFailure, Cancelled: left, Aborted: j.c.Aborted}).Get(j.hub, nil); err != nil {
 		return err
 	}
-	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(models.JobFailure))
+	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(vocab.JobFailure))
 	return cause
 }

@@ -6,7 +6,6 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
 )
 
@@ -23,7 +22,7 @@ func JobCleanupWorkflowID(jobID int64) string { return fmt.Sprintf("job-%d-clean
 // records were deleted or purged (a finished job keeps them while it can
 // be resubmitted). An offline site worker is waited for, up to
 // JobCleanupWait.
-func JobCleanupWorkflow(ctx workflow.Context, in hubact.JobCleanup) error {
+func JobCleanupWorkflow(ctx workflow.Context, in JobCleanup) error {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              SiteTaskQueue(in.Site, in.Queue),
 		ScheduleToCloseTimeout: JobCleanupWait,

@@ -6,8 +6,6 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/workflow"
-
-	hubact "github.com/thehub/hub/activities/hub"
 )
 
 // Maintenance runs on a Temporal schedule, so operators see every pass in
@@ -22,11 +20,10 @@ const (
 
 // MaintenanceWorkflow purges jobs older than jobs_ttl and raises the
 // not-started / not-progressed job alerts.
-func MaintenanceWorkflow(ctx workflow.Context) (hubact.MaintenanceResult, error) {
+func MaintenanceWorkflow(ctx workflow.Context) (MaintenanceResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, hubOptions)
-	var a *hubact.Activities
-	var res hubact.MaintenanceResult
-	if err := workflow.ExecuteActivity(ctx, a.Maintain).Get(ctx, &res); err != nil {
+	var res MaintenanceResult
+	if err := workflow.ExecuteActivity(ctx, actMaintain).Get(ctx, &res); err != nil {
 		return res, err
 	}
 	// The purged jobs' batch files go at their sites; a child per site

@@ -6,7 +6,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
 )
 
@@ -14,7 +13,7 @@ import (
 const NASUsersSyncWorkflowName = "NASUsersSyncWorkflow"
 
 // NASUsersSyncInput is the NAS user list and the sites to send it to.
-type NASUsersSyncInput = hubact.NASUsers
+type NASUsersSyncInput = NASUsers
 
 // NASUsersSyncResult says, per site, how many users were applied or why not.
 type NASUsersSyncResult struct {

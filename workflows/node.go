@@ -6,11 +6,9 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	hubact "github.com/thehub/hub/activities/hub"
 )
 
-// NodeHeartbeatSignal carries a hubact.Heartbeat from a site worker node.
+// NodeHeartbeatSignal carries a Heartbeat from a site worker node.
 const NodeHeartbeatSignal = "node-heartbeat"
 
 // NodeWorkflowName is the registered name of NodeWorkflow.
@@ -39,13 +37,12 @@ var recordOptions = workflow.ActivityOptions{
 
 // NodeWorkflow records the heartbeat it starts with and every heartbeat the
 // node signals after, continuing as new every maxBeatsPerRun beats.
-func NodeWorkflow(ctx workflow.Context, first hubact.Heartbeat) error {
+func NodeWorkflow(ctx workflow.Context, first Heartbeat) error {
 	ctx = workflow.WithActivityOptions(ctx, recordOptions)
 	ch := workflow.GetSignalChannel(ctx, NodeHeartbeatSignal)
-	var a *hubact.Activities
 	hb := first
 	for beats := 0; ; beats++ {
-		if err := workflow.ExecuteActivity(ctx, a.RecordHeartbeat, hb).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(ctx, actRecordHeartbeat, hb).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("heartbeat not recorded", "node", hb.Node, "error", err)
 		}
 		timerCtx, cancelTimer := workflow.WithCancel(ctx)

@@ -9,9 +9,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // ResourceChangeWorkflowName is the registered name of ResourceChangeWorkflow.
@@ -69,7 +68,7 @@ var cjSiteOptions = workflow.ActivityOptions{
 		BackoffCoefficient:     2,
 		MaximumInterval:        10 * time.Second,
 		MaximumAttempts:        5,
-		NonRetryableErrorTypes: []string{site.CJFailure},
+		NonRetryableErrorTypes: []string{vocab.ErrCJ},
 	},
 }
 
@@ -119,25 +118,24 @@ func ResourceChangeWorkflow(ctx workflow.Context, in ResourceChangeInput) error 
 // applyResourceChange applies the item's newest state and returns its
 // generation. An item already removed counts as applied for good.
 func applyResourceChange(ctx workflow.Context, in ResourceChangeInput) (int64, error) {
-	var hub *hubact.Activities
 	var st *site.Activities
 	hubCtx := workflow.WithActivityOptions(ctx, cjHubOptions)
 
-	var plan hubact.CJPlan
-	if err := workflow.ExecuteActivity(hubCtx, hub.CJPrepareChange, in.ItemID).Get(ctx, &plan); err != nil {
+	var plan CJPlan
+	if err := workflow.ExecuteActivity(hubCtx, actCJPrepareChange, in.ItemID).Get(ctx, &plan); err != nil {
 		return 0, err
 	}
 	if !plan.Found {
 		return 1<<62 - 1, nil
 	}
-	if err := workflow.ExecuteActivity(hubCtx, hub.CJStartChange, plan).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(hubCtx, actCJStartChange, plan).Get(ctx, nil); err != nil {
 		return 0, err
 	}
-	out := hubact.CJOutcome{ItemID: plan.ItemID, Generation: plan.Generation, Delete: plan.Delete,
+	out := CJOutcome{ItemID: plan.ItemID, Generation: plan.Generation, Delete: plan.Delete,
 		Message: "no work at the site for " + in.Type}
 	if plan.SiteWork {
 		siteCtx := workflow.WithActivityOptions(ctx, cjSiteOptions)
-		siteCtx = workflow.WithTaskQueue(siteCtx, SiteTaskQueue(in.Site, models.DefaultQueue))
+		siteCtx = workflow.WithTaskQueue(siteCtx, SiteTaskQueue(in.Site, vocab.DefaultQueue))
 		var res site.CJResult
 		err := workflow.ExecuteActivity(siteCtx, st.CJApply, plan.Change).Get(ctx, &res)
 		out.Message = res.Message
@@ -145,7 +143,7 @@ func applyResourceChange(ctx workflow.Context, in ResourceChangeInput) (int64, e
 			out.Error = siteFailure(in.Site, err)
 		}
 	}
-	if err := workflow.ExecuteActivity(hubCtx, hub.CJFinishChange, out).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(hubCtx, actCJFinishChange, out).Get(ctx, nil); err != nil {
 		return 0, err
 	}
 	return plan.Generation, nil
@@ -185,12 +183,11 @@ var cjStatOptions = workflow.ActivityOptions{
 // from the site.
 func CJDatastoresWorkflow(ctx workflow.Context, siteName string) error {
 	var st *site.Activities
-	var hub *hubact.Activities
-	siteCtx := workflow.WithTaskQueue(workflow.WithActivityOptions(ctx, cjStatOptions), SiteTaskQueue(siteName, models.DefaultQueue))
+	siteCtx := workflow.WithTaskQueue(workflow.WithActivityOptions(ctx, cjStatOptions), SiteTaskQueue(siteName, vocab.DefaultQueue))
 	var pools []site.CJPool
 	if err := workflow.ExecuteActivity(siteCtx, st.CJStatPools).Get(ctx, &pools); err != nil {
 		return err
 	}
 	hubCtx := workflow.WithActivityOptions(ctx, cjHubOptions)
-	return workflow.ExecuteActivity(hubCtx, hub.CJStoreDatastores, hubact.CJDatastores{Site: siteName, Pools: pools}).Get(ctx, nil)
+	return workflow.ExecuteActivity(hubCtx, actCJStoreDatastores, CJDatastores{Site: siteName, Pools: pools}).Get(ctx, nil)
 }

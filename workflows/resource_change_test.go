@@ -1,10 +1,12 @@
-package workflows
+package workflows_test
 
 import (
 	"context"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/thehub/hub/workflows"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -13,9 +15,10 @@ import (
 
 	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
-// changeEnv runs ResourceChangeWorkflow with mocked activities over a fake
+// changeEnv runs workflows.ResourceChangeWorkflow with mocked activities over a fake
 // item whose generation the test moves on, as the API would.
 type changeEnv struct {
 	env      *testsuite.TestWorkflowEnvironment
@@ -33,8 +36,8 @@ func newChangeEnv(t *testing.T, siteErr error) *changeEnv {
 	ce.env.RegisterActivity(hub)
 	ce.env.RegisterActivity(st)
 	ce.env.OnActivity(hub.CJPrepareChange, mock.Anything, int64(7)).Return(
-		func(context.Context, int64) (hubact.CJPlan, error) {
-			return hubact.CJPlan{Found: true, ItemID: 7, Generation: ce.gen, Delete: ce.deleted, SiteWork: true,
+		func(context.Context, int64) (workflows.CJPlan, error) {
+			return workflows.CJPlan{Found: true, ItemID: 7, Generation: ce.gen, Delete: ce.deleted, SiteWork: true,
 				Change: site.CJChange{Type: "spaces", ItemID: 7, Name: "s", Delete: ce.deleted, Space: &site.CJSpace{Name: "s"}}}, nil
 		})
 	ce.env.OnActivity(hub.CJStartChange, mock.Anything, mock.Anything).Return(nil)
@@ -44,7 +47,7 @@ func newChangeEnv(t *testing.T, siteErr error) *changeEnv {
 			return site.CJResult{Message: "ok"}, siteErr
 		})
 	ce.env.OnActivity(hub.CJFinishChange, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, out hubact.CJOutcome) error {
+		func(_ context.Context, out workflows.CJOutcome) error {
 			res := "ok"
 			if out.Error != "" {
 				res = out.Error
@@ -60,7 +63,7 @@ func (ce *changeEnv) change(delay time.Duration, deleted bool) {
 	ce.env.RegisterDelayedCallback(func() {
 		ce.gen++
 		ce.deleted = deleted
-		ce.env.SignalWorkflow(ResourceChangeSignal, ResourceChange{Generation: ce.gen})
+		ce.env.SignalWorkflow(workflows.ResourceChangeSignal, workflows.ResourceChange{Generation: ce.gen})
 	}, delay)
 }
 
@@ -72,7 +75,7 @@ func TestResourceChangeCoalescesAndKeepsOrder(t *testing.T) {
 	ce.change(time.Second, false)
 	ce.change(2*time.Second, false)
 	ce.change(15*time.Second, true)
-	ce.env.ExecuteWorkflow(ResourceChangeWorkflow, ResourceChangeInput{Site: "site1", Type: "spaces", ItemID: 7, Wanted: 1})
+	ce.env.ExecuteWorkflow(workflows.ResourceChangeWorkflow, workflows.ResourceChangeInput{Site: "site1", Type: "spaces", ItemID: 7, Wanted: 1})
 	require.True(t, ce.env.IsWorkflowCompleted())
 	require.NoError(t, ce.env.GetWorkflowError())
 	require.Equal(t, 3, ce.applied, "2 and 3 were applied as one")
@@ -81,8 +84,8 @@ func TestResourceChangeCoalescesAndKeepsOrder(t *testing.T) {
 
 func TestResourceChangeRecordsSiteFailure(t *testing.T) {
 	t.Parallel()
-	ce := newChangeEnv(t, temporal.NewNonRetryableApplicationError("cannot create spaces/s: a file is in the way", site.CJFailure, nil))
-	ce.env.ExecuteWorkflow(ResourceChangeWorkflow, ResourceChangeInput{Site: "site1", Type: "spaces", ItemID: 7, Wanted: 1})
+	ce := newChangeEnv(t, temporal.NewNonRetryableApplicationError("cannot create spaces/s: a file is in the way", vocab.ErrCJ, nil))
+	ce.env.ExecuteWorkflow(workflows.ResourceChangeWorkflow, workflows.ResourceChangeInput{Site: "site1", Type: "spaces", ItemID: 7, Wanted: 1})
 	require.NoError(t, ce.env.GetWorkflowError(), "a failed change fails the item, not the workflow")
 	require.Equal(t, []string{"1:cannot create spaces/s: a file is in the way"}, ce.finished)
 }

@@ -8,9 +8,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // SettingsWorkflowName is the registered name of SettingsWorkflow.
@@ -61,13 +60,12 @@ var settingsSiteOptions = workflow.ActivityOptions{
 // site answers.
 func SettingsWorkflow(ctx workflow.Context, in SettingsWorkflowInput) (SettingsWorkflowResult, error) {
 	var res SettingsWorkflowResult
-	var hub *hubact.Activities
 	hubCtx := workflow.WithActivityOptions(ctx, settingsHubOptions)
 	ids := make([]int64, len(in.Targets))
 	for i, t := range in.Targets {
 		ids[i] = t.TaskID
 	}
-	if err := workflow.ExecuteActivity(hubCtx, hub.StartSettingsTasks, ids).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(hubCtx, actStartSettingsTasks, ids).Get(ctx, nil); err != nil {
 		return res, err
 	}
 	wg := workflow.NewWaitGroup(ctx)
@@ -77,12 +75,12 @@ func SettingsWorkflow(ctx workflow.Context, in SettingsWorkflowInput) (SettingsW
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
 			outcome := runSettingsTarget(ctx, t)
-			if outcome.State == models.TaskSuccess {
+			if outcome.State == vocab.TaskSuccess {
 				res.Succeeded++
 			} else {
 				res.Failed++
 			}
-			if err := workflow.ExecuteActivity(hubCtx, hub.FinishSettingsTask, outcome).Get(ctx, nil); err != nil && firstErr == nil {
+			if err := workflow.ExecuteActivity(hubCtx, actFinishSettingsTask, outcome).Get(ctx, nil); err != nil && firstErr == nil {
 				firstErr = err
 			}
 		})
@@ -92,11 +90,10 @@ func SettingsWorkflow(ctx workflow.Context, in SettingsWorkflowInput) (SettingsW
 }
 
 // runSettingsTarget does one task's site work and returns its outcome.
-func runSettingsTarget(ctx workflow.Context, t SettingsTarget) hubact.SettingsTaskOutcome {
+func runSettingsTarget(ctx workflow.Context, t SettingsTarget) SettingsTaskOutcome {
 	var sa *site.Activities
-	var hub *hubact.Activities
 	opts := settingsSiteOptions
-	opts.TaskQueue = SiteTaskQueue(t.Site, models.DefaultQueue)
+	opts.TaskQueue = SiteTaskQueue(t.Site, vocab.DefaultQueue)
 	siteCtx := workflow.WithActivityOptions(ctx, opts)
 	var results any
 	var err error
@@ -104,9 +101,9 @@ func runSettingsTarget(ctx workflow.Context, t SettingsTarget) hubact.SettingsTa
 		var applied map[string]json.RawMessage
 		if err = workflow.ExecuteActivity(siteCtx, sa.ReadSettings).Get(ctx, &applied); err == nil {
 			hubCtx := workflow.WithActivityOptions(ctx, settingsHubOptions)
-			var imported hubact.ImportSiteSettingsResult
-			err = workflow.ExecuteActivity(hubCtx, hub.ImportSiteSettings,
-				hubact.ImportSiteSettingsInput{Site: t.Site, Applied: applied}).Get(ctx, &imported)
+			var imported ImportSiteSettingsResult
+			err = workflow.ExecuteActivity(hubCtx, actImportSiteSettings,
+				ImportSiteSettingsInput{Site: t.Site, Applied: applied}).Get(ctx, &imported)
 			results = imported
 		}
 	} else {
@@ -114,13 +111,13 @@ func runSettingsTarget(ctx workflow.Context, t SettingsTarget) hubact.SettingsTa
 		err = workflow.ExecuteActivity(siteCtx, sa.ApplySettings, site.ApplySettingsInput{Values: t.Values}).Get(ctx, &applied)
 		results = applied
 	}
-	state := models.TaskSuccess
+	state := vocab.TaskSuccess
 	if err != nil {
-		state, results = models.TaskFailure, map[string]string{"error": err.Error()}
+		state, results = vocab.TaskFailure, map[string]string{"error": err.Error()}
 	}
 	data, mErr := json.Marshal(results)
 	if mErr != nil {
 		data = []byte(`{}`)
 	}
-	return hubact.SettingsTaskOutcome{TaskID: t.TaskID, State: state, Results: data}
+	return SettingsTaskOutcome{TaskID: t.TaskID, State: state, Results: data}
 }

@@ -7,7 +7,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
 )
 
@@ -56,12 +55,11 @@ func inventoryOptions(site, queue string) workflow.ActivityOptions {
 func SiteRefreshWorkflow(ctx workflow.Context, in SiteRefreshInput) (SiteRefreshResult, error) {
 	var res SiteRefreshResult
 	var siteActs *site.Activities
-	var hubActs *hubact.Activities
 	sctx := workflow.WithActivityOptions(ctx, inventoryOptions(in.Site, in.Queue))
 	if err := workflow.ExecuteActivity(sctx, siteActs.InventorySite).Get(ctx, &res.Inventory); err != nil {
 		return res, fmt.Errorf("inventory of site %s: %w", in.Site, err)
 	}
 	hctx := workflow.WithActivityOptions(ctx, catalogueHubOptions)
-	err := workflow.ExecuteActivity(hctx, hubActs.StoreSiteInventory, hubact.SiteInventoryInput{SiteID: in.SiteID, Inventory: res.Inventory}).Get(ctx, nil)
+	err := workflow.ExecuteActivity(hctx, actStoreSiteInventory, SiteInventoryInput{SiteID: in.SiteID, Inventory: res.Inventory}).Get(ctx, nil)
 	return res, err
 }

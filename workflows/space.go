@@ -7,9 +7,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Names of the space workflow and its signal.
@@ -40,7 +39,7 @@ type SpaceOp struct {
 	Action     string // SpaceCreate, SpaceRemove or ShareSync
 	Mountpoint string
 	Mode       string
-	Share      hubact.ShareRef // for ShareSync
+	Share      ShareRef // for ShareSync
 }
 
 // SpaceOps is the payload of SpaceOpsSignal.
@@ -83,7 +82,6 @@ func spaceDirOptions(site, queue string) workflow.ActivityOptions {
 func SpaceWorkflow(ctx workflow.Context, in SpaceInput) (SpaceResult, error) {
 	var res SpaceResult
 	var siteActs *site.Activities
-	var hubActs *hubact.Activities
 	ch := workflow.GetSignalChannel(ctx, SpaceOpsSignal)
 	hctx := workflow.WithActivityOptions(ctx, catalogueHubOptions)
 	var queue []SpaceOp
@@ -103,8 +101,8 @@ func SpaceWorkflow(ctx workflow.Context, in SpaceInput) (SpaceResult, error) {
 		case SpaceRemove:
 			fn = siteActs.RemoveSpaceDir
 		case ShareSync:
-			var want hubact.ShareOnSite
-			err = workflow.ExecuteActivity(hctx, hubActs.ShareOnSite, op.Share).Get(ctx, &want)
+			var want ShareOnSite
+			err = workflow.ExecuteActivity(hctx, actShareOnSite, op.Share).Get(ctx, &want)
 			fn, arg = siteActs.RemoveShare, want.Config
 			if want.Write {
 				fn = siteActs.WriteShare
@@ -117,7 +115,7 @@ func SpaceWorkflow(ctx workflow.Context, in SpaceInput) (SpaceResult, error) {
 		}
 		out := SpaceOutcome{Op: op, Outcome: dr.Outcome, Message: dr.Message}
 		if err != nil {
-			out.Outcome, out.Message = models.SpaceSiteError, err.Error()
+			out.Outcome, out.Message = vocab.SpaceSiteError, err.Error()
 		}
 		if out.Outcome == site.SpaceDirKept {
 			workflow.GetLogger(ctx).Warn("space directory kept", "space", in.SpaceID, "site", op.Site, "message", out.Message)
@@ -126,11 +124,11 @@ func SpaceWorkflow(ctx workflow.Context, in SpaceInput) (SpaceResult, error) {
 		if op.Action != SpaceCreate {
 			continue
 		}
-		state := hubact.SpaceSiteState{SpaceID: in.SpaceID, Site: op.Site, State: models.SpaceSiteReady, Message: out.Message}
+		state := SpaceSiteState{SpaceID: in.SpaceID, Site: op.Site, State: vocab.SpaceSiteReady, Message: out.Message}
 		if err != nil {
-			state.State = models.SpaceSiteError
+			state.State = vocab.SpaceSiteError
 		}
-		if err := workflow.ExecuteActivity(hctx, hubActs.RecordSpaceSite, state).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(hctx, actRecordSpaceSite, state).Get(ctx, nil); err != nil {
 			return res, err
 		}
 	}

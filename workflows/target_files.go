@@ -6,7 +6,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
 )
 
@@ -40,10 +39,9 @@ func TargetFilesWorkflow(ctx workflow.Context, in TargetFilesInput) (site.Target
 		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), siteActs.ListTargetFolder, in.Listing).Get(ctx, &out)
 		return out, err
 	}
-	var hubActs *hubact.Activities
 	opts.TaskQueue = HubTaskQueue
 	l := in.Listing
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), hubActs.ListRemoteTarget,
-		hubact.RemoteListInput{TargetID: in.TargetID, Path: l.Path, MaxItems: l.MaxItems, Marker: l.Marker}).Get(ctx, &out)
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), actListRemoteTarget,
+		RemoteListInput{TargetID: in.TargetID, Path: l.Path, MaxItems: l.MaxItems, Marker: l.Marker}).Get(ctx, &out)
 	return out, err
 }

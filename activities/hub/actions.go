@@ -7,49 +7,30 @@ import (
 
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
 )
 
-// ActionState is an action's new state and, once it ends, what it did.
-type ActionState struct {
-	ID      int64
-	State   string
-	Results string
-}
-
 // RecordAction stores an action's state and results.
-func (a *Activities) RecordAction(ctx context.Context, s ActionState) error {
+func (a *Activities) RecordAction(ctx context.Context, s workflows.ActionState) error {
 	return models.FinishAction(ctx, a.DB, s.ID, s.State, s.Results)
 }
 
-// SiteRef names a site.
-type SiteRef struct {
-	ID   int64
-	Name string
-}
-
 // ListSites returns every site, by name.
-func (a *Activities) ListSites(ctx context.Context) ([]SiteRef, error) {
+func (a *Activities) ListSites(ctx context.Context) ([]workflows.SiteRef, error) {
 	var sites []models.Site
 	if err := models.SitesQuery(a.DB, &sites).Scan(ctx); err != nil {
 		return nil, err
 	}
-	out := make([]SiteRef, len(sites))
+	out := make([]workflows.SiteRef, len(sites))
 	for i, s := range sites {
-		out[i] = SiteRef{ID: s.ID, Name: s.Name}
+		out[i] = workflows.SiteRef{ID: s.ID, Name: s.Name}
 	}
 	return out, nil
 }
 
-// NASUsers is what a NAS users sync sends: the active users that have a
-// NAS identity, to every site.
-type NASUsers struct {
-	Sites []string
-	Users []site.NASUser
-}
-
 // LoadNASUsers reads the users and sites a NAS users sync sends.
-func LoadNASUsers(ctx context.Context, db bun.IDB) (NASUsers, error) {
-	out := NASUsers{Users: []site.NASUser{}}
+func LoadNASUsers(ctx context.Context, db bun.IDB) (workflows.NASUsers, error) {
+	out := workflows.NASUsers{Users: []site.NASUser{}}
 	var users []models.User
 	if err := db.NewSelect().Model(&users).Where("u.nas_uid IS NOT NULL AND u.is_active").Order("u.nas_uid").Scan(ctx); err != nil {
 		return out, err
@@ -72,6 +53,6 @@ func LoadNASUsers(ctx context.Context, db bun.IDB) (NASUsers, error) {
 }
 
 // NASUsersPlan is LoadNASUsers as an activity.
-func (a *Activities) NASUsersPlan(ctx context.Context) (NASUsers, error) {
+func (a *Activities) NASUsersPlan(ctx context.Context) (workflows.NASUsers, error) {
 	return LoadNASUsers(ctx, a.DB)
 }

@@ -10,29 +10,20 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Activities are the hub-side activities; register a *Activities.
 type Activities struct {
 	DB *bun.DB
 	// Secrets opens the target credentials sealed in the database.
-	Secrets *models.Cipher
-}
-
-// Heartbeat is what a site worker node reports about itself.
-type Heartbeat struct {
-	Site             string
-	Queue            string
-	Node             string
-	WorkerVersion    string
-	EngineVersion    string
-	AnalyticsVersion string
-	SearchVersion    string
+	Secrets *vocab.Cipher
 }
 
 // RecordHeartbeat stores a node's heartbeat at the hub's clock, so that
 // liveness is judged against one clock whatever the nodes' drift.
-func (a *Activities) RecordHeartbeat(ctx context.Context, hb Heartbeat) error {
+func (a *Activities) RecordHeartbeat(ctx context.Context, hb workflows.Heartbeat) error {
 	err := models.RecordHeartbeat(ctx, a.DB, models.Heartbeat{
 		Site: hb.Site, Node: hb.Node, Queue: hb.Queue, WorkerVersion: hb.WorkerVersion,
 		EngineVersion: hb.EngineVersion, AnalyticsVersion: hb.AnalyticsVersion, SearchVersion: hb.SearchVersion,

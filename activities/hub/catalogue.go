@@ -12,17 +12,13 @@ import (
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/activities/targets"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
-
-// SiteInventoryInput is a site's inventory to record.
-type SiteInventoryInput struct {
-	SiteID    int64
-	Inventory site.Inventory
-}
 
 // StoreSiteInventory records a site's counts, replaces its storage pools
 // with the reported ones and upserts the reporting server.
-func (a *Activities) StoreSiteInventory(ctx context.Context, in SiteInventoryInput) error {
+func (a *Activities) StoreSiteInventory(ctx context.Context, in workflows.SiteInventoryInput) error {
 	inv := in.Inventory
 	rec := models.SiteInventory{Directories: inv.Directories, Files: inv.Files, Hydrated: inv.Hydrated,
 		Stubbed: inv.Stubbed, At: time.Now().UTC()}
@@ -37,23 +33,15 @@ func (a *Activities) StoreSiteInventory(ctx context.Context, in SiteInventoryInp
 	rec.Server = &models.Server{Name: inv.Server.Hostname, ListOfInterfaces: ifs}
 	if err := models.StoreSiteInventory(ctx, a.DB, in.SiteID, rec); err != nil {
 		if errors.Is(err, models.ErrNotFound) {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("site %d no longer exists", in.SiteID), "NotFound", err)
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("site %d no longer exists", in.SiteID), vocab.ErrNotFound, err)
 		}
 		return fmt.Errorf("store inventory of site %d: %w", in.SiteID, err)
 	}
 	return nil
 }
 
-// SpaceSiteState is the outcome of creating a space's directory on a site.
-type SpaceSiteState struct {
-	SpaceID int64
-	Site    string
-	State   string // models.SpaceSiteReady or models.SpaceSiteError
-	Message string
-}
-
 // RecordSpaceSite stores the state of a space's directory on a site.
-func (a *Activities) RecordSpaceSite(ctx context.Context, in SpaceSiteState) error {
+func (a *Activities) RecordSpaceSite(ctx context.Context, in workflows.SpaceSiteState) error {
 	if err := models.RecordSpaceSite(ctx, a.DB, in.SpaceID, in.Site, in.State, in.Message); err != nil {
 		return fmt.Errorf("record space %d on %s: %w", in.SpaceID, in.Site, err)
 	}
@@ -86,32 +74,24 @@ func (a *Activities) ClearBucketSoftDeleting(ctx context.Context, bucketID int64
 	return nil
 }
 
-// RemoteListInput asks for one page of an external target's content.
-type RemoteListInput struct {
-	TargetID int64
-	Path     string
-	MaxItems int
-	Marker   string
-}
-
 // ListRemoteTarget lists an external target from the hub, which holds its
 // credentials: only the target id travels through Temporal, never a secret.
-func (a *Activities) ListRemoteTarget(ctx context.Context, in RemoteListInput) (site.TargetListing, error) {
+func (a *Activities) ListRemoteTarget(ctx context.Context, in workflows.RemoteListInput) (site.TargetListing, error) {
 	t, err := models.GetExternalTarget(ctx, a.DB, in.TargetID)
 	if err != nil {
 		return site.TargetListing{}, fmt.Errorf("external target %d: %w", in.TargetID, err)
 	}
 	cfg, err := TargetDriverConfig(t, a.Secrets)
 	if err != nil {
-		return site.TargetListing{}, temporal.NewNonRetryableApplicationError(err.Error(), "TargetList", err)
+		return site.TargetListing{}, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrTargetList, err)
 	}
 	d, err := targets.Open(cfg)
 	if err != nil {
-		return site.TargetListing{}, temporal.NewNonRetryableApplicationError(err.Error(), "TargetList", err)
+		return site.TargetListing{}, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrTargetList, err)
 	}
 	l, err := site.ListTarget(ctx, d, in.Path, in.MaxItems, in.Marker)
 	if errors.Is(err, site.ErrBadListPath) {
-		return l, temporal.NewNonRetryableApplicationError(err.Error(), site.BadListPathError, err)
+		return l, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrBadListPath, err)
 	}
 	return l, err
 }
@@ -120,7 +100,7 @@ func (a *Activities) ListRemoteTarget(ctx context.Context, in RemoteListInput) (
 // target: its own connection fields and credentials, each falling back to
 // its bucket's. With a nil cipher the credentials are left out (for
 // drivers that need none, such as filesystem folders).
-func TargetDriverConfig(t *models.ExternalTarget, c *models.Cipher) (targets.Config, error) {
+func TargetDriverConfig(t *models.ExternalTarget, c *vocab.Cipher) (targets.Config, error) {
 	loc, b := t.TargetLocation, t.Bucket
 	pick := func(own, inherited string) string {
 		if own != "" {

@@ -14,51 +14,22 @@ import (
 
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
 )
-
-// CJPlan is the newest change of a C+J item, as the job engine must apply
-// it. Found is false when the item no longer exists (its deletion was
-// applied by an earlier run).
-type CJPlan struct {
-	Found      bool
-	ItemID     int64
-	Generation int64
-	Delete     bool
-	// SiteWork is false for items without an effect at the site
-	// (templates): the change completes at once.
-	SiteWork bool
-	Change   site.CJChange
-}
-
-// CJOutcome is the result of applying a plan.
-type CJOutcome struct {
-	ItemID     int64
-	Generation int64
-	Delete     bool
-	// Error is the cause of a failure; empty on success.
-	Error   string
-	Message string
-}
-
-// CJDatastores are the storage pools a site reported.
-type CJDatastores struct {
-	Site  string
-	Pools []site.CJPool
-}
 
 // CJPrepareChange reads the item's newest change, marks it PENDING (queued
 // for the site) and returns what the site must do.
-func (a *Activities) CJPrepareChange(ctx context.Context, itemID int64) (CJPlan, error) {
+func (a *Activities) CJPrepareChange(ctx context.Context, itemID int64) (workflows.CJPlan, error) {
 	it, err := models.GetCJItemByID(ctx, a.DB, itemID)
 	if errors.Is(err, models.ErrNotFound) {
-		return CJPlan{ItemID: itemID}, nil
+		return workflows.CJPlan{ItemID: itemID}, nil
 	} else if err != nil {
-		return CJPlan{}, fmt.Errorf("load C+J item %d: %w", itemID, err)
+		return workflows.CJPlan{}, fmt.Errorf("load C+J item %d: %w", itemID, err)
 	}
-	plan := CJPlan{Found: true, ItemID: it.ID, Generation: it.Generation, Delete: it.Deleted}
+	plan := workflows.CJPlan{Found: true, ItemID: it.ID, Generation: it.Generation, Delete: it.Deleted}
 	plan.Change, plan.SiteWork, err = a.cjSiteChange(ctx, it)
 	if err != nil {
-		return CJPlan{}, err
+		return workflows.CJPlan{}, err
 	}
 	what := "change"
 	if it.Deleted {
@@ -69,16 +40,16 @@ func (a *Activities) CJPrepareChange(ctx context.Context, itemID int64) (CJPlan,
 		job = " by job " + activity.GetInfo(ctx).WorkflowExecution.ID
 	}
 	if err := a.cjLog(ctx, it.ID, it.Generation, "info", fmt.Sprintf("%s %d queued for site %s%s", what, it.Generation, it.Site, job)); err != nil {
-		return CJPlan{}, err
+		return workflows.CJPlan{}, err
 	}
 	if _, err := models.SetCJStatus(ctx, a.DB, it.ID, it.Generation, models.CJPending); err != nil {
-		return CJPlan{}, fmt.Errorf("mark C+J item %d pending: %w", it.ID, err)
+		return workflows.CJPlan{}, fmt.Errorf("mark C+J item %d pending: %w", it.ID, err)
 	}
 	return plan, nil
 }
 
 // CJStartChange marks the item INPROGRESS: the site is about to work on it.
-func (a *Activities) CJStartChange(ctx context.Context, plan CJPlan) error {
+func (a *Activities) CJStartChange(ctx context.Context, plan workflows.CJPlan) error {
 	if _, err := models.SetCJStatus(ctx, a.DB, plan.ItemID, plan.Generation, models.CJInProgress); err != nil {
 		return fmt.Errorf("mark C+J item %d in progress: %w", plan.ItemID, err)
 	}
@@ -89,7 +60,7 @@ func (a *Activities) CJStartChange(ctx context.Context, plan CJPlan) error {
 // removed) on success; ERRORED with the cause in the log on failure, a
 // failed deletion making the item visible again. A newer change keeps the
 // item PENDING for the next run.
-func (a *Activities) CJFinishChange(ctx context.Context, out CJOutcome) error {
+func (a *Activities) CJFinishChange(ctx context.Context, out workflows.CJOutcome) error {
 	level, msg := "info", out.Message
 	if out.Error != "" {
 		level, msg = "error", "failed: "+out.Error
@@ -121,7 +92,7 @@ func (a *Activities) CJFinishChange(ctx context.Context, out CJOutcome) error {
 }
 
 // CJStoreDatastores makes the site's datastores the pools it reported.
-func (a *Activities) CJStoreDatastores(ctx context.Context, in CJDatastores) error {
+func (a *Activities) CJStoreDatastores(ctx context.Context, in workflows.CJDatastores) error {
 	docs := make(map[string]map[string]any, len(in.Pools))
 	for _, p := range in.Pools {
 		docs[p.Name] = map[string]any{"name": p.Name, "filesystem": p.Filesystem,

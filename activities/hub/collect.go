@@ -3,26 +3,18 @@ package hub
 import (
 	"context"
 
-	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
 )
-
-// CollectTarget names a target to collect and the site that runs the
-// collection (one the target is available on, so a folder target is
-// mounted there and the site can open its credentials).
-type CollectTarget struct {
-	Site   string
-	Target site.TargetSpec
-}
 
 // CollectPlan lists every target available on some site, each once, with
 // the first such site by name.
-func (a *Activities) CollectPlan(ctx context.Context) ([]CollectTarget, error) {
+func (a *Activities) CollectPlan(ctx context.Context) ([]workflows.CollectTarget, error) {
 	sites, err := a.ListSites(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []CollectTarget
+	var out []workflows.CollectTarget
 	seen := map[string]bool{}
 	for _, s := range sites {
 		ts, err := models.JobTargets(ctx, a.DB, s.ID)
@@ -32,7 +24,7 @@ func (a *Activities) CollectPlan(ctx context.Context) ([]CollectTarget, error) {
 		for _, t := range ts {
 			if !seen[t.Name] {
 				seen[t.Name] = true
-				out = append(out, CollectTarget{Site: s.Name, Target: targetSpec(t)})
+				out = append(out, workflows.CollectTarget{Site: s.Name, Target: targetSpec(t)})
 			}
 		}
 	}

@@ -11,46 +11,13 @@ import (
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/activities/targets"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
-
-// StepPlan is one step of a rule's chain with its parameters resolved
-// against the job's runtime fields.
-type StepPlan struct {
-	Name   string
-	Params map[string]any
-	// Destination of send and site_sync, and the targets both sites reach
-	// (the one used first).
-	DestSite  string
-	DestQueue string
-	Shared    []site.TargetSpec
-}
-
-// JobPlan is everything the job workflow needs to run a job: small, so it
-// can ride along across continue-as-new.
-type JobPlan struct {
-	JobID       int64
-	Workflow    string
-	Site        string
-	Queue       string
-	Run         int
-	Resubmit    bool // this run reruns what an earlier run left undone
-	Discovery   string
-	Paths       []string
-	Include     []string
-	Exclude     []string
-	Rules       []site.RuleFilter
-	Chains      [][]StepPlan // per rule
-	BatchSize   int
-	BatchBytes  int64
-	AutoBatch   bool
-	Targets     []site.TargetSpec
-	StepTimeout time.Duration // task_invalidation_timeout
-	Leftover    []models.BatchRef
-}
 
 // LoadJobPlan reads the job, its definition snapshot, the site's batching
 // and glob settings and the targets available at the site.
-func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*JobPlan, error) {
+func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*workflows.JobPlan, error) {
 	j, err := models.GetJob(ctx, a.DB, jobID)
 	if err != nil {
 		return nil, notFoundIsFinal(err)
@@ -65,7 +32,7 @@ func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*JobPlan, er
 	}
 	// A resubmit reruns failures only when the first discovery completed;
 	// otherwise the job is discovered again from scratch.
-	p := &JobPlan{JobID: j.ID, Workflow: j.Workflow, Site: j.Site, Queue: j.Queue, Run: j.Run, Resubmit: j.Run > 1 && j.DirWalkComplete,
+	p := &workflows.JobPlan{JobID: j.ID, Workflow: j.Workflow, Site: j.Site, Queue: j.Queue, Run: j.Run, Resubmit: j.Run > 1 && j.DirWalkComplete,
 		Discovery: deref(j.Discovery), Paths: j.Paths, BatchSize: int(s.FileBatchSize),
 		BatchBytes: s.FileBatchGB << 30, AutoBatch: s.EnableAutoFileBatchSizing,
 		StepTimeout: time.Duration(conf.TaskInvalidationTimeout) * time.Minute, Leftover: j.Leftover}
@@ -80,9 +47,9 @@ func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*JobPlan, er
 	}
 	for _, r := range j.Definition.FilterRules {
 		p.Rules = append(p.Rules, site.RuleFilter{Type: r.Type, State: r.State})
-		var chain []StepPlan
+		var chain []workflows.StepPlan
 		for _, st := range r.Action {
-			sp := StepPlan{Name: st.Name, Params: resolveParams(st.Params, j.Fields)}
+			sp := workflows.StepPlan{Name: st.Name, Params: resolveParams(st.Params, j.Fields)}
 			if st.Name == "send" || st.Name == "site_sync" {
 				if err := a.planTransfer(ctx, &sp, s.ID, p.Targets); err != nil {
 					return nil, err
@@ -97,7 +64,7 @@ func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*JobPlan, er
 
 // planTransfer resolves a send/site_sync step's destination and the
 // targets available on both sites.
-func (a *Activities) planTransfer(ctx context.Context, sp *StepPlan, srcID int64, src []site.TargetSpec) error {
+func (a *Activities) planTransfer(ctx context.Context, sp *workflows.StepPlan, srcID int64, src []site.TargetSpec) error {
 	sp.DestSite, _ = sp.Params["destination_site"].(string)
 	sp.DestQueue, _ = sp.Params["destination_queue"].(string)
 	if sp.DestQueue == "" {
@@ -108,7 +75,7 @@ func (a *Activities) planTransfer(ctx context.Context, sp *StepPlan, srcID int64
 		return notFoundIsFinal(fmt.Errorf("destination site %q: %w", sp.DestSite, err))
 	}
 	if dest.ID == srcID {
-		return temporal.NewNonRetryableApplicationError("the destination site is the job's own site", "BadInput", nil)
+		return temporal.NewNonRetryableApplicationError("the destination site is the job's own site", vocab.ErrBadInput, nil)
 	}
 	ts, err := models.JobTargets(ctx, a.DB, dest.ID)
 	if err != nil {
@@ -209,39 +176,18 @@ func deref(p *string) string {
 
 func notFoundIsFinal(err error) error {
 	if err == models.ErrNotFound {
-		return temporal.NewNonRetryableApplicationError(err.Error(), "NotFound", err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrNotFound, err)
 	}
 	return err
 }
 
-// JobStateChange moves a job to a state.
-type JobStateChange struct {
-	JobID     int64
-	State     string
-	Started   bool
-	Completed bool
-}
-
 // SetJobState records a job's state.
-func (a *Activities) SetJobState(ctx context.Context, c JobStateChange) error {
+func (a *Activities) SetJobState(ctx context.Context, c workflows.JobStateChange) error {
 	return models.UpdateJob(ctx, a.DB, c.JobID, models.JobUpdate{State: c.State, Started: c.Started, Completed: c.Completed})
 }
 
-// DiscoveryDone records what discovery found: the file count and the
-// explicitly given paths that could not be found.
-type DiscoveryDone struct {
-	JobID  int64
-	Run    int
-	Files  int64
-	Failed []site.Outcome
-	Final  bool // the whole job is discovered (dir_walk_complete)
-	// Page numbers a resubmit's discovery pages from 1, one task each;
-	// 0 is a job's single discovery.
-	Page int
-}
-
 // RecordDiscovery stores discovery's counts and failures.
-func (a *Activities) RecordDiscovery(ctx context.Context, d DiscoveryDone) error {
+func (a *Activities) RecordDiscovery(ctx context.Context, d workflows.DiscoveryDone) error {
 	u := models.JobUpdate{}
 	if d.Final {
 		t := true
@@ -275,18 +221,8 @@ func (a *Activities) RecordDiscovery(ctx context.Context, d DiscoveryDone) error
 	return nil
 }
 
-// TaskStart describes a task about to run.
-type TaskStart struct {
-	JobID            int64
-	Site, Queue      string
-	Run, Batch, Step int
-	BatchRun         int // run whose batch file the task reads
-	Name             string
-	NumPaths         int
-}
-
 // StartTask records a STARTED task, idempotently, and returns its id.
-func (a *Activities) StartTask(ctx context.Context, s TaskStart) (int64, error) {
+func (a *Activities) StartTask(ctx context.Context, s workflows.TaskStart) (int64, error) {
 	now := time.Now().UTC()
 	t := &models.Task{JobID: s.JobID, Site: s.Site, Queue: s.Queue, TaskType: s.Name, State: models.TaskStarted,
 		TaskID: fmt.Sprintf("job-%d-r%d-b%d-r%d-s%d", s.JobID, s.Run, s.Batch, s.BatchRun, s.Step),
@@ -298,21 +234,9 @@ func (a *Activities) StartTask(ctx context.Context, s TaskStart) (int64, error) 
 	return t.ID, nil
 }
 
-// TaskEnd is a task's final state with its per-path outcomes.
-type TaskEnd struct {
-	JobID    int64
-	TaskID   int64
-	State    string
-	Error    string
-	Outcomes []site.Outcome
-}
-
-// TaskCounts summarises a task's outcomes.
-type TaskCounts struct{ Succeeded, Failed, Skipped int }
-
 // FinishTask stores a task's outcomes (bulk) and final state.
-func (a *Activities) FinishTask(ctx context.Context, e TaskEnd) (TaskCounts, error) {
-	var c TaskCounts
+func (a *Activities) FinishTask(ctx context.Context, e workflows.TaskEnd) (workflows.TaskCounts, error) {
+	var c workflows.TaskCounts
 	for _, o := range e.Outcomes {
 		switch o.State {
 		case site.OutcomeSuccess:
@@ -364,34 +288,19 @@ func codeOf(state string) string {
 	return "skipped"
 }
 
-// JobEnd closes a run: final state, batches left undone (for resubmit) and
-// the cancelled/aborted path counts they hold.
-type JobEnd struct {
-	JobID     int64
-	State     string // SUCCESS, FAILURE or CANCELLED; SUCCESS becomes has-failures when paths failed
-	Cancelled []models.BatchRef
-	Aborted   []models.BatchRef
-}
-
-// JobOutcome is what FinishJob decided.
-type JobOutcome struct {
-	State       string
-	HasFailures bool
-}
-
 // FinishJob records a run's end. A SUCCESS with failed, cancelled or
 // aborted paths is stored as SUCCESS with has_failures; a run where every
 // path failed is FAILURE.
-func (a *Activities) FinishJob(ctx context.Context, e JobEnd) (JobOutcome, error) {
+func (a *Activities) FinishJob(ctx context.Context, e workflows.JobEnd) (workflows.JobOutcome, error) {
 	if err := models.CancelOpenTasks(ctx, a.DB, e.JobID); err != nil {
-		return JobOutcome{}, err
+		return workflows.JobOutcome{}, err
 	}
 	if err := models.RefreshJobCounts(ctx, a.DB, e.JobID); err != nil {
-		return JobOutcome{}, err
+		return workflows.JobOutcome{}, err
 	}
 	j, err := models.GetJob(ctx, a.DB, e.JobID)
 	if err != nil {
-		return JobOutcome{}, notFoundIsFinal(err) // a deleted job has nothing to record
+		return workflows.JobOutcome{}, notFoundIsFinal(err) // a deleted job has nothing to record
 	}
 	var cancelled, aborted int64
 	for _, b := range e.Cancelled {
@@ -401,7 +310,7 @@ func (a *Activities) FinishJob(ctx context.Context, e JobEnd) (JobOutcome, error
 		aborted += int64(b.N)
 	}
 	leftover := append(append([]models.BatchRef{}, e.Cancelled...), e.Aborted...)
-	out := JobOutcome{State: e.State, HasFailures: j.NumFailedFiles > 0 || aborted > 0 || cancelled > 0}
+	out := workflows.JobOutcome{State: e.State, HasFailures: j.NumFailedFiles > 0 || aborted > 0 || cancelled > 0}
 	if e.State == models.JobSuccess && j.NumProcessedFiles == 0 && j.NumSkippedFiles == 0 && (j.NumFailedFiles > 0 || aborted > 0) {
 		out.State = models.JobFailure
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
 )
 
 // Alert names the jobs engine raises.
@@ -80,30 +81,14 @@ func (a *Activities) failingAlert(ctx context.Context, jobID int64) error {
 	return a.raiseJobAlert(ctx, j, alertJobFailing, models.SeverityWarning, fmt.Sprintf("paths are failing (run %d)", j.Run))
 }
 
-// MaintenanceResult says what a maintenance pass did.
-type MaintenanceResult struct {
-	Purged        int
-	NotStarted    int
-	NotProgressed int
-	// Cleanups are the purged jobs' batch files to remove, per site queue.
-	Cleanups []JobCleanup
-}
-
-// JobCleanup names jobs whose records are gone by the site queue whose
-// worker keeps their batch files.
-type JobCleanup struct {
-	Site, Queue string
-	JobIDs      []int64
-}
-
 // purgePerPass bounds the jobs one maintenance pass purges, so its
 // result stays small; the next pass takes the rest.
 const purgePerPass = 1000
 
 // Maintain purges finished jobs older than jobs_ttl days and raises the
 // not-started / not-progressed alerts for jobs stuck past their thresholds.
-func (a *Activities) Maintain(ctx context.Context) (MaintenanceResult, error) {
-	var res MaintenanceResult
+func (a *Activities) Maintain(ctx context.Context) (workflows.MaintenanceResult, error) {
+	var res workflows.MaintenanceResult
 	conf, err := models.GetConfiguration(ctx, a.DB)
 	if err != nil {
 		return res, err
@@ -148,7 +133,7 @@ func (a *Activities) Maintain(ctx context.Context) (MaintenanceResult, error) {
 // says whose batch files to remove. The DELETE repeats the SELECT's
 // conditions, so a job resubmitted in between is kept, and names what it
 // deleted itself (RETURNING).
-func (a *Activities) purgeJobs(ctx context.Context, cutoff time.Time) (int, []JobCleanup, error) {
+func (a *Activities) purgeJobs(ctx context.Context, cutoff time.Time) (int, []workflows.JobCleanup, error) {
 	finished := bun.In([]string{models.JobSuccess, models.JobFailure, models.JobCancelled})
 	var ids []int64
 	err := a.DB.NewSelect().Model((*models.Job)(nil)).Column("id").
@@ -162,7 +147,7 @@ func (a *Activities) purgeJobs(ctx context.Context, cutoff time.Time) (int, []Jo
 	if err != nil {
 		return 0, nil, err
 	}
-	var cleanups []JobCleanup
+	var cleanups []workflows.JobCleanup
 	bySiteQueue := map[[2]string]int{}
 	for _, j := range gone {
 		k := [2]string{j.Site, j.Queue}
@@ -170,7 +155,7 @@ func (a *Activities) purgeJobs(ctx context.Context, cutoff time.Time) (int, []Jo
 		if !ok {
 			n = len(cleanups)
 			bySiteQueue[k] = n
-			cleanups = append(cleanups, JobCleanup{Site: j.Site, Queue: j.Queue})
+			cleanups = append(cleanups, workflows.JobCleanup{Site: j.Site, Queue: j.Queue})
 		}
 		cleanups[n].JobIDs = append(cleanups[n].JobIDs, j.ID)
 	}

@@ -10,27 +10,13 @@ import (
 
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
 )
 
-// ShareRef names a share (site.ShareNFS or site.ShareSMB, and its id) and
-// the site whose copy of its file is brought up to date.
-type ShareRef struct {
-	Kind string
-	ID   int64
-	Site string
-}
-
-// ShareOnSite says what the site should hold for a share: its file
-// (Write) or none.
-type ShareOnSite struct {
-	Write  bool
-	Config site.ShareConfig
-}
-
-// ShareOnSite reads a share as it is now: its file belongs on the site
+// workflows.ShareOnSite reads a share as it is now: its file belongs on the site
 // when the share exists and its space is on that site.
-func (a *Activities) ShareOnSite(ctx context.Context, ref ShareRef) (ShareOnSite, error) {
-	out := ShareOnSite{Config: site.ShareConfig{Kind: ref.Kind, ID: ref.ID}}
+func (a *Activities) ShareOnSite(ctx context.Context, ref workflows.ShareRef) (workflows.ShareOnSite, error) {
+	out := workflows.ShareOnSite{Config: site.ShareConfig{Kind: ref.Kind, ID: ref.ID}}
 	var spaceID int64
 	var err error
 	switch ref.Kind {

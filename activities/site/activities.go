@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Activities are the Temporal activities of a site worker: every side
@@ -19,7 +19,7 @@ type Activities struct {
 	ConfigDir string // the site's configuration folder: applied settings, exports, shares
 	// Cipher opens target credentials sealed by the hub; nil when the
 	// worker has no secret key (then only credential-less targets work).
-	Cipher *models.Cipher
+	Cipher *vocab.Cipher
 }
 
 // NewActivities opens the site root (creating it if missing) and the

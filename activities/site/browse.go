@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // ListDirInput asks for one page of a directory's children.
@@ -129,7 +131,7 @@ func (a *Activities) fileInfo(p string, details bool) (FileInfo, error) {
 // the API answers with 404 at once; other errors stay retryable.
 func badPath(err error) error {
 	if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrReserved) || errors.Is(err, os.ErrNotExist) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), "BadPath", err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrBadPath, err)
 	}
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Resource types of the storage-management (C+J) API whose changes have an
@@ -38,10 +39,6 @@ const (
 	cjNativeDir    = "native.d"   // <config>/native.d/<exposer>.conf (GPFS native)
 	cjPoliciesDir  = "policies"   // <config>/policies/{profiles,ilmsteps}/<name>.pol
 )
-
-// CJFailure is the error type of a change the site refuses for good: retrying
-// cannot help until someone changes the site or the item.
-const CJFailure = "CJFailure"
 
 // CJChange is one change of a C+J item to apply at the site: make the site
 // match the item (or remove the item's effect when Delete). Exactly the
@@ -107,7 +104,7 @@ var cjNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // CJApply applies one change of a C+J item. It is idempotent: applying the
 // same change twice leaves the site as applying it once. Errors of type
-// CJFailure are not retried.
+// vocab.ErrCJ are not retried.
 func (a *Activities) CJApply(ctx context.Context, ch CJChange) (CJResult, error) {
 	if !cjNameRE.MatchString(ch.Name) {
 		return CJResult{}, cjClassify(cjPermanent(fmt.Errorf("invalid name %q", ch.Name)))
@@ -152,7 +149,7 @@ func cjClassify(err error) error {
 		errors.Is(err, fs.ErrExist), errors.Is(err, fs.ErrPermission),
 		errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR),
 		errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EINVAL):
-		return temporal.NewNonRetryableApplicationError(err.Error(), CJFailure, err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrCJ, err)
 	}
 	return err
 }

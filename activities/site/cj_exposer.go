@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Exposer kinds.
@@ -90,7 +90,7 @@ func (a *Activities) cjExposer(e *CJExposer, del bool) (string, error) {
 		}
 		b.WriteString(strconv.Quote(dir))
 		for _, c := range clients {
-			if why := models.NFSClientError(c); why != "" {
+			if why := vocab.NFSClientError(c); why != "" {
 				return "", cjPermanent(fmt.Errorf("invalid NFS client %q: %s", c, why))
 			}
 			fmt.Fprintf(&b, " %s(%s)", c, opts)

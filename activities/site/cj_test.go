@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 func newCJActivities(t *testing.T) *Activities {
@@ -27,7 +29,7 @@ func requirePermanent(t *testing.T, err error, contains string) {
 	t.Helper()
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(err, &app), "%v", err)
-	require.Equal(t, CJFailure, app.Type())
+	require.Equal(t, vocab.ErrCJ, app.Type())
 	require.True(t, app.NonRetryable())
 	require.Contains(t, app.Message(), contains)
 }

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/thehub/hub/activities/targets"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Inventory is what InventorySite reports about the site: counts over the
@@ -129,12 +130,11 @@ type SpaceDirInput struct {
 
 // Outcomes of the space directory activities.
 const (
-	SpaceDirCreated = "created"  // the directory was made
-	SpaceDirExisted = "exists"   // it was already there; left as it was
-	SpaceDirRemoved = "removed"  // it was empty and is gone
-	SpaceDirAbsent  = "absent"   // there was nothing to remove
-	SpaceDirKept    = "kept"     // it holds data, so it stays: data is never deleted with a space
-	spaceDirFailure = "SpaceDir" // type of the non-retryable errors
+	SpaceDirCreated = "created" // the directory was made
+	SpaceDirExisted = "exists"  // it was already there; left as it was
+	SpaceDirRemoved = "removed" // it was empty and is gone
+	SpaceDirAbsent  = "absent"  // there was nothing to remove
+	SpaceDirKept    = "kept"    // it holds data, so it stays: data is never deleted with a space
 )
 
 // SpaceDirResult says what a space directory activity did, on which path.
@@ -149,19 +149,19 @@ type SpaceDirResult struct {
 func (a *Activities) spaceDir(mountpoint string) (string, error) {
 	rel, err := cleanRel(mountpoint)
 	if err != nil {
-		return "", temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
 	if rel == "" || rel == hubDir || strings.HasPrefix(rel, hubDir+"/") {
 		err := fmt.Errorf("mountpoint %q: not a usable space directory", mountpoint)
-		return "", temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
 	abs, err := a.Root.Resolve(rel)
 	if err != nil {
-		return "", temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
 	if abs == a.Root.Dir() {
 		err := fmt.Errorf("mountpoint %q resolves to the site root", mountpoint)
-		return "", temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
 	return abs, nil
 }
@@ -178,7 +178,7 @@ func (a *Activities) CreateSpaceDir(ctx context.Context, in SpaceDirInput) (Spac
 	if fi, err := os.Stat(abs); err == nil {
 		if !fi.IsDir() {
 			err := fmt.Errorf("cannot create %s on site %s: a file is in the way", res.Path, a.Site)
-			return res, temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
+			return res, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 		}
 		res.Outcome, res.Message = SpaceDirExisted, fmt.Sprintf("%s already exists on site %s", res.Path, a.Site)
 		return res, nil
@@ -254,7 +254,7 @@ func (a *Activities) RemoveSpaceDir(ctx context.Context, in SpaceDirInput) (Spac
 // spaceDirErr makes errors that retrying cannot fix non-retryable.
 func spaceDirErr(err error) error {
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EROFS) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
 	return err
 }
@@ -280,7 +280,7 @@ func (a *Activities) RemoveBucketConfig(ctx context.Context, in BucketConfigInpu
 	name := in.Bucket
 	if name == "" || name == "." || name == ".." || filepath.Base(name) != name || strings.ContainsAny(name, `/\`) {
 		err := fmt.Errorf("bucket name %q cannot name a settings file", name)
-		return BucketConfigResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "BucketConfig", err)
+		return BucketConfigResult{}, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrBucketConfig, err)
 	}
 	file := filepath.Join(a.ConfigDir, TargetsConfigDir, name+".json")
 	res := BucketConfigResult{File: file}
@@ -333,10 +333,6 @@ const (
 // before its last segment or one that climbs out of the target.
 var ErrBadListPath = errors.New("invalid listing path")
 
-// BadListPathError is the application error type of ErrBadListPath, so the
-// API can answer 400 rather than 502.
-const BadListPathError = "BadListPath"
-
 // afterAll sorts after every key that starts with the same prefix: no
 // valid UTF-8 key continues with a code point above U+10FFFF.
 const afterAll = "\U0010FFFF"
@@ -346,11 +342,11 @@ const afterAll = "\U0010FFFF"
 func (a *Activities) ListTargetFolder(ctx context.Context, in TargetListInput) (TargetListing, error) {
 	d, err := targets.Open(in.Config)
 	if err != nil {
-		return TargetListing{}, temporal.NewNonRetryableApplicationError(err.Error(), "TargetList", err)
+		return TargetListing{}, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrTargetList, err)
 	}
 	l, err := ListTarget(ctx, d, in.Path, in.MaxItems, in.Marker)
 	if errors.Is(err, ErrBadListPath) {
-		return l, temporal.NewNonRetryableApplicationError(err.Error(), BadListPathError, err)
+		return l, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrBadListPath, err)
 	}
 	return l, err
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Job batches live on the site, under <root>/.hub/jobs/<job>/r<run>/: the
@@ -60,7 +60,7 @@ type DiscoverInput struct {
 	AutoBatch  bool
 	// Skip names batches whose paths are already queued (a resubmit's
 	// leftover batches): explicitly given paths found in them are left out.
-	Skip []models.BatchRef
+	Skip []vocab.BatchRef
 }
 
 // maxBatchEntries caps a batch whatever the site asks: a batch's outcomes
@@ -226,7 +226,7 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 		})
 	case "snapdiff":
 		if len(in.Paths) != 1 {
-			return nil, temporal.NewNonRetryableApplicationError("snapdiff discovery needs exactly one managed path", "BadInput", nil)
+			return nil, temporal.NewNonRetryableApplicationError("snapdiff discovery needs exactly one managed path", vocab.ErrBadInput, nil)
 		}
 		var res *SnapdiffResult
 		res, err = Snapdiff(ctx, a.Root, in.Paths[0], filepath.Join(a.Root.Dir(), hubDir, "manifests"), func(batch []DiffEntry) error {
@@ -268,11 +268,11 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 			}
 		}
 	default:
-		return nil, temporal.NewNonRetryableApplicationError("unknown discovery "+in.Mode, "BadInput", nil)
+		return nil, temporal.NewNonRetryableApplicationError("unknown discovery "+in.Mode, vocab.ErrBadInput, nil)
 	}
 	if err != nil {
 		if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrReserved) || os.IsNotExist(errors.Unwrap(err)) {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), "BadPath", err)
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrBadPath, err)
 		}
 		return nil, fmt.Errorf("discover: %w", err)
 	}
@@ -283,7 +283,7 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 }
 
 // batchPaths returns the paths held by the given batch files.
-func (a *Activities) batchPaths(jobID int64, refs []models.BatchRef) (map[string]bool, error) {
+func (a *Activities) batchPaths(jobID int64, refs []vocab.BatchRef) (map[string]bool, error) {
 	seen := map[string]bool{}
 	for _, b := range refs {
 		entries, err := readBatch(batchFile(a.jobDir(jobID, b.Run), b.Index))
@@ -298,7 +298,7 @@ func (a *Activities) batchPaths(jobID int64, refs []models.BatchRef) (map[string
 }
 
 // TargetSpec is an external target as a job passes it to a site. Secrets
-// arrive sealed (see models.Cipher) and are opened here with the site
+// arrive sealed (see vocab.Cipher) and are opened here with the site
 // worker's secret key.
 type TargetSpec struct {
 	Name           string
@@ -337,7 +337,7 @@ func (a *Activities) RunStep(ctx context.Context, in StepInput) (*StepOutput, er
 	dir := a.jobDir(in.JobID, in.Run)
 	entries, err := readBatch(batchFile(dir, in.Batch))
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("batch %d of job %d: %v", in.Batch, in.JobID, err), "MissingBatch", err)
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("batch %d of job %d: %v", in.Batch, in.JobID, err), vocab.ErrMissingBatch, err)
 	}
 	if in.Step > 0 {
 		prev, err := readOutcomes(outcomeFile(dir, in.Batch, in.Step-1))
@@ -458,7 +458,7 @@ func (a *Activities) stepFunc(in StepInput) (chunkFunc, error) {
 			return Delete(ctx, a.Root, paths, drivers.get, o)
 		}), nil
 	}
-	return nil, temporal.NewNonRetryableApplicationError("unknown step "+in.Name, "BadInput", nil)
+	return nil, temporal.NewNonRetryableApplicationError("unknown step "+in.Name, vocab.ErrBadInput, nil)
 }
 
 // CleanupJob removes a job's batch files once the job no longer needs them.
@@ -487,13 +487,13 @@ func (a *Activities) CommitSnapdiff(ctx context.Context, pending string) error {
 // driverSet opens each target once per activity.
 type driverSet struct {
 	mu     sync.Mutex
-	cipher *models.Cipher
+	cipher *vocab.Cipher
 	specs  []TargetSpec
 	opened map[string]targets.Driver
 	regex  map[string]*regexp.Regexp
 }
 
-func newDriverSet(specs []TargetSpec, c *models.Cipher) *driverSet {
+func newDriverSet(specs []TargetSpec, c *vocab.Cipher) *driverSet {
 	return &driverSet{specs: specs, cipher: c, opened: map[string]targets.Driver{}, regex: map[string]*regexp.Regexp{}}
 }
 
@@ -511,17 +511,17 @@ func (s *driverSet) get(name string) (targets.Driver, error) {
 					return nil, fmt.Errorf("target %q has credentials but this site worker has no secret key (HUB_SECRET_KEY)", name)
 				}
 				open := func(field string) (string, error) {
-					return s.cipher.Open(models.SecretColumn(t.SecretsTable, field), t.Secrets[field])
+					return s.cipher.Open(vocab.SecretColumn(t.SecretsTable, field), t.Secrets[field])
 				}
 				var err error
-				if cfg.AccessKeyID, err = open(models.SecretAccessKeyID); err != nil {
+				if cfg.AccessKeyID, err = open(vocab.SecretAccessKeyID); err != nil {
 					return nil, err
 				}
-				if cfg.SecretAccessKey, err = open(models.SecretSecretAccessKey); err != nil {
+				if cfg.SecretAccessKey, err = open(vocab.SecretSecretAccessKey); err != nil {
 					return nil, err
 				}
 				if cfg.AccessKeyID == "" {
-					if cfg.AccessKeyID, err = open(models.SecretAccessKey); err != nil {
+					if cfg.AccessKeyID, err = open(vocab.SecretAccessKey); err != nil {
 						return nil, err
 					}
 				}

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/thehub/hub/activities/fsutil"
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Kinds of ShareConfig.
@@ -111,7 +111,7 @@ func (a *Activities) shareFile(in ShareConfig) (string, error) {
 	ext := map[string]string{ShareNFS: ".exports", ShareSMB: ".conf"}[in.Kind]
 	if ext == "" || in.ID <= 0 {
 		err := fmt.Errorf("unknown share %s %d", in.Kind, in.ID)
-		return "", temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
 	return filepath.Join(a.ConfigDir, sharesDir, fmt.Sprintf("%s-%d%s", in.Kind, in.ID, ext)), nil
 }
@@ -139,7 +139,7 @@ func (a *Activities) WriteShare(ctx context.Context, in ShareConfig) (res SpaceD
 		return res, err
 	}
 	if err = a.noSymlinks(in.Path); err != nil {
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
 	// The space's folder is made first by the same workflow: a shared
 	// folder still missing is the share's own problem, reported at once
@@ -148,16 +148,16 @@ func (a *Activities) WriteShare(ctx context.Context, in ShareConfig) (res SpaceD
 	switch {
 	case isNotExist(err):
 		err := fmt.Errorf("shared folder %s does not exist on site %s", in.Path, a.Site)
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	case err != nil:
 		return res, spaceDirErr(fmt.Errorf("shared folder %s on site %s: %w", in.Path, a.Site, err))
 	case !fi.IsDir():
 		err := fmt.Errorf("shared path %s on site %s is not a folder", in.Path, a.Site)
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
 	text, err := renderShare(in, dir)
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), spaceDirFailure, err)
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(file), 0o750); err != nil {
 		return res, err
@@ -215,7 +215,7 @@ func renderShare(in ShareConfig, dir string) (string, error) {
 				return "", err
 			}
 			for _, h := range strings.FieldsFunc(c.Hosts, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
-				if why := models.NFSClientError(h); why != "" {
+				if why := vocab.NFSClientError(h); why != "" {
 					return "", fmt.Errorf("invalid NFS client %q: %s", h, why)
 				}
 				line += fmt.Sprintf(" %s(%s)", h, c.Options)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/thehub/hub/api/cj/cjdoc"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Patterns of the template data (Python's dialect, as the spec writes it;
@@ -392,7 +393,7 @@ func checkExposer(v *validator, doc map[string]any, cur *models.CJItem) error {
 }
 
 // checkNFSClients checks an nfs exposer's clients: each one what
-// exports(5) allows (models.NFSClientError), since each is written into
+// exports(5) allows (vocab.NFSClientError), since each is written into
 // the site's exports file as it is.
 func checkNFSClients(v *validator, raw []any) {
 	if len(raw) > maxListLen {
@@ -405,7 +406,7 @@ func checkNFSClients(v *validator, raw []any) {
 			v.fail("clients", "element %d must be a string", i)
 			return
 		}
-		if msg := models.NFSClientError(s); msg != "" {
+		if msg := vocab.NFSClientError(s); msg != "" {
 			v.fail("clients", "element %d (%q) %s", i, s, msg)
 			return
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 func (s *Server) bucketRoutes(r *gin.RouterGroup) {
@@ -112,7 +113,7 @@ func (s *Server) applySecrets(in *secretsInput, table string, sec *models.Target
 		if val == nil {
 			continue
 		}
-		sealed, err := s.seal(models.SecretColumn(table, f), *val)
+		sealed, err := s.seal(vocab.SecretColumn(table, f), *val)
 		if err != nil {
 			return err
 		}
@@ -495,7 +496,7 @@ func (s *Server) externalTargetFiles(c *gin.Context) error {
 	done, err := s.awaitWorkflow(ctx, run, &l)
 	if err != nil {
 		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == site.BadListPathError {
+		if errors.As(err, &appErr) && appErr.Type() == vocab.ErrBadListPath {
 			return web.Invalid("path", appErr.Message())
 		}
 		return s.workflowFailure("Listing the target", err)

@@ -22,6 +22,7 @@ import (
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/worker"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 const (
@@ -55,13 +56,13 @@ func requireSealed(t *testing.T, e *apitest.Env, table string, id int64) {
 			require.NotContains(t, raw, plain)
 		}
 	}
-	got, err := e.Secrets.Open(models.SecretColumn(table, models.SecretSecretAccessKey), sak)
+	got, err := e.Secrets.Open(vocab.SecretColumn(table, models.SecretSecretAccessKey), sak)
 	require.NoError(t, err)
 	require.Equal(t, testSecretKey, got)
-	got, err = e.Secrets.Open(models.SecretColumn(table, models.SecretCredentialsJSON), cj)
+	got, err = e.Secrets.Open(vocab.SecretColumn(table, models.SecretCredentialsJSON), cj)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"private_key":"`+testCredValue+`"}`, got)
-	_, err = e.Secrets.Open(models.SecretColumn("elsewhere", models.SecretSecretAccessKey), sak)
+	_, err = e.Secrets.Open(vocab.SecretColumn("elsewhere", models.SecretSecretAccessKey), sak)
 	require.Error(t, err, "a sealed value is bound to its column")
 }
 

@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -609,7 +608,7 @@ func (s *Server) deleteJob(c *gin.Context) error {
 		queue = models.DefaultQueue
 	}
 	_, err = s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.JobCleanupWorkflowID(j.ID), TaskQueue: workflows.HubTaskQueue},
-		workflows.JobCleanupWorkflowName, hubact.JobCleanup{Site: j.Site, Queue: queue, JobIDs: []int64{j.ID}})
+		workflows.JobCleanupWorkflowName, workflows.JobCleanup{Site: j.Site, Queue: queue, JobIDs: []int64{j.ID}})
 	if err != nil {
 		s.Log.Warn("job deleted, but its batch files stay at the site", "job", j.ID, "site", j.Site, "err", err)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Server holds what the hub API handlers depend on.
@@ -29,7 +29,7 @@ type Server struct {
 	Log      *slog.Logger
 	// Secrets seals target and data store credentials at rest; writes that
 	// carry a secret fail with 503 when it is nil.
-	Secrets *models.Cipher
+	Secrets *vocab.Cipher
 	// WorkflowWait bounds how long an endpoint that runs a short workflow
 	// (site refresh, target listing) waits for it; default 30 s.
 	WorkflowWait time.Duration

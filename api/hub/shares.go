@@ -18,6 +18,7 @@ import (
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // shareRoutes serves the NFS and SMB shares of spaces. The spec does not
@@ -138,7 +139,7 @@ func nfsClients(v web.ValidationError, in []nfsClientInput) []models.NFSClient {
 		// Hosts are separated as the site splits them into the exports
 		// line; each must be a client exports(5) allows.
 		for _, h := range strings.FieldsFunc(deref(ci.Hosts), func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
-			if msg := models.NFSClientError(h); msg != "" {
+			if msg := vocab.NFSClientError(h); msg != "" {
 				v.Add(field+"hosts", fmt.Sprintf("%q %s.", h, msg))
 				break
 			}
@@ -468,7 +469,7 @@ func (s *Server) pushShare(ctx context.Context, from, to int64, kind string, id 
 
 func shareOp(siteName, kind string, id int64) workflows.SpaceOp {
 	return workflows.SpaceOp{Site: siteName, Queue: models.DefaultQueue, Action: workflows.ShareSync,
-		Share: hubact.ShareRef{Kind: kind, ID: id, Site: siteName}}
+		Share: workflows.ShareRef{Kind: kind, ID: id, Site: siteName}}
 }
 
 // spaceShareOps brings every share of a space up to date on one site: for

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Error is an error with an HTTP status and a message safe to show clients.
@@ -65,11 +66,6 @@ func (v ValidationError) Err() error {
 // Invalid is a one-field validation error.
 func Invalid(field, msg string) error { return ValidationError{field: {msg}} }
 
-// BadPathError is the type of the application error a site activity
-// fails with when the client named a path it refuses: outside the site
-// root, reserved for the hub, or missing.
-const BadPathError = "BadPath"
-
 // WorkflowFailure turns the error of a short workflow a request waited for
 // (a directory listing, a refresh) into a client error that never carries
 // Temporal's wording (workflow and run ids, event ids, error types): a
@@ -80,7 +76,7 @@ const BadPathError = "BadPath"
 func WorkflowFailure(what string, err error) *Error {
 	var appErr *temporal.ApplicationError
 	switch {
-	case errors.As(err, &appErr) && appErr.Type() == BadPathError:
+	case errors.As(err, &appErr) && appErr.Type() == vocab.ErrBadPath:
 		return &Error{Status: http.StatusNotFound, Detail: appErr.Message()}
 	case errors.As(err, new(*temporal.TimeoutError)), errors.Is(err, context.DeadlineExceeded):
 		return Errorf(http.StatusGatewayTimeout, "%s did not answer in time.", what)

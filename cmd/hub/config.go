@@ -13,7 +13,7 @@ import (
 
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/cmd/hub/hardening"
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Config is every setting of the hub; each is a flag and a HUB_* variable
@@ -50,8 +50,8 @@ type Config struct {
 	Hub                     bool
 
 	adminPasswordSet bool
-	secrets          *models.Cipher // from openSecrets
-	envErrs          []error        // bad HUB_* values, reported by finish
+	secrets          *vocab.Cipher // from openSecrets
+	envErrs          []error       // bad HUB_* values, reported by finish
 }
 
 // env returns the HUB_* variable or def.
@@ -224,7 +224,7 @@ func (c *Config) secretKeyFile() string { return filepath.Join(c.DataDir, "secre
 // decrypt; otherwise a missing key is errNoSecretKey.
 func (c *Config) loadSecretKey(generate bool) ([]byte, error) {
 	if c.SecretKey != "" {
-		key, err := models.ParseSecretKey(c.SecretKey)
+		key, err := vocab.ParseSecretKey(c.SecretKey)
 		if err != nil {
 			return nil, fmt.Errorf("HUB_SECRET_KEY: %w", err)
 		}
@@ -234,7 +234,7 @@ func (c *Config) loadSecretKey(generate bool) ([]byte, error) {
 	data, err := os.ReadFile(file)
 	switch {
 	case err == nil:
-		key, err := models.ParseSecretKey(string(data))
+		key, err := vocab.ParseSecretKey(string(data))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
@@ -247,7 +247,7 @@ func (c *Config) loadSecretKey(generate bool) ([]byte, error) {
 	if err := os.MkdirAll(c.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	enc := models.NewSecretKey()
+	enc := vocab.NewSecretKey()
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return c.loadSecretKey(false) // another process won the race
@@ -262,7 +262,7 @@ func (c *Config) loadSecretKey(generate bool) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", file, err)
 	}
-	return models.ParseSecretKey(enc)
+	return vocab.ParseSecretKey(enc)
 }
 
 // openSecrets loads the secret key (see loadSecretKey) into c.secrets.
@@ -271,6 +271,6 @@ func (c *Config) openSecrets(generate bool) error {
 	if err != nil {
 		return err
 	}
-	c.secrets, err = models.NewCipher(key)
+	c.secrets, err = vocab.NewCipher(key)
 	return err
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/thehub/hub/models/dbtest"
 	"github.com/thehub/hub/worker"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // AdminPassword is the password of the "admin" superuser of every Env.
@@ -95,7 +96,7 @@ type Env struct {
 	Admin     string // access token of the superuser "admin"
 	// SecretKey seals secrets at rest for the API and the hub worker.
 	SecretKey []byte
-	Secrets   *models.Cipher
+	Secrets   *vocab.Cipher
 }
 
 // Each runs body once per database kind with a fresh Env.
@@ -119,9 +120,9 @@ func New(t testing.TB, kind string) *Env {
 	require.NoError(t, err)
 	e := &Env{T: t, DB: db}
 	e.Temporal, e.Namespace = NewNamespace(t)
-	e.SecretKey, err = models.ParseSecretKey(models.NewSecretKey())
+	e.SecretKey, err = vocab.ParseSecretKey(vocab.NewSecretKey())
 	require.NoError(t, err)
-	e.Secrets, err = models.NewCipher(e.SecretKey)
+	e.Secrets, err = vocab.NewCipher(e.SecretKey)
 	require.NoError(t, err)
 	e.API = &hubapi.Server{DB: db, Tokens: tokens, Temporal: e.Temporal, IDP: &auth.IDP{}, Secrets: e.Secrets,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}

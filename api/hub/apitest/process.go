@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/worker"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // workerProcessEnv carries, to a re-executed test binary, the site worker
@@ -44,7 +44,7 @@ func RunWorkerProcessIfAsked() {
 	if err != nil {
 		fail(err)
 	}
-	if p.Site.Cipher, err = models.NewCipher(p.SecretKey); err != nil {
+	if p.Site.Cipher, err = vocab.NewCipher(p.SecretKey); err != nil {
 		fail(err)
 	}
 	w, err := worker.Site(c, p.Site)

@@ -1,4 +1,4 @@
-package models
+package vocab
 
 import (
 	"crypto/aes"
@@ -102,3 +102,15 @@ func (c *Cipher) Open(column, sealed string) (string, error) {
 	}
 	return string(plain), nil
 }
+
+// Secret field names: the API's names, also the Cipher's binding labels
+// together with the table name (see SecretColumn).
+const (
+	SecretAccessKey       = "access_key"
+	SecretAccessKeyID     = "access_key_id"
+	SecretSecretAccessKey = "secret_access_key"
+	SecretCredentialsJSON = "credentials_json"
+)
+
+// SecretColumn is the Cipher's binding label of a secret field in a table.
+func SecretColumn(table, field string) string { return table + "." + field }

@@ -1,4 +1,4 @@
-package models
+package vocab
 
 import (
 	"net"

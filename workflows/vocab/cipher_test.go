@@ -1,4 +1,4 @@
-package models_test
+package vocab_test
 
 import (
 	"encoding/base64"
@@ -7,14 +7,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 func TestCipher(t *testing.T) {
 	t.Parallel()
-	key, err := models.ParseSecretKey(models.NewSecretKey())
+	key, err := vocab.ParseSecretKey(vocab.NewSecretKey())
 	require.NoError(t, err)
-	c, err := models.NewCipher(key)
+	c, err := vocab.NewCipher(key)
 	require.NoError(t, err)
 
 	sealed, err := c.Seal("buckets.secret_access_key", "s3cr3t")
@@ -30,11 +30,11 @@ func TestCipher(t *testing.T) {
 	require.Equal(t, "s3cr3t", plain)
 
 	_, err = c.Open("buckets.access_key", sealed)
-	require.ErrorIs(t, err, models.ErrBadSecretKey, "bound to its column")
-	other, err := models.NewCipher(make([]byte, 32))
+	require.ErrorIs(t, err, vocab.ErrBadSecretKey, "bound to its column")
+	other, err := vocab.NewCipher(make([]byte, 32))
 	require.NoError(t, err)
 	_, err = other.Open("buckets.secret_access_key", sealed)
-	require.ErrorIs(t, err, models.ErrBadSecretKey)
+	require.ErrorIs(t, err, vocab.ErrBadSecretKey)
 	_, err = c.Open("x", "plaintext")
 	require.Error(t, err)
 
@@ -45,13 +45,13 @@ func TestCipher(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, plain)
 
-	_, err = models.NewCipher([]byte("short"))
+	_, err = vocab.NewCipher([]byte("short"))
 	require.Error(t, err)
-	_, err = models.ParseSecretKey("not base64!")
+	_, err = vocab.ParseSecretKey("not base64!")
 	require.Error(t, err)
-	_, err = models.ParseSecretKey(base64.StdEncoding.EncodeToString([]byte("sixteen-bytes-xx")))
+	_, err = vocab.ParseSecretKey(base64.StdEncoding.EncodeToString([]byte("sixteen-bytes-xx")))
 	require.Error(t, err)
-	k2, err := models.ParseSecretKey(base64.RawURLEncoding.EncodeToString(key))
+	k2, err := vocab.ParseSecretKey(base64.RawURLEncoding.EncodeToString(key))
 	require.NoError(t, err)
 	require.Equal(t, key, k2)
 }

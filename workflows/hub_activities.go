@@ -1,0 +1,66 @@
+package workflows
+
+// Names of the hub activities (methods of activities/hub.Activities, which
+// the hub worker registers) that workflows call. Workflows name them
+// rather than import the hub's database code; a test checks that every
+// name is a registered activity.
+const (
+	actBucketSites             = "BucketSites"
+	actCJFinishChange          = "CJFinishChange"
+	actCJPrepareChange         = "CJPrepareChange"
+	actCJStartChange           = "CJStartChange"
+	actCJStoreDatastores       = "CJStoreDatastores"
+	actClearBucketSoftDeleting = "ClearBucketSoftDeleting"
+	actCollectPlan             = "CollectPlan"
+	actDeleteBucketRecord      = "DeleteBucketRecord"
+	actFailedPathsPage         = "FailedPathsPage"
+	actFinishJob               = "FinishJob"
+	actFinishSettingsTask      = "FinishSettingsTask"
+	actFinishTask              = "FinishTask"
+	actImportSiteSettings      = "ImportSiteSettings"
+	actListRemoteTarget        = "ListRemoteTarget"
+	actListSites               = "ListSites"
+	actLoadJobPlan             = "LoadJobPlan"
+	actMaintain                = "Maintain"
+	actNASUsersPlan            = "NASUsersPlan"
+	actRecordAction            = "RecordAction"
+	actRecordDiscovery         = "RecordDiscovery"
+	actRecordHeartbeat         = "RecordHeartbeat"
+	actRecordSpaceSite         = "RecordSpaceSite"
+	actSetJobState             = "SetJobState"
+	actShareOnSite             = "ShareOnSite"
+	actStartSettingsTasks      = "StartSettingsTasks"
+	actStartTask               = "StartTask"
+	actStoreSiteInventory      = "StoreSiteInventory"
+)
+
+// HubActivityNames lists every hub activity a workflow calls.
+var HubActivityNames = []string{
+	actBucketSites,
+	actCJFinishChange,
+	actCJPrepareChange,
+	actCJStartChange,
+	actCJStoreDatastores,
+	actClearBucketSoftDeleting,
+	actCollectPlan,
+	actDeleteBucketRecord,
+	actFailedPathsPage,
+	actFinishJob,
+	actFinishSettingsTask,
+	actFinishTask,
+	actImportSiteSettings,
+	actListRemoteTarget,
+	actListSites,
+	actLoadJobPlan,
+	actMaintain,
+	actNASUsersPlan,
+	actRecordAction,
+	actRecordDiscovery,
+	actRecordHeartbeat,
+	actRecordSpaceSite,
+	actSetJobState,
+	actShareOnSite,
+	actStartSettingsTasks,
+	actStartTask,
+	actStoreSiteInventory,
+}
