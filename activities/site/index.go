@@ -2,74 +2,522 @@ package site
 
 import (
 	"bufio"
-	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/thehub/hub/activities/fsutil"
 )
 
-// indexFile is the state index used where extended attributes are not
-// available: a JSON-lines log under the root's .hub folder. Each line sets
-// or (without "r") removes the record of one path; the last line for a
-// path wins. The whole index is held in memory, and the log is rewritten
-// when it holds mostly superseded lines.
-const indexFile = "state.jsonl"
+// The state index is used where extended attributes are not available.
+// Every node of a site (each a separate worker process, maybe on another
+// host) shares the root, so the index is shared too, and it is kept on
+// disk only: one small file per record, read afresh on every lookup and
+// replaced atomically (temporary file, fsync, rename) on every change.
+// Writers of different paths never touch the same file, writers of one
+// path replace it whole (the last one wins), and no process holds a copy
+// that could go stale. See docs/site-state-index.md.
+//
+// The record files mirror the root's tree under .hub/state: the record of
+// "a/b/c.txt" is .hub/state/+a/+b/=c.txt, so the records at or below a
+// folder are exactly one folder of the index, removed in one go. A folder
+// is named "+" + its name and a record "=" + the file's name; a name too
+// long for the prefix is replaced by its SHA-256 ("#" + hex for folders,
+// "@" + hex for records). Temporary files (fsutil.TmpPrefix) start with
+// a dot, which no entry of the index does.
+//
+// A record file holds the JSON {"p": path, "r": record}, the record as
+// the site signed it.
+const (
+	indexDir        = "state"       // in .hub: the per-path records
+	indexLockFile   = "state.lock"  // in .hub: held while the old log is imported
+	legacyIndexFile = "state.jsonl" // in .hub: the log of earlier versions
+	legacyImported  = legacyIndexFile + ".migrated"
 
-// compactMin is the number of lines below which the log is never
-// rewritten: small logs are cheap to replay.
-const compactMin = 4096
+	folderPrefix       = "+"
+	recordPrefix       = "="
+	hashedFolderPrefix = "#"
+	hashedRecordPrefix = "@"
+	// maxPlainName is the longest name kept as is: NAME_MAX less the
+	// prefix.
+	maxPlainName = 255 - 1
+	// maxRecordSize bounds what a lookup reads; records are far smaller.
+	maxRecordSize = 1 << 20
+	// writeAttempts bounds the retries of a write whose folder was removed
+	// under it by another process (a removal of its last record, or of
+	// the tree around it).
+	writeAttempts = 20
+	// importLockWait bounds how long a process waits for another one to
+	// finish importing the old log before failing (the step is retried),
+	// well before a site activity's heartbeat times out.
+	importLockWait = 10 * time.Second
+	// maxDirty bounds the folders remembered for the next sync: a process
+	// that writes records in more folders than that without syncing (a
+	// long premigration) syncs them on the way.
+	maxDirty = 4096
+)
 
+// indexLine is the content of a record file, and a line of the old log
+// (where a line without "r" removed the path's record).
 type indexLine struct {
 	Path   string  `json:"p"`
 	Record *Record `json:"r,omitempty"`
 }
 
-// index is shared by every Root of the same directory in this process, so
-// that two activities never hold diverging copies. It assumes one site
-// worker process per root.
+// index is the state index of one root. It holds no records: any number
+// of index values, in any number of processes, may work on the same root
+// at once. sharedIndex hands out one per root and process only so that the
+// old log is checked for once and sync covers every activity's writes.
 type index struct {
-	dir string // the root's .hub folder
+	hub string // the root's .hub folder
+	dir string // hub/state
 
+	imported atomic.Bool // the old log was imported, or there is none
+	importMu sync.Mutex
+
+	// dirty holds the folders of the index whose entries changed since
+	// the last sync; syncMu serialises syncs, so that a sync returns only
+	// once the changes made before it are durable, even those another
+	// sync already took on.
 	mu     sync.Mutex
-	loaded bool
-	recs   map[string]Record
-	lines  int
-	log    *os.File
+	dirty  map[string]struct{}
+	syncMu sync.Mutex
 }
 
 var indexes sync.Map // root dir -> *index
 
 func sharedIndex(rootDir string) *index {
-	ix, _ := indexes.LoadOrStore(rootDir, &index{dir: filepath.Join(rootDir, hubDir)})
+	ix, _ := indexes.LoadOrStore(rootDir, newIndex(rootDir))
 	return ix.(*index)
 }
 
-func (ix *index) path() string { return filepath.Join(ix.dir, indexFile) }
+// newIndex opens the index of the root at rootDir, independent of any
+// other index value of the same root (as another process's would be).
+func newIndex(rootDir string) *index {
+	hub := filepath.Join(rootDir, hubDir)
+	return &index{hub: hub, dir: filepath.Join(hub, indexDir)}
+}
 
-// load replays the log once; the caller holds mu.
-func (ix *index) load() error {
-	if ix.loaded {
+// entryName is the index's name for a folder or a file of the root.
+func entryName(name string, record bool) string {
+	if len(name) <= maxPlainName {
+		if record {
+			return recordPrefix + name
+		}
+		return folderPrefix + name
+	}
+	sum := sha256.Sum256([]byte(name))
+	if record {
+		return hashedRecordPrefix + hex.EncodeToString(sum[:])
+	}
+	return hashedFolderPrefix + hex.EncodeToString(sum[:])
+}
+
+// errNoRecordPath: the root itself, or a path that is not clean, has no
+// record.
+var errNoRecordPath = errors.New("no index record for this path")
+
+// paths returns the record file of rel and the index folder holding the
+// records below it.
+func (ix *index) paths(rel string) (record, folder string, err error) {
+	if rel == "" {
+		return "", "", errNoRecordPath
+	}
+	var b strings.Builder
+	b.Grow(len(ix.dir) + 2*len(rel) + 2) // enough unless names are hashed
+	b.WriteString(ix.dir)
+	for {
+		p, rest, more := strings.Cut(rel, "/")
+		if p == "" || p == "." || p == ".." {
+			return "", "", errNoRecordPath
+		}
+		b.WriteByte('/')
+		if !more {
+			parent := b.String()
+			return parent + entryName(p, true), parent + entryName(p, false), nil
+		}
+		writeEntryName(&b, p, false)
+		rel = rest
+	}
+}
+
+func writeEntryName(b *strings.Builder, name string, record bool) {
+	if len(name) > maxPlainName {
+		b.WriteString(entryName(name, record))
+		return
+	}
+	if record {
+		b.WriteString(recordPrefix)
+	} else {
+		b.WriteString(folderPrefix)
+	}
+	b.WriteString(name)
+}
+
+// absent reports an error meaning that there is no such entry. A path too
+// long for the filesystem is absent too: the names of the index depend on
+// the path alone, so nothing was ever written there.
+func absent(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG)
+}
+
+func (ix *index) get(rel string) (*Record, error) {
+	if err := ix.ensureImported(); err != nil {
+		return nil, err
+	}
+	name, _, err := ix.paths(rel)
+	if err != nil {
+		return nil, nil
+	}
+	l, err := readRecordFile(name)
+	switch {
+	case absent(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("state index: %w", err)
+	case l.Path != rel || l.Record == nil:
+		return nil, fmt.Errorf("state index: %s: %w: its index file holds the record of %q", apiPath(rel), ErrUntrustedRecord, l.Path)
+	}
+	return l.Record, nil
+}
+
+// readRecordFile reads one record file, never through a symlink nor
+// blocking on anything but a regular file.
+func readRecordFile(name string) (*indexLine, error) {
+	// Most lookups find no record: the bare system call keeps those cheap.
+	fd, err := syscall.Open(name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if absent(err) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w: not a regular file", name, ErrUntrustedRecord)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxRecordSize))
+	if err != nil {
+		return nil, err
+	}
+	var l indexLine
+	if err := json.Unmarshal(b, &l); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", name, ErrUntrustedRecord, err)
+	}
+	return &l, nil
+}
+
+func (ix *index) set(rel string, rec Record) error {
+	if err := ix.ensureImported(); err != nil {
+		return err
+	}
+	name, _, err := ix.paths(rel)
+	if err != nil {
+		return fmt.Errorf("state index: %w", err)
+	}
+	b, err := json.Marshal(indexLine{Path: rel, Record: &rec})
+	if err != nil {
+		return err
+	}
+	return ix.write(name, b, true)
+}
+
+// write replaces the record file name with data. With durable, the data
+// is flushed before the rename, so that a crash leaves the old record or
+// the new one, never an empty file; the rename itself is made durable by
+// sync. A folder removed under the write by another process (after its
+// last record went) is made again.
+func (ix *index) write(name string, data []byte, durable bool) error {
+	dir := filepath.Dir(name)
+	for attempt := 1; ; attempt++ {
+		err := writeOnce(dir, name, data, durable)
+		if err == nil {
+			if ix.markDirty(dir) > maxDirty {
+				return ix.sync()
+			}
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || attempt == writeAttempts {
+			return fmt.Errorf("state index: %w", err)
+		}
+	}
+}
+
+func writeOnce(dir, name string, data []byte, durable bool) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	f, err := fsutil.OpenTemp(context.Background(), name)
+	if err != nil {
+		return err
+	}
+	if _, err = f.Write(data); err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil && durable {
+		err = f.Sync()
+	}
+	if err != nil {
+		fsutil.Discard(f)
+		return err
+	}
+	return fsutil.Commit(f, name)
+}
+
+func (ix *index) remove(rel string) error {
+	if err := ix.ensureImported(); err != nil {
+		return err
+	}
+	name, _, err := ix.paths(rel)
+	if err != nil {
 		return nil
 	}
-	ix.recs = map[string]Record{}
-	f, err := os.Open(ix.path())
-	if errors.Is(err, fs.ErrNotExist) {
-		ix.loaded = true
+	return ix.unlink(name)
+}
+
+// unlink removes one record file, then the folders of the index left
+// empty above it.
+func (ix *index) unlink(name string) error {
+	err := syscall.Unlink(name)
+	switch {
+	case absent(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("state index: %w", &fs.PathError{Op: "unlink", Path: name, Err: err})
+	}
+	ix.markDirty(filepath.Dir(name))
+	ix.prune(filepath.Dir(name))
+	return nil
+}
+
+// prune removes dir and its parents, up to the index's own folder, while
+// they are empty. rmdir never removes a folder holding anything, so a
+// record being written there by another process (its temporary file is
+// in the folder) keeps it; a writer that made the folder and had not yet
+// created its file retries.
+func (ix *index) prune(dir string) {
+	for strings.HasPrefix(dir, ix.dir+"/") {
+		if err := syscall.Rmdir(dir); err != nil {
+			return
+		}
+		dir = filepath.Dir(dir)
+		ix.markDirty(dir)
+	}
+}
+
+func (ix *index) removeTree(rel string) error {
+	if err := ix.ensureImported(); err != nil {
+		return err
+	}
+	if rel == "" {
+		return ix.removeAll()
+	}
+	name, folder, err := ix.paths(rel)
+	if err != nil {
+		return nil
+	}
+	if err := os.RemoveAll(folder); err != nil && !absent(err) {
+		return fmt.Errorf("state index: %w", err)
+	}
+	if err := ix.unlink(name); err != nil {
+		return err
+	}
+	ix.markDirty(filepath.Dir(folder))
+	ix.prune(filepath.Dir(folder))
+	return nil
+}
+
+// removeAll forgets every record of the root, leaving other writers'
+// temporary files alone.
+func (ix *index) removeAll() error {
+	entries, err := os.ReadDir(ix.dir)
+	if absent(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("state index: %w", err)
 	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(ix.dir, e.Name())); err != nil && !absent(err) {
+			return fmt.Errorf("state index: %w", err)
+		}
+	}
+	ix.markDirty(ix.dir)
+	return nil
+}
+
+// markDirty notes that the entries of dir changed, and returns how many
+// folders are waiting for a sync.
+func (ix *index) markDirty(dir string) int {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.dirty == nil {
+		ix.dirty = map[string]struct{}{}
+	}
+	ix.dirty[dir] = struct{}{}
+	return len(ix.dirty)
+}
+
+// sync makes the index changes this process made so far durable: the
+// record files were flushed when written, so what remains is the folders
+// whose entries changed, and the folders above them (which may have been
+// made for them).
+func (ix *index) sync() error {
+	ix.syncMu.Lock()
+	defer ix.syncMu.Unlock()
+	ix.mu.Lock()
+	dirty := ix.dirty
+	ix.dirty = nil
+	ix.mu.Unlock()
+	todo := map[string]struct{}{}
+	for d := range dirty {
+		for ; strings.HasPrefix(d, ix.hub+"/"); d = filepath.Dir(d) {
+			todo[d] = struct{}{}
+		}
+	}
+	if len(dirty) > 0 {
+		todo[ix.hub] = struct{}{}
+	}
+	for d := range todo {
+		if err := fsutil.SyncDir(d); err != nil && !absent(err) {
+			ix.mu.Lock()
+			if ix.dirty == nil {
+				ix.dirty = map[string]struct{}{}
+			}
+			for d := range dirty {
+				ix.dirty[d] = struct{}{}
+			}
+			ix.mu.Unlock()
+			return fmt.Errorf("state index: %w", err)
+		}
+	}
+	return nil
+}
+
+// ensureImported imports the log of earlier versions, once per index
+// value: later, nothing writes it any more.
+func (ix *index) ensureImported() error {
+	if ix.imported.Load() {
+		return nil
+	}
+	ix.importMu.Lock()
+	defer ix.importMu.Unlock()
+	if ix.imported.Load() {
+		return nil
+	}
+	if err := ix.importLegacy(); err != nil {
+		return fmt.Errorf("state index: import of %s: %w", legacyIndexFile, err)
+	}
+	ix.imported.Store(true)
+	return nil
+}
+
+// importLegacy moves the records of the old log .hub/state.jsonl into
+// the index, then renames the log state.jsonl.migrated. It runs under an
+// exclusive lock, so that of several processes opening the root at once
+// one imports and the others wait for it, then find no log; until the log
+// is gone no process uses the index. A crash before the rename leaves the
+// log, and the next process imports it again.
+//
+// Without locks on the filesystem, processes may import at once. The
+// import is then idempotent: a valid record file is never replaced, and a
+// process stops importing as soon as it finds the log gone (another one
+// imported it all). Only a change made in the instant between that check
+// and the next record written can be undone, by the old record.
+func (ix *index) importLegacy() error {
+	logName := filepath.Join(ix.hub, legacyIndexFile)
+	if _, err := os.Lstat(logName); absent(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	unlock, err := lockIndex(filepath.Join(ix.hub, indexLockFile))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	recs, err := readLegacyLog(logName)
+	if absent(err) {
+		return nil // imported by another process while we waited
+	}
+	if err != nil {
+		return err
+	}
+	// Each file is flushed on its own only where syncfs(2) cannot flush
+	// them all at once.
+	perFile := runtime.GOOS != "linux"
+	for rel, rec := range recs {
+		if _, err := os.Lstat(logName); absent(err) {
+			// Another process finished the import meanwhile (possible only
+			// without locks): it wrote every record, and may have changed
+			// some since.
+			return nil
+		}
+		name, _, err := ix.paths(rel)
+		if err != nil {
+			continue // no path of a root; the old index could not use it either
+		}
+		if _, err := readRecordFile(name); err == nil {
+			continue // imported already, or since written anew
+		}
+		b, err := json.Marshal(indexLine{Path: rel, Record: &rec})
+		if err != nil {
+			return err
+		}
+		if err := ix.write(name, b, perFile); err != nil {
+			return err
+		}
+	}
+	if len(recs) > 0 {
+		if perFile {
+			err = ix.sync()
+		} else if err = fsutil.SyncFS(ix.hub); err == nil {
+			// Nothing else was written yet: every index operation waits
+			// for the import.
+			ix.mu.Lock()
+			ix.dirty = nil
+			ix.mu.Unlock()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	fsutil.Fault("index.imported")
+	if err := os.Rename(logName, filepath.Join(ix.hub, legacyImported)); err != nil && !absent(err) {
+		return err
+	}
+	return fsutil.SyncDir(ix.hub)
+}
+
+// readLegacyLog replays the old log: the last line of a path wins.
+func readLegacyLog(name string) (map[string]Record, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
+	recs := map[string]Record{}
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 64<<10), maxRecordSize)
 	for sc.Scan() {
 		var l indexLine
 		// A torn last line from a crash is skipped: its change never
@@ -77,143 +525,40 @@ func (ix *index) load() error {
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Path == "" {
 			continue
 		}
-		ix.lines++
 		if l.Record == nil {
-			delete(ix.recs, l.Path)
+			delete(recs, l.Path)
 		} else {
-			ix.recs[l.Path] = *l.Record
+			recs[l.Path] = *l.Record
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("state index: %w", err)
-	}
-	ix.loaded = true
-	return nil
+	return recs, sc.Err()
 }
 
-func (ix *index) get(rel string) (*Record, error) {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if err := ix.load(); err != nil {
+// lockIndex takes the exclusive lock of the index, waiting at most
+// importLockWait for another process holding it. Where the filesystem has
+// no locks (NFS without a lock daemon, some FUSE filesystems) it goes on
+// unlocked, as fsutil does. Tests replace it.
+var lockIndex = func(name string) (unlock func(), err error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
 		return nil, err
 	}
-	rec, ok := ix.recs[rel]
-	if !ok {
-		return nil, nil
-	}
-	return &rec, nil
-}
-
-func (ix *index) set(rel string, rec Record) error {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if err := ix.load(); err != nil {
-		return err
-	}
-	if err := ix.append(indexLine{Path: rel, Record: &rec}); err != nil {
-		return err
-	}
-	ix.recs[rel] = rec
-	return ix.maybeCompact()
-}
-
-func (ix *index) remove(rel string) error {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if err := ix.load(); err != nil {
-		return err
-	}
-	if _, ok := ix.recs[rel]; !ok {
-		return nil
-	}
-	if err := ix.append(indexLine{Path: rel}); err != nil {
-		return err
-	}
-	delete(ix.recs, rel)
-	return ix.maybeCompact()
-}
-
-func (ix *index) removeTree(rel string) error {
-	if rel == "" {
-		return ix.removeMatching(func(string) bool { return true })
-	}
-	return ix.removeMatching(func(p string) bool { return p == rel || strings.HasPrefix(p, rel+"/") })
-}
-
-func (ix *index) removeMatching(match func(string) bool) error {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if err := ix.load(); err != nil {
-		return err
-	}
-	for p := range ix.recs {
-		if !match(p) {
-			continue
+	deadline := time.Now().Add(importLockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return func() { _ = f.Close() }, nil // closing unlocks
+		case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.EINVAL):
+			return func() { _ = f.Close() }, nil
+		case !errors.Is(err, syscall.EWOULDBLOCK):
+			_ = f.Close()
+			return nil, err
 		}
-		if err := ix.append(indexLine{Path: p}); err != nil {
-			return err
+		if time.Now().After(deadline) {
+			_ = f.Close()
+			return nil, fmt.Errorf("another process is importing %s; try again later", legacyIndexFile)
 		}
-		delete(ix.recs, p)
+		time.Sleep(20 * time.Millisecond)
 	}
-	return ix.maybeCompact()
-}
-
-// append writes one line with a single write, so concurrent appends
-// never interleave; the caller holds mu.
-func (ix *index) append(l indexLine) error {
-	if ix.log == nil {
-		if err := os.MkdirAll(ix.dir, 0o755); err != nil {
-			return fmt.Errorf("state index: %w", err)
-		}
-		f, err := os.OpenFile(ix.path(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return fmt.Errorf("state index: %w", err)
-		}
-		ix.log = f
-	}
-	b, err := json.Marshal(l)
-	if err != nil {
-		return err
-	}
-	if _, err := ix.log.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("state index: %w", err)
-	}
-	ix.lines++
-	return nil
-}
-
-// maybeCompact rewrites the log with one line per live record once more
-// than half of its lines are superseded; the caller holds mu.
-func (ix *index) maybeCompact() error {
-	if ix.lines < compactMin || ix.lines < 2*len(ix.recs) {
-		return nil
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	for p, rec := range ix.recs {
-		if err := enc.Encode(indexLine{Path: p, Record: &rec}); err != nil {
-			return err
-		}
-	}
-	if err := fsutil.WriteFile(ix.path(), buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("state index: %w", err)
-	}
-	if ix.log != nil {
-		_ = ix.log.Close()
-		ix.log = nil
-	}
-	ix.lines = len(ix.recs)
-	return nil
-}
-
-func (ix *index) sync() error {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if ix.log == nil {
-		return nil
-	}
-	if err := ix.log.Sync(); err != nil {
-		return fmt.Errorf("state index: %w", err)
-	}
-	return nil
 }
