@@ -44,7 +44,8 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 }
 
 // EnsureSchedules creates the hub's Temporal schedules when missing:
-// maintenance, and the collection of unreferenced remote copies.
+// maintenance, the collection of unreferenced remote copies, and the
+// outbox reconciler.
 func EnsureSchedules(ctx context.Context, c client.Client) error {
 	for _, s := range []struct {
 		id, workflowID, workflow string
@@ -52,6 +53,7 @@ func EnsureSchedules(ctx context.Context, c client.Client) error {
 	}{
 		{workflows.MaintenanceScheduleID, workflows.MaintenanceScheduleID, workflows.MaintenanceWorkflowName, workflows.MaintenanceEvery},
 		{workflows.CollectScheduleID, workflows.CollectWorkflowID, workflows.CollectWorkflowName, workflows.CollectEvery},
+		{workflows.OutboxScheduleID, workflows.OutboxWorkflowID, workflows.OutboxWorkflowName, workflows.OutboxEvery},
 	} {
 		_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
 			ID:   s.id,

@@ -51,6 +51,7 @@ func RegisterWorkflows(r interface {
 		workflows.BucketDeleteWorkflowName:   workflows.BucketDeleteWorkflow,
 		workflows.TargetFilesWorkflowName:    workflows.TargetFilesWorkflow,
 		workflows.CollectWorkflowName:        workflows.CollectWorkflow,
+		workflows.OutboxWorkflowName:         workflows.OutboxWorkflow,
 	} {
 		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
 	}

@@ -5,6 +5,8 @@ package workflows
 // rather than import the hub's database code; a test checks that every
 // name is a registered activity.
 const (
+	actDeliverChanges          = "DeliverChanges"
+	actClaimChange             = "ClaimChange"
 	actBucketSites             = "BucketSites"
 	actCJFinishChange          = "CJFinishChange"
 	actCJPrepareChange         = "CJPrepareChange"
@@ -36,6 +38,8 @@ const (
 
 // HubActivityNames lists every hub activity a workflow calls.
 var HubActivityNames = []string{
+	actDeliverChanges,
+	actClaimChange,
 	actBucketSites,
 	actCJFinishChange,
 	actCJPrepareChange,

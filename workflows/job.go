@@ -30,6 +30,10 @@ func JobWorkflowID(id int64) string { return fmt.Sprintf("job-%d", id) }
 type JobInput struct {
 	JobID int64
 	Carry *JobCarry
+	// Run is the job's run this start is for (0: a start from before runs
+	// were checked). A start delivered again once its run has begun or
+	// ended must end at once without work.
+	Run int
 }
 
 // JobCarry is the state a job carries into its next run: ids, cursors and

@@ -45,6 +45,10 @@ type SpaceOp struct {
 // SpaceOps is the payload of SpaceOpsSignal.
 type SpaceOps struct {
 	Ops []SpaceOp
+	// Change is the hub's intent that carries the ops (activities/changes):
+	// the workflow claims it before acting, so ops delivered twice run
+	// once. 0 in signals sent before intents existed.
+	Change int64
 }
 
 // SpaceInput identifies the space; the work arrives by signal.
@@ -88,6 +92,15 @@ func SpaceWorkflow(ctx workflow.Context, in SpaceInput) (SpaceResult, error) {
 	for {
 		var ops SpaceOps
 		for ch.ReceiveAsync(&ops) {
+			if ops.Change != 0 {
+				var first bool
+				if err := workflow.ExecuteActivity(hctx, actClaimChange, ops.Change).Get(ctx, &first); err != nil {
+					return res, err
+				}
+				if !first {
+					continue // delivered twice: acted on already
+				}
+			}
 			queue = append(queue, ops.Ops...)
 		}
 		if len(queue) == 0 {

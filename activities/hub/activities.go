@@ -5,10 +5,13 @@ package hub
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/activity"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
 	"github.com/thehub/hub/workflows/vocab"
@@ -33,4 +36,17 @@ func (a *Activities) RecordHeartbeat(ctx context.Context, hb workflows.Heartbeat
 		return fmt.Errorf("record heartbeat of %s/%s/%s: %w", hb.Site, hb.Queue, hb.Node, err)
 	}
 	return nil
+}
+
+// ClaimChange claims an intent a workflow received (see
+// activities/changes): true the first time only.
+func (a *Activities) ClaimChange(ctx context.Context, intentID int64) (bool, error) {
+	return changes.Claim(ctx, a.DB, intentID)
+}
+
+// DeliverChanges delivers the intents of committed changes that are due
+// (activities/changes): the outbox reconciler's one activity.
+func (a *Activities) DeliverChanges(ctx context.Context) (int, error) {
+	s := &changes.Service{DB: a.DB, Temporal: activity.GetClient(ctx), Log: slog.Default()}
+	return s.DeliverDue(ctx)
 }

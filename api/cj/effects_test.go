@@ -1,6 +1,7 @@
 package cj_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -295,41 +296,59 @@ func TestDatastores(t *testing.T) {
 	})
 }
 
-// TestJobEngineUnreachable: a change whose job cannot start is a job
-// error, which does not change the HTTP status: the write answers as usual
-// and the item reads ERRORED with the cause in its log; an empty PATCH
-// once Temporal is back applies it.
+// TestJobEngineUnreachable: a change is committed with the hand-over it
+// owes its workflow (activities/changes). With Temporal away, the write
+// answers as usual and the item waits; once Temporal is back, the
+// reconciler delivers it and the change runs, once. A change Temporal can
+// never take (here: its namespace does not exist) is a job error: the
+// item becomes ERRORED with the cause in its log (a deletion is undone),
+// and an empty PATCH retries.
 func TestJobEngineUnreachable(t *testing.T) {
 	t.Parallel()
 	cjtest.Each(t, func(t *testing.T, e *cjtest.Env) {
-		dead, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Namespace: "nowhere"})
+		ctx := context.Background()
+		away, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Namespace: "nowhere"})
 		require.NoError(t, err)
-		t.Cleanup(dead.Close)
-		e.API.Temporal = dead
+		t.Cleanup(away.Close)
+		e.API.Changes.Temporal = away
 
 		space, data := e.Create("spaces", map[string]any{"name": "later"})
-		require.Equal(t, models.CJErrored, data["status"], "the answer already says so")
+		require.Equal(t, models.CJNew, data["status"], "the change waits for Temporal")
 		require.Contains(t, data, "profile", "a space without a profile shows it as null")
 		require.Nil(t, data["profile"])
-		r := e.Do(http.MethodGet, space+"/log", e.Admin, nil)
-		require.Equal(t, http.StatusOK, r.Status)
-		require.Contains(t, r.Items()[0]["message"], "the job engine could not be reached")
+		require.NoDirExists(t, filepath.Join(e.Root, "spaces", "later"))
 
-		e.API.Temporal = e.Temporal
+		// Temporal is back: the reconciler delivers the change, which runs.
+		e.API.Changes.Temporal = e.Temporal
+		n, err := e.API.Changes.DeliverAsOf(ctx, time.Now().Add(time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		e.WaitStatus(space, models.CJActive)
+		require.DirExists(t, filepath.Join(e.Root, "spaces", "later"))
+		n, err = e.API.Changes.DeliverAsOf(ctx, time.Now().Add(time.Hour))
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing is owed twice")
+
+		// A change that can never be delivered fails its item.
+		never, err := client.NewLazyClient(client.Options{HostPort: apitest.TemporalAddr(t), Namespace: "no-such-namespace"})
+		require.NoError(t, err)
+		t.Cleanup(never.Close)
+		e.API.Changes.Temporal = never
+		r := e.Do(http.MethodGet, space, e.Admin, nil)
+		r = e.Do(http.MethodDelete, space, e.Admin, nil, "If-Match", r.Item()["_etag"].(string))
+		require.Equal(t, http.StatusNoContent, r.Status, string(r.Body))
+		r = e.Do(http.MethodGet, space, e.Admin, nil)
+		require.Equal(t, http.StatusOK, r.Status, "a deletion that can never start is undone")
+		require.Equal(t, models.CJErrored, r.Item()["status"])
+		r = e.Do(http.MethodGet, space+"/log", e.Admin, nil)
+		require.Contains(t, r.Items()[len(r.Items())-1]["message"], "the job engine could not be reached")
+		require.DirExists(t, filepath.Join(e.Root, "spaces", "later"))
+
+		// An empty PATCH retries.
+		e.API.Changes.Temporal = e.Temporal
 		r = e.Do(http.MethodGet, space, e.Admin, nil)
 		r = e.Do(http.MethodPatch, space, e.Admin, map[string]any{}, "If-Match", r.Item()["_etag"].(string))
 		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
 		e.WaitStatus(space, models.CJActive)
-		require.DirExists(t, filepath.Join(e.Root, "spaces", "later"))
-
-		// A deletion that cannot start is undone: the item stays, ERRORED.
-		e.API.Temporal = dead
-		r = e.Do(http.MethodGet, space, e.Admin, nil)
-		r = e.Do(http.MethodDelete, space, e.Admin, nil, "If-Match", r.Item()["_etag"].(string))
-		require.Equal(t, http.StatusNoContent, r.Status, string(r.Body))
-		r = e.Do(http.MethodGet, space, e.Admin, nil)
-		require.Equal(t, http.StatusOK, r.Status)
-		require.Equal(t, models.CJErrored, r.Item()["status"])
-		require.DirExists(t, filepath.Join(e.Root, "spaces", "later"))
 	})
 }

@@ -13,10 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/uptrace/bun"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/cj/cjdoc"
 	"github.com/thehub/hub/api/web"
@@ -112,9 +109,12 @@ func (s *Server) create(k *call) error {
 		return err
 	}
 	it, subs := newItems(k, doc)
-	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		for _, x := range append([]*models.CJItem{it}, subs...) {
 			if err := models.CreateCJItem(ctx, tx, x); err != nil {
+				return err
+			}
+			if err := oweChange(ctx, tx, x); err != nil {
 				return err
 			}
 		}
@@ -124,9 +124,6 @@ func (s *Server) create(k *call) error {
 		return &cjdoc.ValidationError{Fields: []cjdoc.FieldError{{Name: "name", Message: "is already in use"}}}
 	} else if err != nil {
 		return err
-	}
-	for _, x := range append([]*models.CJItem{it}, subs...) {
-		s.startChange(ctx, x)
 	}
 	k.c.Header("Location", itemHref(k, it.ID))
 	return s.writeItem(k, http.StatusAccepted, it)
@@ -148,14 +145,14 @@ func (s *Server) update(k *call) error {
 	if err != nil {
 		return err
 	}
-	changes, err := cjdoc.ParseUpdate(body, k.res.schemaFor(it), it.Data)
+	edits, err := cjdoc.ParseUpdate(body, k.res.schemaFor(it), it.Data)
 	if err != nil {
 		return err
 	}
-	if err := s.check(k, changes, it); err != nil {
+	if err := s.check(k, edits, it); err != nil {
 		return err
 	}
-	for name, v := range changes {
+	for name, v := range edits {
 		switch name {
 		case "comment":
 			it.Comment, _ = v.(string)
@@ -171,13 +168,17 @@ func (s *Server) update(k *call) error {
 	if it.Extras == nil {
 		it.Extras = map[string]any{}
 	}
-	err = models.UpdateCJItem(ctx, s.DB, it, etag)
+	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
+		if err := models.UpdateCJItem(ctx, tx, it, etag); err != nil {
+			return err
+		}
+		return oweChange(ctx, tx, it)
+	})
 	if errors.Is(err, models.ErrConflict) {
 		return &cjdoc.ValidationError{Fields: []cjdoc.FieldError{{Name: "name", Message: "is already in use"}}}
 	} else if err != nil {
 		return err
 	}
-	s.startChange(ctx, it)
 	return s.writeItem(k, http.StatusAccepted, it)
 }
 
@@ -202,10 +203,15 @@ func (s *Server) remove(k *call) error {
 			return conflict("%s %q cannot be deleted while %s; delete that first.", strings.TrimSuffix(k.res.name, "s"), it.Name, msg)
 		}
 	}
-	if err := models.MarkCJItemDeleted(ctx, s.DB, it, etag); err != nil {
+	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
+		if err := models.MarkCJItemDeleted(ctx, tx, it, etag); err != nil {
+			return err
+		}
+		return oweChange(ctx, tx, it)
+	})
+	if err != nil {
 		return err
 	}
-	s.startChange(ctx, it)
 	k.c.Status(http.StatusNoContent)
 	return nil
 }
@@ -343,43 +349,13 @@ func cloneJSON(v any) any {
 	return v
 }
 
-// startChange hands the item's newest generation to its workflow. The
-// item is stored already; if Temporal cannot be reached, the change is a
-// job that failed to run: as the contract says of job errors, the HTTP
-// status stays, the item becomes ERRORED with the cause in its log (a
-// deletion is undone), and it reads so in *it. An empty PATCH retries.
-func (s *Server) startChange(ctx context.Context, it *models.CJItem) {
-	// The write is committed: finish even if the client goes away.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	opts := client.StartWorkflowOptions{
-		ID:        workflows.ResourceChangeWorkflowID(it.Type, it.ID),
-		TaskQueue: workflows.HubTaskQueue,
-	}
-	in := workflows.ResourceChangeInput{Site: it.Site, Type: it.Type, ItemID: it.ID}
-	_, err := s.Temporal.SignalWithStartWorkflow(ctx, opts.ID, workflows.ResourceChangeSignal,
-		workflows.ResourceChange{Generation: it.Generation}, opts, workflows.ResourceChangeWorkflowName, in)
-	if err == nil {
-		return
-	}
-	s.Log.Error("C+J change not started", "workflow_id", opts.ID, "error", err)
-	entry := models.CJLogEntry{Time: time.Now().UTC(), Level: "error", Generation: it.Generation,
-		Message: "the job engine could not be reached; the change was not started (send an empty PATCH to retry)"}
-	if lerr := models.AppendCJLog(ctx, s.DB, it.ID, entry); lerr != nil {
-		s.Log.Error("C+J log not written", "item", it.ID, "error", lerr)
-	}
-	if it.Deleted {
-		_, err = models.RestoreCJItem(ctx, s.DB, it.ID, it.Generation)
-	} else {
-		_, err = models.SetCJStatus(ctx, s.DB, it.ID, it.Generation, models.CJErrored)
-	}
-	if err != nil {
-		s.Log.Error("C+J item not marked ERRORED", "item", it.ID, "error", err)
-		return
-	}
-	if now, err := models.GetCJItemByID(ctx, s.DB, it.ID); err == nil {
-		*it = *now
-	}
+// oweChange commits, with the item's change, the hand-over of its newest
+// generation to its workflow (changes.KindCJChange). If that can never
+// be delivered, the change is a job that failed to run: as the contract
+// says of job errors, the item becomes ERRORED with the cause in its log
+// (a deletion is undone), and an empty PATCH retries.
+func oweChange(ctx context.Context, tx *changes.Tx, it *models.CJItem) error {
+	return tx.Owe(ctx, changes.KindCJChange, it.ID, changes.CJChange{Site: it.Site, Type: it.Type, Generation: it.Generation})
 }
 
 // refreshDatastores asks the site for fresh pool figures, at most every
@@ -399,16 +375,8 @@ func (s *Server) refreshDatastores(ctx context.Context, site string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	opts := client.StartWorkflowOptions{
-		ID:                       workflows.CJDatastoresWorkflowID(site),
-		TaskQueue:                workflows.HubTaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowExecutionTimeout: time.Minute,
-	}
-	run, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.CJDatastoresWorkflowName, site)
-	if err == nil {
-		err = run.Get(ctx, nil)
-	}
+	_, err := s.Changes.RunShort(ctx, changes.Short{What: "Data stores", ID: workflows.CJDatastoresWorkflowID(site),
+		Workflow: workflows.CJDatastoresWorkflowName, Input: site, Join: true, Timeout: time.Minute}, nil)
 	if err != nil {
 		s.Log.Warn("datastores not refreshed; serving the stored figures", "site", site, "error", err)
 		return

@@ -18,26 +18,20 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
-	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/cj/cjdoc"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
 )
 
-// Temporal is what the API needs of the Temporal client.
-type Temporal interface {
-	SignalWithStartWorkflow(ctx context.Context, workflowID string, signalName string, signalArg any,
-		options client.StartWorkflowOptions, workflow any, workflowArgs ...any) (client.WorkflowRun, error)
-	ExecuteWorkflow(ctx context.Context, options client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
-}
-
 // Server holds what the C+J handlers depend on.
 type Server struct {
-	DB       *bun.DB
-	Tokens   *auth.Tokens
-	Temporal Temporal
+	DB     *bun.DB
+	Tokens *auth.Tokens
+	// Changes changes items and tells their workflows.
+	Changes *changes.Service
 	// Site is the site whose storage the API manages; empty means the
 	// oldest site record, looked up on each request.
 	Site string

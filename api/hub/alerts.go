@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,8 +10,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
-	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -139,17 +140,20 @@ func (s *Server) createAction(c *gin.Context) error {
 		return err
 	}
 	ctx := c.Request.Context()
-	a, err := models.CreateAction(ctx, s.DB, action, auth.Current(c).User.ID)
-	if err != nil {
-		return err
-	}
-	_, err = s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.ActionWorkflowID(a.ID), TaskQueue: workflows.HubTaskQueue},
-		workflows.ActionWorkflowName, workflows.ActionInput{ID: a.ID, Action: action})
-	if err != nil {
-		s.Log.Error("action not started", "action", a.ID, "err", err)
-		if err := models.FinishAction(ctx, s.DB, a.ID, models.ActionFailure, "the job engine could not be reached: "+err.Error()); err != nil {
+	var a *models.Action
+	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
+		var err error
+		if a, err = models.CreateAction(ctx, tx, action, auth.Current(c).User.ID); err != nil {
 			return err
 		}
+		start, err := changes.NewStart(workflows.ActionWorkflowID(a.ID), workflows.ActionWorkflowName, workflows.ActionInput{ID: a.ID, Action: action})
+		if err != nil {
+			return err
+		}
+		return tx.Owe(ctx, changes.KindAction, a.ID, start)
+	})
+	if err != nil {
+		return err
 	}
 	if a, err = models.GetAction(ctx, s.DB, a.ID); err != nil {
 		return err

@@ -13,10 +13,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
+	"github.com/thehub/hub/activities/changes"
 	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/auth"
@@ -236,19 +234,20 @@ func (s *Server) deleteBucket(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	changed, err := models.SetBucketSoftDeleting(ctx, s.DB, id, true)
+	wid := workflows.BucketDeleteWorkflowID(id)
+	start, err := changes.NewStart(wid, workflows.BucketDeleteWorkflowName, workflows.BucketDeleteInput{BucketID: id, Name: b.Name})
 	if err != nil {
 		return err
 	}
-	wid := workflows.BucketDeleteWorkflowID(id)
-	_, err = s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wid, TaskQueue: workflows.HubTaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
-		workflows.BucketDeleteWorkflowName, workflows.BucketDeleteInput{BucketID: id, Name: b.Name})
-	if err != nil {
-		if changed {
-			_, _ = models.SetBucketSoftDeleting(context.WithoutCancel(ctx), s.DB, id, false)
+	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
+		changed, err := models.SetBucketSoftDeleting(ctx, tx, id, true)
+		if err != nil || !changed {
+			return err // already being deleted: its workflow runs
 		}
-		return fmt.Errorf("start %s: %w", wid, err)
+		return tx.Owe(ctx, changes.KindBucketDelete, id, start)
+	})
+	if err != nil {
+		return err
 	}
 	b.SoftDeleting = true
 	out := renderBucket(c, b)
@@ -485,21 +484,12 @@ func (s *Server) externalTargetFiles(c *gin.Context) error {
 			return web.Errorf(http.StatusConflict, "This filesystem target is not available on any site, so no site can list it.")
 		}
 	}
-	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: fmt.Sprintf("target-files-%d-%s", t.ID, models.NewUUID()), TaskQueue: workflows.HubTaskQueue,
-		WorkflowExecutionTimeout: s.workflowWait() + 30*time.Second,
-	}, workflows.TargetFilesWorkflowName, in)
-	if err != nil {
-		return fmt.Errorf("start target listing: %w", err)
-	}
 	var l site.TargetListing
-	done, err := s.awaitWorkflow(ctx, run, &l)
+	done, err := s.Changes.RunShort(ctx, changes.Short{What: "Listing the target",
+		ID: fmt.Sprintf("target-files-%d-%s", t.ID, models.NewUUID()), Workflow: workflows.TargetFilesWorkflowName, Input: in,
+		Timeout: s.workflowWait() + 30*time.Second, Wait: s.workflowWait()}, &l)
 	if err != nil {
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == vocab.ErrBadListPath {
-			return web.Invalid("path", appErr.Message())
-		}
-		return s.workflowFailure("Listing the target", err)
+		return err
 	}
 	if !done {
 		return web.Errorf(http.StatusGatewayTimeout, "The target did not answer within %s.", s.workflowWait())

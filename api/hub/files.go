@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
@@ -47,15 +47,12 @@ func browseParams(c *gin.Context, conf models.Configuration) (p string, details 
 // the site refuses (outside its root, also through a symlink; reserved;
 // missing) is 404; errors never carry Temporal's wording.
 func (s *Server) listDir(ctx context.Context, siteName string, in site.ListDirInput, timeout time.Duration) (*site.ListDirOutput, error) {
-	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: "browse-" + models.NewUUID(), TaskQueue: workflows.HubTaskQueue, WorkflowExecutionTimeout: timeout + 10*time.Second,
-	}, workflows.BrowseWorkflowName, workflows.BrowseInput{Site: siteName, Queue: models.DefaultQueue, List: in, Timeout: timeout})
+	var out site.ListDirOutput
+	_, err := s.Changes.RunShort(ctx, changes.Short{What: "Site " + siteName,
+		ID: "browse-" + models.NewUUID(), Workflow: workflows.BrowseWorkflowName, Timeout: timeout + 10*time.Second,
+		Input: workflows.BrowseInput{Site: siteName, Queue: models.DefaultQueue, List: in, Timeout: timeout}}, &out)
 	if err != nil {
 		return nil, err
-	}
-	var out site.ListDirOutput
-	if err := run.Get(ctx, &out); err != nil {
-		return nil, s.workflowFailure("Site "+siteName, err)
 	}
 	return &out, nil
 }
@@ -140,7 +137,7 @@ func (s *Server) spaceFiles(c *gin.Context) error {
 			if raise {
 				return err
 			}
-			results = append(results, gin.H{"path": rel, "site": link.Site.Name, "error": err.Error()})
+			results = append(results, gin.H{"path": rel, "site": link.Site.Name, "error": web.Detail(err)})
 			continue
 		}
 		for _, f := range out.Children {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"go.temporal.io/sdk/client"
 
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/models"
@@ -45,7 +44,7 @@ func (s *Server) health(c *gin.Context) error {
 		s.Log.Warn("health: database unreachable", "error", err)
 		hub = healthCritical
 	}
-	if _, err := s.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+	if err := s.Changes.TemporalHealthy(ctx); err != nil {
 		s.Log.Warn("health: temporal unreachable", "error", err)
 		hub = healthCritical
 	}

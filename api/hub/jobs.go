@@ -5,21 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 func (s *Server) jobRoutes(r *gin.RouterGroup) {
@@ -53,20 +50,12 @@ type runWorkflowInput struct {
 	JobType *string `json:"jobtype"`
 }
 
-var queuePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
-
-// queueNameOK tells whether queue is a name Temporal can serve as part of
-// a task queue name.
-func queueNameOK(queue string) bool {
-	return len(queue) <= web.MaxNameLen && queuePattern.MatchString(queue)
-}
-
 // checkQueue adds a message to v under field unless queue is a valid,
 // known queue of site (models.SiteHasQueue): a job on any other queue
 // would wait for a worker that never comes, or, with a name Temporal
 // refuses, never even schedule its first task.
 func checkQueue(ctx context.Context, db bun.IDB, v web.ValidationError, field string, site *models.Site, queue string) error {
-	if !queueNameOK(queue) {
+	if !vocab.QueueNameOK(queue) {
 		v.Add(field, fmt.Sprintf("Must match [a-zA-Z0-9-_]+, at most %d characters.", web.MaxNameLen))
 		return nil
 	}
@@ -287,39 +276,6 @@ func (s *Server) checkDestinations(ctx context.Context, v web.ValidationError, w
 	return nil
 }
 
-// startJob records the job and starts its workflow; if Temporal refuses,
-// the job is marked FAILURE so nothing is left PENDING forever.
-func (s *Server) startJob(ctx context.Context, j *models.Job) error {
-	if err := models.CreateJob(ctx, s.DB, j); err != nil {
-		return err
-	}
-	return s.startJobWorkflow(ctx, j, false)
-}
-
-// startJobWorkflow starts job j's workflow. A resubmit may find the
-// previous run still closing (it records the final state just before it
-// ends); that run has nothing left to do, so it is replaced.
-func (s *Server) startJobWorkflow(ctx context.Context, j *models.Job, resubmit bool) error {
-	conflict := enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
-	if resubmit {
-		conflict = enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING
-	}
-	opts := client.StartWorkflowOptions{
-		ID: workflows.JobWorkflowID(j.ID), TaskQueue: workflows.HubTaskQueue,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy:                 conflict,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.HubSite.ValueSet(j.Site), workflows.HubWorkflow.ValueSet(j.Workflow),
-			workflows.HubJobID.ValueSet(j.ID), workflows.HubJobState.ValueSet(models.JobPending)),
-	}
-	if _, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.JobWorkflowName, workflows.JobInput{JobID: j.ID}); err != nil {
-		_ = models.UpdateJob(context.WithoutCancel(ctx), s.DB, j.ID, models.JobUpdate{State: models.JobFailure, Completed: true})
-		return fmt.Errorf("start job workflow: %w", err)
-	}
-	return nil
-}
-
 func (s *Server) runWorkflow(c *gin.Context) error {
 	var in runWorkflowInput
 	if err := web.Bind(c, &in); err != nil {
@@ -329,7 +285,7 @@ func (s *Server) runWorkflow(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.startJob(c.Request.Context(), j); err != nil {
+	if err := s.Changes.CreateJob(c.Request.Context(), j); err != nil {
 		return err
 	}
 	c.JSON(http.StatusCreated, gin.H{"site": j.Site, "workflow": j.Workflow, "discovery": j.Discovery, "job": j.ID,
@@ -362,7 +318,7 @@ func (s *Server) createJobOld(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.startJob(c.Request.Context(), j); err != nil {
+	if err := s.Changes.CreateJob(c.Request.Context(), j); err != nil {
 		return err
 	}
 	c.JSON(http.StatusCreated, renderJob(c, j))
@@ -426,7 +382,7 @@ func (s *Server) getJob(c *gin.Context) error {
 	return nil
 }
 
-var errJobNotRunning = &web.Error{Status: http.StatusConflict, Detail: "The job is not running."}
+var errJobNotRunning = changes.ErrJobNotRunning
 
 // signalJob sends pause or resume to a running job's workflow.
 func (s *Server) signalJob(signal string) func(c *gin.Context) error {
@@ -438,11 +394,7 @@ func (s *Server) signalJob(signal string) func(c *gin.Context) error {
 		if models.JobFinished(j.State) || j.State == models.JobCancelling {
 			return errJobNotRunning
 		}
-		err = s.Temporal.SignalWorkflow(c.Request.Context(), workflows.JobWorkflowID(j.ID), "", signal, nil)
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return errJobNotRunning
-		} else if err != nil {
+		if err := s.Changes.SignalJob(c.Request.Context(), j.ID, signal); err != nil {
 			return err
 		}
 		c.JSON(http.StatusAccepted, renderJob(c, j))
@@ -450,10 +402,8 @@ func (s *Server) signalJob(signal string) func(c *gin.Context) error {
 	}
 }
 
-// cancelJob requests Temporal cancellation: steps in flight stop at their
-// next heartbeat, and the workflow records the job CANCELLED. A workflow
-// that cannot act on the request (jobWorkflowStuck) is ended by the hub
-// instead, so that any job can be cancelled whatever went wrong.
+// cancelJob asks the job's workflow to cancel (changes.CancelJob): 202
+// with the job, CANCELLING or already ended.
 func (s *Server) cancelJob(c *gin.Context) error {
 	j, err := s.jobFromPath(c)
 	if err != nil {
@@ -463,81 +413,14 @@ func (s *Server) cancelJob(c *gin.Context) error {
 		return errJobNotRunning
 	}
 	ctx := c.Request.Context()
-	err = s.Temporal.CancelWorkflow(ctx, workflows.JobWorkflowID(j.ID), "")
-	var nf *serviceerror.NotFound
-	if err != nil && !errors.As(err, &nf) {
+	if err := s.Changes.CancelJob(ctx, j); err != nil {
 		return err
-	}
-	if err := models.MarkCancelling(ctx, s.DB, j.ID); err != nil {
-		return err
-	}
-	stuck, err := s.jobWorkflowStuck(ctx, j.ID)
-	if err != nil {
-		return err
-	}
-	if stuck {
-		if err := s.endJob(ctx, j, "cancelled by the API: the workflow could not act on the cancel request"); err != nil {
-			return err
-		}
 	}
 	if j, err = models.GetJob(ctx, s.DB, j.ID); err != nil {
 		return err
 	}
 	c.JSON(http.StatusAccepted, renderJob(c, j))
 	return nil
-}
-
-// stuckTaskAttempts is how many times in a row a workflow task must have
-// failed for the workflow to count as unable to act on a cancel request.
-// One failure may be a worker that died; a task that keeps failing (a
-// command Temporal refuses, a bug) never recovers by itself.
-const stuckTaskAttempts = 3
-
-// jobWorkflowStuck reports whether job id's workflow cannot record the
-// job's end itself: it is gone, it closed without recording it, or its
-// workflow task keeps failing.
-func (s *Server) jobWorkflowStuck(ctx context.Context, id int64) (bool, error) {
-	d, err := s.Temporal.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(id), "")
-	var nf *serviceerror.NotFound
-	switch {
-	case errors.As(err, &nf):
-		return true, nil
-	case err != nil:
-		return false, err
-	case d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		// Closed, yet the record is not finished (the caller read it so).
-		return true, nil
-	}
-	return d.GetPendingWorkflowTask().GetAttempt() >= stuckTaskAttempts, nil
-}
-
-// endJob ends job j without its workflow: it terminates the workflow if it
-// still runs, then records the job CANCELLED with its open tasks
-// cancelled, unless the workflow recorded an end first. The batches that were in flight are not recorded for a
-// resubmit; the paths with outcomes are.
-func (s *Server) endJob(ctx context.Context, j *models.Job, reason string) error {
-	// The job is ended even if the client goes away now.
-	ctx = context.WithoutCancel(ctx)
-	err := s.Temporal.TerminateWorkflow(ctx, workflows.JobWorkflowID(j.ID), "", reason)
-	var nf *serviceerror.NotFound
-	if err != nil && !errors.As(err, &nf) {
-		return err
-	}
-	s.Log.Warn("job ended by the hub", "job", j.ID, "reason", reason)
-	return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		cur, err := models.GetJob(ctx, tx, j.ID)
-		if err != nil || models.JobFinished(cur.State) {
-			return err // the workflow recorded the end after all
-		}
-		if err := models.CancelOpenTasks(ctx, tx, j.ID); err != nil {
-			return err
-		}
-		if err := models.RefreshJobCounts(ctx, tx, j.ID); err != nil {
-			return err
-		}
-		failures := true
-		return models.UpdateJob(ctx, tx, j.ID, models.JobUpdate{State: models.JobCancelled, Completed: true, HasFailures: &failures})
-	})
 }
 
 // resubmitJob reruns what a finished job failed, aborted or had cancelled.
@@ -566,11 +449,7 @@ func (s *Server) resubmitJob(c *gin.Context) error {
 	if err := v.Err(); err != nil {
 		return err
 	}
-	run := j.Run + 1
-	if err := models.UpdateJob(ctx, s.DB, j.ID, models.JobUpdate{State: models.JobPending, Run: &run}); err != nil {
-		return err
-	}
-	if err := s.startJobWorkflow(ctx, j, true); err != nil {
+	if err := s.Changes.ResubmitJob(ctx, j); err != nil {
 		return err
 	}
 	if j, err = models.GetJob(ctx, s.DB, j.ID); err != nil {
@@ -580,37 +459,15 @@ func (s *Server) resubmitJob(c *gin.Context) error {
 	return nil
 }
 
-// deleteJob removes a finished job's records; a running job must be
-// cancelled first. A job whose cancel was asked but never carried out
-// (CANCELLING) is ended here (endJob), since its owner wants it gone
-// whatever its workflow is doing.
+// deleteJob removes a finished (or CANCELLING) job's records and its
+// batch files at the site (changes.DeleteJob); a running job is a 409.
 func (s *Server) deleteJob(c *gin.Context) error {
 	j, err := s.jobFromPath(c)
 	if err != nil {
 		return err
 	}
-	ctx := c.Request.Context()
-	switch {
-	case j.State == models.JobCancelling:
-		if err := s.endJob(ctx, j, "deleted by the API while cancelling"); err != nil {
-			return err
-		}
-	case !models.JobFinished(j.State):
-		return web.Errorf(http.StatusConflict, "The job is %s; cancel it before deleting it.", j.State)
-	}
-	if err := models.DeleteJob(ctx, s.DB, j.ID); err != nil {
+	if err := s.Changes.DeleteJob(c.Request.Context(), j); err != nil {
 		return err
-	}
-	// The record is gone either way; its batch files at the site follow,
-	// on the job's queue when it is one a worker can serve.
-	queue := j.Queue
-	if !queueNameOK(queue) {
-		queue = models.DefaultQueue
-	}
-	_, err = s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.JobCleanupWorkflowID(j.ID), TaskQueue: workflows.HubTaskQueue},
-		workflows.JobCleanupWorkflowName, workflows.JobCleanup{Site: j.Site, Queue: queue, JobIDs: []int64{j.ID}})
-	if err != nil {
-		s.Log.Warn("job deleted, but its batch files stay at the site", "job", j.ID, "site", j.Site, "err", err)
 	}
 	c.Status(http.StatusNoContent)
 	return nil

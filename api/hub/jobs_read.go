@@ -319,14 +319,7 @@ func (s *Server) jobProgress(c *gin.Context) error {
 // liveProgress asks the job's workflow for its progress; any failure (no
 // such workflow, no worker) means there is no live answer.
 func (s *Server) liveProgress(ctx context.Context, jobID int64) (workflows.JobProgress, bool) {
-	var p workflows.JobProgress
-	ctx, cancel := context.WithTimeout(ctx, liveQueryTimeout)
-	defer cancel()
-	v, err := s.Temporal.QueryWorkflow(ctx, workflows.JobWorkflowID(jobID), "", workflows.ProgressQuery)
-	if err != nil || v.Get(&p) != nil {
-		return p, false
-	}
-	return p, true
+	return s.Changes.JobProgress(ctx, jobID, liveQueryTimeout)
 }
 
 func (s *Server) jobStatistics(c *gin.Context) error {

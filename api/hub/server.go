@@ -13,8 +13,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
-	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/workflows/vocab"
@@ -22,11 +22,13 @@ import (
 
 // Server holds what the hub API handlers depend on.
 type Server struct {
-	DB       *bun.DB
-	Tokens   *auth.Tokens
-	IDP      *auth.IDP
-	Temporal client.Client
-	Log      *slog.Logger
+	DB     *bun.DB
+	Tokens *auth.Tokens
+	IDP    *auth.IDP
+	// Changes changes records and tells their workflows: the API's only
+	// way to Temporal.
+	Changes *changes.Service
+	Log     *slog.Logger
 	// Secrets seals target and data store credentials at rest; writes that
 	// carry a secret fail with 503 when it is nil.
 	Secrets *vocab.Cipher

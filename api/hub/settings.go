@@ -10,8 +10,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
-	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
@@ -169,31 +169,29 @@ func createSettingsTasks(ctx context.Context, db bun.IDB, jobs []settingsJob) ([
 }
 
 // runSettings stores what store stores, creates the tasks of the jobs it
-// returns in the same transaction, then starts the SettingsWorkflow. When
-// the workflow cannot start, the tasks are marked FAILURE.
+// returns and the SettingsWorkflow start they owe in the same
+// transaction (changes.KindSettings: the tasks fail if it never can start).
 func (s *Server) runSettings(ctx context.Context, store func(ctx context.Context, tx bun.Tx) ([]settingsJob, error)) ([]models.SettingsTask, error) {
 	var tasks []models.SettingsTask
-	var in workflows.SettingsWorkflowInput
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		jobs, err := store(ctx, tx)
+	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
+		jobs, err := store(ctx, tx.Tx)
 		if err != nil {
 			return err
 		}
-		tasks, in, err = createSettingsTasks(ctx, tx, jobs)
-		return err
-	})
-	if err != nil || len(tasks) == 0 {
-		return tasks, err
-	}
-	opts := client.StartWorkflowOptions{ID: tasks[0].TaskID, TaskQueue: workflows.HubTaskQueue}
-	if _, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.SettingsWorkflowName, in); err != nil {
-		failed, _ := json.Marshal(map[string]string{"error": "the settings workflow could not be started"})
-		for _, t := range tasks {
-			_ = models.FinishSettingsTask(context.WithoutCancel(ctx), s.DB, t.ID, models.TaskFailure, failed)
+		var in workflows.SettingsWorkflowInput
+		if tasks, in, err = createSettingsTasks(ctx, tx, jobs); err != nil || len(tasks) == 0 {
+			return err
 		}
-		return nil, fmt.Errorf("start settings workflow: %w", err)
-	}
-	return tasks, nil
+		p := changes.Settings{}
+		if p.Start, err = changes.NewStart(tasks[0].TaskID, workflows.SettingsWorkflowName, in); err != nil {
+			return err
+		}
+		for _, t := range tasks {
+			p.TaskIDs = append(p.TaskIDs, t.ID)
+		}
+		return tx.Owe(ctx, changes.KindSettings, tasks[0].ID, p)
+	})
+	return tasks, err
 }
 
 func renderSettingsTaskRefs(tasks []models.SettingsTask) []gin.H {

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
 
+	"github.com/thehub/hub/activities/changes"
 	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/auth"
@@ -176,7 +177,7 @@ func (s *Server) saveNFSShare(c *gin.Context) error {
 	create := c.Request.Method == http.MethodPost
 	var sh *models.NFSShare
 	var oldSpace int64
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		sh = new(models.NFSShare)
 		if !create {
 			id, err := web.PathID(c, "id")
@@ -220,41 +221,42 @@ func (s *Server) saveNFSShare(c *gin.Context) error {
 			return err
 		}
 		var err error
-		sh, err = models.GetNFSShare(ctx, tx, sh.ID)
-		return err
+		if sh, err = models.GetNFSShare(ctx, tx, sh.ID); err != nil {
+			return err
+		}
+		return pushShare(ctx, tx, oldSpace, sh.SpaceID, site.ShareNFS, sh.ID)
 	})
 	if err != nil {
-		return err
-	}
-	if err := s.pushShare(ctx, oldSpace, sh.SpaceID, site.ShareNFS, sh.ID); err != nil {
 		return err
 	}
 	return saved(c, create, renderNFSShare(c, sh))
 }
 
 func (s *Server) deleteNFSShare(c *gin.Context) error {
-	return s.deleteShare(c, site.ShareNFS, func(ctx context.Context, id int64) (int64, error) {
-		sh, err := models.GetNFSShare(ctx, s.DB, id)
+	return s.deleteShare(c, site.ShareNFS, func(ctx context.Context, tx bun.IDB, id int64) (int64, error) {
+		sh, err := models.GetNFSShare(ctx, tx, id)
 		if err != nil {
 			return 0, err
 		}
-		return sh.SpaceID, models.DeleteNFSShare(ctx, s.DB, id)
+		return sh.SpaceID, models.DeleteNFSShare(ctx, tx, id)
 	})
 }
 
 // deleteShare deletes the share of the path's id with del, which returns
 // the share's space, then has that space's sites remove its file.
-func (s *Server) deleteShare(c *gin.Context, kind string, del func(ctx context.Context, id int64) (int64, error)) error {
+func (s *Server) deleteShare(c *gin.Context, kind string, del func(ctx context.Context, tx bun.IDB, id int64) (int64, error)) error {
 	id, err := web.PathID(c, "id")
 	if err != nil {
 		return err
 	}
-	ctx := c.Request.Context()
-	space, err := del(ctx, id)
+	err = s.Changes.Commit(c.Request.Context(), func(ctx context.Context, tx *changes.Tx) error {
+		space, err := del(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		return pushShare(ctx, tx, space, 0, kind, id)
+	})
 	if err != nil {
-		return err
-	}
-	if err := s.pushShare(ctx, space, 0, kind, id); err != nil {
 		return err
 	}
 	c.Status(http.StatusNoContent)
@@ -393,7 +395,7 @@ func (s *Server) saveSMBShare(c *gin.Context) error {
 	create := c.Request.Method == http.MethodPost
 	var sh *models.SMBShare
 	var oldSpace int64
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		sh = &models.SMBShare{AdminUsers: map[string]any{}, AllowedUsers: map[string]any{}, HostsAllow: map[string]any{},
 			HostsDeny: map[string]any{}, AdvancedSettings: map[string]any{}, OnSites: map[string]any{}}
 		if !create {
@@ -416,25 +418,24 @@ func (s *Server) saveSMBShare(c *gin.Context) error {
 			return err
 		}
 		var err error
-		sh, err = models.GetSMBShare(ctx, tx, sh.ID)
-		return err
+		if sh, err = models.GetSMBShare(ctx, tx, sh.ID); err != nil {
+			return err
+		}
+		return pushShare(ctx, tx, oldSpace, sh.SpaceID, site.ShareSMB, sh.ID)
 	})
 	if err != nil {
-		return err
-	}
-	if err := s.pushShare(ctx, oldSpace, sh.SpaceID, site.ShareSMB, sh.ID); err != nil {
 		return err
 	}
 	return saved(c, create, renderSMBShare(c, sh))
 }
 
 func (s *Server) deleteSMBShare(c *gin.Context) error {
-	return s.deleteShare(c, site.ShareSMB, func(ctx context.Context, id int64) (int64, error) {
-		sh, err := models.GetSMBShare(ctx, s.DB, id)
+	return s.deleteShare(c, site.ShareSMB, func(ctx context.Context, tx bun.IDB, id int64) (int64, error) {
+		sh, err := models.GetSMBShare(ctx, tx, id)
 		if err != nil {
 			return 0, err
 		}
-		return sh.SpaceID, models.DeleteSMBShare(ctx, s.DB, id)
+		return sh.SpaceID, models.DeleteSMBShare(ctx, tx, id)
 	})
 }
 
@@ -443,7 +444,7 @@ func (s *Server) deleteSMBShare(c *gin.Context) error {
 // workflows of those spaces so that it follows their own changes. 0 means
 // none. The site's file is decided when the op runs, from the share as it
 // is then (ShareOnSite), so ops racing each other cannot leave it stale.
-func (s *Server) pushShare(ctx context.Context, from, to int64, kind string, id int64) error {
+func pushShare(ctx context.Context, tx *changes.Tx, from, to int64, kind string, id int64) error {
 	spaces := []int64{to}
 	if from != to {
 		spaces = append(spaces, from)
@@ -452,7 +453,7 @@ func (s *Server) pushShare(ctx context.Context, from, to int64, kind string, id 
 		if spaceID == 0 {
 			continue
 		}
-		sp, err := models.GetSpace(ctx, s.DB, spaceID, models.SpaceFilter{})
+		sp, err := models.GetSpace(ctx, tx, spaceID, models.SpaceFilter{})
 		if err != nil {
 			return err
 		}
@@ -460,7 +461,7 @@ func (s *Server) pushShare(ctx context.Context, from, to int64, kind string, id 
 		for _, l := range sp.Links {
 			ops = append(ops, shareOp(l.Site.Name, kind, id))
 		}
-		if err := s.signalSpace(ctx, spaceID, ops); err != nil {
+		if err := oweSpaceOps(ctx, tx, spaceID, ops); err != nil {
 			return err
 		}
 	}

@@ -13,9 +13,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -254,8 +253,7 @@ func (s *Server) saveSite(c *gin.Context) error {
 	ctx := c.Request.Context()
 	create := c.Request.Method == http.MethodPost
 	var site *models.Site
-	var added, removed []models.Space
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		site = models.NewSite("")
 		if !create {
 			var err error
@@ -275,37 +273,41 @@ func (s *Server) saveSite(c *gin.Context) error {
 		if err != nil {
 			return err
 		}
-		if in.Spaces != nil {
-			added, removed, err = models.SetSiteSpaces(ctx, tx, site, *in.Spaces)
-			if isNotFound(err) {
-				return web.Invalid("spaces", fmt.Sprintf("Object does not exist: %s.", err.Error()))
-			} else if err != nil {
+		if in.Spaces == nil {
+			site, err = models.GetSite(ctx, tx, site.ID)
+			return err
+		}
+		added, removed, err := models.SetSiteSpaces(ctx, tx, site, *in.Spaces)
+		if isNotFound(err) {
+			return web.Invalid("spaces", fmt.Sprintf("Object does not exist: %s.", err.Error()))
+		} else if err != nil {
+			return err
+		}
+		if site, err = models.GetSite(ctx, tx, site.ID); err != nil {
+			return err
+		}
+		for _, sp := range added {
+			ops, err := siteJoinsSpace(ctx, tx, &sp, site.Name)
+			if err == nil {
+				err = oweSpaceOps(ctx, tx, sp.ID, ops)
+			}
+			if err != nil {
 				return err
 			}
 		}
-		site, err = models.GetSite(ctx, tx, site.ID)
-		return err
+		for _, sp := range removed {
+			ops, err := siteLeavesSpace(ctx, tx, &sp, site.Name)
+			if err == nil {
+				err = oweSpaceOps(ctx, tx, sp.ID, ops)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err
-	}
-	for _, sp := range added {
-		ops, err := siteJoinsSpace(ctx, s.DB, &sp, site.Name)
-		if err == nil {
-			err = s.signalSpace(ctx, sp.ID, ops)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	for _, sp := range removed {
-		ops, err := siteLeavesSpace(ctx, s.DB, &sp, site.Name)
-		if err == nil {
-			err = s.signalSpace(ctx, sp.ID, ops)
-		}
-		if err != nil {
-			return err
-		}
 	}
 	return saved(c, create, renderSite(c, site))
 }
@@ -365,19 +367,14 @@ func (s *Server) refreshSite(c *gin.Context) error {
 		return err
 	}
 	ctx := c.Request.Context()
-	opts := client.StartWorkflowOptions{ID: workflows.SiteRefreshWorkflowID(site.Name), TaskQueue: workflows.HubTaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}
-	run, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.SiteRefreshWorkflowName,
-		workflows.SiteRefreshInput{SiteID: site.ID, Site: site.Name, Queue: models.DefaultQueue})
+	done, err := s.Changes.RunShort(ctx, changes.Short{What: "Site refresh", ID: workflows.SiteRefreshWorkflowID(site.Name),
+		Workflow: workflows.SiteRefreshWorkflowName, Join: true, Wait: s.workflowWait(),
+		Input: workflows.SiteRefreshInput{SiteID: site.ID, Site: site.Name, Queue: models.DefaultQueue}}, nil)
 	if err != nil {
-		return fmt.Errorf("start site refresh: %w", err)
-	}
-	done, err := s.awaitWorkflow(ctx, run, nil)
-	if err != nil {
-		return s.workflowFailure("Site refresh", err)
+		return err
 	}
 	if !done {
-		c.JSON(http.StatusAccepted, gin.H{"task_id": run.GetID()})
+		c.JSON(http.StatusAccepted, gin.H{"task_id": workflows.SiteRefreshWorkflowID(site.Name)})
 		return nil
 	}
 	if site, err = models.GetSite(ctx, s.DB, site.ID); err != nil {
@@ -385,32 +382,6 @@ func (s *Server) refreshSite(c *gin.Context) error {
 	}
 	c.JSON(http.StatusOK, renderSite(c, site))
 	return nil
-}
-
-// awaitWorkflow waits up to workflowWait for run's result; done is false
-// when the workflow is still running then.
-func (s *Server) awaitWorkflow(ctx context.Context, run client.WorkflowRun, result any) (done bool, err error) {
-	wctx, cancel := context.WithTimeout(ctx, s.workflowWait())
-	defer cancel()
-	err = run.Get(wctx, result)
-	if err == nil || ctx.Err() != nil {
-		return err == nil, err
-	}
-	// The wait may end in a deadline or a long-poll timeout error: only the
-	// workflow's own status tells a failure from "not finished yet".
-	desc, derr := s.Temporal.DescribeWorkflowExecution(context.WithoutCancel(ctx), run.GetID(), run.GetRunID())
-	if derr == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return false, nil
-	}
-	return false, err
-}
-
-// workflowFailure logs a failed short workflow and turns it into the
-// client's error (web.WorkflowFailure: 502 with the cause's message, 504
-// when no worker answered).
-func (s *Server) workflowFailure(what string, err error) error {
-	s.Log.Warn("workflow failed", "what", what, "error", err)
-	return web.WorkflowFailure(what, err)
 }
 
 // inUseDetail is the detail of a models.ErrInUse error, without the prefix.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
-	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -322,8 +322,7 @@ func (s *Server) saveSpace(c *gin.Context) error {
 	ctx := c.Request.Context()
 	create := c.Request.Method == http.MethodPost
 	var sp *models.Space
-	var change models.SpaceChange
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		sp = &models.Space{Color: []int64{}, OnSites: map[string]any{}}
 		if !create {
 			id, err := web.PathID(c, "id")
@@ -344,33 +343,33 @@ func (s *Server) saveSpace(c *gin.Context) error {
 		if create && links == nil {
 			links = []models.SpaceLink{}
 		}
-		if change, err = models.SaveSpace(ctx, tx, sp, sched, links); err != nil {
-			return err
-		}
-		sp, err = models.GetSpace(ctx, tx, sp.ID, models.SpaceFilter{})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	var ops []workflows.SpaceOp
-	for _, l := range sp.Links {
-		if l.State != models.SpaceSiteReady {
-			join, err := siteJoinsSpace(ctx, s.DB, sp, l.Site.Name)
-			if err != nil {
-				return err
-			}
-			ops = append(ops, join...)
-		}
-	}
-	for _, site := range change.Removed {
-		leave, err := siteLeavesSpace(ctx, s.DB, sp, site.Name)
+		change, err := models.SaveSpace(ctx, tx, sp, sched, links)
 		if err != nil {
 			return err
 		}
-		ops = append(ops, leave...)
-	}
-	if err := s.signalSpace(ctx, sp.ID, ops); err != nil {
+		if sp, err = models.GetSpace(ctx, tx, sp.ID, models.SpaceFilter{}); err != nil {
+			return err
+		}
+		var ops []workflows.SpaceOp
+		for _, l := range sp.Links {
+			if l.State != models.SpaceSiteReady {
+				join, err := siteJoinsSpace(ctx, tx, sp, l.Site.Name)
+				if err != nil {
+					return err
+				}
+				ops = append(ops, join...)
+			}
+		}
+		for _, site := range change.Removed {
+			leave, err := siteLeavesSpace(ctx, tx, sp, site.Name)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, leave...)
+		}
+		return oweSpaceOps(ctx, tx, sp.ID, ops)
+	})
+	if err != nil {
 		return err
 	}
 	code := http.StatusOK
@@ -395,18 +394,21 @@ func (s *Server) deleteSpace(c *gin.Context) error {
 	if sp.Immutable {
 		return errImmutableSpace
 	}
-	sp, err = models.DeleteSpace(ctx, s.DB, id)
+	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
+		sp, err := models.DeleteSpace(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		var ops []workflows.SpaceOp
+		for _, l := range sp.Links {
+			ops = append(ops, workflows.SpaceOp{Site: l.Site.Name, Queue: models.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint})
+		}
+		return oweSpaceOps(ctx, tx, sp.ID, ops)
+	})
 	if errors.Is(err, models.ErrInUse) {
 		return web.Errorf(http.StatusConflict, "This space cannot be deleted while it is shared (%s): delete its shares first.", inUseDetail(err))
 	}
 	if err != nil {
-		return err
-	}
-	var ops []workflows.SpaceOp
-	for _, l := range sp.Links {
-		ops = append(ops, workflows.SpaceOp{Site: l.Site.Name, Queue: models.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint})
-	}
-	if err := s.signalSpace(ctx, sp.ID, ops); err != nil {
 		return err
 	}
 	c.Status(http.StatusNoContent)
@@ -428,17 +430,11 @@ func siteLeavesSpace(ctx context.Context, db bun.IDB, sp *models.Space, siteName
 	return append(shares, op), err
 }
 
-// signalSpace hands ops to the space's workflow, starting it if none runs.
-func (s *Server) signalSpace(ctx context.Context, spaceID int64, ops []workflows.SpaceOp) error {
+// oweSpaceOps commits ops for the space's workflow with the change that
+// needs them (changes.KindSpaceOps).
+func oweSpaceOps(ctx context.Context, tx *changes.Tx, spaceID int64, ops []workflows.SpaceOp) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	id := workflows.SpaceWorkflowID(spaceID)
-	_, err := s.Temporal.SignalWithStartWorkflow(ctx, id, workflows.SpaceOpsSignal, workflows.SpaceOps{Ops: ops},
-		client.StartWorkflowOptions{ID: id, TaskQueue: workflows.HubTaskQueue}, workflows.SpaceWorkflowName,
-		workflows.SpaceInput{SpaceID: spaceID})
-	if err != nil {
-		return fmt.Errorf("start %s: %w", id, err)
-	}
-	return nil
+	return tx.Owe(ctx, changes.KindSpaceOps, spaceID, workflows.SpaceOps{Ops: ops})
 }

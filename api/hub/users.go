@@ -10,8 +10,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
-	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/changes"
 	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
@@ -361,8 +361,14 @@ func (s *Server) syncNASUsers(c *gin.Context) error {
 		return err
 	}
 	id := "nas-users-sync-" + models.NewUUID()
-	if _, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.HubTaskQueue},
-		workflows.NASUsersSyncWorkflowName, in); err != nil {
+	start, err := changes.NewStart(id, workflows.NASUsersSyncWorkflowName, in)
+	if err != nil {
+		return err
+	}
+	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
+		return tx.Owe(ctx, changes.KindStart, 0, start)
+	})
+	if err != nil {
 		return err
 	}
 	c.JSON(http.StatusAccepted, gin.H{"task_id": id, "sites": in.Sites, "users": len(in.Users)})

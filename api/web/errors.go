@@ -11,8 +11,10 @@ import (
 	"regexp"
 
 	"github.com/gin-gonic/gin"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows/vocab"
 )
@@ -66,24 +68,26 @@ func (v ValidationError) Err() error {
 // Invalid is a one-field validation error.
 func Invalid(field, msg string) error { return ValidationError{field: {msg}} }
 
-// WorkflowFailure turns the error of a short workflow a request waited for
-// (a directory listing, a refresh) into a client error that never carries
-// Temporal's wording (workflow and run ids, event ids, error types): a
-// path the site refused is 404 with the site's message; no answer in time
-// is 504; any other failure is 502 with the message of the activity that
-// failed, which is the site's or the target's own. what names the
-// operation for the client ("Site s1", "Listing the target").
-func WorkflowFailure(what string, err error) *Error {
+// workflowFailure turns the error of a short workflow a request waited
+// for (a directory listing, a refresh) into a client error that never
+// carries Temporal's wording (workflow and run ids, event ids, error
+// types): a path the site refused is 404 with the site's message, a path
+// a target listing refuses is 400 on "path"; no answer in time is 504;
+// any other failure is 502 with the message of the activity that failed,
+// which is the site's or the target's own.
+func workflowFailure(e *changes.WorkflowError) error {
 	var appErr *temporal.ApplicationError
 	switch {
-	case errors.As(err, &appErr) && appErr.Type() == vocab.ErrBadPath:
+	case errors.As(e.Err, &appErr) && appErr.Type() == vocab.ErrBadPath:
 		return &Error{Status: http.StatusNotFound, Detail: appErr.Message()}
-	case errors.As(err, new(*temporal.TimeoutError)), errors.Is(err, context.DeadlineExceeded):
-		return Errorf(http.StatusGatewayTimeout, "%s did not answer in time.", what)
-	case errors.As(err, &appErr):
-		return Errorf(http.StatusBadGateway, "%s failed: %s", what, appErr.Message())
+	case errors.As(e.Err, &appErr) && appErr.Type() == vocab.ErrBadListPath:
+		return Invalid("path", appErr.Message())
+	case errors.As(e.Err, new(*temporal.TimeoutError)), errors.Is(e.Err, context.DeadlineExceeded):
+		return Errorf(http.StatusGatewayTimeout, "%s did not answer in time.", e.What)
+	case errors.As(e.Err, &appErr):
+		return Errorf(http.StatusBadGateway, "%s failed: %s", e.What, appErr.Message())
 	}
-	return Errorf(http.StatusBadGateway, "%s failed.", what)
+	return Errorf(http.StatusBadGateway, "%s failed.", e.What)
 }
 
 // Temporal's decorations of an error's text: the wrapper of an activity or
@@ -108,6 +112,11 @@ func CleanErrorText(s string) string {
 func status(err error) (int, any) {
 	var we *Error
 	var ve ValidationError
+	var wf *changes.WorkflowError
+	var unavailable *serviceerror.Unavailable
+	if errors.As(err, &wf) {
+		err = workflowFailure(wf)
+	}
 	switch {
 	case errors.As(err, &ve):
 		return http.StatusBadRequest, map[string][]string(ve)
@@ -117,8 +126,33 @@ func status(err error) (int, any) {
 		return http.StatusNotFound, gin.H{"detail": ErrNotFound.Detail}
 	case errors.Is(err, models.ErrConflict):
 		return http.StatusConflict, gin.H{"detail": "A record with these values already exists."}
+	case errors.Is(err, changes.ErrJobNotRunning):
+		return http.StatusConflict, gin.H{"detail": "The job is not running."}
+	case errors.Is(err, changes.ErrJobRunning):
+		return http.StatusConflict, gin.H{"detail": "The job is still running; cancel it before deleting it."}
+	case errors.As(err, &unavailable), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, gin.H{"detail": "The job engine did not answer; try again shortly."}
 	}
 	return http.StatusInternalServerError, nil
+}
+
+// Detail is the message a client may see for err, as the error renderer
+// would show it (an embedded error of a partial answer, say).
+func Detail(err error) string {
+	code, body := status(err)
+	if h, ok := body.(gin.H); ok && code != http.StatusInternalServerError {
+		if d, ok := h["detail"].(string); ok {
+			return d
+		}
+	}
+	if ve, ok := body.(map[string][]string); ok {
+		for _, msgs := range ve {
+			if len(msgs) > 0 {
+				return msgs[0]
+			}
+		}
+	}
+	return "Internal server error."
 }
 
 // Errors renders the last error a handler recorded with c.Error. Internal

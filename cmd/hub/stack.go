@@ -19,6 +19,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/thehub/hub/activities/changes"
 	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/api/auth"
 	cjapi "github.com/thehub/hub/api/cj"
@@ -341,9 +342,10 @@ func newServers(ctx context.Context, cfg *Config, db *bun.DB, tc client.Client, 
 	// One throttle for both servers that check passwords, so a guesser
 	// cannot double its allowance by using both.
 	tokens.Throttle = auth.NewThrottle(cfg.Login)
-	api := &hubapi.Server{DB: db, Tokens: tokens, Temporal: tc, Log: log, Secrets: cfg.secrets,
+	ch := &changes.Service{DB: db, Temporal: tc, Log: log}
+	api := &hubapi.Server{DB: db, Tokens: tokens, Changes: ch, Log: log, Secrets: cfg.secrets,
 		IDP: &auth.IDP{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID}}
-	cjAPI := &cjapi.Server{DB: db, Tokens: tokens, Temporal: tc, Site: cjSite(cfg), Log: log}
+	cjAPI := &cjapi.Server{DB: db, Tokens: tokens, Changes: ch, Site: cjSite(cfg), Log: log}
 	oauth := &auth.OAuth2Server{DB: db, Tokens: tokens, Log: log}
 	mk := cfg.HTTP.Server
 	return []*http.Server{lnAPI: mk(api.Handler()), lnCJ: mk(cjAPI.Handler()), lnAuth: mk(oauth.Handler())}, nil

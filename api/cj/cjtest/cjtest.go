@@ -25,6 +25,7 @@ import (
 	"github.com/uptrace/bun"
 	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/changes"
 	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/cj"
@@ -98,7 +99,7 @@ func New(t testing.TB, kind string) *Env {
 	t.Cleanup(sw.Stop)
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	e.API = &cj.Server{DB: db, Tokens: tokens, Temporal: e.Temporal, Site: Site, Log: log}
+	e.API = &cj.Server{DB: db, Tokens: tokens, Changes: &changes.Service{DB: db, Temporal: e.Temporal, Log: log}, Site: Site, Log: log}
 	srv := httptest.NewServer(e.API.Handler())
 	t.Cleanup(srv.Close)
 	e.URL = srv.URL

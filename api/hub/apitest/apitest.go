@@ -26,6 +26,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/thehub/hub/activities/changes"
 	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/api/auth"
 	hubapi "github.com/thehub/hub/api/hub"
@@ -124,9 +125,11 @@ func New(t testing.TB, kind string) *Env {
 	require.NoError(t, err)
 	e.Secrets, err = vocab.NewCipher(e.SecretKey)
 	require.NoError(t, err)
-	e.API = &hubapi.Server{DB: db, Tokens: tokens, Temporal: e.Temporal, IDP: &auth.IDP{}, Secrets: e.Secrets,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e.API = &hubapi.Server{DB: db, Tokens: tokens, Changes: &changes.Service{DB: db, Temporal: e.Temporal, Log: log},
+		IDP: &auth.IDP{}, Secrets: e.Secrets, Log: log}
 	srv := httptest.NewServer(e.API.Handler())
+
 	t.Cleanup(srv.Close)
 	e.URL = srv.URL
 	e.Admin = e.Login("admin", AdminPassword)
