@@ -132,9 +132,9 @@ func logOnly(context.Context, *Service, *models.Intent, error) error { return ni
 // deliverJobStart starts run Run of a job. The job's workflow ID is the
 // same for every run: a workflow already running that is this run means
 // delivered; an earlier run still closing is waited for (the reconciler
-// tries again). A run delivered twice after it ended starts again, sees
-// that the job is not pending for its run, and ends without work (see
-// JobInput.Run).
+// tries again). A run that is no longer pending was delivered; should a
+// start still reach a workflow twice, the run sees that the job is not
+// pending for it and ends without work (see JobInput.Run).
 func deliverJobStart(ctx context.Context, s *Service, in *models.Intent) error {
 	var p JobStart
 	if err := decode(in, &p); err != nil {
@@ -145,6 +145,9 @@ func deliverJobStart(ctx context.Context, s *Service, in *models.Intent) error {
 		return nil // deleted since: nothing to start
 	} else if err != nil {
 		return err
+	}
+	if j.Run != p.Run || j.State != vocab.JobPending {
+		return nil // the run began (or was replaced) already: delivered
 	}
 	id := workflows.JobWorkflowID(j.ID)
 	opts := client.StartWorkflowOptions{

@@ -31,6 +31,7 @@ import (
 	"github.com/thehub/hub/api/auth"
 	hubapi "github.com/thehub/hub/api/hub"
 	"github.com/thehub/hub/cmd/hub/devserver"
+	"github.com/thehub/hub/migrations"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/models/dbtest"
 	"github.com/thehub/hub/worker"
@@ -89,6 +90,7 @@ func NewNamespace(t testing.TB) (client.Client, string) {
 type Env struct {
 	T        testing.TB
 	DB       *bun.DB
+	DBURL    string // for a second process (StartAPIProcess)
 	Temporal client.Client
 	// Namespace is the Temporal namespace of this Env.
 	Namespace string
@@ -112,14 +114,18 @@ func Each(t *testing.T, body func(t *testing.T, e *Env)) {
 // New starts an Env over a fresh database of the given kind.
 func New(t testing.TB, kind string) *Env {
 	ctx := context.Background()
-	db := dbtest.Open(t, kind)
+	url := dbtest.URL(t, kind)
+	db, err := models.Open(url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	require.NoError(t, migrations.Up(ctx, db))
 	require.NoError(t, models.EnsureAuthData(ctx, db))
 	require.NoError(t, models.EnsureBuiltinWorkflows(ctx, db))
-	_, err := models.EnsureAdmin(ctx, db, "admin", AdminPassword, false)
+	_, err = models.EnsureAdmin(ctx, db, "admin", AdminPassword, false)
 	require.NoError(t, err)
 	tokens, err := auth.NewTokens(ctx, db)
 	require.NoError(t, err)
-	e := &Env{T: t, DB: db}
+	e := &Env{T: t, DB: db, DBURL: url}
 	e.Temporal, e.Namespace = NewNamespace(t)
 	e.SecretKey, err = vocab.ParseSecretKey(vocab.NewSecretKey())
 	require.NoError(t, err)
@@ -195,6 +201,15 @@ func (r Response) Map() map[string]any {
 // and a body: a string is sent as is, anything else as JSON.
 func (e *Env) Do(method, path, authorization string, body any) Response {
 	e.T.Helper()
+	r, err := e.DoURL(e.URL, method, path, authorization, body)
+	require.NoError(e.T, err)
+	return r
+}
+
+// DoURL sends a request to the API at base (another process's, say); an
+// error means no answer came.
+func (e *Env) DoURL(base, method, path, authorization string, body any) (Response, error) {
+	e.T.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -205,18 +220,19 @@ func (e *Env) Do(method, path, authorization string, body any) Response {
 		require.NoError(e.T, err)
 		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequest(method, e.URL+path, rd)
+	req, err := http.NewRequest(method, base+path, rd)
 	require.NoError(e.T, err)
 	req.Header.Set("Content-Type", "application/json")
 	if authorization != "" {
 		req.Header.Set("Authorization", authorization)
 	}
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(e.T, err)
+	if err != nil {
+		return Response{}, err
+	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
-	require.NoError(e.T, err)
-	return Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: data}, err
 }
 
 // Bearer formats an access token as an Authorization value.

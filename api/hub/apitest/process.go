@@ -1,18 +1,26 @@
 package apitest
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/changes"
+	"github.com/thehub/hub/api/auth"
+	hubapi "github.com/thehub/hub/api/hub"
+	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/worker"
 	"github.com/thehub/hub/workflows/vocab"
 )
@@ -31,6 +39,7 @@ type workerProcess struct {
 // process when StartSiteWorkerProcess started it; call it first in
 // TestMain. The process runs until it is killed and never returns.
 func RunWorkerProcessIfAsked() {
+	runAPIProcessIfAsked()
 	raw := os.Getenv(workerProcessEnv)
 	if raw == "" {
 		return
@@ -83,4 +92,73 @@ func (e *Env) StartSiteWorkerProcess(cfg worker.SiteConfig) *os.Process {
 		<-done
 	})
 	return cmd.Process
+}
+
+// apiProcessEnv carries, to a re-executed test binary, the hub API it
+// should serve instead of running its tests (see StartAPIProcess).
+const apiProcessEnv = "HUB_TEST_API_PROCESS"
+
+type apiProcess struct {
+	TemporalAddr, Namespace, DBURL string
+}
+
+// runAPIProcessIfAsked serves the hub API of StartAPIProcess, printing
+// its address on the first line of stdout, until the process is killed
+// (by the test, or by its own fault point: HUB_FAULT_POINT).
+func runAPIProcessIfAsked() {
+	raw := os.Getenv(apiProcessEnv)
+	if raw == "" {
+		return
+	}
+	fail := func(err error) { fmt.Fprintln(os.Stderr, "api process:", err); os.Exit(3) }
+	var p apiProcess
+	if err := json.Unmarshal([]byte(raw), &p); err != nil {
+		fail(err)
+	}
+	ctx := context.Background()
+	db, err := models.Open(p.DBURL)
+	if err != nil {
+		fail(err)
+	}
+	c, err := client.Dial(client.Options{HostPort: p.TemporalAddr, Namespace: p.Namespace, Logger: quietLogger()})
+	if err != nil {
+		fail(err)
+	}
+	tokens, err := auth.NewTokens(ctx, db)
+	if err != nil {
+		fail(err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	api := &hubapi.Server{DB: db, Tokens: tokens, Changes: &changes.Service{DB: db, Temporal: c, Log: log}, IDP: &auth.IDP{}, Log: log}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail(err)
+	}
+	fmt.Println(ln.Addr().String())
+	fail(http.Serve(ln, api.Handler()))
+}
+
+// StartAPIProcess serves this Env's hub API from a child process (this
+// test binary, re-executed) over the same database and Temporal
+// namespace, with env added to its environment (a fault point, say), and
+// returns its base URL. The process is killed when the test ends.
+func (e *Env) StartAPIProcess(env ...string) string {
+	raw, err := json.Marshal(apiProcess{TemporalAddr: TemporalAddr(e.T), Namespace: e.Namespace, DBURL: e.DBURL})
+	require.NoError(e.T, err)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), apiProcessEnv+"="+string(raw)), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(e.T, err)
+	dieWithParent(cmd)
+	require.NoError(e.T, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	e.T.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(e.T, err, "the API process did not start")
+	return "http://" + strings.TrimSpace(addr)
 }

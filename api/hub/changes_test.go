@@ -1,0 +1,191 @@
+package hub_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+)
+
+// The fault tests of the one write mechanism (activities/changes,
+// docs/changes.md): whatever happens between the commit of a change and
+// its workflow hearing of it, the record and the workflow agree in the end
+// and nothing runs twice.
+
+// deliverAll runs the reconciler's pass as if its delay had passed.
+func deliverAll(t *testing.T, e *apitest.Env) int {
+	n, err := e.API.Changes.DeliverAsOf(context.Background(), time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	return n
+}
+
+func owed(t *testing.T, e *apitest.Env) []models.Intent {
+	var all []models.Intent
+	require.NoError(t, e.DB.NewSelect().Model(&all).Order("id").Scan(context.Background()))
+	return all
+}
+
+// workflowRuns counts the executions Temporal has for workflow id.
+func workflowRuns(t *testing.T, e *apitest.Env, id string) int {
+	var n int
+	require.Eventually(t, func() bool {
+		resp, err := e.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: e.Namespace, Query: fmt.Sprintf("WorkflowId = %q", id)})
+		if err != nil {
+			return false
+		}
+		n = len(resp.GetExecutions())
+		return n > 0
+	}, 30*time.Second, 50*time.Millisecond)
+	return n
+}
+
+// requireRanOnce checks that job id succeeded in one run of its workflow,
+// with one task per step of its one batch.
+func requireRanOnce(t *testing.T, e *apitest.Env, id int64) {
+	j := waitJob(t, e, id)
+	require.Equal(t, models.JobSuccess, j["state"], j)
+	require.Equal(t, 1, workflowRuns(t, e, workflows.JobWorkflowID(id)), "one workflow run")
+	r := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/tasks/?job=%d", id), nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	require.EqualValues(t, 1, r.Map()["count"], "one task: %s", r.Body)
+	require.Empty(t, owed(t, e), "nothing is owed any more")
+	require.Zero(t, deliverAll(t, e))
+}
+
+func TestChangeWhileTemporalIsAway(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.StartHubWorker()
+		s := newJobSite(t, e, "west")
+		makeTree(t, s.root, 3)
+		away, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Namespace: "nowhere"})
+		require.NoError(t, err)
+		t.Cleanup(away.Close)
+
+		// Temporal stops between the commit and the start.
+		e.API.Changes.Temporal = away
+		id := startJob(t, e, "west", "premigrate", []string{"/data"})
+		require.Equal(t, models.JobPending, jobState(e, id)["state"], "the job waits for Temporal")
+		intents := owed(t, e)
+		require.Len(t, intents, 1)
+		require.Equal(t, id, intents[0].RefID)
+		require.Positive(t, intents[0].Attempts, "the request tried at once")
+
+		// Temporal is back: the reconciler starts the job, once.
+		e.API.Changes.Temporal = e.Temporal
+		require.Equal(t, 1, deliverAll(t, e))
+		requireRanOnce(t, e, id)
+	})
+}
+
+func TestChangeSurvivesTheHubKilledAfterCommit(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.StartHubWorker()
+		s := newJobSite(t, e, "west")
+		makeTree(t, s.root, 3)
+
+		// A second hub process dies (SIGKILL) right after the job's commit,
+		// before it could start the workflow.
+		url := e.StartAPIProcess("HUB_FAULT_POINT=changes.committed@1")
+		body := map[string]any{"site": "west", "workflow": "premigrate", "paths": []string{"/data"}}
+		_, err := e.DoURL(url, http.MethodPost, "/api/file/workflow/", apitest.Bearer(e.Admin), body)
+		require.Error(t, err, "the process died before answering")
+
+		var jobs []models.Job
+		require.NoError(t, e.DB.NewSelect().Model(&jobs).Scan(context.Background()))
+		require.Len(t, jobs, 1, "the job was committed")
+		require.Equal(t, models.JobPending, jobs[0].State)
+		require.Len(t, owed(t, e), 1, "with the start it owes")
+
+		require.Equal(t, 1, deliverAll(t, e))
+		requireRanOnce(t, e, jobs[0].ID)
+	})
+}
+
+func TestChangeDeliveredTwiceRunsOnce(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		e.StartHubWorker()
+		s := newJobSite(t, e, "west")
+		makeTree(t, s.root, 3)
+
+		// A job start delivered, then delivered again, as after a crash
+		// between the start and recording it: the job runs once.
+		away, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Namespace: "nowhere"})
+		require.NoError(t, err)
+		t.Cleanup(away.Close)
+		e.API.Changes.Temporal = away
+		id := startJob(t, e, "west", "premigrate", []string{"/data"})
+		intent := owed(t, e)[0]
+		e.API.Changes.Temporal = e.Temporal
+		require.Equal(t, 1, deliverAll(t, e))
+		waitJob(t, e, id)
+		_, err = e.DB.NewInsert().Model(&intent).Exec(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, deliverAll(t, e))
+		requireRanOnce(t, e, id)
+
+		// The same resubmit sent twice: one new run.
+		_, err = e.DB.NewUpdate().Model((*models.Job)(nil)).Set("has_failures = TRUE").Where("id = ?", id).Exec(ctx)
+		require.NoError(t, err)
+		for range 2 {
+			r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/resubmit/", id), nil)
+			require.Contains(t, []int{http.StatusOK, http.StatusAccepted}, r.Status, string(r.Body))
+		}
+		j := waitJob(t, e, id)
+		require.EqualValues(t, 2, j["run"], j)
+		require.Empty(t, owed(t, e))
+
+		// Space ops delivered twice (the hub died before recording the
+		// delivery) are claimed, and so carried out, once.
+		e.API.Changes.Temporal = away
+		r := e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "twice", "mountpoint": "/spaces/twice", "sites": []any{map[string]any{"name": "west", "label": "Twice"}}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		spaceID := int64(r.Map()["id"].(float64))
+		ops := owed(t, e)
+		require.Len(t, ops, 1)
+		e.API.Changes.Temporal = e.Temporal
+		require.Equal(t, 1, deliverAll(t, e))
+		require.Eventually(t, func() bool { return len(owed(t, e)) == 0 }, 30*time.Second, 20*time.Millisecond, "the workflow claims the ops")
+		ops[0].State = models.IntentPending
+		_, err = e.DB.NewInsert().Model(&ops[0]).Exec(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, deliverAll(t, e))
+		require.Eventually(t, func() bool { return workflowRuns(t, e, workflows.SpaceWorkflowID(spaceID)) == 2 }, 30*time.Second, 50*time.Millisecond)
+		require.Equal(t, 1, activityCount(t, e, workflows.SpaceWorkflowID(spaceID), "CreateSpaceDir"), "the folder was made once")
+	})
+}
+
+// activityCount counts the activities of type typ scheduled across every
+// run of workflow id.
+func activityCount(t *testing.T, e *apitest.Env, id, typ string) int {
+	ctx := context.Background()
+	resp, err := e.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: e.Namespace, Query: fmt.Sprintf("WorkflowId = %q", id)})
+	require.NoError(t, err)
+	n := 0
+	for _, ex := range resp.GetExecutions() {
+		it := e.Temporal.GetWorkflowHistory(ctx, id, ex.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(t, err)
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == typ {
+				n++
+			}
+		}
+	}
+	return n
+}
