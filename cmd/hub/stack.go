@@ -24,10 +24,10 @@ import (
 	"github.com/thehub/hub/api/auth"
 	cjapi "github.com/thehub/hub/api/cj"
 	hubapi "github.com/thehub/hub/api/hub"
-	"github.com/thehub/hub/cmd/hub/devserver"
 	"github.com/thehub/hub/migrations"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/worker"
+	"github.com/thehub/hub/worker/devserver"
 	"github.com/thehub/hub/workflows"
 )
 

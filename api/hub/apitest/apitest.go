@@ -30,11 +30,11 @@ import (
 	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/api/auth"
 	hubapi "github.com/thehub/hub/api/hub"
-	"github.com/thehub/hub/cmd/hub/devserver"
 	"github.com/thehub/hub/migrations"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/models/dbtest"
 	"github.com/thehub/hub/worker"
+	"github.com/thehub/hub/worker/devserver"
 	"github.com/thehub/hub/workflows"
 	"github.com/thehub/hub/workflows/vocab"
 )
