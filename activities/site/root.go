@@ -96,7 +96,7 @@ func NewRoot(dir string, opts ...RootOption) (*Root, error) {
 func (r *Root) Dir() string { return r.dir }
 
 // StateBackend reports where migration state is kept: "xattr" (user.hub.*
-// extended attributes on each file) or "index" (the .hub/state.jsonl file).
+// extended attributes on each file) or "index" (the .hub/state/ folder).
 func (r *Root) StateBackend() string {
 	if r.state.xattr {
 		return "xattr"
