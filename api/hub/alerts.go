@@ -30,10 +30,10 @@ func (s *Server) alertRoutes(r *gin.RouterGroup) {
 	r.GET("/actions/:id/", cperm, handle(s.getAction))
 }
 
-func renderAlert(c *gin.Context, a *models.Alert) gin.H {
-	return gin.H{"id": a.ID, "url": web.AbsURL(c, "/api/alerts/"+strconv.FormatInt(a.ID, 10)+"/"),
-		"name": a.Name, "node": a.Node, "queue": a.Queue, "severity": a.Severity, "site": a.Site,
-		"summary": a.Summary, "suppressed": a.Suppressed, "timestamp": a.Timestamp, "created": a.Created}
+func renderAlert(c *gin.Context, a *models.Alert) alertResponse {
+	return alertResponse{ID: a.ID, URL: web.AbsURL(c, "/api/alerts/"+strconv.FormatInt(a.ID, 10)+"/"),
+		Name: a.Name, Node: a.Node, Queue: a.Queue, Severity: a.Severity, Site: a.Site,
+		Summary: a.Summary, Suppressed: a.Suppressed, Timestamp: a.Timestamp, Created: a.Created}
 }
 
 // timestampRange reads the timestamp filter: a date (YYYY-MM-DD, UTC)
@@ -77,12 +77,15 @@ func (s *Server) getAlert(c *gin.Context) error {
 	return getOne(c, s.DB, models.GetAlert, renderAlert)
 }
 
+// alertPatchInput is the body of PATCH /api/alerts/{id}/.
+type alertPatchInput struct {
+	Suppressed *bool `json:"suppressed"`
+}
+
 // patchAlert changes suppressed, the one field an operator sets; alerts
 // are otherwise raised by the hub itself.
 func (s *Server) patchAlert(c *gin.Context) error {
-	var in struct {
-		Suppressed *bool `json:"suppressed"`
-	}
+	var in alertPatchInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
@@ -104,28 +107,30 @@ func (s *Server) patchAlert(c *gin.Context) error {
 	return nil
 }
 
-func renderAction(c *gin.Context, a *models.Action, detail bool) gin.H {
-	out := gin.H{"id": a.ID, "url": web.AbsURL(c, "/api/actions/"+strconv.FormatInt(a.ID, 10)+"/"),
-		"action": a.Action, "state": a.State, "created": a.Created}
-	if detail {
-		out["results"] = web.CleanErrorText(a.Results)
-		out["user"] = a.UserID
-	}
-	return out
+func renderAction(c *gin.Context, a *models.Action) actionResponse {
+	return actionResponse{ID: a.ID, URL: web.AbsURL(c, "/api/actions/"+strconv.FormatInt(a.ID, 10)+"/"),
+		Action: a.Action, State: a.State, Created: a.Created}
+}
+
+func renderActionDetail(c *gin.Context, a *models.Action) actionDetailResponse {
+	return actionDetailResponse{actionResponse: renderAction(c, a), Results: web.CleanErrorText(a.Results), User: a.UserID}
 }
 
 func (s *Server) listActions(c *gin.Context) error {
 	return web.Paginate(c, func(d *[]models.Action) *bun.SelectQuery { return models.ActionsQuery(s.DB, d) },
-		func(a *models.Action) any { return renderAction(c, a, false) })
+		func(a *models.Action) any { return renderAction(c, a) })
+}
+
+// actionInput is the body of POST /api/actions/.
+type actionInput struct {
+	Action *string `json:"action"`
 }
 
 // createAction records an operator's request, owned by the caller, and
 // starts its ActionWorkflow: 201 with the action, PENDING (or already
 // further). An action the hub does not know is 400.
 func (s *Server) createAction(c *gin.Context) error {
-	var in struct {
-		Action *string `json:"action"`
-	}
+	var in actionInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
@@ -158,10 +163,10 @@ func (s *Server) createAction(c *gin.Context) error {
 	if a, err = models.GetAction(ctx, s.DB, a.ID); err != nil {
 		return err
 	}
-	c.JSON(http.StatusCreated, renderAction(c, a, true))
+	c.JSON(http.StatusCreated, renderActionDetail(c, a))
 	return nil
 }
 
 func (s *Server) getAction(c *gin.Context) error {
-	return getOne(c, s.DB, models.GetAction, func(c *gin.Context, a *models.Action) gin.H { return renderAction(c, a, true) })
+	return getOne(c, s.DB, models.GetAction, renderActionDetail)
 }

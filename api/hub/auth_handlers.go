@@ -23,11 +23,14 @@ func (s *Server) authRoutes(api *gin.RouterGroup) {
 var errBadCredentials = &web.Error{Status: http.StatusUnauthorized, Detail: "No active account found with the given credentials."}
 var errTokenInvalid = &web.Error{Status: http.StatusUnauthorized, Detail: "Token is invalid or expired."}
 
+// tokenInput is the body of POST /api/auth/token/.
+type tokenInput struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
 func (s *Server) obtainToken(c *gin.Context) error {
-	var in struct {
-		Username string `json:"username"`
-		Password string `json:"password"`
-	}
+	var in tokenInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
@@ -57,14 +60,17 @@ func (s *Server) obtainToken(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusCreated, gin.H{"access": access, "refresh": refresh})
+	c.JSON(http.StatusCreated, tokenPairResponse{Access: access, Refresh: refresh})
 	return nil
 }
 
+// refreshTokenInput is the body of POST /api/auth/token/refresh/.
+type refreshTokenInput struct {
+	Refresh string `json:"refresh"`
+}
+
 func (s *Server) refreshToken(c *gin.Context) error {
-	var in struct {
-		Refresh string `json:"refresh"`
-	}
+	var in refreshTokenInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
@@ -86,15 +92,18 @@ func (s *Server) refreshToken(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusCreated, gin.H{"access": access})
+	c.JSON(http.StatusCreated, accessTokenResponse{Access: access})
 	return nil
 }
 
+// verifyTokenInput is the body of POST /api/auth/token/verify/.
+type verifyTokenInput struct {
+	Token string `json:"token"`
+	Type  string `json:"type"`
+}
+
 func (s *Server) verifyToken(c *gin.Context) error {
-	var in struct {
-		Token string `json:"token"`
-		Type  string `json:"type"`
-	}
+	var in verifyTokenInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
@@ -114,21 +123,24 @@ func (s *Server) verifyToken(c *gin.Context) error {
 	} else if err != nil {
 		return err
 	}
-	c.JSON(http.StatusCreated, gin.H{})
+	c.JSON(http.StatusCreated, emptyResponse{})
 	return nil
 }
 
 func (s *Server) publicKey(c *gin.Context) {
-	c.JSON(http.StatusOK, gin.H{"algorithm": "EdDSA", "public_key": s.Tokens.PublicKeyPEM()})
+	c.JSON(http.StatusOK, publicKeyResponse{Algorithm: "EdDSA", PublicKey: s.Tokens.PublicKeyPEM()})
+}
+
+// idpTokenInput is the body of POST /api/auth/idp/token/: the identity provider's ID token, as token or id_token.
+type idpTokenInput struct {
+	Token   string `json:"token"`
+	IDToken string `json:"id_token"`
 }
 
 // idpToken exchanges an ID token of the configured OIDC issuer for hub
 // tokens and the local user's record.
 func (s *Server) idpToken(c *gin.Context) error {
-	var in struct {
-		Token   string `json:"token"`
-		IDToken string `json:"id_token"`
-	}
+	var in idpTokenInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
@@ -173,6 +185,6 @@ func (s *Server) idpToken(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusCreated, gin.H{"access": access, "refresh": refresh, "user": renderUser(c, u)})
+	c.JSON(http.StatusCreated, idpTokenResponse{tokenPairResponse{Access: access, Refresh: refresh}, renderUser(c, u)})
 	return nil
 }

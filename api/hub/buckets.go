@@ -131,22 +131,21 @@ type bucketInput struct {
 	secretsInput
 }
 
-func renderLocation(h gin.H, loc *models.TargetLocation) gin.H {
-	h["endpoint"], h["port"], h["scheme"], h["region"] = loc.Endpoint, loc.Port, loc.Scheme, loc.Region
-	h["ssl_verify"], h["container"], h["storage_account"] = loc.SSLVerify, loc.Container, loc.StorageAccount
-	h["migration_target_folder"], h["advanced_settings"] = loc.MigrationTargetFolder, nonNilMap(loc.AdvancedSettings)
-	return h
+func renderLocation(loc *models.TargetLocation) locationResponse {
+	return locationResponse{Endpoint: loc.Endpoint, Port: loc.Port, Scheme: loc.Scheme, Region: loc.Region,
+		SSLVerify: loc.SSLVerify, Container: loc.Container, StorageAccount: loc.StorageAccount,
+		MigrationTargetFolder: loc.MigrationTargetFolder, AdvancedSettings: nonNilMap(loc.AdvancedSettings)}
 }
 
 // renderBucket never includes a secret, not even sealed.
-func renderBucket(c *gin.Context, b *models.Bucket) gin.H {
+func renderBucket(c *gin.Context, b *models.Bucket) bucketResponse {
 	ids := make([]int64, len(b.Targets))
 	for i, t := range b.Targets {
 		ids[i] = t.ID
 	}
-	return renderLocation(gin.H{"id": b.ID, "url": recordURL(c, "buckets", b.ID), "name": b.Name, "label": b.Label,
-		"storage_type": b.StorageType, "credentials_file": b.CredentialsFile, "external_targets": ids,
-		"soft_deleting": b.SoftDeleting}, &b.TargetLocation)
+	return bucketResponse{ID: b.ID, URL: recordURL(c, "buckets", b.ID), Name: b.Name, Label: b.Label,
+		StorageType: b.StorageType, CredentialsFile: b.CredentialsFile, ExternalTargets: ids,
+		SoftDeleting: b.SoftDeleting, locationResponse: renderLocation(&b.TargetLocation)}
 }
 
 func (s *Server) listBuckets(c *gin.Context) error {
@@ -250,9 +249,7 @@ func (s *Server) deleteBucket(c *gin.Context) error {
 		return err
 	}
 	b.SoftDeleting = true
-	out := renderBucket(c, b)
-	out["task_id"] = wid
-	c.JSON(http.StatusAccepted, out)
+	c.JSON(http.StatusAccepted, deletedBucketResponse{renderBucket(c, b), wid})
 	return nil
 }
 
@@ -270,19 +267,20 @@ type externalTargetInput struct {
 	secretsInput
 }
 
-func renderExternalTarget(c *gin.Context, t *models.ExternalTarget) gin.H {
+func renderExternalTarget(c *gin.Context, t *models.ExternalTarget) externalTargetResponse {
 	sites := make([]int64, len(t.Sites))
 	for i, s := range t.Sites {
 		sites[i] = s.ID
 	}
-	var bucket any
+	var bucket *bucketResponse
 	if t.Bucket != nil {
-		bucket = renderBucket(c, t.Bucket)
+		b := renderBucket(c, t.Bucket)
+		bucket = &b
 	}
-	return renderLocation(gin.H{"id": t.ID, "url": recordURL(c, "external_targets", t.ID), "name": t.Name,
-		"storage_type": t.StorageType, "local_file_regex": t.LocalFileRegex, "enabled": t.Enabled,
-		"backup_only": t.BackupOnly, "backup_site": t.BackupSiteID, "available_on_sites": sites,
-		"delete_on_recall": t.DeleteOnRecall, "bucket": bucket}, &t.TargetLocation)
+	return externalTargetResponse{ID: t.ID, URL: recordURL(c, "external_targets", t.ID), Name: t.Name,
+		StorageType: t.StorageType, LocalFileRegex: t.LocalFileRegex, Enabled: t.Enabled,
+		BackupOnly: t.BackupOnly, BackupSite: t.BackupSiteID, AvailableOnSites: sites,
+		DeleteOnRecall: t.DeleteOnRecall, Bucket: bucket, locationResponse: renderLocation(&t.TargetLocation)}
 }
 
 // bucketRef resolves the bucket input: an id (number or numeric string) or
@@ -498,22 +496,22 @@ func (s *Server) externalTargetFiles(c *gin.Context) error {
 	return nil
 }
 
-func renderListing(l *site.TargetListing) gin.H {
-	entries := func(es []site.TargetEntry) ([]gin.H, int64) {
-		out := make([]gin.H, len(es))
+func renderListing(l *site.TargetListing) targetListingResponse {
+	entries := func(es []site.TargetEntry) ([]targetEntryResponse, int64) {
+		out := make([]targetEntryResponse, len(es))
 		var total int64
 		for i, e := range es {
-			out[i] = gin.H{"name": e.Name, "path": e.Path, "size": strconv.FormatInt(e.Size, 10), "type": e.Type}
+			out[i] = targetEntryResponse{Name: e.Name, Path: e.Path, Size: strconv.FormatInt(e.Size, 10), Type: e.Type}
 			total += e.Size
 		}
 		return out, total
 	}
 	dirs, _ := entries(l.Directories)
 	files, bytes := entries(l.Files)
-	var next any
+	var next *string
 	if l.NextMarker != "" {
-		next = l.NextMarker
+		next = &l.NextMarker
 	}
-	return gin.H{"path": l.Path, "marker": l.Marker, "next_marker": next, "directories": dirs, "files": files,
-		"summary": gin.H{"directories": len(dirs), "files": len(files), "total_size": bytes, "truncated": next != nil}}
+	return targetListingResponse{Path: l.Path, Marker: l.Marker, NextMarker: next, Directories: dirs, Files: files,
+		Summary: targetListingSummary{Directories: len(dirs), Files: len(files), TotalSize: bytes, Truncated: next != nil}}
 }

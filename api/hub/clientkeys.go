@@ -31,13 +31,13 @@ func keyOwnerScope(c *gin.Context) int64 {
 	return p.User.ID
 }
 
-func renderClientKey(c *gin.Context, k *models.ClientKey) gin.H {
+func renderClientKey(c *gin.Context, k *models.ClientKey) clientKeyResponse {
 	user := ""
 	if k.User != nil {
 		user = k.User.Username
 	}
-	return gin.H{"id": k.ID, "url": web.AbsURL(c, "/api/auth/clientkeys/"+strconv.FormatInt(k.ID, 10)+"/"),
-		"name": k.Name, "user": user, "created": k.CreatedAt}
+	return clientKeyResponse{ID: k.ID, URL: web.AbsURL(c, "/api/auth/clientkeys/"+strconv.FormatInt(k.ID, 10)+"/"),
+		Name: k.Name, User: user, Created: k.CreatedAt}
 }
 
 func (s *Server) listClientKeys(c *gin.Context) error {
@@ -74,9 +74,7 @@ func (s *Server) createClientKey(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := renderClientKey(c, k)
-	out["api_key"] = key
-	c.JSON(http.StatusCreated, out)
+	c.JSON(http.StatusCreated, newClientKeyResponse{renderClientKey(c, k), key})
 	return nil
 }
 

@@ -103,10 +103,10 @@ func (s *Server) applyDatastore(ctx context.Context, db bun.IDB, in *datastoreIn
 	return nil
 }
 
-func renderDatastore(c *gin.Context, d *models.Datastore) gin.H {
-	return gin.H{"id": d.ID, "url": recordURL(c, "datastores", d.ID), "name": d.Name, "type": d.Type,
-		"accesskeyid": d.AccessKeyID, "bucket": d.Bucket, "container": d.Container, "credentialsfile": d.CredentialsFile,
-		"endpoint": d.Endpoint, "region": d.Region, "storageaccount": d.StorageAccount}
+func renderDatastore(c *gin.Context, d *models.Datastore) datastoreResponse {
+	return datastoreResponse{ID: d.ID, URL: recordURL(c, "datastores", d.ID), Name: d.Name, Type: d.Type,
+		AccessKeyID: d.AccessKeyID, Bucket: d.Bucket, Container: d.Container, CredentialsFile: d.CredentialsFile,
+		Endpoint: d.Endpoint, Region: d.Region, StorageAccount: d.StorageAccount}
 }
 
 func (s *Server) listDatastores(c *gin.Context) error {
@@ -157,12 +157,12 @@ type ipAddressInput struct {
 	Datastore *int64  `json:"datastore"`
 }
 
-func renderIPAddress(c *gin.Context, a *models.IPAddress) gin.H {
-	var ds any
+func renderIPAddress(c *gin.Context, a *models.IPAddress) ipAddressResponse {
+	var ds *recordRef
 	if a.Datastore != nil {
-		ds = gin.H{"id": a.Datastore.ID, "name": a.Datastore.Name, "url": recordURL(c, "datastores", a.Datastore.ID)}
+		ds = &recordRef{ID: a.Datastore.ID, Name: a.Datastore.Name, URL: recordURL(c, "datastores", a.Datastore.ID)}
 	}
-	return gin.H{"id": a.ID, "url": recordURL(c, "ipaddresses", a.ID), "ipaddr": a.IPAddr, "datastore": ds}
+	return ipAddressResponse{ID: a.ID, URL: recordURL(c, "ipaddresses", a.ID), IPAddr: a.IPAddr, Datastore: ds}
 }
 
 func (s *Server) listIPAddresses(c *gin.Context) error {

@@ -35,8 +35,8 @@ func (s *Server) featureRoutes(r *gin.RouterGroup) {
 	r.GET("/tags/", auth.CRUD("tag"), handle(s.listTags))
 }
 
-func renderFeature(f *models.Feature) gin.H {
-	return gin.H{"name": f.Name, "description": f.Description, "enabled": f.Enabled}
+func renderFeature(f *models.Feature) featureResponse {
+	return featureResponse{Name: f.Name, Description: f.Description, Enabled: f.Enabled}
 }
 
 func (s *Server) listFeatures(c *gin.Context) error {
@@ -53,11 +53,14 @@ func (s *Server) getFeature(c *gin.Context) error {
 	return nil
 }
 
+// featurePatchInput is the body of PATCH /api/features/{name}/.
+type featurePatchInput struct {
+	Enabled *bool `json:"enabled"`
+}
+
 // patchFeature changes enabled; name and description are read only.
 func (s *Server) patchFeature(c *gin.Context) error {
-	var in struct {
-		Enabled *bool `json:"enabled"`
-	}
+	var in featurePatchInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
@@ -78,9 +81,9 @@ func (s *Server) patchFeature(c *gin.Context) error {
 
 var hexColorPattern = regexp.MustCompile(`^#[0-9a-fA-F]{6}$`)
 
-func renderFileStatusType(c *gin.Context, t *models.FileStatusType) gin.H {
-	return gin.H{"key": t.Key, "label": t.Label, "background_color": t.BackgroundColor, "text_color": t.TextColor,
-		"url": web.AbsURL(c, "/api/filestatustypes/"+t.Key+"/")}
+func renderFileStatusType(c *gin.Context, t *models.FileStatusType) fileStatusTypeResponse {
+	return fileStatusTypeResponse{Key: t.Key, Label: t.Label, BackgroundColor: t.BackgroundColor, TextColor: t.TextColor,
+		URL: web.AbsURL(c, "/api/filestatustypes/"+t.Key+"/")}
 }
 
 func (s *Server) listFileStatusTypes(c *gin.Context) error {
@@ -97,15 +100,18 @@ func (s *Server) getFileStatusType(c *gin.Context) error {
 	return nil
 }
 
+// fileStatusTypePatchInput is the body of PATCH /api/filestatustypes/{key}/.
+type fileStatusTypePatchInput struct {
+	Label           *string `json:"label"`
+	BackgroundColor *string `json:"background_color"`
+	TextColor       *string `json:"text_color"`
+}
+
 // patchFileStatusType changes the label and colours; key is read only.
 // Colours are #rrggbb; text_color may be left out of a PATCH but never
 // blanked.
 func (s *Server) patchFileStatusType(c *gin.Context) error {
-	var in struct {
-		Label           *string `json:"label"`
-		BackgroundColor *string `json:"background_color"`
-		TextColor       *string `json:"text_color"`
-	}
+	var in fileStatusTypePatchInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
@@ -137,9 +143,9 @@ func (s *Server) patchFileStatusType(c *gin.Context) error {
 	return nil
 }
 
-func renderCertificateLifetime(c *gin.Context, l *models.CertificateLifetime) gin.H {
-	return gin.H{"id": l.ID, "url": web.AbsURL(c, "/api/pki/lifetime/"+strconv.FormatInt(l.ID, 10)+"/"),
-		"name": l.Name, "description": l.Description, "days": l.Days, "updated_at": l.UpdatedAt, "updated_by": l.UpdatedBy}
+func renderCertificateLifetime(c *gin.Context, l *models.CertificateLifetime) certificateLifetimeResponse {
+	return certificateLifetimeResponse{ID: l.ID, URL: web.AbsURL(c, "/api/pki/lifetime/"+strconv.FormatInt(l.ID, 10)+"/"),
+		Name: l.Name, Description: l.Description, Days: l.Days, UpdatedAt: l.UpdatedAt, UpdatedBy: l.UpdatedBy}
 }
 
 func (s *Server) listCertificateLifetimes(c *gin.Context) error {
@@ -159,11 +165,14 @@ func (s *Server) getCertificateLifetime(c *gin.Context) error {
 // overflows some X.509 encoders and is surely a typo.
 const maxCertificateDays = 36500
 
+// certificateLifetimePatchInput is the body of PATCH /api/pki/lifetime/{id}/.
+type certificateLifetimePatchInput struct {
+	Days *int64 `json:"days"`
+}
+
 // patchCertificateLifetime changes days and records who changed it when.
 func (s *Server) patchCertificateLifetime(c *gin.Context) error {
-	var in struct {
-		Days *int64 `json:"days"`
-	}
+	var in certificateLifetimePatchInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
@@ -198,9 +207,9 @@ func (s *Server) listTags(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]gin.H, len(ts))
+	out := make([]tagResponse, len(ts))
 	for i, t := range ts {
-		out[i] = gin.H{"name": t.Name}
+		out[i] = tagResponse{Name: t.Name}
 	}
 	c.JSON(http.StatusOK, out)
 	return nil

@@ -57,14 +57,13 @@ func (s *Server) listDir(ctx context.Context, siteName string, in site.ListDirIn
 	return &out, nil
 }
 
-func renderFile(c *gin.Context, siteName string, f site.FileInfo) gin.H {
-	return gin.H{"path": f.Path, "name": f.Name, "type": f.Type, "site": siteName, "size": f.Size,
-		"data_size": f.DataSize, "disk_usage": f.DiskUsage, "path_depth": f.PathDepth, "total_files": f.TotalFiles,
-		"atime": f.Atime, "ctime": f.Ctime, "mtime": f.Mtime, "time_refreshed": time.Now().UTC(), "deleted": false,
-		"restricted": false, "status": f.Status, "error": f.Error, "metadata": gin.H{}, "remote_locations": f.RemoteLocations,
-		"children":      web.AbsURL(c, "/api/file/?site="+siteName+"&path="+f.Path),
-		"image_preview": nil, "thumbnail": nil, "video_preview": nil,
-		"url": web.AbsURL(c, "/api/file/?site="+siteName+"&path="+f.Path)}
+func renderFile(c *gin.Context, siteName string, f site.FileInfo) fileResponse {
+	return fileResponse{Path: f.Path, Name: f.Name, Type: f.Type, Site: siteName, Size: f.Size,
+		DataSize: f.DataSize, DiskUsage: f.DiskUsage, PathDepth: f.PathDepth, TotalFiles: f.TotalFiles,
+		Atime: f.Atime, Ctime: f.Ctime, Mtime: f.Mtime, TimeRefreshed: time.Now().UTC(),
+		Status: f.Status, Error: f.Error, Metadata: map[string]any{}, RemoteLocations: f.RemoteLocations,
+		Children: web.AbsURL(c, "/api/file/?site="+siteName+"&path="+f.Path),
+		URL:      web.AbsURL(c, "/api/file/?site="+siteName+"&path="+f.Path)}
 }
 
 // browse lists one directory of one site: GET /file/?site=&path=.
@@ -137,7 +136,7 @@ func (s *Server) spaceFiles(c *gin.Context) error {
 			if raise {
 				return err
 			}
-			results = append(results, gin.H{"path": rel, "site": link.Site.Name, "error": web.Detail(err)})
+			results = append(results, fileErrorResponse{Path: rel, Site: link.Site.Name, Error: web.Detail(err)})
 			continue
 		}
 		for _, f := range out.Children {

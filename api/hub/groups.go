@@ -39,7 +39,7 @@ func (s *Server) groupRoutes(r *gin.RouterGroup) {
 	}))
 }
 
-func renderGroup(c *gin.Context, g *models.Group) gin.H {
+func renderGroup(c *gin.Context, g *models.Group) groupResponse {
 	perms := make([]string, len(g.Permissions))
 	for i, p := range g.Permissions {
 		perms[i] = p.Codename
@@ -48,8 +48,8 @@ func renderGroup(c *gin.Context, g *models.Group) gin.H {
 	for i, u := range g.Users {
 		users[i] = u.Username
 	}
-	return gin.H{"id": g.ID, "url": web.AbsURL(c, "/api/groups/"+strconv.FormatInt(g.ID, 10)+"/"),
-		"name": g.Name, "permissions": perms, "users": users}
+	return groupResponse{ID: g.ID, URL: web.AbsURL(c, "/api/groups/"+strconv.FormatInt(g.ID, 10)+"/"),
+		Name: g.Name, Permissions: perms, Users: users}
 }
 
 func (s *Server) listGroups(c *gin.Context) error {
@@ -60,14 +60,17 @@ func (s *Server) getGroup(c *gin.Context) error {
 	return getOne(c, s.DB, models.GetGroup, renderGroup)
 }
 
+// groupInput is the body of POST and PATCH /api/groups/.
+type groupInput struct {
+	Name        *string   `json:"name"`
+	Permissions *[]string `json:"permissions"`
+	Users       *[]string `json:"users"`
+}
+
 // saveGroup creates (POST) or updates (PATCH) a group. permissions are
 // codenames; users, when sent, replaces the group's members by username.
 func (s *Server) saveGroup(c *gin.Context) error {
-	var in struct {
-		Name        *string   `json:"name"`
-		Permissions *[]string `json:"permissions"`
-		Users       *[]string `json:"users"`
-	}
+	var in groupInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}

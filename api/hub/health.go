@@ -49,7 +49,7 @@ func (s *Server) health(c *gin.Context) error {
 		hub = healthCritical
 	}
 	overall := hub
-	var sites []gin.H
+	var sites []siteHealthStatus
 	if hub == healthOK {
 		var err error
 		sites, overall, err = s.siteHealth(ctx, overall)
@@ -58,9 +58,9 @@ func (s *Server) health(c *gin.Context) error {
 		}
 	}
 	if sites == nil {
-		sites = []gin.H{}
+		sites = []siteHealthStatus{}
 	}
-	c.JSON(http.StatusOK, gin.H{"overall_health": overall, "hub_status": gin.H{"health": hub}, "site_status": sites})
+	c.JSON(http.StatusOK, healthResponse{OverallHealth: overall, HubStatus: hubHealth{Health: hub}, SiteStatus: sites})
 	return nil
 }
 
@@ -84,7 +84,7 @@ func (l liveness) status(t *time.Time) string {
 	return healthCritical
 }
 
-func (s *Server) siteHealth(ctx context.Context, overall string) ([]gin.H, string, error) {
+func (s *Server) siteHealth(ctx context.Context, overall string) ([]siteHealthStatus, string, error) {
 	live, err := s.newLiveness(ctx)
 	if err != nil {
 		return nil, "", err
@@ -93,14 +93,14 @@ func (s *Server) siteHealth(ctx context.Context, overall string) ([]gin.H, strin
 	if err := models.SitesQuery(s.DB, &sites).Scan(ctx); err != nil {
 		return nil, "", err
 	}
-	out := make([]gin.H, 0, len(sites))
+	out := make([]siteHealthStatus, 0, len(sites))
 	worst, allDown := healthOK, len(sites) > 0
 	for i := range sites {
 		st, err := s.siteStatus(ctx, live, &sites[i])
 		if err != nil {
 			return nil, "", err
 		}
-		health := st["health"].(string)
+		health := st.Health
 		worst = worse(worst, health)
 		if health != healthCritical {
 			allDown = false
@@ -121,33 +121,33 @@ func (s *Server) siteHealth(ctx context.Context, overall string) ([]gin.H, strin
 // siteStatus is a site's entry of the health report: its nodes and queues
 // online or not, and the site ok when every queue is online, warning when
 // some are, critical when none (or no node ever reported).
-func (s *Server) siteStatus(ctx context.Context, live liveness, site *models.Site) (gin.H, error) {
+func (s *Server) siteStatus(ctx context.Context, live liveness, site *models.Site) (siteHealthStatus, error) {
 	nodes, err := models.SiteNodes(ctx, s.DB, site.ID)
 	if err != nil {
-		return nil, err
+		return siteHealthStatus{}, err
 	}
 	queues, err := models.SiteQueues(ctx, s.DB, site.ID)
 	if err != nil {
-		return nil, err
+		return siteHealthStatus{}, err
 	}
-	nodeOut := make([]gin.H, len(nodes))
+	nodeOut := make([]nodeHealth, len(nodes))
 	for i, n := range nodes {
 		hasDefault := false
 		for _, q := range n.Queues {
 			hasDefault = hasDefault || q.Name == models.DefaultQueue
 		}
-		nodeOut[i] = gin.H{"name": n.Name, "health": live.status(n.LastHeartbeat), "online": live.online(n.LastHeartbeat),
-			"has_default_queue": hasDefault, "last_heartbeat": n.LastHeartbeat, "worker_version": n.WorkerVersion,
-			"engine_version": n.EngineVersion, "analytics_version": n.AnalyticsVersion, "search_version": n.SearchVersion}
+		nodeOut[i] = nodeHealth{Name: n.Name, Health: live.status(n.LastHeartbeat), Online: live.online(n.LastHeartbeat),
+			HasDefaultQueue: hasDefault, LastHeartbeat: n.LastHeartbeat, WorkerVersion: n.WorkerVersion,
+			EngineVersion: n.EngineVersion, AnalyticsVersion: n.AnalyticsVersion, SearchVersion: n.SearchVersion}
 	}
 	up := 0
-	queueOut := make([]gin.H, len(queues))
+	queueOut := make([]queueHealth, len(queues))
 	for i, q := range queues {
 		if live.online(q.LastHeartbeat) {
 			up++
 		}
-		queueOut[i] = gin.H{"name": q.Name, "health": live.status(q.LastHeartbeat), "online": live.online(q.LastHeartbeat),
-			"last_heartbeat": q.LastHeartbeat}
+		queueOut[i] = queueHealth{Name: q.Name, Health: live.status(q.LastHeartbeat), Online: live.online(q.LastHeartbeat),
+			LastHeartbeat: q.LastHeartbeat}
 	}
 	health := healthWarning
 	switch {
@@ -156,5 +156,5 @@ func (s *Server) siteStatus(ctx context.Context, live liveness, site *models.Sit
 	case up == len(queues):
 		health = healthOK
 	}
-	return gin.H{"site": site.Name, "health": health, "nodes": nodeOut, "queues": queueOut}, nil
+	return siteHealthStatus{Site: site.Name, Health: health, Nodes: nodeOut, Queues: queueOut}, nil
 }

@@ -288,10 +288,10 @@ func (s *Server) runWorkflow(c *gin.Context) error {
 	if err := s.Changes.CreateJob(c.Request.Context(), j); err != nil {
 		return err
 	}
-	c.JSON(http.StatusCreated, gin.H{"site": j.Site, "workflow": j.Workflow, "discovery": j.Discovery, "job": j.ID,
-		"fields": j.Fields, "paths": j.Paths, "include": j.Include, "exclude": j.Exclude, "queue": j.Queue,
-		"ignore_site_includes": j.IgnoreSiteIncludes, "ignore_site_excludes": j.IgnoreSiteExcludes,
-		"url": web.AbsURL(c, fmt.Sprintf("/api/jobs/%d/", j.ID))})
+	c.JSON(http.StatusCreated, runWorkflowResponse{Site: j.Site, Workflow: j.Workflow, Discovery: j.Discovery, Job: j.ID,
+		Fields: j.Fields, Paths: j.Paths, Include: j.Include, Exclude: j.Exclude, Queue: j.Queue,
+		IgnoreSiteIncludes: j.IgnoreSiteIncludes, IgnoreSiteExcludes: j.IgnoreSiteExcludes,
+		URL: web.AbsURL(c, fmt.Sprintf("/api/jobs/%d/", j.ID))})
 	return nil
 }
 
@@ -327,7 +327,7 @@ func (s *Server) createJobOld(c *gin.Context) error {
 
 // renderJob is a job as the API shows it, with both the newer (workflow,
 // owner object) and older (jobtype) field names.
-func renderJob(c *gin.Context, j *models.Job) gin.H {
+func renderJob(c *gin.Context, j *models.Job) jobResponse {
 	var runtime *float64
 	if j.Started != nil {
 		end := time.Now()
@@ -337,31 +337,32 @@ func renderJob(c *gin.Context, j *models.Job) gin.H {
 		r := end.Sub(*j.Started).Seconds()
 		runtime = &r
 	}
-	owner := gin.H{"type": j.OwnerType, "id": j.OwnerID, "name": j.OwnerName}
+	owner := jobOwnerRef{Type: j.OwnerType, ID: j.OwnerID, Name: j.OwnerName}
 	switch j.OwnerType {
 	case models.OwnerSystem:
-		owner["id"], owner["name"] = models.OwnerSystemID, "System"
+		id := int64(models.OwnerSystemID)
+		owner.ID, owner.Name = &id, "System"
 	case models.OwnerUnknown:
-		owner["id"], owner["name"] = models.OwnerUnknownID, "Unknown"
+		id := int64(models.OwnerUnknownID)
+		owner.ID, owner.Name = &id, "Unknown"
 	}
-	var clientKey, schedule any
+	var clientKey, schedule *string
 	if j.ClientKeyID != nil {
-		clientKey = j.ClientKeyName
+		clientKey = &j.ClientKeyName
 	}
 	if j.ScheduleID != nil {
-		schedule = j.ScheduleName
+		schedule = &j.ScheduleName
 	}
-	state := j.State
-	return gin.H{
-		"id": j.ID, "url": web.AbsURL(c, fmt.Sprintf("/api/jobs/%d/", j.ID)), "workflow": j.Workflow, "jobtype": j.Workflow,
-		"site": j.Site, "queue": j.Queue, "discovery": j.Discovery, "fields": j.Fields, "state": state,
-		"has_failures": j.HasFailures, "created": j.Created, "started": j.Started, "completed": j.Completed,
-		"runtime": runtime, "owner": owner, "clientkey": clientKey, "schedule": schedule,
-		"dir_walk_complete": j.DirWalkComplete, "is_settings_job": j.IsSettingsJob, "friendly_name": j.FriendlyName,
-		"progress": j.Progress, "paths": j.Paths, "include": j.Include, "exclude": j.Exclude, "run": j.Run,
-		"numfiles": j.NumFiles, "numprocessedfiles": j.NumProcessedFiles, "numfailedfiles": j.NumFailedFiles,
-		"numskippedfiles": j.NumSkippedFiles, "numabortedfiles": j.NumAbortedFiles, "numcancelledfiles": j.NumCancelledFiles,
-		"temporal_workflow_id": workflows.JobWorkflowID(j.ID),
+	return jobResponse{
+		ID: j.ID, URL: web.AbsURL(c, fmt.Sprintf("/api/jobs/%d/", j.ID)), Workflow: j.Workflow, JobType: j.Workflow,
+		Site: j.Site, Queue: j.Queue, Discovery: j.Discovery, Fields: j.Fields, State: j.State,
+		HasFailures: j.HasFailures, Created: j.Created, Started: j.Started, Completed: j.Completed,
+		Runtime: runtime, Owner: owner, ClientKey: clientKey, Schedule: schedule,
+		DirWalkComplete: j.DirWalkComplete, IsSettingsJob: j.IsSettingsJob, FriendlyName: j.FriendlyName,
+		Progress: j.Progress, Paths: j.Paths, Include: j.Include, Exclude: j.Exclude, Run: j.Run,
+		NumFiles: j.NumFiles, NumProcessedFiles: j.NumProcessedFiles, NumFailedFiles: j.NumFailedFiles,
+		NumSkippedFiles: j.NumSkippedFiles, NumAbortedFiles: j.NumAbortedFiles, NumCancelledFiles: j.NumCancelledFiles,
+		TemporalWorkflowID: workflows.JobWorkflowID(j.ID),
 	}
 }
 

@@ -288,7 +288,7 @@ func (s *Server) recentJobs(c *gin.Context) error {
 
 func (s *Server) jobTypeChoices(c *gin.Context) error {
 	return web.Paginate(c, func(d *[]models.Workflow) *bun.SelectQuery { return models.WorkflowsQuery(s.DB, d) },
-		func(w *models.Workflow) any { return gin.H{"name": w.Name, "label": w.Label} })
+		func(w *models.Workflow) any { return jobTypeChoice{Name: w.Name, Label: w.Label} })
 }
 
 // jobProgress answers the stored counters and, while the job's workflow
@@ -302,14 +302,13 @@ func (s *Server) jobProgress(c *gin.Context) error {
 	if j.State == models.JobSuccess {
 		progress = 100 // a job with no files never moves its counter
 	}
-	out := gin.H{"id": j.ID, "state": j.State, "progress": progress, "dir_walk_complete": j.DirWalkComplete,
-		"numfiles": j.NumFiles, "numprocessedfiles": j.NumProcessedFiles, "numfailedfiles": j.NumFailedFiles,
-		"numskippedfiles": j.NumSkippedFiles, "numabortedfiles": j.NumAbortedFiles, "numcancelledfiles": j.NumCancelledFiles,
-		"live": nil}
+	out := jobProgressResponse{ID: j.ID, State: j.State, Progress: progress, DirWalkComplete: j.DirWalkComplete,
+		NumFiles: j.NumFiles, NumProcessedFiles: j.NumProcessedFiles, NumFailedFiles: j.NumFailedFiles,
+		NumSkippedFiles: j.NumSkippedFiles, NumAbortedFiles: j.NumAbortedFiles, NumCancelledFiles: j.NumCancelledFiles}
 	if !models.JobFinished(j.State) {
 		if p, ok := s.liveProgress(c.Request.Context(), j.ID); ok {
-			out["live"] = gin.H{"job_id": p.JobID, "state": p.State, "batches": p.Batches, "batches_done": p.BatchesDone,
-				"in_flight": p.InFlight, "paused": p.Paused}
+			out.Live = &liveProgress{JobID: p.JobID, State: p.State, Batches: p.Batches, BatchesDone: p.BatchesDone,
+				InFlight: p.InFlight, Paused: p.Paused}
 		}
 	}
 	c.JSON(http.StatusOK, out)
@@ -331,10 +330,9 @@ func (s *Server) jobStatistics(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, gin.H{"id": j.ID, "state": j.State,
-		"files": gin.H{"total": st.Files, "by_state": st.ByState, "by_code": st.ByCode},
-		"bytes": nil, // the hub records no sizes of the paths it processed
-		"tasks": gin.H{"total": st.Tasks, "by_state": st.TaskByState, "by_type": st.TaskByType}})
+	c.JSON(http.StatusOK, jobStatisticsResponse{ID: j.ID, State: j.State,
+		Files: fileStatistics{Total: st.Files, ByState: st.ByState, ByCode: st.ByCode},
+		Tasks: taskStatistics{Total: st.Tasks, ByState: st.TaskByState, ByType: st.TaskByType}})
 	return nil
 }
 
@@ -361,5 +359,5 @@ func (s *Server) jobFiles(c *gin.Context) error {
 		f.States = states
 	}
 	return web.Paginate(c, func(d *[]models.JobStat) *bun.SelectQuery { return models.JobStatsQuery(s.DB, d, f) },
-		func(st *models.JobStat) any { return renderJobStat(c, st, true) })
+		func(st *models.JobStat) any { return renderJobStatItem(c, st) })
 }

@@ -24,25 +24,26 @@ func jobStatURL(c *gin.Context, id int64) string {
 }
 
 // renderJobStat is the latest outcome of a path; url is in lists only.
-func renderJobStat(c *gin.Context, st *models.JobStat, list bool) gin.H {
-	out := gin.H{"id": st.ID, "job": st.JobID, "task": st.TaskID, "path": st.Path, "code": st.Code,
-		"message": st.Message, "state": st.State, "updated": st.Updated}
-	if list {
-		out["url"] = jobStatURL(c, st.ID)
-	}
-	return out
+func renderJobStat(st *models.JobStat) jobStatResponse {
+	return jobStatResponse{ID: st.ID, Job: st.JobID, Task: st.TaskID, Path: st.Path, Code: st.Code,
+		Message: st.Message, State: st.State, Updated: st.Updated}
+}
+
+// renderJobStatItem is a job stat in a list, with its URL.
+func renderJobStatItem(c *gin.Context, st *models.JobStat) jobStatItem {
+	return jobStatItem{renderJobStat(st), jobStatURL(c, st.ID)}
 }
 
 // renderJobStatHistory is one past outcome of a path; jobstat and url
 // name the record holding the path's latest outcome.
-func renderJobStatHistory(c *gin.Context, h *models.JobStatHistoryRow) gin.H {
+func renderJobStatHistory(c *gin.Context, h *models.JobStatHistoryRow) jobStatHistoryResponse {
 	var url *string
 	if h.JobStatID != nil {
 		u := jobStatURL(c, *h.JobStatID)
 		url = &u
 	}
-	return gin.H{"id": h.ID, "job": h.JobID, "task": h.TaskID, "path": h.Path, "code": h.Code,
-		"message": h.Message, "state": h.State, "created": h.Created, "jobstat": h.JobStatID, "url": url}
+	return jobStatHistoryResponse{ID: h.ID, Job: h.JobID, Task: h.TaskID, Path: h.Path, Code: h.Code,
+		Message: h.Message, State: h.State, Created: h.Created, JobStat: h.JobStatID, URL: url}
 }
 
 // jobStatFilter reads state[], job and path.
@@ -66,7 +67,7 @@ func (s *Server) listJobStats(c *gin.Context) error {
 		return s.pageHistory(c, f)
 	}
 	return web.Paginate(c, func(d *[]models.JobStat) *bun.SelectQuery { return models.JobStatsQuery(s.DB, d, f) },
-		func(st *models.JobStat) any { return renderJobStat(c, st, true) })
+		func(st *models.JobStat) any { return renderJobStatItem(c, st) })
 }
 
 func (s *Server) pageHistory(c *gin.Context, f models.JobStatFilter) error {
@@ -87,7 +88,7 @@ func (s *Server) getJobStat(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, renderJobStat(c, st, false))
+	c.JSON(http.StatusOK, renderJobStat(st))
 	return nil
 }
 

@@ -46,14 +46,14 @@ func nodeSiteName(s *models.Site) string {
 	return s.Name
 }
 
-func renderNode(c *gin.Context, n *models.Node, online func(*time.Time) bool) gin.H {
+func renderNode(c *gin.Context, n *models.Node, online func(*time.Time) bool) nodeResponse {
 	hasDefault := false
 	for _, q := range n.Queues {
 		hasDefault = hasDefault || q.Name == models.DefaultQueue
 	}
-	return gin.H{"id": n.ID, "url": web.AbsURL(c, "/api/nodes/"+strconv.FormatInt(n.ID, 10)+"/"),
-		"name": n.Name, "site": nodeSiteName(n.Site), "last_heartbeat": n.LastHeartbeat,
-		"online": online(n.LastHeartbeat), "has_default_queue": hasDefault}
+	return nodeResponse{ID: n.ID, URL: web.AbsURL(c, "/api/nodes/"+strconv.FormatInt(n.ID, 10)+"/"),
+		Name: n.Name, Site: nodeSiteName(n.Site), LastHeartbeat: n.LastHeartbeat,
+		Online: online(n.LastHeartbeat), HasDefaultQueue: hasDefault}
 }
 
 // listNodes is paginated; site keeps one site's nodes (by name).
@@ -91,14 +91,17 @@ func (s *Server) getNode(c *gin.Context) error {
 // hyphens, dot-separated), which is what nodes report as their name.
 var nodeHostnamePattern = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9_-]{0,62})(\.[a-zA-Z0-9]([a-zA-Z0-9_-]{0,62}))*$`)
 
+// nodePatchInput is the body of PATCH /api/nodes/{id}/.
+type nodePatchInput struct {
+	Name          *string         `json:"name"`
+	Site          *string         `json:"site"`
+	LastHeartbeat json.RawMessage `json:"last_heartbeat"`
+}
+
 // patchNode changes name, site (a site name) and last_heartbeat (RFC 3339
 // or null). online, has_default_queue and url are read only.
 func (s *Server) patchNode(c *gin.Context) error {
-	var in struct {
-		Name          *string         `json:"name"`
-		Site          *string         `json:"site"`
-		LastHeartbeat json.RawMessage `json:"last_heartbeat"`
-	}
+	var in nodePatchInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
@@ -149,14 +152,14 @@ func (s *Server) deleteNode(c *gin.Context) error {
 	return deleteByID(c, s.DB, models.DeleteNode)
 }
 
-func renderQueue(c *gin.Context, q *models.Queue, online func(*time.Time) bool) gin.H {
+func renderQueue(c *gin.Context, q *models.Queue, online func(*time.Time) bool) queueResponse {
 	nodes := make([]string, len(q.Nodes))
 	for i, n := range q.Nodes {
 		nodes[i] = n.Name
 	}
-	return gin.H{"id": q.ID, "url": web.AbsURL(c, "/api/queues/"+strconv.FormatInt(q.ID, 10)+"/"),
-		"name": q.Name, "label": q.Label, "last_heartbeat": q.LastHeartbeat, "online": online(q.LastHeartbeat),
-		"nodes": nodes, "site": nodeSiteName(q.Site)}
+	return queueResponse{ID: q.ID, URL: web.AbsURL(c, "/api/queues/"+strconv.FormatInt(q.ID, 10)+"/"),
+		Name: q.Name, Label: q.Label, LastHeartbeat: q.LastHeartbeat, Online: online(q.LastHeartbeat),
+		Nodes: nodes, Site: nodeSiteName(q.Site)}
 }
 
 // listQueues is paginated; site keeps one site's queues (by name).

@@ -1,321 +1,325 @@
 package hub
 
 import (
+	"encoding/json"
 	"io/fs"
 	"mime"
 	"net/http"
 	"path"
+	"reflect"
 	"regexp"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/gin-gonic/gin"
 	swaggerfiles "github.com/swaggo/files/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
 )
 
-// The OpenAPI document is generated from the routes the engine really
-// serves, so it never lists a route that does not exist nor misses one
-// that does. routeDocs adds what a route cannot say about itself. Adding a
-// route? Add one line to routeDocs, keyed "METHOD /api/path/{param}/" (the
-// parameter names do not matter). A route without a line is still
-// documented, from its path alone, but without a summary; and
-// TestOpenAPICoversEveryRoute fails until the line is written.
+// The OpenAPI document is generated: its routes from the ones the engine
+// really serves, so it never lists a route that does not exist nor misses
+// one that does; its schemas from the Go types the handlers answer and
+// bind (schema.go, responses.go). routeDocs adds what a route cannot say
+// about itself: a tag, a summary, the type of its answer and of its body,
+// its query parameters. Adding a route? Add one line to routeDocs, keyed
+// "METHOD /api/path/{param}/" (the parameter names do not matter);
+// TestOpenAPICoversEveryRoute fails until it is there. docs/openapi.md
+// says more.
 
 // Shapes of a response body.
 const (
-	shapeObject = iota // the schema itself
-	shapePage          // the pagination envelope around a list of the schema
-	shapeArray         // a bare array of the schema
+	shapeObject = iota // the body type itself
+	shapePage          // the pagination envelope around a list of the type
+	shapeList          // a bare array of the type
 )
 
 // routeDoc documents one route.
 type routeDoc struct {
 	Tag     string
 	Summary string
-	Schema  string // component name of the body; "" for a generic object
+	Body    any // a value of the answer's type (an anyOf for several); nil: no body
 	Shape   int
-	Status  int      // success status; 0 = by method (POST 201, DELETE 204, else 200)
-	Query   []string // query parameters
-	Public  bool     // served without authentication
-	NoBody  bool     // no request body even for POST/PATCH
+	Status  int         // success status; 0 = by method (POST 201, DELETE 204, else 200)
+	Also    map[int]any // other success statuses, with a value of their answer's type
+	In      any         // a value of the request body's type; nil: no body
+	Query   []string    // query parameters
+	Public  bool        // served without authentication
+	Errors  []int       // error statuses beyond those every route may answer
+	Extra   any         // a struct whose fields a page adds beside count, next, previous and results
+	Media   []string    // media types of the answer; none: JSON
 }
 
-func docOne(tag, summary, schema string, query ...string) routeDoc {
-	return routeDoc{Tag: tag, Summary: summary, Schema: schema, Query: query}
+func docOne(tag, summary string, body any, query ...string) routeDoc {
+	return routeDoc{Tag: tag, Summary: summary, Body: body, Query: query}
 }
-func docPage(tag, summary, schema string, query ...string) routeDoc {
-	return routeDoc{Tag: tag, Summary: summary, Schema: schema, Shape: shapePage, Query: query}
+func docPage(tag, summary string, item any, query ...string) routeDoc {
+	return routeDoc{Tag: tag, Summary: summary, Body: item, Shape: shapePage, Query: query}
 }
-func docArray(tag, summary, schema string, query ...string) routeDoc {
-	return routeDoc{Tag: tag, Summary: summary, Schema: schema, Shape: shapeArray, Query: query}
+func docList(tag, summary string, item any, query ...string) routeDoc {
+	return routeDoc{Tag: tag, Summary: summary, Body: item, Shape: shapeList, Query: query}
 }
+
+// docDelete documents a DELETE answering 204 without a body.
+func docDelete(tag, summary string) routeDoc { return routeDoc{Tag: tag, Summary: summary} }
 
 // with returns d answering status.
 func (d routeDoc) with(status int) routeDoc { d.Status = status; return d }
 
+// also adds another success status and its answer.
+func (d routeDoc) also(status int, body any) routeDoc {
+	d.Also = map[int]any{status: body}
+	return d
+}
+
+// in sets the request body's type.
+func (d routeDoc) in(body any) routeDoc { d.In = body; return d }
+
 // public marks d as served without authentication.
 func (d routeDoc) public() routeDoc { d.Public = true; return d }
-
-// noBody marks a POST that takes no body.
-func (d routeDoc) noBody() routeDoc { d.NoBody = true; return d }
 
 // q adds query parameters.
 func (d routeDoc) q(names ...string) routeDoc { d.Query = append(d.Query, names...); return d }
 
+// errs adds error statuses.
+func (d routeDoc) errs(statuses ...int) routeDoc { d.Errors = append(d.Errors, statuses...); return d }
+
+// extra sets what a page adds to the envelope.
+func (d routeDoc) extra(v any) routeDoc { d.Extra = v; return d }
+
+// media sets the media types of the answer; any but JSON is documented as
+// text.
+func (d routeDoc) media(types ...string) routeDoc { d.Media = types; return d }
+
+// Statuses many routes answer: 409 a write the record's state refuses, 502
+// and 504 a site or target that failed or did not answer in time.
+var (
+	conflict  = []int{http.StatusConflict}
+	siteWaits = []int{http.StatusBadGateway, http.StatusGatewayTimeout}
+)
+
 // routeDocs documents every route of the hub API, including routes of the
-// spec that later features add.
+// spec that later features add (at the end, without types).
 var routeDocs = map[string]routeDoc{
 	// Auth and identity.
-	"POST /api/auth/token/":            docOne("auth", "Obtain an access and a refresh token", "TokenPair").public(),
-	"POST /api/auth/token/refresh/":    docOne("auth", "Obtain a new access token from a refresh token", "TokenPair").public(),
-	"POST /api/auth/token/verify/":     docOne("auth", "Verify a token", "").public(),
-	"GET /api/auth/token/publickey/":   docOne("auth", "The public key that verifies tokens", "").public(),
-	"POST /api/auth/idp/token/":        docOne("auth", "Exchange an identity-provider token for hub tokens", "TokenPair").public(),
-	"GET /api/auth/clientkeys/":        docPage("auth", "List client keys", "ClientKey"),
-	"POST /api/auth/clientkeys/":       docOne("auth", "Create a client key (api_key shown once)", "ClientKey"),
-	"GET /api/auth/clientkeys/{}/":     docOne("auth", "Get a client key", "ClientKey"),
-	"PATCH /api/auth/clientkeys/{}/":   docOne("auth", "Rename a client key", "ClientKey"),
-	"DELETE /api/auth/clientkeys/{}/":  docOne("auth", "Revoke a client key", ""),
-	"GET /api/users/":                  docPage("users", "List users", "User"),
-	"POST /api/users/":                 docOne("users", "Create a user", "User"),
-	"POST /api/users/change_password/": docOne("users", "Change the caller's password", ""),
-	"POST /api/users/sync/":            docOne("users", "Sync NAS users on each site", "").with(http.StatusAccepted),
-	"GET /api/users/{}/":               docOne("users", "Get a user", "User"),
-	"PATCH /api/users/{}/":             docOne("users", "Update a user", "User"),
-	"DELETE /api/users/{}/":            docOne("users", "Delete a user", ""),
-	"POST /api/users/{}/activate/":     docOne("users", "Activate a user", "").noBody(),
-	"POST /api/users/{}/deactivate/":   docOne("users", "Deactivate a user", "").noBody(),
-	"GET /api/my-permissions/":         docArray("users", "The caller's permissions", ""),
-	"GET /api/groups/":                 docPage("users", "List groups", "Group"),
-	"POST /api/groups/":                docOne("users", "Create a group", "Group"),
-	"GET /api/groups/{}/":              docOne("users", "Get a group", "Group"),
-	"PATCH /api/groups/{}/":            docOne("users", "Update a group", "Group"),
-	"DELETE /api/groups/{}/":           docOne("users", "Delete a group", ""),
-	"GET /api/permissions/":            docPage("users", "List permissions", "Permission"),
-	"GET /api/permissions/{}/":         docOne("users", "Get a permission", "Permission"),
-	"GET /api/health/":                 docOne("health", "Health of the hub, its sites, nodes and queues", "Health"),
+	"POST /api/auth/token/":            docOne("auth", "Obtain an access and a refresh token", tokenPairResponse{}).in(tokenInput{}).public().errs(http.StatusUnauthorized, http.StatusTooManyRequests),
+	"POST /api/auth/token/refresh/":    docOne("auth", "Obtain a new access token from a refresh token", accessTokenResponse{}).in(refreshTokenInput{}).public().errs(http.StatusUnauthorized, http.StatusTooManyRequests),
+	"POST /api/auth/token/verify/":     docOne("auth", "Verify a token (201 with an empty object when valid)", emptyResponse{}).in(verifyTokenInput{}).public().errs(http.StatusUnauthorized),
+	"GET /api/auth/token/publickey/":   docOne("auth", "The public key that verifies tokens", publicKeyResponse{}).public(),
+	"POST /api/auth/idp/token/":        docOne("auth", "Exchange an identity-provider token for hub tokens", idpTokenResponse{}).in(idpTokenInput{}).public().errs(http.StatusUnauthorized, http.StatusTooManyRequests, http.StatusBadGateway),
+	"GET /api/auth/clientkeys/":        docPage("auth", "List client keys", clientKeyResponse{}),
+	"POST /api/auth/clientkeys/":       docOne("auth", "Create a client key (api_key shown once)", newClientKeyResponse{}).in(clientKeyInput{}),
+	"GET /api/auth/clientkeys/{}/":     docOne("auth", "Get a client key", clientKeyResponse{}),
+	"PATCH /api/auth/clientkeys/{}/":   docOne("auth", "Rename a client key", clientKeyResponse{}).in(clientKeyInput{}),
+	"DELETE /api/auth/clientkeys/{}/":  docDelete("auth", "Revoke a client key"),
+	"GET /api/users/":                  docPage("users", "List users", userResponse{}),
+	"POST /api/users/":                 docOne("users", "Create a user", userResponse{}).in(userInput{}),
+	"POST /api/users/change_password/": docOne("users", "Change the caller's password", detailResponse{}).in(changePasswordInput{}),
+	"POST /api/users/sync/":            docOne("users", "Sync NAS users on each site", nasSyncResponse{}).with(http.StatusAccepted),
+	"GET /api/users/{}/":               docOne("users", "Get a user", userResponse{}),
+	"PATCH /api/users/{}/":             docOne("users", "Update a user", userResponse{}).in(userInput{}),
+	"DELETE /api/users/{}/":            docDelete("users", "Delete a user (not oneself)").errs(conflict...),
+	"POST /api/users/{}/activate/":     docOne("users", "Activate a user", userResponse{}),
+	"POST /api/users/{}/deactivate/":   docOne("users", "Deactivate a user", userResponse{}),
+	"GET /api/my-permissions/":         docList("users", "The caller's permissions (one element)", myPermissionsResponse{}),
+	"GET /api/groups/":                 docPage("users", "List groups", groupResponse{}),
+	"POST /api/groups/":                docOne("users", "Create a group", groupResponse{}).in(groupInput{}).errs(conflict...),
+	"GET /api/groups/{}/":              docOne("users", "Get a group", groupResponse{}),
+	"PATCH /api/groups/{}/":            docOne("users", "Update a group", groupResponse{}).in(groupInput{}).errs(conflict...),
+	"DELETE /api/groups/{}/":           docDelete("users", "Delete a group"),
+	"GET /api/permissions/":            docPage("users", "List permissions", permissionResponse{}),
+	"GET /api/permissions/{}/":         docOne("users", "Get a permission", permissionResponse{}),
+	"GET /api/health/":                 docOne("health", "Health of the hub, its sites, nodes and queues", healthResponse{}),
 
 	// Reference.
-	"GET /api/schema/": docOne("reference", "This OpenAPI document (JSON; ?format=yaml for YAML)", "").public().q("format"),
-	"GET /api/docs/":   docOne("reference", "Interactive API reference (Swagger UI)", "").public(),
-	"GET /api/docs/{}": docOne("reference", "Assets of the interactive API reference", "").public(),
+	"GET /api/schema/": docOne("reference", "This OpenAPI document (JSON; ?format=yaml for YAML)", map[string]any{}).public().q("format").media("application/json", "application/yaml"),
+	"GET /api/docs/":   docOne("reference", "Interactive API reference (Swagger UI)", "").public().media("text/html"),
+	"GET /api/docs/{}": docOne("reference", "Assets of the interactive API reference", "").public().media("*/*"),
 
 	// Catalogue: features, file status types, certificate lifetimes, tags.
-	"GET /api/features/":             docPage("catalogue", "List feature flags", "Feature"),
-	"GET /api/features/{}/":          docOne("catalogue", "Get a feature flag", "Feature"),
-	"PATCH /api/features/{}/":        docOne("catalogue", "Switch a feature flag (enabled)", "Feature"),
-	"GET /api/filestatustypes/":      docPage("catalogue", "List file status types", "FileStatusType"),
-	"GET /api/filestatustypes/{}/":   docOne("catalogue", "Get a file status type", "FileStatusType"),
-	"PATCH /api/filestatustypes/{}/": docOne("catalogue", "Change a file status type's label and colours", "FileStatusType"),
-	"GET /api/pki/lifetime/":         docArray("catalogue", "List certificate lifetimes", "CertificateLifetime"),
-	"GET /api/pki/lifetime/{}/":      docOne("catalogue", "Get a certificate lifetime", "CertificateLifetime"),
-	"PATCH /api/pki/lifetime/{}/":    docOne("catalogue", "Change a certificate lifetime (days)", "CertificateLifetime"),
-	"POST /api/pki/site/":            docOne("catalogue", "Issue a client certificate for a site or node from the hub CA (site, node, csr)", ""),
-	"GET /api/tags/":                 docArray("catalogue", "List tags", "Tag", "filter"),
+	"GET /api/features/":             docPage("catalogue", "List feature flags", featureResponse{}),
+	"GET /api/features/{}/":          docOne("catalogue", "Get a feature flag", featureResponse{}),
+	"PATCH /api/features/{}/":        docOne("catalogue", "Switch a feature flag (enabled)", featureResponse{}).in(featurePatchInput{}),
+	"GET /api/filestatustypes/":      docPage("catalogue", "List file status types", fileStatusTypeResponse{}),
+	"GET /api/filestatustypes/{}/":   docOne("catalogue", "Get a file status type", fileStatusTypeResponse{}),
+	"PATCH /api/filestatustypes/{}/": docOne("catalogue", "Change a file status type's label and colours", fileStatusTypeResponse{}).in(fileStatusTypePatchInput{}),
+	"GET /api/pki/lifetime/":         docList("catalogue", "List certificate lifetimes", certificateLifetimeResponse{}),
+	"GET /api/pki/lifetime/{}/":      docOne("catalogue", "Get a certificate lifetime", certificateLifetimeResponse{}),
+	"PATCH /api/pki/lifetime/{}/":    docOne("catalogue", "Change a certificate lifetime (days)", certificateLifetimeResponse{}).in(certificateLifetimePatchInput{}),
+	"POST /api/pki/site/":            docOne("catalogue", "Issue a client certificate for a site or node from the hub CA", siteCertificateResponse{}).in(siteCertificateInput{}),
+	"GET /api/tags/":                 docList("catalogue", "List tags", tagResponse{}, "filter"),
 
 	// Operations: alerts, actions, nodes, queues.
-	"GET /api/alerts/":      docArray("operations", "List alerts, newest first", "Alert", "name", "node", "site", "severity", "summary", "timestamp", "suppressed"),
-	"GET /api/alerts/{}/":   docOne("operations", "Get an alert", "Alert"),
-	"PATCH /api/alerts/{}/": docOne("operations", "Suppress or unsuppress an alert", "Alert"),
-	"GET /api/actions/":     docPage("operations", "List actions", "Action"),
-	"POST /api/actions/":    docOne("operations", "Record an action (state PENDING)", "Action"),
-	"GET /api/actions/{}/":  docOne("operations", "Get an action", "Action"),
-	"GET /api/nodes/":       docPage("operations", "List worker nodes", "Node", "site"),
-	"GET /api/nodes/{}/":    docOne("operations", "Get a worker node", "Node"),
-	"PATCH /api/nodes/{}/":  docOne("operations", "Update a worker node", "Node"),
-	"DELETE /api/nodes/{}/": docOne("operations", "Forget a worker node", ""),
-	"GET /api/queues/":      docPage("operations", "List queues", "Queue", "site"),
-	"GET /api/queues/{}/":   docOne("operations", "Get a queue", "Queue"),
+	"GET /api/alerts/":      docList("operations", "List alerts, newest first", alertResponse{}, "name", "node", "site", "severity", "summary", "timestamp", "suppressed"),
+	"GET /api/alerts/{}/":   docOne("operations", "Get an alert", alertResponse{}),
+	"PATCH /api/alerts/{}/": docOne("operations", "Suppress or unsuppress an alert", alertResponse{}).in(alertPatchInput{}),
+	"GET /api/actions/":     docPage("operations", "List actions", actionResponse{}),
+	"POST /api/actions/":    docOne("operations", "Record an action and start it", actionDetailResponse{}).in(actionInput{}),
+	"GET /api/actions/{}/":  docOne("operations", "Get an action", actionDetailResponse{}),
+	"GET /api/nodes/":       docPage("operations", "List worker nodes", nodeResponse{}, "site"),
+	"GET /api/nodes/{}/":    docOne("operations", "Get a worker node", nodeResponse{}),
+	"PATCH /api/nodes/{}/":  docOne("operations", "Update a worker node", nodeResponse{}).in(nodePatchInput{}),
+	"DELETE /api/nodes/{}/": docDelete("operations", "Forget a worker node"),
+	"GET /api/queues/":      docPage("operations", "List queues", queueResponse{}, "site"),
+	"GET /api/queues/{}/":   docOne("operations", "Get a queue", queueResponse{}),
 
 	// Configuration and settings.
-	"GET /api/configurations/":             docOne("settings", "Get the configuration", "Configuration"),
-	"PATCH /api/configurations/":           docOne("settings", "Change the configuration", "Configuration"),
-	"GET /api/settings/":                   docArray("settings", "List global settings", "Setting"),
-	"PATCH /api/settings/":                 docOne("settings", "Set or delete global settings and send them to every site", "SettingsPatch").with(http.StatusAccepted),
-	"POST /api/settings/sync/":             docOne("settings", "Send the settings to every site, or to ?site=", "").with(http.StatusAccepted).noBody().q("site"),
-	"GET /api/sites/{}/settings/":          docArray("settings", "Settings in force at a site (?flat=true: key to value)", "Setting", "flat"),
-	"PATCH /api/sites/{}/settings/":        docOne("settings", "Set or delete a site's own settings and send them", "SettingsPatch").with(http.StatusAccepted),
-	"POST /api/sites/{}/settings/refresh/": docOne("settings", "Import the settings a site applies that the hub lacks", "").with(http.StatusAccepted).noBody(),
-	"GET /api/settingstasks/":              docPage("settings", "List settings tasks", "SettingsTask", "tasktype", "state", "job_id"),
-	"GET /api/settingstasks/{}/":           docOne("settings", "Get a settings task", "SettingsTask"),
+	"GET /api/configurations/":             docOne("settings", "Get the configuration", models.Configuration{}),
+	"PATCH /api/configurations/":           docOne("settings", "Change the configuration", models.Configuration{}).in(models.Configuration{}),
+	"GET /api/settings/":                   docList("settings", "List global settings", settingResponse{}),
+	"PATCH /api/settings/":                 docOne("settings", "Set or delete global settings and send them to every site", settingsTasksResponse{}).with(http.StatusAccepted).in(settingsInput{}),
+	"POST /api/settings/sync/":             docOne("settings", "Send the settings to every site, or to ?site=", settingsTasksResponse{}).with(http.StatusAccepted).q("site"),
+	"GET /api/sites/{}/settings/":          docOne("settings", "Settings in force at a site (?flat=true: key to value)", anyOf{[]settingResponse{}, map[string]json.RawMessage{}}, "flat"),
+	"PATCH /api/sites/{}/settings/":        docOne("settings", "Set or delete a site's own settings and send them", settingsTaskRef{}).with(http.StatusAccepted).in(settingsInput{}),
+	"POST /api/sites/{}/settings/refresh/": docOne("settings", "Import the settings a site applies that the hub lacks", settingsTaskRef{}).with(http.StatusAccepted),
+	"GET /api/settingstasks/":              docPage("settings", "List settings tasks", settingsTaskResponse{}, "tasktype", "state", "job_id"),
+	"GET /api/settingstasks/{}/":           docOne("settings", "Get a settings task", settingsTaskDetailResponse{}),
 
 	// Workflow definitions.
-	"GET /api/workflows/":       docPage("workflows", "List workflow definitions", "Workflow", "enabled", "visible"),
-	"POST /api/workflows/":      docOne("workflows", "Create a workflow definition", "Workflow"),
-	"GET /api/workflows/{}/":    docOne("workflows", "Get a workflow definition", "Workflow"),
-	"PATCH /api/workflows/{}/":  docOne("workflows", "Update a workflow definition", "Workflow"),
-	"DELETE /api/workflows/{}/": docOne("workflows", "Delete a workflow definition (not a built-in one)", ""),
+	"GET /api/workflows/":       docPage("workflows", "List workflow definitions", workflowResponse{}, "enabled", "visible"),
+	"POST /api/workflows/":      docOne("workflows", "Create a workflow definition", workflowResponse{}).in(workflowDefInput{}),
+	"GET /api/workflows/{}/":    docOne("workflows", "Get a workflow definition", workflowResponse{}),
+	"PATCH /api/workflows/{}/":  docOne("workflows", "Update a workflow definition", workflowResponse{}).in(workflowDefInput{}),
+	"DELETE /api/workflows/{}/": docDelete("workflows", "Delete a workflow definition (not a built-in one)").errs(conflict...),
 
 	// Sites and storage.
-	"GET /api/sites/":                     docPage("sites", "List sites", "Site"),
-	"POST /api/sites/":                    docOne("sites", "Create a site", "Site"),
-	"GET /api/sites/{}/":                  docOne("sites", "Get a site", "Site"),
-	"PATCH /api/sites/{}/":                docOne("sites", "Update a site", "Site"),
-	"DELETE /api/sites/{}/":               docOne("sites", "Delete a site", ""),
-	"GET /api/sites/{}/health/":           docOne("sites", "Health of a site", "Site"),
-	"POST /api/sites/{}/refresh/":         docOne("sites", "Refresh a site's counts and storage", "Site").noBody(),
-	"GET /api/spaces/":                    docPage("spaces", "List spaces", "Space", "site_id", "search_keyword"),
-	"POST /api/spaces/":                   docOne("spaces", "Create a space", "Space"),
-	"GET /api/spaces/{}/":                 docOne("spaces", "Get a space", "Space", "site_id", "search_keyword"),
-	"PATCH /api/spaces/{}/":               docOne("spaces", "Update a space", "Space"),
-	"DELETE /api/spaces/{}/":              docOne("spaces", "Delete a space", ""),
-	"GET /api/spaces/{}/files/":           docOne("spaces", "Browse a space's files", "SpaceFile"),
-	"GET /api/storagepools/":              docPage("storage", "List storage pools", "StoragePool"),
-	"GET /api/storagepools/{}/":           docOne("storage", "Get a storage pool", "StoragePool"),
-	"GET /api/servers/":                   docPage("storage", "List servers", "Server"),
-	"GET /api/servers/{}/":                docOne("storage", "Get a server", "Server"),
-	"GET /api/datastores/":                docPage("storage", "List data stores", "DataStore"),
-	"POST /api/datastores/":               docOne("storage", "Create a data store", "DataStore"),
-	"GET /api/datastores/{}/":             docOne("storage", "Get a data store", "DataStore"),
-	"PATCH /api/datastores/{}/":           docOne("storage", "Update a data store", "DataStore"),
-	"DELETE /api/datastores/{}/":          docOne("storage", "Delete a data store", ""),
-	"GET /api/ipaddresses/":               docPage("storage", "List IP addresses", "IPAddress", "datastore_id"),
-	"POST /api/ipaddresses/":              docOne("storage", "Create an IP address", "IPAddress"),
-	"GET /api/ipaddresses/{}/":            docOne("storage", "Get an IP address", "IPAddress"),
-	"PATCH /api/ipaddresses/{}/":          docOne("storage", "Update an IP address", "IPAddress"),
-	"DELETE /api/ipaddresses/{}/":         docOne("storage", "Delete an IP address", ""),
-	"GET /api/buckets/":                   docPage("storage", "List buckets", "Bucket"),
-	"POST /api/buckets/":                  docOne("storage", "Create a bucket", "Bucket"),
-	"GET /api/buckets/{}/":                docOne("storage", "Get a bucket", "Bucket"),
-	"PATCH /api/buckets/{}/":              docOne("storage", "Update a bucket", "Bucket"),
-	"DELETE /api/buckets/{}/":             docOne("storage", "Delete a bucket (and its settings on every site)", ""),
-	"GET /api/external_targets/":          docPage("storage", "List external targets", "ExternalTarget", "bucket"),
-	"POST /api/external_targets/":         docOne("storage", "Create an external target", "ExternalTarget"),
-	"GET /api/external_targets/{}/":       docOne("storage", "Get an external target", "ExternalTarget"),
-	"PATCH /api/external_targets/{}/":     docOne("storage", "Update an external target", "ExternalTarget"),
-	"DELETE /api/external_targets/{}/":    docOne("storage", "Delete an external target", ""),
-	"GET /api/external_targets/{}/files/": docOne("storage", "List an external target's contents", "", "page", "page_size", "path", "max_items", "marker"),
-	"GET /api/nfsshares/":                 docArray("storage", "List NFS shares", "NFSShare"),
-	"POST /api/nfsshares/":                docOne("storage", "Create an NFS share", "NFSShare"),
-	"GET /api/nfsshares/{}/":              docOne("storage", "Get an NFS share", "NFSShare"),
-	"PATCH /api/nfsshares/{}/":            docOne("storage", "Update an NFS share", "NFSShare"),
-	"DELETE /api/nfsshares/{}/":           docOne("storage", "Delete an NFS share", ""),
-	"GET /api/smbshares/":                 docArray("storage", "List SMB shares", "SMBShare"),
-	"POST /api/smbshares/":                docOne("storage", "Create an SMB share", "SMBShare"),
-	"GET /api/smbshares/{}/":              docOne("storage", "Get an SMB share", "SMBShare"),
-	"PATCH /api/smbshares/{}/":            docOne("storage", "Update an SMB share", "SMBShare"),
-	"DELETE /api/smbshares/{}/":           docOne("storage", "Delete an SMB share", ""),
+	"GET /api/sites/":                     docPage("sites", "List sites", siteResponse{}),
+	"POST /api/sites/":                    docOne("sites", "Create a site", siteResponse{}).in(siteInput{}),
+	"GET /api/sites/{}/":                  docOne("sites", "Get a site", siteResponse{}),
+	"PATCH /api/sites/{}/":                docOne("sites", "Update a site", siteResponse{}).in(siteInput{}),
+	"DELETE /api/sites/{}/":               docDelete("sites", "Delete a site (not one holding spaces)").errs(conflict...),
+	"GET /api/sites/{}/health/":           docOne("sites", "Health of a site", siteHealthResponse{}),
+	"POST /api/sites/{}/refresh/":         docOne("sites", "Refresh a site's counts and storage (202 when it takes longer than the wait)", siteResponse{}).with(http.StatusOK).also(http.StatusAccepted, taskRef{}).errs(siteWaits...),
+	"GET /api/spaces/":                    docPage("spaces", "List spaces", spaceResponse{}, "site_id", "search_keyword"),
+	"POST /api/spaces/":                   docOne("spaces", "Create a space", spaceResponse{}).in(spaceInput{}),
+	"GET /api/spaces/{}/":                 docOne("spaces", "Get a space", spaceResponse{}, "site_id", "search_keyword"),
+	"PATCH /api/spaces/{}/":               docOne("spaces", "Update a space", spaceResponse{}).in(spaceInput{}).errs(conflict...),
+	"DELETE /api/spaces/{}/":              docDelete("spaces", "Delete a space (not an immutable or shared one)").errs(conflict...),
+	"GET /api/spaces/{}/files/":           docPage("spaces", "Browse a space's files on its sites (a site that fails is an entry with its error)", anyOf{fileResponse{}, fileErrorResponse{}}, "path", "site", "details", "custom_timeout", "raise_exception").errs(siteWaits...),
+	"GET /api/storagepools/":              docPage("storage", "List storage pools", storagePoolResponse{}, "site"),
+	"GET /api/storagepools/{}/":           docOne("storage", "Get a storage pool", storagePoolResponse{}),
+	"GET /api/servers/":                   docPage("storage", "List servers", serverResponse{}, "site"),
+	"GET /api/servers/{}/":                docOne("storage", "Get a server", serverResponse{}),
+	"GET /api/datastores/":                docPage("storage", "List data stores", datastoreResponse{}),
+	"POST /api/datastores/":               docOne("storage", "Create a data store", datastoreResponse{}).in(datastoreInput{}).errs(http.StatusServiceUnavailable),
+	"GET /api/datastores/{}/":             docOne("storage", "Get a data store", datastoreResponse{}),
+	"PATCH /api/datastores/{}/":           docOne("storage", "Update a data store", datastoreResponse{}).in(datastoreInput{}).errs(http.StatusServiceUnavailable),
+	"DELETE /api/datastores/{}/":          docDelete("storage", "Delete a data store"),
+	"GET /api/ipaddresses/":               docPage("storage", "List IP addresses", ipAddressResponse{}, "datastore_id"),
+	"POST /api/ipaddresses/":              docOne("storage", "Create an IP address", ipAddressResponse{}).in(ipAddressInput{}),
+	"GET /api/ipaddresses/{}/":            docOne("storage", "Get an IP address", ipAddressResponse{}),
+	"PATCH /api/ipaddresses/{}/":          docOne("storage", "Update an IP address", ipAddressResponse{}).in(ipAddressInput{}),
+	"DELETE /api/ipaddresses/{}/":         docDelete("storage", "Delete an IP address"),
+	"GET /api/buckets/":                   docPage("storage", "List buckets", bucketResponse{}),
+	"POST /api/buckets/":                  docOne("storage", "Create a bucket", bucketResponse{}).in(bucketInput{}).errs(http.StatusServiceUnavailable),
+	"GET /api/buckets/{}/":                docOne("storage", "Get a bucket", bucketResponse{}),
+	"PATCH /api/buckets/{}/":              docOne("storage", "Update a bucket (not one being deleted)", bucketResponse{}).in(bucketInput{}).errs(http.StatusConflict, http.StatusServiceUnavailable),
+	"DELETE /api/buckets/{}/":             docOne("storage", "Delete a bucket: its settings on every site, then the record", deletedBucketResponse{}).with(http.StatusAccepted),
+	"GET /api/external_targets/":          docPage("storage", "List external targets", externalTargetResponse{}, "bucket"),
+	"POST /api/external_targets/":         docOne("storage", "Create an external target", externalTargetResponse{}).in(externalTargetInput{}).errs(http.StatusServiceUnavailable),
+	"GET /api/external_targets/{}/":       docOne("storage", "Get an external target", externalTargetResponse{}),
+	"PATCH /api/external_targets/{}/":     docOne("storage", "Update an external target", externalTargetResponse{}).in(externalTargetInput{}).errs(http.StatusServiceUnavailable),
+	"DELETE /api/external_targets/{}/":    docDelete("storage", "Delete an external target"),
+	"GET /api/external_targets/{}/files/": docOne("storage", "List an external target's contents", targetListingResponse{}, "path", "max_items", "marker").errs(append(conflict, siteWaits...)...),
+	"GET /api/nfsshares/":                 docList("storage", "List NFS shares", nfsShareResponse{}, "space"),
+	"POST /api/nfsshares/":                docOne("storage", "Create an NFS share", nfsShareResponse{}).in(nfsShareInput{}),
+	"GET /api/nfsshares/{}/":              docOne("storage", "Get an NFS share", nfsShareResponse{}),
+	"PATCH /api/nfsshares/{}/":            docOne("storage", "Update an NFS share", nfsShareResponse{}).in(nfsShareInput{}),
+	"DELETE /api/nfsshares/{}/":           docDelete("storage", "Delete an NFS share"),
+	"GET /api/smbshares/":                 docList("storage", "List SMB shares", smbShareResponse{}, "space"),
+	"POST /api/smbshares/":                docOne("storage", "Create an SMB share", smbShareResponse{}).in(smbShareInput{}),
+	"GET /api/smbshares/{}/":              docOne("storage", "Get an SMB share", smbShareResponse{}),
+	"PATCH /api/smbshares/{}/":            docOne("storage", "Update an SMB share", smbShareResponse{}).in(smbShareInput{}),
+	"DELETE /api/smbshares/{}/":           docDelete("storage", "Delete an SMB share"),
 
 	// Jobs and tasks.
-	"POST /api/file/workflow/":               docOne("jobs", "Run a workflow on paths of a site (starts a job)", "Job"),
-	"GET /api/jobs/":                         docPage("jobs", "List jobs", "Job", "created", "created_time_from", "created_time_to", "completed_time_from", "completed_time_to", "workflow", "state", "owner_ids", "clientkey_ids", "schedule_ids", "site_id", "site", "input_paths_prefix", "search_keyword", "hide_noop", "queue", "queue_id"),
-	"POST /api/jobs/":                        docOne("jobs", "Create a job (older revision body)", "Job"),
-	"GET /api/jobs/jobtype_choices/":         docPage("jobs", "Custom job types", ""),
-	"GET /api/jobs/recent/":                  docArray("jobs", "The most recent jobs", "Job"),
-	"GET /api/jobs/stats/":                   docOne("jobs", "Job statistics (same filters as the job list)", ""),
-	"GET /api/jobs/{}/":                      docOne("jobs", "Get a job", "Job"),
-	"DELETE /api/jobs/{}/":                   docOne("jobs", "Delete a job", ""),
-	"POST /api/jobs/{}/cancel/":              docOne("jobs", "Cancel a job's pending and started tasks", "").noBody(),
-	"POST /api/jobs/{}/pause/":               docOne("jobs", "Pause a job", "").noBody(),
-	"POST /api/jobs/{}/resume/":              docOne("jobs", "Resume a paused job", "").noBody(),
-	"POST /api/jobs/{}/resubmit/":            docOne("jobs", "Resubmit a finished job", "").noBody(),
-	"GET /api/jobs/{}/files/":                docPage("jobs", "Files of a job", "", "category"),
-	"GET /api/jobs/{}/progress/":             docOne("jobs", "Completion percentage of a job", ""),
-	"GET /api/jobs/{}/statistics/":           docOne("jobs", "Statistics of all files of a job", ""),
-	"GET /api/jobstats/":                     docPage("jobs", "List per-path job stats", "JobStat", "state", "job", "path", "history"),
-	"GET /api/jobstats/{}/":                  docOne("jobs", "Get a job stat", "JobStat"),
-	"GET /api/jobstats/{}/history/":          docPage("jobs", "Task history of a job stat", "JobStat", "state", "job", "path", "history"),
-	"GET /api/tasks/":                        docPage("jobs", "List tasks", "Task", "tasktype", "task_id", "state", "job_id", "internal"),
-	"GET /api/tasks/{}/":                     docOne("jobs", "Get a task", "Task"),
-	"GET /api/tasks/{}/files/":               docPage("jobs", "Files of a task", "", "state", "type", "site"),
-	"GET /api/schedules/":                    docPage("schedules", "List schedules", "Schedule", "site_id", "space_id"),
-	"POST /api/schedules/":                   docOne("schedules", "Create a schedule", "Schedule"),
-	"GET /api/schedules/{}/":                 docOne("schedules", "Get a schedule", "Schedule"),
-	"PATCH /api/schedules/{}/":               docOne("schedules", "Update a schedule", "Schedule"),
-	"DELETE /api/schedules/{}/":              docOne("schedules", "Delete a schedule", ""),
-	"POST /api/schedules/{}/run/":            docOne("schedules", "Run a schedule now", "Schedule").noBody(),
-	"GET /api/schedules/{}/workflows/":       docPage("schedules", "List a schedule's workflows", "ScheduleWorkflow"),
-	"POST /api/schedules/{}/workflows/":      docOne("schedules", "Add a workflow to a schedule", "ScheduleWorkflow"),
-	"GET /api/schedules/{}/workflows/{}/":    docOne("schedules", "Get a schedule workflow", "ScheduleWorkflow"),
-	"PATCH /api/schedules/{}/workflows/{}/":  docOne("schedules", "Update a schedule workflow", "ScheduleWorkflow"),
-	"DELETE /api/schedules/{}/workflows/{}/": docOne("schedules", "Remove a workflow from a schedule", ""),
-	"GET /api/automatedschedules/":           docPage("schedules", "List automated schedules", ""),
-	"GET /api/policies/":                     docPage("policies", "List policies", "Policy"),
-	"POST /api/policies/":                    docOne("policies", "Create a policy", "Policy"),
-	"GET /api/policies/{}/":                  docOne("policies", "Get a policy", "Policy"),
-	"PATCH /api/policies/{}/":                docOne("policies", "Update a policy", "Policy"),
-	"DELETE /api/policies/{}/":               docOne("policies", "Delete a policy", ""),
-	"POST /api/policies/{}/run/":             docOne("policies", "Run a policy now", "").with(http.StatusAccepted).noBody(),
-	"GET /api/file/":                         docPage("files", "Browse a directory of a site", "", "path", "site", "details", "cache_ttl"),
-	"GET /api/filesets/":                     docOne("files", "File sets", "", "site"),
-	"GET /api/analytics/":                    docPage("files", "Storage analytics", "", "path", "site", "children", "cache_ttl", "custom_timeout", "raise_exception", "download"),
-	"POST /api/search/":                      docOne("search", "Start a search", ""),
-	"GET /api/search/{}/":                    docPage("search", "Results of a search", "", "sort", "group_by_name"),
-	"DELETE /api/search/{}/":                 docOne("search", "Delete a search", ""),
-	"PATCH /api/search/metadata/":            docOne("search", "Update search metadata", ""),
-	"GET /api/search/metadata_fields/":       docPage("search", "List metadata fields", ""),
+	"POST /api/file/workflow/":       docOne("jobs", "Run a workflow on paths of a site (starts a job)", runWorkflowResponse{}).in(runWorkflowInput{}),
+	"GET /api/jobs/":                 docPage("jobs", "List jobs", jobResponse{}, jobFilters...).extra(jobsPage{}),
+	"POST /api/jobs/":                docOne("jobs", "Create a job (older revision body: jobtype)", jobResponse{}).in(runWorkflowInput{}),
+	"GET /api/jobs/jobtype_choices/": docPage("jobs", "Custom job types", jobTypeChoice{}),
+	"GET /api/jobs/recent/":          docList("jobs", "The most recent jobs", jobResponse{}, append([]string{"limit", "n"}, jobFilters...)...),
+	"GET /api/jobs/stats/":           docOne("jobs", "Job statistics (same filters as the job list)", models.JobSummary{}, jobFilters...),
+	"GET /api/jobs/{}/":              docOne("jobs", "Get a job", jobResponse{}),
+	"DELETE /api/jobs/{}/":           docDelete("jobs", "Delete a finished job").errs(conflict...),
+	"POST /api/jobs/{}/cancel/":      docOne("jobs", "Cancel a job's pending and started tasks", jobResponse{}).with(http.StatusAccepted).errs(conflict...),
+	"POST /api/jobs/{}/pause/":       docOne("jobs", "Pause a job", jobResponse{}).with(http.StatusAccepted).errs(conflict...),
+	"POST /api/jobs/{}/resume/":      docOne("jobs", "Resume a paused job", jobResponse{}).with(http.StatusAccepted).errs(conflict...),
+	"POST /api/jobs/{}/resubmit/":    docOne("jobs", "Resubmit what a finished job failed (200: nothing to redo)", jobResponse{}).with(http.StatusAccepted).also(http.StatusOK, jobResponse{}),
+	"GET /api/jobs/{}/files/":        docPage("jobs", "Files of a job", jobStatItem{}, "category"),
+	"GET /api/jobs/{}/progress/":     docOne("jobs", "Completion percentage of a job", jobProgressResponse{}),
+	"GET /api/jobs/{}/statistics/":   docOne("jobs", "Statistics of all files of a job", jobStatisticsResponse{}),
+	"GET /api/jobstats/":             docPage("jobs", "List per-path job stats (?history=true: their history)", anyOf{jobStatItem{}, jobStatHistoryResponse{}}, "state", "job", "path", "history"),
+	"GET /api/jobstats/{}/":          docOne("jobs", "Get a job stat", jobStatResponse{}),
+	"GET /api/jobstats/{}/history/":  docPage("jobs", "History of a job stat's path", jobStatHistoryResponse{}, "state", "job", "path", "history"),
+	"GET /api/tasks/":                docPage("jobs", "List tasks", taskResponse{}, "tasktype", "task_id", "state", "job_id", "internal"),
+	"GET /api/tasks/{}/":             docOne("jobs", "Get a task", taskDetailResponse{}),
+	"GET /api/tasks/{}/files/":       docOne("jobs", "A task with a page of the outcomes of its paths", taskFilesResponse{}, "page", "page_size", "state", "type", "site"),
+	"GET /api/file/":                 docPage("files", "Browse a directory of a site", fileResponse{}, "path", "site", "details", "custom_timeout").extra(browsePage{}).errs(siteWaits...),
+
+	// Routes of the spec not served yet.
+	"GET /api/schedules/":                    docPage("schedules", "List schedules", nil, "site_id", "space_id"),
+	"POST /api/schedules/":                   docOne("schedules", "Create a schedule", nil),
+	"GET /api/schedules/{}/":                 docOne("schedules", "Get a schedule", nil),
+	"PATCH /api/schedules/{}/":               docOne("schedules", "Update a schedule", nil),
+	"DELETE /api/schedules/{}/":              docDelete("schedules", "Delete a schedule"),
+	"POST /api/schedules/{}/run/":            docOne("schedules", "Run a schedule now", nil),
+	"GET /api/schedules/{}/workflows/":       docPage("schedules", "List a schedule's workflows", nil),
+	"POST /api/schedules/{}/workflows/":      docOne("schedules", "Add a workflow to a schedule", nil),
+	"GET /api/schedules/{}/workflows/{}/":    docOne("schedules", "Get a schedule workflow", nil),
+	"PATCH /api/schedules/{}/workflows/{}/":  docOne("schedules", "Update a schedule workflow", nil),
+	"DELETE /api/schedules/{}/workflows/{}/": docDelete("schedules", "Remove a workflow from a schedule"),
+	"GET /api/automatedschedules/":           docPage("schedules", "List automated schedules", nil),
+	"GET /api/policies/":                     docPage("policies", "List policies", nil),
+	"POST /api/policies/":                    docOne("policies", "Create a policy", nil),
+	"GET /api/policies/{}/":                  docOne("policies", "Get a policy", nil),
+	"PATCH /api/policies/{}/":                docOne("policies", "Update a policy", nil),
+	"DELETE /api/policies/{}/":               docDelete("policies", "Delete a policy"),
+	"POST /api/policies/{}/run/":             docOne("policies", "Run a policy now", nil).with(http.StatusAccepted),
+	"GET /api/filesets/":                     docOne("files", "File sets", nil, "site"),
+	"GET /api/analytics/":                    docPage("files", "Storage analytics", nil, "path", "site", "children", "cache_ttl", "custom_timeout", "raise_exception", "download"),
+	"POST /api/search/":                      docOne("search", "Start a search", nil),
+	"GET /api/search/{}/":                    docPage("search", "Results of a search", nil, "sort", "group_by_name"),
+	"DELETE /api/search/{}/":                 docDelete("search", "Delete a search"),
+	"PATCH /api/search/metadata/":            docOne("search", "Update search metadata", nil),
+	"GET /api/search/metadata_fields/":       docPage("search", "List metadata fields", nil),
 }
 
-// schemaFields lists each component's fields as name:type, with a
-// trailing ! for read-only ones. Types: string, integer, number, boolean,
-// object, array, or any (no constraint).
-var schemaFields = map[string]string{
-	"TokenPair":           "access:string refresh:string",
-	"ClientKey":           "id:integer! url:string! name:string user:string! api_key:string! created:string!",
-	"User":                "id:integer! url:string! username:string password:string email:string first_name:string last_name:string date_joined:string last_login:string is_active:boolean groups:array nas_user:object profile:object",
-	"Group":               "id:integer! url:string! name:string permissions:array users:array",
-	"Permission":          "id:integer! app_label:string! codename:string! model:string! name:string!",
-	"Health":              "overall_health:string! hub_status:object! site_status:array!",
-	"Feature":             "name:string! description:string! enabled:boolean",
-	"FileStatusType":      "key:string! label:string background_color:string text_color:string url:string!",
-	"CertificateLifetime": "id:integer! url:string! name:string! description:string! days:integer updated_at:string! updated_by:integer!",
-	"Tag":                 "name:string!",
-	"Alert":               "id:integer! url:string! name:string! node:string! queue:string! severity:string! site:string! summary:string! suppressed:boolean timestamp:string! created:string!",
-	"Action":              "id:integer! url:string! action:string state:string! results:string! user:integer! created:string!",
-	"Node":                "id:integer! url:string! name:string site:string last_heartbeat:string online:boolean! has_default_queue:boolean!",
-	"Queue":               "id:integer! url:string! name:string! label:string! last_heartbeat:string! online:boolean! nodes:array! site:string!",
-	"Configuration":       "analytics_timeout:integer custom_statistics_tasks:object default_space_location:string force_local_managed_users:boolean health_timeout:integer initial_gid:integer initial_uid:integer jobs_ttl:integer maximum_external_results:integer node_health_last_heartbeat_interval:integer orchestrator_task_timeout:number schedules_enabled:boolean search_backend:string search_max_results:integer search_result_ttl:integer snapdiff_stream_timeout:integer snapshot_create_delete_retry_timeout:integer stat_refresh_period:integer stat_timeout:integer task_invalidation_timeout:integer alert_completed_failed_jobs:boolean alert_completed_has_failures_jobs:boolean alert_completed_success_jobs:boolean alert_inprogress_failing_jobs:boolean alert_notprogressed_jobs:boolean alert_notstarted_jobs:boolean alert_scheduled:boolean alert_unscheduled:boolean alert_email_address:array db_backup_dir:string db_backup_enabled:boolean db_backup_report:boolean db_backup_report_to:string db_backup_retain_versions:integer db_backup_schedule:string db_backup_type:string filebrowser_proxies_backend:string idp_jwks_timeout:integer notprogressed_job_threshold:integer notstarted_job_threshold:integer",
-	"Setting":             "id:integer! key:string value:any desc:string! scope:string!",
-	"SettingsPatch":       "values:array tasks:array! task_id:integer! site:string!",
-	"SettingsTask":        "id:integer! url:string! task_id:string! tasktype:string! job:integer! site:string! started:string! state:string! completed:string! friendly_name:string! request:object! results:object! runtime:number!",
-	"Workflow":            "id:integer! url:string! name:string label:string discovery:string discovery_options:object fields:object filter_rules:array icon_classes:any enabled:boolean visible:boolean schedule_only:boolean external_only:boolean preferred_queue:string builtin:boolean!",
-	"Site":                "id:integer! url:string! name:string label:string shortcode:string type:string timezone:string public_url:string storage_search_url:string searchengine_url:string bandwidth:integer color:array am_i_configured:boolean ready_to_configure:boolean editable:string! addon_enabled:boolean directories_count:integer files_count:integer files_hydrated_count:integer files_stubbed_count:integer enable_auto_file_batch_sizing:boolean file_batch_gb:integer file_batch_size:integer fs_iscan_buckets:integer fs_iscan_threads:integer lock_threshold:integer include:object exclude:object spaces:array",
-	"Space":               "id:integer! uuid:string! url:string! name:string mountpoint:string size:integer permission_mode:string color:array created:string! editable:string! is_ready:string! nested_shares:string! relationships:string! immutable:boolean on_sites:object sites:array snapshot_schedule:object",
-	"SpaceFile":           "path:string name:string type:string site:string! size:integer data_size:integer disk_usage:integer path_depth:integer total_files:integer atime:string ctime:string mtime:string time_refreshed:string deleted:boolean restricted:boolean status:string children:string! error:string metadata:object remote_locations:object url:string!",
-	"StoragePool":         "name:string! filesystem:string! capacity:integer! free_space:integer! used_space:integer! is_default:boolean! site:integer!",
-	"Server":              "name:string! site:integer! list_of_interfaces:object!",
-	"DataStore":           "id:integer! url:string! name:string type:string accesskey:string accesskeyid:string secretaccesskey:string bucket:string container:string credentialsfile:string endpoint:string region:string storageaccount:string",
-	"IPAddress":           "id:integer! url:string! ipaddr:string datastore:any",
-	"Bucket":              "id:integer! name:string label:string storage_type:string endpoint:string port:integer scheme:string region:string ssl_verify:boolean container:string storage_account:string migration_target_folder:string advanced_settings:object credentials_file:string access_key:string access_key_id:string secret_access_key:string credentials_json:any external_targets:array! soft_deleting:boolean!",
-	"ExternalTarget":      "id:integer! name:string storage_type:string local_file_regex:string enabled:boolean backup_only:boolean backup_site:integer available_on_sites:array delete_on_recall:boolean bucket:any container:string storage_account:string endpoint:string port:integer scheme:string region:string ssl_verify:boolean migration_target_folder:string advanced_settings:object",
-	"NFSShare":            "id:integer! uuid:string! name:string path:string space:integer clients:array",
-	"SMBShare":            "id:integer! uuid:string! name:string space:integer path:string read_only:boolean visible:boolean guest_ok:boolean hsm_support:boolean multi_thread_reads:boolean multi_thread_writes:boolean root_share_locking:boolean create_mask:string directory_mask:string force_create_mode:string force_directory_mode:string admin_users:object allowed_users:object hosts_allow:object hosts_deny:object advanced_settings:object on_sites:object",
-	"Job":                 "id:integer! url:string! workflow:string site:string queue:string discovery:string fields:object paths:any state:string created:string! started:string! completed:string! runtime:number! owner:object! clientkey:string! schedule:string! dir_walk_complete:boolean is_settings_job:boolean friendly_name:string progress:number! numfiles:integer! numprocessedfiles:integer! numfailedfiles:integer! numskippedfiles:integer! numabortedfiles:integer! numcancelledfiles:integer!",
-	"JobStat":             "id:integer! job:integer task:integer path:string code:string message:string state:string url:string!",
-	"Task":                "id:integer! url:string! job:integer site:string queue:string tasktype:string task_id:string state:string started:string dynamic_parents:array parents:string! completed:string friendly_name:string paths:string! result:object runtime:string!",
-	"Schedule":            "id:integer! url:string! name:string site:string space:string enabled:boolean minute:string hour:string day_of_month:string day_of_week:string month_of_year:string discovery:string discovery_options:object managed_paths:object",
-	"ScheduleWorkflow":    "id:integer! url:string! workflow:string site:string queue:string fields:object",
-	"Policy":              "id:integer! created:string! name:string enabled:boolean policy_type:string filesystem:string site:integer spaces:array threads:integer run_immediately:boolean order:any schedule:object triggers:any condition_groups:array",
+// jobFilters are the query parameters of the job list, which its
+// statistics and recent jobs share.
+var jobFilters = []string{"created", "created_time_from", "created_time_to", "completed_time_from", "completed_time_to",
+	"workflow", "jobtype", "state", "owner_ids", "clientkey_ids", "schedule_ids", "site_id", "site", "input_paths_prefix",
+	"search_keyword", "hide_noop", "queue", "queue_id"}
+
+// errorStatuses describes the error statuses; every error body is the
+// Error schema (docs/api-conventions.md).
+var errorStatuses = map[int]string{
+	http.StatusBadRequest:            "Invalid input: {field: [messages]}, or {detail} for a body that is not JSON",
+	http.StatusUnauthorized:          "Not authenticated",
+	http.StatusForbidden:             "Permission denied",
+	http.StatusNotFound:              "Not found",
+	http.StatusConflict:              "The record's state refuses the change",
+	http.StatusRequestEntityTooLarge: "The body is over 8 MiB",
+	http.StatusTooManyRequests:       "Too many failed attempts: retry after Retry-After seconds",
+	http.StatusInternalServerError:   "Internal error, logged with the request_id answered",
+	http.StatusBadGateway:            "A site, target or identity provider failed",
+	http.StatusServiceUnavailable:    "The hub has no secret key configured to store secrets",
+	http.StatusGatewayTimeout:        "A site or target did not answer in time",
 }
 
-// openAPISchema renders a schemaFields entry as a JSON Schema object.
-func openAPISchema(spec string) map[string]any {
-	props := map[string]any{}
-	for _, f := range strings.Fields(spec) {
-		name, typ, _ := strings.Cut(f, ":")
-		ro := strings.HasSuffix(typ, "!")
-		typ = strings.TrimSuffix(typ, "!")
-		p := map[string]any{}
-		switch typ {
-		case "any":
-		case "array":
-			p["type"], p["items"] = typ, map[string]any{}
-		default:
-			p["type"] = typ
-		}
-		if typ == "string" || typ == "integer" || typ == "object" {
-			p["nullable"] = true
-		}
-		if ro {
-			p["readOnly"] = true
-		}
-		props[name] = p
-	}
-	return map[string]any{"type": "object", "properties": props}
+// errorSchema is the body of every error: detail, request_id with a 500,
+// or a list of messages per field that failed validation. It is written
+// by hand: web renders errors from several types.
+func errorSchema() *openapi3.Schema {
+	s := openapi3.NewObjectSchema().
+		WithProperty("detail", openapi3.NewStringSchema()).
+		WithProperty("request_id", openapi3.NewStringSchema())
+	s.Properties["request_id"].Value.Description = "With a 500: the id the cause is logged with."
+	s.AdditionalProperties = openapi3.AdditionalProperties{Schema: arrayOf(inline(openapi3.NewStringSchema()))}
+	s.Description = "An error: detail, or the messages of each field that failed validation ({\"name\": [\"This field is required.\"]})."
+	return s
 }
 
 var (
@@ -337,130 +341,156 @@ func lookupRouteDoc(method, ginPath string) (routeDoc, bool) {
 	return d, ok
 }
 
-func openAPIRef(name string) map[string]any {
-	if name == "" {
-		return map[string]any{"type": "object"}
+// successStatus is the status of d's answer.
+func (d routeDoc) successStatus(method string) int {
+	switch {
+	case d.Status != 0:
+		return d.Status
+	case method == http.MethodPost:
+		return http.StatusCreated
+	case method == http.MethodDelete:
+		return http.StatusNoContent
 	}
-	return map[string]any{"$ref": "#/components/schemas/" + name}
+	return http.StatusOK
+}
+
+// bodySchema is the schema of an answer of d's shape with body of body's
+// type.
+func (g *schemaGen) bodySchema(d routeDoc, body any) *openapi3.SchemaRef {
+	item := g.response(body)
+	switch d.Shape {
+	case shapeList:
+		return arrayOf(item)
+	case shapePage:
+		page := g.object(reflect.TypeFor[web.PageResponse](), false)
+		page.Properties["results"] = arrayOf(item)
+		if d.Extra != nil {
+			extra := g.object(reflect.TypeOf(d.Extra), false)
+			for name, p := range extra.Properties {
+				page.Properties[name] = p
+			}
+			page.Required = append(page.Required, extra.Required...)
+		}
+		return inline(page)
+	}
+	return item
+}
+
+func arrayOf(item *openapi3.SchemaRef) *openapi3.SchemaRef {
+	s := openapi3.NewArraySchema()
+	s.Items = item
+	return inline(s)
+}
+
+// content is the content of an answer: JSON with schema, and text in
+// other media types d lists.
+func (d routeDoc) content(schema *openapi3.SchemaRef) openapi3.Content {
+	if d.Media == nil {
+		return openapi3.NewContentWithJSONSchemaRef(schema)
+	}
+	out := openapi3.Content{}
+	for _, m := range d.Media {
+		out[m] = openapi3.NewMediaType().WithSchema(openapi3.NewStringSchema())
+		if m == "application/json" {
+			out[m] = openapi3.NewMediaType().WithSchemaRef(schema)
+		}
+	}
+	return out
 }
 
 // openAPIOperation builds the OpenAPI operation of one route.
-func openAPIOperation(method, ginPath string) map[string]any {
+func (g *schemaGen) openAPIOperation(method, ginPath string) *openapi3.Operation {
 	d, ok := lookupRouteDoc(method, ginPath)
 	if !ok {
 		// Undocumented: still listed, from the path alone, without a summary.
 		d = routeDoc{Tag: strings.Split(strings.TrimPrefix(ginPath, "/api/"), "/")[0]}
 	}
-	op := map[string]any{"operationId": strings.ToLower(method) + strings.NewReplacer("/", "_", ":", "", "*", "", "-", "_").Replace(strings.TrimSuffix(ginPath, "/")),
-		"tags": []string{d.Tag}}
-	if d.Summary != "" {
-		op["summary"] = d.Summary
-	} else {
-		op["x-undocumented"] = true
+	op := openapi3.NewOperation()
+	op.OperationID = strings.ToLower(method) + strings.NewReplacer("/", "_", ":", "", "*", "", "-", "_").Replace(strings.TrimSuffix(ginPath, "/"))
+	op.Tags = []string{d.Tag}
+	op.Summary = d.Summary
+	if !ok {
+		op.Extensions = map[string]any{"x-undocumented": true}
 	}
-	var params []any
 	for _, m := range ginPathParam.FindAllStringSubmatch(ginPath, -1) {
-		params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+		op.AddParameter(openapi3.NewPathParameter(m[1]).WithSchema(openapi3.NewStringSchema()))
 	}
 	query := d.Query
 	if d.Shape == shapePage {
 		query = append([]string{"page", "page_size"}, query...)
 	}
 	for _, q := range query {
-		params = append(params, map[string]any{"name": q, "in": "query", "required": false, "schema": map[string]any{"type": "string"}})
+		op.AddParameter(openapi3.NewQueryParameter(q).WithSchema(openapi3.NewStringSchema()))
 	}
-	if params != nil {
-		op["parameters"] = params
+	if d.In != nil {
+		op.RequestBody = &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().
+			WithRequired(method != http.MethodPatch).WithJSONSchemaRef(g.request(d.In))}
 	}
-	if (method == http.MethodPost || method == http.MethodPatch || method == http.MethodPut) && !d.NoBody {
-		op["requestBody"] = map[string]any{"required": method != http.MethodPatch,
-			"content": map[string]any{"application/json": map[string]any{"schema": openAPIRef(d.Schema)}}}
+
+	op.Responses = openapi3.NewResponses()
+	successes := map[int]any{d.successStatus(method): d.Body}
+	for status, body := range d.Also {
+		successes[status] = body
 	}
-	status := d.Status
-	if status == 0 {
-		switch method {
-		case http.MethodPost:
-			status = http.StatusCreated
-		case http.MethodDelete:
-			status = http.StatusNoContent
-		default:
-			status = http.StatusOK
+	for status, body := range successes {
+		resp := openapi3.NewResponse().WithDescription(http.StatusText(status))
+		if body != nil {
+			resp.Content = d.content(g.bodySchema(d, body))
 		}
+		op.AddResponse(status, resp)
 	}
-	resp := map[string]any{"description": http.StatusText(status)}
-	if status != http.StatusNoContent {
-		body := openAPIRef(d.Schema)
-		switch d.Shape {
-		case shapePage:
-			body = map[string]any{"type": "object", "properties": map[string]any{
-				"count": map[string]any{"type": "integer"}, "next": map[string]any{"type": "string", "nullable": true},
-				"previous": map[string]any{"type": "string", "nullable": true}, "results": map[string]any{"type": "array", "items": body}}}
-		case shapeArray:
-			body = map[string]any{"type": "array", "items": body}
-		}
-		resp["content"] = map[string]any{"application/json": map[string]any{"schema": body}}
+	errs := []int{http.StatusBadRequest, http.StatusNotFound, http.StatusInternalServerError}
+	if !d.Public {
+		errs = append(errs, http.StatusUnauthorized, http.StatusForbidden)
 	}
-	errBody := map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"type": "object"}}}}
-	responses := map[string]any{strconv.Itoa(status): resp}
-	for code, text := range map[int]string{400: "Invalid input: {field: [messages]}", 404: "Not found"} {
-		e := map[string]any{"description": text}
-		for k, v := range errBody {
-			e[k] = v
-		}
-		responses[strconv.Itoa(code)] = e
+	if d.In != nil {
+		errs = append(errs, http.StatusRequestEntityTooLarge)
+	}
+	errorRef := openapi3.NewSchemaRef("#/components/schemas/Error", nil)
+	for _, status := range append(errs, d.Errors...) {
+		op.AddResponse(status, openapi3.NewResponse().WithDescription(errorStatuses[status]).
+			WithContent(openapi3.NewContentWithJSONSchemaRef(errorRef)))
 	}
 	if d.Public {
-		op["security"] = []any{}
-	} else {
-		responses["401"] = map[string]any{"description": "Not authenticated"}
-		responses["403"] = map[string]any{"description": "Permission denied"}
+		op.Security = openapi3.NewSecurityRequirements()
 	}
-	op["responses"] = responses
 	return op
 }
 
 // openAPIDocument builds the document over the routes the engine serves.
-func openAPIDocument(routes gin.RoutesInfo) map[string]any {
-	sort.Slice(routes, func(i, j int) bool {
-		if routes[i].Path != routes[j].Path {
-			return routes[i].Path < routes[j].Path
-		}
-		return routes[i].Method < routes[j].Method
-	})
-	paths := map[string]any{}
-	used := map[string]bool{}
-	for _, r := range routes {
-		p := ginPathParam.ReplaceAllString(r.Path, "{$1}")
-		item, _ := paths[p].(map[string]any)
-		if item == nil {
-			item = map[string]any{}
-			paths[p] = item
-		}
-		item[strings.ToLower(r.Method)] = openAPIOperation(r.Method, r.Path)
-		if d, ok := lookupRouteDoc(r.Method, r.Path); ok && d.Schema != "" {
-			used[d.Schema] = true
-		}
-	}
-	schemas := map[string]any{}
-	for name := range used {
-		schemas[name] = openAPISchema(schemaFields[name])
-	}
-	return map[string]any{
-		"openapi": "3.0.3",
-		"info": map[string]any{"title": "Hub API", "version": "1",
-			"description": "The hub's JSON API. Conventions (errors, pagination, statuses): docs/api-conventions.md."},
-		"servers": []any{map[string]any{"url": "/"}},
-		"paths":   paths,
-		"components": map[string]any{
-			"schemas": schemas,
-			"securitySchemes": map[string]any{
-				"bearerAuth": map[string]any{"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
-				"apiKey": map[string]any{"type": "apiKey", "in": "header", "name": "Authorization",
-					"description": "Client key, sent as: Api-Key <key>"},
+func openAPIDocument(routes gin.RoutesInfo) *openapi3.T {
+	g := newSchemaGen()
+	doc := &openapi3.T{
+		OpenAPI: "3.0.3",
+		Info: &openapi3.Info{Title: "Hub API", Version: "1",
+			Description: "The hub's JSON API. Conventions (errors, pagination, statuses): docs/api-conventions.md; " +
+				"how this document is made: docs/openapi.md."},
+		Servers: openapi3.Servers{{URL: "/"}},
+		Paths:   openapi3.NewPaths(),
+		Components: &openapi3.Components{
+			Schemas: g.schemas,
+			SecuritySchemes: openapi3.SecuritySchemes{
+				"bearerAuth": {Value: openapi3.NewJWTSecurityScheme()},
+				"apiKey": {Value: openapi3.NewSecurityScheme().WithType("apiKey").WithIn("header").WithName("Authorization").
+					WithDescription("Client key, sent as: Api-Key <key>")},
 			},
 		},
-		"security": []any{map[string]any{"bearerAuth": []any{}}, map[string]any{"apiKey": []any{}}},
+		Security: openapi3.SecurityRequirements{{"bearerAuth": []string{}}, {"apiKey": []string{}}},
 	}
+	g.schemas["Error"] = inline(errorSchema())
+	var tags []string
+	for _, r := range routes {
+		op := g.openAPIOperation(r.Method, r.Path)
+		doc.AddOperation(ginPathParam.ReplaceAllString(r.Path, "{$1}"), r.Method, op)
+		if !slices.Contains(tags, op.Tags[0]) {
+			tags = append(tags, op.Tags[0])
+		}
+	}
+	slices.Sort(tags)
+	for _, t := range tags {
+		doc.Tags = append(doc.Tags, &openapi3.Tag{Name: t})
+	}
+	return doc
 }
 
 // docRoutes serves the OpenAPI document and the Swagger UI, both without

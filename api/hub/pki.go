@@ -19,17 +19,20 @@ func (s *Server) pkiRoutes(r *gin.RouterGroup) {
 
 var nodePattern = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 
+// siteCertificateInput is the body of POST /api/pki/site/.
+type siteCertificateInput struct {
+	Site *string `json:"site"`
+	Node *string `json:"node"`
+	CSR  *string `json:"csr"`
+}
+
 // issueSiteCertificate signs a client certificate for a site (CN=<site>) or
 // one of its nodes (CN=<node>.<site>) with the hub CA, valid for the
 // "site" or "node" certificate lifetime. Send a PEM CSR in "csr" to keep
 // the private key at the site; without one the hub generates the key and
 // returns it once.
 func (s *Server) issueSiteCertificate(c *gin.Context) error {
-	var in struct {
-		Site *string `json:"site"`
-		Node *string `json:"node"`
-		CSR  *string `json:"csr"`
-	}
+	var in siteCertificateInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
@@ -67,11 +70,7 @@ func (s *Server) issueSiteCertificate(c *gin.Context) error {
 	} else if err != nil {
 		return err
 	}
-	out := gin.H{"site": *in.Site, "node": in.Node, "common_name": cn, "certificate": cert.CertPEM,
-		"ca_certificate": ca.PEM, "expires": cert.Expires, "serial": cert.Serial}
-	if cert.KeyPEM != "" {
-		out["private_key"] = cert.KeyPEM
-	}
-	c.JSON(http.StatusCreated, out)
+	c.JSON(http.StatusCreated, siteCertificateResponse{Site: *in.Site, Node: in.Node, CommonName: cn, Certificate: cert.CertPEM,
+		CACertificate: ca.PEM, Expires: cert.Expires, Serial: cert.Serial, PrivateKey: cert.KeyPEM})
 	return nil
 }

@@ -135,8 +135,8 @@ func checkUniqueName(ctx context.Context, db bun.IDB, v web.ValidationError, mod
 
 // getOne answers GET of one record: the path's id, loaded with get and
 // shown with render.
-func getOne[T any](c *gin.Context, db bun.IDB, get func(context.Context, bun.IDB, int64) (*T, error),
-	render func(*gin.Context, *T) gin.H) error {
+func getOne[T, R any](c *gin.Context, db bun.IDB, get func(context.Context, bun.IDB, int64) (*T, error),
+	render func(*gin.Context, *T) R) error {
 	id, err := web.PathID(c, "id")
 	if err != nil {
 		return err
@@ -150,8 +150,8 @@ func getOne[T any](c *gin.Context, db bun.IDB, get func(context.Context, bun.IDB
 }
 
 // writeAll answers a bare-array list: every item, rendered.
-func writeAll[T any](c *gin.Context, items []T, render func(*gin.Context, *T) gin.H) {
-	out := make([]gin.H, len(items))
+func writeAll[T, R any](c *gin.Context, items []T, render func(*gin.Context, *T) R) {
+	out := make([]R, len(items))
 	for i := range items {
 		out[i] = render(c, &items[i])
 	}

@@ -33,16 +33,16 @@ func (s *Server) settingsRoutes(r *gin.RouterGroup) {
 	r.GET("/settingstasks/:id/", tperm, handle(s.getSettingsTask))
 }
 
-func renderSetting(st *models.Setting) gin.H {
-	scope := "site"
+func renderSetting(st *models.Setting) settingResponse {
+	scope := settingScopeSite
 	if st.Global() {
-		scope = "global"
+		scope = settingScopeGlobal
 	}
-	return gin.H{"id": st.ID, "key": st.Key, "value": st.Value, "desc": st.Description, "scope": scope}
+	return settingResponse{ID: st.ID, Key: st.Key, Value: st.Value, Desc: st.Description, Scope: scope}
 }
 
-func renderSettings(ss []models.Setting) []gin.H {
-	out := make([]gin.H, len(ss))
+func renderSettings(ss []models.Setting) []settingResponse {
+	out := make([]settingResponse, len(ss))
 	for i := range ss {
 		out[i] = renderSetting(&ss[i])
 	}
@@ -194,10 +194,10 @@ func (s *Server) runSettings(ctx context.Context, store func(ctx context.Context
 	return tasks, err
 }
 
-func renderSettingsTaskRefs(tasks []models.SettingsTask) []gin.H {
-	out := make([]gin.H, len(tasks))
+func renderSettingsTaskRefs(tasks []models.SettingsTask) []settingsTaskRef {
+	out := make([]settingsTaskRef, len(tasks))
 	for i, t := range tasks {
-		out[i] = gin.H{"site": t.Site, "task_id": t.ID}
+		out[i] = settingsTaskRef{Site: t.Site, TaskID: t.ID}
 	}
 	return out
 }
@@ -241,7 +241,7 @@ func (s *Server) patchGlobalSettings(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusAccepted, gin.H{"tasks": renderSettingsTaskRefs(tasks)})
+	c.JSON(http.StatusAccepted, settingsTasksResponse{Tasks: renderSettingsTaskRefs(tasks)})
 	return nil
 }
 
@@ -282,7 +282,7 @@ func (s *Server) syncSettings(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusAccepted, gin.H{"tasks": renderSettingsTaskRefs(tasks)})
+	c.JSON(http.StatusAccepted, settingsTasksResponse{Tasks: renderSettingsTaskRefs(tasks)})
 	return nil
 }
 
@@ -377,19 +377,19 @@ func (s *Server) refreshSiteSettings(c *gin.Context) error {
 	return nil
 }
 
-func renderSettingsTask(c *gin.Context, t *models.SettingsTask, detail bool) gin.H {
-	out := gin.H{"id": t.ID, "url": web.AbsURL(c, "/api/settingstasks/"+strconv.FormatInt(t.ID, 10)+"/"),
-		"task_id": t.TaskID, "tasktype": t.TaskType, "job": t.JobID, "site": t.Site, "started": t.Started, "state": t.State}
-	if detail {
-		var runtime *float64
-		if t.Started != nil && t.Completed != nil {
-			r := t.Completed.Sub(*t.Started).Seconds()
-			runtime = &r
-		}
-		out["completed"], out["friendly_name"], out["runtime"] = t.Completed, t.FriendlyName, runtime
-		out["request"], out["results"] = settingsRaw(t.Request), settingsRaw(t.Results)
+func renderSettingsTask(c *gin.Context, t *models.SettingsTask) settingsTaskResponse {
+	return settingsTaskResponse{ID: t.ID, URL: web.AbsURL(c, "/api/settingstasks/"+strconv.FormatInt(t.ID, 10)+"/"),
+		TaskID: t.TaskID, TaskType: t.TaskType, Job: t.JobID, Site: t.Site, Started: t.Started, State: t.State}
+}
+
+func renderSettingsTaskDetail(c *gin.Context, t *models.SettingsTask) settingsTaskDetailResponse {
+	var runtime *float64
+	if t.Started != nil && t.Completed != nil {
+		r := t.Completed.Sub(*t.Started).Seconds()
+		runtime = &r
 	}
-	return out
+	return settingsTaskDetailResponse{settingsTaskResponse: renderSettingsTask(c, t), Completed: t.Completed,
+		FriendlyName: t.FriendlyName, Runtime: runtime, Request: settingsRaw(t.Request), Results: settingsRaw(t.Results)}
 }
 
 // settingsRaw is a settings task's request or results as clients see
@@ -433,9 +433,9 @@ func (s *Server) listSettingsTasks(c *gin.Context) error {
 		f.JobID = &job
 	}
 	return web.Paginate(c, func(d *[]models.SettingsTask) *bun.SelectQuery { return models.SettingsTasksQuery(s.DB, d, f) },
-		func(t *models.SettingsTask) any { return renderSettingsTask(c, t, false) })
+		func(t *models.SettingsTask) any { return renderSettingsTask(c, t) })
 }
 
 func (s *Server) getSettingsTask(c *gin.Context) error {
-	return getOne(c, s.DB, models.GetSettingsTask, func(c *gin.Context, t *models.SettingsTask) gin.H { return renderSettingsTask(c, t, true) })
+	return getOne(c, s.DB, models.GetSettingsTask, renderSettingsTaskDetail)
 }

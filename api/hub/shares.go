@@ -97,18 +97,18 @@ type nfsShareInput struct {
 	Clients *[]nfsClientInput `json:"clients"`
 }
 
-func renderNFSShare(c *gin.Context, s *models.NFSShare) gin.H {
-	clients := make([]gin.H, len(s.Clients))
+func renderNFSShare(c *gin.Context, s *models.NFSShare) nfsShareResponse {
+	clients := make([]nfsClientResponse, len(s.Clients))
 	for i, cl := range s.Clients {
-		clients[i] = gin.H{"id": cl.ID, "uuid": cl.UUID, "nfs_share": s.ID, "hosts": cl.Hosts,
-			"advanced_settings": nonNilMap(cl.AdvancedSettings), "on_sites": nonNilMap(cl.OnSites),
-			"anonymous_group_id": cl.AnonymousGroupID, "anonymous_user_id": cl.AnonymousUserID, "fsid": cl.FSID,
-			"asynchronous": cl.Asynchronous, "force_all_user_id": cl.ForceAllUserID, "force_root_user_id": cl.ForceRootUserID,
-			"insecure_ports": cl.InsecurePorts, "read_only": cl.ReadOnly, "subtree_check": cl.SubtreeCheck,
-			"write_delay": cl.WriteDelay}
+		clients[i] = nfsClientResponse{ID: cl.ID, UUID: cl.UUID, NFSShare: s.ID, Hosts: cl.Hosts,
+			AdvancedSettings: nonNilMap(cl.AdvancedSettings), OnSites: nonNilMap(cl.OnSites),
+			AnonymousGroupID: cl.AnonymousGroupID, AnonymousUserID: cl.AnonymousUserID, FSID: cl.FSID,
+			Asynchronous: cl.Asynchronous, ForceAllUserID: cl.ForceAllUserID, ForceRootUserID: cl.ForceRootUserID,
+			InsecurePorts: cl.InsecurePorts, ReadOnly: cl.ReadOnly, SubtreeCheck: cl.SubtreeCheck,
+			WriteDelay: cl.WriteDelay}
 	}
-	return gin.H{"id": s.ID, "uuid": s.UUID, "url": recordURL(c, "nfsshares", s.ID), "name": s.Name, "path": s.Path,
-		"space": s.SpaceID, "clients": clients}
+	return nfsShareResponse{ID: s.ID, UUID: s.UUID, URL: recordURL(c, "nfsshares", s.ID), Name: s.Name, Path: s.Path,
+		Space: s.SpaceID, Clients: clients}
 }
 
 func (s *Server) listNFSShares(c *gin.Context) error {
@@ -292,15 +292,15 @@ const smbNameInvalid = `[]/\:;|=,+*?<>"`
 // octalMode matches permission masks such as 0644 or 2775.
 var octalMode = regexp.MustCompile(`^[0-7]{3,4}$`)
 
-func renderSMBShare(c *gin.Context, s *models.SMBShare) gin.H {
-	return gin.H{"id": s.ID, "uuid": s.UUID, "url": recordURL(c, "smbshares", s.ID), "name": s.Name, "space": s.SpaceID,
-		"path": s.Path, "read_only": s.ReadOnly, "visible": s.Visible, "guest_ok": s.GuestOK, "hsm_support": s.HSMSupport,
-		"multi_thread_reads": s.MultiThreadReads, "multi_thread_writes": s.MultiThreadWrites,
-		"root_share_locking": s.RootShareLocking, "create_mask": s.CreateMask, "directory_mask": s.DirectoryMask,
-		"force_create_mode": s.ForceCreateMode, "force_directory_mode": s.ForceDirectoryMode,
-		"admin_users": nonNilMap(s.AdminUsers), "allowed_users": nonNilMap(s.AllowedUsers),
-		"hosts_allow": nonNilMap(s.HostsAllow), "hosts_deny": nonNilMap(s.HostsDeny),
-		"advanced_settings": nonNilMap(s.AdvancedSettings), "on_sites": nonNilMap(s.OnSites)}
+func renderSMBShare(c *gin.Context, s *models.SMBShare) smbShareResponse {
+	return smbShareResponse{ID: s.ID, UUID: s.UUID, URL: recordURL(c, "smbshares", s.ID), Name: s.Name, Space: s.SpaceID,
+		Path: s.Path, ReadOnly: s.ReadOnly, Visible: s.Visible, GuestOK: s.GuestOK, HSMSupport: s.HSMSupport,
+		MultiThreadReads: s.MultiThreadReads, MultiThreadWrites: s.MultiThreadWrites,
+		RootShareLocking: s.RootShareLocking, CreateMask: s.CreateMask, DirectoryMask: s.DirectoryMask,
+		ForceCreateMode: s.ForceCreateMode, ForceDirectoryMode: s.ForceDirectoryMode,
+		AdminUsers: nonNilMap(s.AdminUsers), AllowedUsers: nonNilMap(s.AllowedUsers),
+		HostsAllow: nonNilMap(s.HostsAllow), HostsDeny: nonNilMap(s.HostsDeny),
+		AdvancedSettings: nonNilMap(s.AdvancedSettings), OnSites: nonNilMap(s.OnSites)}
 }
 
 func (s *Server) listSMBShares(c *gin.Context) error {

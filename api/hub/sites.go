@@ -195,27 +195,27 @@ func nonNilMap(m map[string]any) map[string]any {
 	return m
 }
 
-func renderSite(c *gin.Context, s *models.Site) gin.H {
-	spaces := make([]gin.H, len(s.Spaces))
+func renderSite(c *gin.Context, s *models.Site) siteResponse {
+	spaces := make([]recordRef, len(s.Spaces))
 	for i, sp := range s.Spaces {
-		spaces[i] = gin.H{"id": sp.ID, "name": sp.Name, "url": recordURL(c, "spaces", sp.ID)}
+		spaces[i] = recordRef{ID: sp.ID, Name: sp.Name, URL: recordURL(c, "spaces", sp.ID)}
 	}
 	color := s.Color
 	if color == nil {
 		color = []int64{}
 	}
-	return gin.H{
-		"id": s.ID, "url": recordURL(c, "sites", s.ID), "name": s.Name, "label": s.Label, "shortcode": s.Shortcode,
-		"type": s.Type, "timezone": s.Timezone, "public_url": s.PublicURL, "storage_search_url": s.StorageSearchURL,
-		"searchengine_url": s.SearchengineURL, "bandwidth": s.Bandwidth, "color": color,
-		"am_i_configured": s.AmIConfigured, "ready_to_configure": s.ReadyToConfigure,
-		"editable": auth.Current(c).Can("change_site"), "addon_enabled": s.AddonEnabled,
-		"directories_count": s.DirectoriesCount, "files_count": s.FilesCount,
-		"files_hydrated_count": s.FilesHydratedCount, "files_stubbed_count": s.FilesStubbedCount,
-		"enable_auto_file_batch_sizing": s.EnableAutoFileBatchSizing, "file_batch_gb": s.FileBatchGB,
-		"file_batch_size": s.FileBatchSize, "fs_iscan_buckets": s.FSIscanBuckets, "fs_iscan_threads": s.FSIscanThreads,
-		"lock_threshold": s.LockThreshold, "include": nonNilMap(s.Include), "exclude": nonNilMap(s.Exclude),
-		"spaces": spaces,
+	return siteResponse{
+		ID: s.ID, URL: recordURL(c, "sites", s.ID), Name: s.Name, Label: s.Label, Shortcode: s.Shortcode,
+		Type: s.Type, Timezone: s.Timezone, PublicURL: s.PublicURL, StorageSearchURL: s.StorageSearchURL,
+		SearchengineURL: s.SearchengineURL, Bandwidth: s.Bandwidth, Color: color,
+		AmIConfigured: s.AmIConfigured, ReadyToConfigure: s.ReadyToConfigure,
+		Editable: auth.Current(c).Can("change_site"), AddonEnabled: s.AddonEnabled,
+		DirectoriesCount: s.DirectoriesCount, FilesCount: s.FilesCount,
+		FilesHydratedCount: s.FilesHydratedCount, FilesStubbedCount: s.FilesStubbedCount,
+		EnableAutoFileBatchSizing: s.EnableAutoFileBatchSizing, FileBatchGB: s.FileBatchGB,
+		FileBatchSize: s.FileBatchSize, FSIscanBuckets: s.FSIscanBuckets, FSIscanThreads: s.FSIscanThreads,
+		LockThreshold: s.LockThreshold, Include: nonNilMap(s.Include), Exclude: nonNilMap(s.Exclude),
+		Spaces: spaces,
 	}
 }
 
@@ -345,9 +345,8 @@ func (s *Server) getSiteHealth(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	st["id"], st["url"], st["name"], st["label"] = site.ID, recordURL(c, "sites", site.ID), site.Name, site.Label
-	st["refreshed_at"] = site.RefreshedAt
-	c.JSON(http.StatusOK, st)
+	c.JSON(http.StatusOK, siteHealthResponse{ID: site.ID, URL: recordURL(c, "sites", site.ID), Name: site.Name,
+		Label: site.Label, RefreshedAt: site.RefreshedAt, siteHealthStatus: st})
 	return nil
 }
 
@@ -374,7 +373,7 @@ func (s *Server) refreshSite(c *gin.Context) error {
 		return err
 	}
 	if !done {
-		c.JSON(http.StatusAccepted, gin.H{"task_id": workflows.SiteRefreshWorkflowID(site.Name)})
+		c.JSON(http.StatusAccepted, taskRef{TaskID: workflows.SiteRefreshWorkflowID(site.Name)})
 		return nil
 	}
 	if site, err = models.GetSite(ctx, s.DB, site.ID); err != nil {

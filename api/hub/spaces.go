@@ -205,44 +205,44 @@ func (s *Server) loadSpaceView(ctx context.Context, spaces []models.Space) (*spa
 	return v, nil
 }
 
-func (v *spaceView) render(c *gin.Context, sp *models.Space) gin.H {
-	sites := make([]gin.H, len(sp.Links))
+func (v *spaceView) render(c *gin.Context, sp *models.Space) spaceResponse {
+	sites := make([]spaceSiteResponse, len(sp.Links))
 	ready := true
 	for i, l := range sp.Links {
-		addon := "disabled"
+		addon := addonDisabled
 		if l.Site.AddonEnabled {
-			addon = "enabled"
+			addon = addonEnabled
 		}
 		usage := l.Usage
 		if usage == nil {
 			usage = []int64{}
 		}
-		sites[i] = gin.H{"id": strconv.FormatInt(l.SiteID, 10), "name": l.Site.Name, "label": l.Label,
-			"pool": v.pools[l.SiteID], "usage": usage, "addon": addon, "state": l.State, "error": web.CleanErrorText(l.Error)}
+		sites[i] = spaceSiteResponse{ID: strconv.FormatInt(l.SiteID, 10), Name: l.Site.Name, Label: l.Label,
+			Pool: v.pools[l.SiteID], Usage: usage, Addon: addon, State: l.State, Error: web.CleanErrorText(l.Error)}
 		ready = ready && l.State == models.SpaceSiteReady
 	}
-	shares := []gin.H{}
+	shares := []nestedShare{}
 	for _, n := range v.nfs[sp.ID] {
-		shares = append(shares, gin.H{"id": n.ID, "type": "nfs", "name": n.Name, "path": n.Path, "url": recordURL(c, "nfsshares", n.ID)})
+		shares = append(shares, nestedShare{ID: n.ID, Type: "nfs", Name: n.Name, Path: n.Path, URL: recordURL(c, "nfsshares", n.ID)})
 	}
 	for _, m := range v.smb[sp.ID] {
-		shares = append(shares, gin.H{"id": m.ID, "type": "smb", "name": m.Name, "path": m.Path, "url": recordURL(c, "smbshares", m.ID)})
+		shares = append(shares, nestedShare{ID: m.ID, Type: "smb", Name: m.Name, Path: m.Path, URL: recordURL(c, "smbshares", m.ID)})
 	}
-	var sched any
+	var sched *snapshotScheduleResponse
 	if ss := sp.SnapshotSchedule; ss != nil {
-		sched = gin.H{"id": ss.ID, "space": sp.ID, "duration": ss.Duration, "frequency": ss.Frequency, "time": ss.Time}
+		sched = &snapshotScheduleResponse{ID: ss.ID, Space: sp.ID, Duration: ss.Duration, Frequency: ss.Frequency, Time: ss.Time}
 	}
 	color := sp.Color
 	if color == nil {
 		color = []int64{}
 	}
-	return gin.H{
-		"id": sp.ID, "uuid": sp.UUID, "url": recordURL(c, "spaces", sp.ID), "name": sp.Name, "mountpoint": sp.Mountpoint,
-		"size": sp.Size, "permission_mode": sp.PermissionMode, "color": color, "created": sp.Created,
-		"editable": auth.Current(c).Can("change_space") && !sp.Immutable, "is_ready": ready,
-		"nested_shares": shares,
-		"relationships": gin.H{"sites": len(sp.Links), "nfs_shares": len(v.nfs[sp.ID]), "smb_shares": len(v.smb[sp.ID])},
-		"sites":         sites, "immutable": sp.Immutable, "on_sites": nonNilMap(sp.OnSites), "snapshot_schedule": sched,
+	return spaceResponse{
+		ID: sp.ID, UUID: sp.UUID, URL: recordURL(c, "spaces", sp.ID), Name: sp.Name, Mountpoint: sp.Mountpoint,
+		Size: sp.Size, PermissionMode: sp.PermissionMode, Color: color, Created: sp.Created,
+		Editable: auth.Current(c).Can("change_space") && !sp.Immutable, IsReady: ready,
+		NestedShares:  shares,
+		Relationships: spaceRelationships{Sites: len(sp.Links), NFSShares: len(v.nfs[sp.ID]), SMBShares: len(v.smb[sp.ID])},
+		Sites:         sites, Immutable: sp.Immutable, OnSites: nonNilMap(sp.OnSites), SnapshotSchedule: sched,
 	}
 }
 

@@ -27,15 +27,15 @@ func siteQueryFilter(c *gin.Context) (*int64, error) {
 	return &id, nil
 }
 
-func renderStoragePool(c *gin.Context, p *models.StoragePool) gin.H {
-	return gin.H{"id": p.ID, "url": recordURL(c, "storagepools", p.ID), "name": p.Name, "filesystem": p.Filesystem,
-		"capacity": p.Capacity, "free_space": p.FreeSpace, "used_space": p.UsedSpace, "is_default": p.IsDefault,
-		"site": p.SiteID, "updated_at": p.UpdatedAt}
+func renderStoragePool(c *gin.Context, p *models.StoragePool) storagePoolResponse {
+	return storagePoolResponse{ID: p.ID, URL: recordURL(c, "storagepools", p.ID), Name: p.Name, Filesystem: p.Filesystem,
+		Capacity: p.Capacity, FreeSpace: p.FreeSpace, UsedSpace: p.UsedSpace, IsDefault: p.IsDefault,
+		Site: p.SiteID, UpdatedAt: p.UpdatedAt}
 }
 
-func renderServer(c *gin.Context, sv *models.Server) gin.H {
-	return gin.H{"id": sv.ID, "url": recordURL(c, "servers", sv.ID), "name": sv.Name, "site": sv.SiteID,
-		"list_of_interfaces": nonNilMap(sv.ListOfInterfaces), "updated_at": sv.UpdatedAt}
+func renderServer(c *gin.Context, sv *models.Server) serverResponse {
+	return serverResponse{ID: sv.ID, URL: recordURL(c, "servers", sv.ID), Name: sv.Name, Site: sv.SiteID,
+		ListOfInterfaces: nonNilMap(sv.ListOfInterfaces), UpdatedAt: sv.UpdatedAt}
 }
 
 func (s *Server) listStoragePools(c *gin.Context) error {

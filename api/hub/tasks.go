@@ -21,30 +21,30 @@ func (s *Server) taskRoutes(r *gin.RouterGroup) {
 	r.GET("/tasks/:id/files/", perm, handle(s.taskFiles))
 }
 
-// renderTask is a task as the API shows it; detail adds the fields the
-// spec lists as detail only.
-func renderTask(c *gin.Context, t *models.TaskRow, detail bool) gin.H {
+// renderTask is a task as the API lists it.
+func renderTask(c *gin.Context, t *models.TaskRow) taskResponse {
 	parents, parentsText := []int64{}, ""
 	if t.ParentID != nil {
 		parents, parentsText = []int64{*t.ParentID}, strconv.FormatInt(*t.ParentID, 10)
 	}
-	out := gin.H{"id": t.ID, "url": web.AbsURL(c, fmt.Sprintf("/api/tasks/%d/", t.ID)), "job": t.JobID,
-		"site": t.Site, "queue": t.Queue, "tasktype": t.TaskType, "task_id": t.TaskID, "state": t.State,
-		"created": t.Created, "started": t.Started, "dynamic_parents": parents, "parents": parentsText}
-	if detail {
-		var runtime *string
-		if t.Started != nil {
-			end := time.Now()
-			if t.Completed != nil {
-				end = *t.Completed
-			}
-			r := durationString(end.Sub(*t.Started))
-			runtime = &r
+	return taskResponse{ID: t.ID, URL: web.AbsURL(c, fmt.Sprintf("/api/tasks/%d/", t.ID)), Job: t.JobID,
+		Site: t.Site, Queue: t.Queue, TaskType: t.TaskType, TaskID: t.TaskID, State: t.State,
+		Created: t.Created, Started: t.Started, DynamicParents: parents, Parents: parentsText}
+}
+
+// renderTaskDetail adds the fields the spec lists as detail only.
+func renderTaskDetail(c *gin.Context, t *models.TaskRow) taskDetailResponse {
+	var runtime *string
+	if t.Started != nil {
+		end := time.Now()
+		if t.Completed != nil {
+			end = *t.Completed
 		}
-		out["completed"], out["friendly_name"], out["result"], out["runtime"] = t.Completed, t.FriendlyName, taskResult(t.Result), runtime
-		out["paths"], out["run"], out["batch"], out["step"] = t.NumPaths, t.Run, t.Batch, t.Step
+		r := durationString(end.Sub(*t.Started))
+		runtime = &r
 	}
-	return out
+	return taskDetailResponse{taskResponse: renderTask(c, t), Completed: t.Completed, FriendlyName: t.FriendlyName,
+		Result: taskResult(t.Result), Runtime: runtime, Paths: t.NumPaths, Run: t.Run, Batch: t.Batch, Step: t.Step}
 }
 
 // taskResult is a task's result as clients see it: its error without
@@ -95,7 +95,7 @@ func (s *Server) listTasks(c *gin.Context) error {
 		return err
 	}
 	return web.Paginate(c, func(d *[]models.TaskRow) *bun.SelectQuery { return models.TasksQuery(s.DB, d, f) },
-		func(t *models.TaskRow) any { return renderTask(c, t, false) })
+		func(t *models.TaskRow) any { return renderTask(c, t) })
 }
 
 func (s *Server) taskFromPath(c *gin.Context) (*models.TaskRow, error) {
@@ -111,7 +111,7 @@ func (s *Server) getTask(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, renderTask(c, t, true))
+	c.JSON(http.StatusOK, renderTaskDetail(c, t))
 	return nil
 }
 
@@ -133,8 +133,10 @@ func (s *Server) taskFiles(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := renderTask(c, t, true)
-	out["files"] = page
-	c.JSON(http.StatusOK, out)
+	files := jobStatHistoryPage{Count: page.Count, Next: page.Next, Previous: page.Previous, Results: []jobStatHistoryResponse{}}
+	for _, r := range page.Results.([]any) {
+		files.Results = append(files.Results, r.(jobStatHistoryResponse))
+	}
+	c.JSON(http.StatusOK, taskFilesResponse{renderTaskDetail(c, t), files})
 	return nil
 }

@@ -175,26 +175,44 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-func renderUser(c *gin.Context, u *models.User) gin.H {
-	groups := make([]gin.H, len(u.Groups))
+func renderUser(c *gin.Context, u *models.User) userResponse {
+	groups := make([]recordRef, len(u.Groups))
 	for i, g := range u.Groups {
-		groups[i] = gin.H{"id": g.ID, "name": g.Name, "url": web.AbsURL(c, "/api/groups/"+strconv.FormatInt(g.ID, 10)+"/")}
+		groups[i] = recordRef{ID: g.ID, Name: g.Name, URL: web.AbsURL(c, "/api/groups/"+strconv.FormatInt(g.ID, 10)+"/")}
 	}
-	var nas any
+	var nas *nasUserResponse
 	if u.NASPrimaryGroup != nil {
-		nas = gin.H{"allow_ssh": u.NASAllowSSH, "primary_group": *u.NASPrimaryGroup, "uid": u.NASUID}
+		nas = &nasUserResponse{AllowSSH: u.NASAllowSSH, PrimaryGroup: *u.NASPrimaryGroup, UID: u.NASUID}
 	}
-	profile := gin.H{"country": "", "department": "", "line_manager": "", "phone": "", "timezone": "",
-		"default_site": nil, "home_site": nil}
-	for k, v := range u.Profile {
-		profile[k] = v
+	return userResponse{
+		ID: u.ID, URL: web.AbsURL(c, "/api/users/"+u.Username+"/"), Username: u.Username,
+		Email: u.Email, FirstName: u.FirstName, LastName: u.LastName,
+		DateJoined: u.DateJoined, LastLogin: u.LastLogin, IsActive: u.IsActive,
+		IsSuperuser: u.IsSuperuser, Groups: groups, NASUser: nas, Profile: renderProfile(u.Profile),
 	}
-	return gin.H{
-		"id": u.ID, "url": web.AbsURL(c, "/api/users/"+u.Username+"/"), "username": u.Username,
-		"email": u.Email, "first_name": u.FirstName, "last_name": u.LastName,
-		"date_joined": u.DateJoined, "last_login": u.LastLogin, "is_active": u.IsActive,
-		"is_superuser": u.IsSuperuser, "groups": groups, "nas_user": nas, "profile": profile,
+}
+
+// renderProfile reads a stored profile: the texts userInput.apply sets,
+// and site ids, which come back from the database as JSON numbers.
+func renderProfile(m map[string]any) userProfile {
+	text := func(key string) string {
+		s, _ := m[key].(string)
+		return s
 	}
+	id := func(key string) *int64 {
+		var n int64
+		switch v := m[key].(type) {
+		case int64:
+			n = v
+		case float64:
+			n = int64(v)
+		default:
+			return nil
+		}
+		return &n
+	}
+	return userProfile{Country: text("country"), Department: text("department"), LineManager: text("line_manager"),
+		Phone: text("phone"), Timezone: text("timezone"), DefaultSite: id("default_site"), HomeSite: id("home_site")}
 }
 
 func (s *Server) listUsers(c *gin.Context) error {
@@ -296,11 +314,14 @@ func (s *Server) setActive(active bool) func(c *gin.Context) error {
 	}
 }
 
+// changePasswordInput is the body of POST /api/users/change_password/.
+type changePasswordInput struct {
+	OldPassword string `json:"old_password"`
+	NewPassword string `json:"new_password"`
+}
+
 func (s *Server) changePassword(c *gin.Context) error {
-	var in struct {
-		OldPassword string `json:"old_password"`
-		NewPassword string `json:"new_password"`
-	}
+	var in changePasswordInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
@@ -324,16 +345,16 @@ func (s *Server) changePassword(c *gin.Context) error {
 	if _, err := s.DB.NewUpdate().Model(u).Column("password").WherePK().Exec(c.Request.Context()); err != nil {
 		return err
 	}
-	c.JSON(http.StatusCreated, gin.H{"detail": "Password changed."})
+	c.JSON(http.StatusCreated, detailResponse{Detail: "Password changed."})
 	return nil
 }
 
-func renderPermission(p *models.Permission) gin.H {
-	return gin.H{"id": p.ID, "app_label": p.AppLabel, "codename": p.Codename, "model": p.Model, "name": p.Name}
+func renderPermission(p *models.Permission) permissionResponse {
+	return permissionResponse{ID: p.ID, AppLabel: p.AppLabel, Codename: p.Codename, Model: p.Model, Name: p.Name}
 }
 
-func renderPermissions(ps []models.Permission) []gin.H {
-	out := make([]gin.H, len(ps))
+func renderPermissions(ps []models.Permission) []permissionResponse {
+	out := make([]permissionResponse, len(ps))
 	for i := range ps {
 		out[i] = renderPermission(&ps[i])
 	}
@@ -345,9 +366,9 @@ func (s *Server) myPermissions(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, []gin.H{{
-		"group_permissions": renderPermissions(group), "user_permissions": renderPermissions(direct),
-		"group_object_permissions": []gin.H{}, "user_object_permissions": []gin.H{},
+	c.JSON(http.StatusOK, []myPermissionsResponse{{
+		GroupPermissions: renderPermissions(group), UserPermissions: renderPermissions(direct),
+		GroupObjectPermissions: []map[string]any{}, UserObjectPermissions: []map[string]any{},
 	}})
 	return nil
 }
@@ -371,6 +392,6 @@ func (s *Server) syncNASUsers(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusAccepted, gin.H{"task_id": id, "sites": in.Sites, "users": len(in.Users)})
+	c.JSON(http.StatusAccepted, nasSyncResponse{TaskID: id, Sites: in.Sites, Users: len(in.Users)})
 	return nil
 }

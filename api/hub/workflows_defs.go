@@ -24,7 +24,7 @@ func (s *Server) workflowDefRoutes(r *gin.RouterGroup) {
 	r.DELETE("/workflows/:id/", perm, handle(s.deleteWorkflowDef))
 }
 
-func renderWorkflowDef(c *gin.Context, w *models.Workflow) gin.H {
+func renderWorkflowDef(c *gin.Context, w *models.Workflow) workflowResponse {
 	fields := w.Fields
 	if fields == nil {
 		fields = map[string]models.WorkflowField{}
@@ -37,11 +37,11 @@ func renderWorkflowDef(c *gin.Context, w *models.Workflow) gin.H {
 	if opts == nil {
 		opts = map[string]any{}
 	}
-	return gin.H{"id": w.ID, "url": web.AbsURL(c, "/api/workflows/"+strconv.FormatInt(w.ID, 10)+"/"),
-		"name": w.Name, "label": w.Label, "discovery": w.Discovery, "discovery_options": opts,
-		"fields": fields, "filter_rules": rules, "icon_classes": w.IconClasses, "enabled": w.Enabled,
-		"visible": w.Visible, "schedule_only": w.ScheduleOnly, "external_only": w.ExternalOnly,
-		"preferred_queue": w.PreferredQueue, "builtin": w.Builtin}
+	return workflowResponse{ID: w.ID, URL: web.AbsURL(c, "/api/workflows/"+strconv.FormatInt(w.ID, 10)+"/"),
+		Name: w.Name, Label: w.Label, Discovery: w.Discovery, DiscoveryOptions: opts,
+		Fields: fields, FilterRules: rules, IconClasses: w.IconClasses, Enabled: w.Enabled,
+		Visible: w.Visible, ScheduleOnly: w.ScheduleOnly, ExternalOnly: w.ExternalOnly,
+		PreferredQueue: w.PreferredQueue, Builtin: w.Builtin}
 }
 
 func (s *Server) listWorkflowDefs(c *gin.Context) error {
