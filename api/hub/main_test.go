@@ -9,5 +9,5 @@ import (
 
 func TestMain(m *testing.M) {
 	apitest.RunWorkerProcessIfAsked()
-	os.Exit(m.Run())
+	os.Exit(apitest.CheckResponses(m))
 }

@@ -134,7 +134,7 @@ func New(t testing.TB, kind string) *Env {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	e.API = &hubapi.Server{DB: db, Tokens: tokens, Changes: &changes.Service{DB: db, Temporal: e.Temporal, Log: log},
 		IDP: &auth.IDP{}, Secrets: e.Secrets, Log: log}
-	srv := httptest.NewServer(e.API.Handler())
+	srv := httptest.NewServer(checked(t, e.API.Handler()))
 
 	t.Cleanup(srv.Close)
 	e.URL = srv.URL
