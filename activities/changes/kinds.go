@@ -160,18 +160,26 @@ func deliverJobStart(ctx context.Context, s *Service, in *models.Intent) error {
 			workflows.HubSite.ValueSet(j.Site), workflows.HubWorkflow.ValueSet(j.Workflow),
 			workflows.HubJobID.ValueSet(j.ID), workflows.HubJobState.ValueSet(vocab.JobPending)),
 	}
-	_, err = s.Temporal.ExecuteWorkflow(ctx, opts, workflows.JobWorkflowName, workflows.JobInput{JobID: j.ID, Run: p.Run})
-	if !alreadyStarted(err) {
+	start := func() error {
+		_, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.JobWorkflowName, workflows.JobInput{JobID: j.ID, Run: p.Run})
+		return err
+	}
+	if err := start(); !alreadyStarted(err) {
 		return err
 	}
 	running, err := s.runningJobRun(ctx, id)
-	if err != nil {
+	if err != nil || running == p.Run {
 		return err
 	}
-	if running != p.Run {
-		return fmt.Errorf("run %d of job %d is still closing", running, j.ID)
+	// The previous run recorded its end and is closing: wait for it a
+	// moment (its result does not matter), then start once more.
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_ = s.Temporal.GetWorkflow(wctx, id, "").Get(wctx, nil)
+	cancel()
+	if err := start(); !alreadyStarted(err) {
+		return err
 	}
-	return nil
+	return fmt.Errorf("run %d of job %d is still closing", running, j.ID)
 }
 
 // runningJobRun is the run number the running job workflow id serves (0

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -149,22 +151,36 @@ func TestChangeDeliveredTwiceRunsOnce(t *testing.T) {
 		require.EqualValues(t, 2, j["run"], j)
 		require.Empty(t, owed(t, e))
 
-		// Space ops delivered twice (the hub died before recording the
-		// delivery) are claimed, and so carried out, once.
-		e.API.Changes.Temporal = away
-		r := e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "twice", "mountpoint": "/spaces/twice", "sites": []any{map[string]any{"name": "west", "label": "Twice"}}})
+	})
+}
+
+func TestSpaceOpsDeliveredTwiceRunOnce(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		s := newJobSite(t, e, "west")
+
+		// The ops reach Temporal, and the hub dies before recording it: the
+		// reconciler delivers them again before the workflow (no hub worker
+		// yet) has claimed them.
+		r := e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "twice", "mountpoint": "/spaces/twice",
+			"sites": []any{map[string]any{"name": "west", "label": "Twice"}}})
 		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
 		spaceID := int64(r.Map()["id"].(float64))
 		ops := owed(t, e)
 		require.Len(t, ops, 1)
-		e.API.Changes.Temporal = e.Temporal
-		require.Equal(t, 1, deliverAll(t, e))
-		require.Eventually(t, func() bool { return len(owed(t, e)) == 0 }, 30*time.Second, 20*time.Millisecond, "the workflow claims the ops")
-		ops[0].State = models.IntentPending
-		_, err = e.DB.NewInsert().Model(&ops[0]).Exec(ctx)
+		require.Equal(t, models.IntentDelivered, ops[0].State)
+		_, err := e.DB.NewUpdate().Model(&ops[0]).Set("state = ?", models.IntentPending).WherePK().Exec(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, deliverAll(t, e))
-		require.Eventually(t, func() bool { return workflowRuns(t, e, workflows.SpaceWorkflowID(spaceID)) == 2 }, 30*time.Second, 50*time.Millisecond)
+
+		// The workflow now gets both copies, and acts on one.
+		e.StartHubWorker()
+		require.Eventually(t, func() bool { return len(owed(t, e)) == 0 }, 30*time.Second, 20*time.Millisecond, "the workflow claims the ops")
+		require.Eventually(t, func() bool {
+			_, err := os.Stat(filepath.Join(s.root, "spaces", "twice"))
+			return err == nil
+		}, 30*time.Second, 20*time.Millisecond, "the folder is made")
 		require.Equal(t, 1, activityCount(t, e, workflows.SpaceWorkflowID(spaceID), "CreateSpaceDir"), "the folder was made once")
 	})
 }
