@@ -113,6 +113,7 @@ func TestChangeSurvivesTheHubKilledAfterCommit(t *testing.T) {
 
 		require.Equal(t, 1, deliverAll(t, e))
 		requireRanOnce(t, e, jobs[0].ID)
+		apitest.RecordHistories(t, e.Temporal)
 	})
 }
 
@@ -182,6 +183,7 @@ func TestSpaceOpsDeliveredTwiceRunOnce(t *testing.T) {
 			return err == nil
 		}, 30*time.Second, 20*time.Millisecond, "the folder is made")
 		require.Equal(t, 1, activityCount(t, e, workflows.SpaceWorkflowID(spaceID), "CreateSpaceDir"), "the folder was made once")
+		apitest.RecordHistories(t, e.Temporal)
 	})
 }
 
