@@ -167,7 +167,7 @@ func (s *Server) saveBucket(c *gin.Context) error {
 	ctx := c.Request.Context()
 	create := c.Request.Method == http.MethodPost
 	var b *models.Bucket
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		b = &models.Bucket{TargetLocation: models.TargetLocation{SSLVerify: true, AdvancedSettings: map[string]any{}}}
 		if !create {
 			id, err := web.PathID(c, "id")
@@ -348,7 +348,7 @@ func (s *Server) saveExternalTarget(c *gin.Context) error {
 	ctx := c.Request.Context()
 	create := c.Request.Method == http.MethodPost
 	var t *models.ExternalTarget
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		t = &models.ExternalTarget{Enabled: true, TargetLocation: models.TargetLocation{SSLVerify: true, AdvancedSettings: map[string]any{}}}
 		if !create {
 			id, err := web.PathID(c, "id")

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -126,7 +127,7 @@ func (s *Server) saveDatastore(c *gin.Context) error {
 	ctx := c.Request.Context()
 	create := c.Request.Method == http.MethodPost
 	var d *models.Datastore
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		d = new(models.Datastore)
 		if !create {
 			id, err := web.PathID(c, "id")
@@ -190,7 +191,7 @@ func (s *Server) saveIPAddress(c *gin.Context) error {
 	ctx := c.Request.Context()
 	create := c.Request.Method == http.MethodPost
 	var a *models.IPAddress
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		a = new(models.IPAddress)
 		if !create {
 			id, err := web.PathID(c, "id")

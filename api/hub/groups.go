@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -77,7 +78,7 @@ func (s *Server) saveGroup(c *gin.Context) error {
 	ctx := c.Request.Context()
 	create := c.Request.Method == http.MethodPost
 	var g *models.Group
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		g = new(models.Group)
 		if !create {
 			id, err := web.PathID(c, "id")
@@ -122,7 +123,7 @@ func (s *Server) saveGroup(c *gin.Context) error {
 	return saved(c, create, renderGroup(c, g))
 }
 
-func setGroupUsers(ctx context.Context, tx bun.Tx, g *models.Group, usernames []string) error {
+func setGroupUsers(ctx context.Context, tx bun.IDB, g *models.Group, usernames []string) error {
 	if _, err := tx.NewDelete().Model((*models.UserGroup)(nil)).Where("group_id = ?", g.ID).Exec(ctx); err != nil {
 		return err
 	}

@@ -237,7 +237,7 @@ func (s *Server) createUser(c *gin.Context) error {
 	if in.Groups != nil {
 		groups = *in.Groups
 	}
-	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		return models.CreateUser(ctx, tx, u, groups, conf.InitialUID)
 	})
 	if err != nil {
@@ -267,7 +267,7 @@ func (s *Server) updateUser(c *gin.Context) error {
 		return err
 	}
 	var u *models.User
-	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		if u, err = models.GetUser(ctx, tx, c.Param("username")); err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -228,7 +229,7 @@ func (s *Server) saveWorkflowDef(c *gin.Context) error {
 	}
 	create := c.Request.Method == http.MethodPost
 	w := &models.Workflow{Enabled: true, Visible: true}
-	err := s.DB.RunInTx(c.Request.Context(), nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.Changes.Commit(c.Request.Context(), func(ctx context.Context, tx *changes.Tx) error {
 		if !create {
 			id, err := web.PathID(c, "id")
 			if err != nil {
