@@ -307,9 +307,7 @@ func TestJobEngineUnreachable(t *testing.T) {
 	t.Parallel()
 	cjtest.Each(t, func(t *testing.T, e *cjtest.Env) {
 		ctx := context.Background()
-		away, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Namespace: "nowhere"})
-		require.NoError(t, err)
-		t.Cleanup(away.Close)
+		away := apitest.UnreachableTemporal(t)
 		e.API.Changes.Temporal = away
 
 		space, data := e.Create("spaces", map[string]any{"name": "later"})

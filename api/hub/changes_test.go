@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
@@ -71,9 +70,7 @@ func TestChangeWhileTemporalIsAway(t *testing.T) {
 		e.StartHubWorker()
 		s := newJobSite(t, e, "west")
 		makeTree(t, s.root, 3)
-		away, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Namespace: "nowhere"})
-		require.NoError(t, err)
-		t.Cleanup(away.Close)
+		away := apitest.UnreachableTemporal(t)
 
 		// Temporal stops between the commit and the start.
 		e.API.Changes.Temporal = away
@@ -127,16 +124,14 @@ func TestChangeDeliveredTwiceRunsOnce(t *testing.T) {
 
 		// A job start delivered, then delivered again, as after a crash
 		// between the start and recording it: the job runs once.
-		away, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Namespace: "nowhere"})
-		require.NoError(t, err)
-		t.Cleanup(away.Close)
+		away := apitest.UnreachableTemporal(t)
 		e.API.Changes.Temporal = away
 		id := startJob(t, e, "west", "premigrate", []string{"/data"})
 		intent := owed(t, e)[0]
 		e.API.Changes.Temporal = e.Temporal
 		require.Equal(t, 1, deliverAll(t, e))
 		waitJob(t, e, id)
-		_, err = e.DB.NewInsert().Model(&intent).Exec(ctx)
+		_, err := e.DB.NewInsert().Model(&intent).Exec(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, deliverAll(t, e))
 		requireRanOnce(t, e, id)

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"testing"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -161,4 +162,13 @@ func (e *Env) StartAPIProcess(env ...string) string {
 	addr, err := bufio.NewReader(out).ReadString('\n')
 	require.NoError(e.T, err, "the API process did not start")
 	return "http://" + strings.TrimSpace(addr)
+}
+
+// UnreachableTemporal is a Temporal client whose every call fails as if
+// the server were down (nothing listens at its address).
+func UnreachableTemporal(t testing.TB) client.Client {
+	c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Namespace: "nowhere"})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
 }
