@@ -206,14 +206,14 @@ func (g *schemaGen) object(t reflect.Type, request bool) *openapi3.Schema {
 	s.Properties = openapi3.Schemas{}
 	for _, f := range jsonFields(t) {
 		p := g.ref(f.Type, request)
-		if name := f.Tag.Get("enum"); name != "" || modelEnums[t][f.name] != nil {
-			values, ok := enums[name]
-			if name == "" {
-				values, ok = modelEnums[t][f.name], true
-			}
-			if !ok {
+		values := modelEnums[t][f.name]
+		if name := f.Tag.Get("enum"); name != "" {
+			var ok bool
+			if values, ok = enums[name]; !ok {
 				panic(fmt.Sprintf("openapi: %v.%s: no enum %q", t, f.Name, name))
 			}
+		}
+		if values != nil {
 			p = withEnum(p, values)
 		}
 		if f.Tag.Get("nullable") == "true" {
