@@ -90,6 +90,9 @@ type Job struct {
 	Progress           float64        `bun:"progress"`
 	Run                int            `bun:"run"`
 	Leftover           []BatchRef     `bun:"leftover,type:jsonb"`
+	// Error says why a FAILURE job ended so (nothing could run, or every
+	// path failed); empty otherwise.
+	Error string `bun:"error"`
 }
 
 // BatchRef names a batch written at the site (see vocab.BatchRef).
@@ -188,6 +191,21 @@ func GetJob(ctx context.Context, db bun.IDB, id int64) (*Job, error) {
 	return j, dbErr(err)
 }
 
+// GetJobSite loads the site job j runs on, by id: a site keeps its jobs
+// when it is renamed.
+func GetJobSite(ctx context.Context, db bun.IDB, j *Job) (*Site, error) {
+	s := new(Site)
+	err := db.NewSelect().Model(s).Where("s.id = ?", j.SiteID).Scan(ctx)
+	return s, dbErr(err)
+}
+
+// JobPaths returns the paths a job was given, as given.
+func JobPaths(ctx context.Context, db bun.IDB, id int64) ([]string, error) {
+	var j Job
+	err := db.NewSelect().Model(&j).Column("paths").Where("j.id = ?", id).Scan(ctx)
+	return j.Paths, dbErr(err)
+}
+
 // DeleteJob removes a job with its tasks and stats.
 func DeleteJob(ctx context.Context, db bun.IDB, id int64) error {
 	res, err := db.NewDelete().Model((*Job)(nil)).Where("id = ?", id).Exec(ctx)
@@ -215,6 +233,9 @@ type JobUpdate struct {
 	Leftover        *[]BatchRef
 	Cancelled       *int64
 	Aborted         *int64
+	// Error records why the job failed ("" clears it). A new run (Run)
+	// clears it too.
+	Error *string
 }
 
 // UpdateJob applies u to job id and touches updated.
@@ -241,6 +262,12 @@ func UpdateJob(ctx context.Context, db bun.IDB, id int64, u JobUpdate) error {
 	}
 	if u.Run != nil {
 		q.Set("run = ?", *u.Run).Set("completed = NULL")
+		if u.Error == nil {
+			q.Set("error = ''")
+		}
+	}
+	if u.Error != nil {
+		q.Set("error = ?", *u.Error)
 	}
 	if u.Leftover != nil {
 		q.Set("leftover = ?", jsonText(*u.Leftover))

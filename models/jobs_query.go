@@ -390,6 +390,15 @@ func GetTask(ctx context.Context, db bun.IDB, id int64) (*TaskRow, error) {
 	return t, dbErr(err)
 }
 
+// FirstFailures returns up to limit of a job's paths whose latest outcome
+// is FAILURE, in the order they were recorded.
+func FirstFailures(ctx context.Context, db bun.IDB, jobID int64, limit int) ([]JobStat, error) {
+	var out []JobStat
+	err := db.NewSelect().Model(&out).Where("js.job_id = ? AND js.state = ?", jobID, TaskFailure).
+		Order("js.id").Limit(int64(limit)).Scan(ctx)
+	return out, dbErr(err)
+}
+
 // JobStatFilter selects job stats or their history rows.
 type JobStatFilter struct {
 	States []string
