@@ -213,7 +213,24 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 	var err error
 	switch in.Mode {
 	case "recursive":
-		err = Walk(ctx, a.Root, in.Paths, WalkOptions{Include: in.Include, Exclude: in.Exclude,
+		// A given path the site cannot take (missing, through a symlink,
+		// reserved) fails alone; the others are walked.
+		var walk []string
+		refused := map[string]bool{}
+		for _, p := range in.Paths {
+			if err := a.checkGiven(p); err != nil {
+				if !refused[p] {
+					refused[p] = true
+					w.out.Failed = append(w.out.Failed, Outcome{Path: p, State: OutcomeFailure, Message: a.pathMessage(err)})
+				}
+				continue
+			}
+			walk = append(walk, p)
+		}
+		if len(walk) == 0 {
+			break
+		}
+		err = Walk(ctx, a.Root, walk, WalkOptions{Include: in.Include, Exclude: in.Exclude,
 			BatchSize: size, BatchBytes: in.BatchBytes, AutoBatch: in.AutoBatch}, func(batch []Entry) error {
 			for _, e := range batch {
 				if r := matchRule(in.Rules, e.Type, e.State); r >= 0 {
@@ -253,7 +270,7 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 			if statErr != nil {
 				if !seen[p] {
 					seen[p] = true
-					w.out.Failed = append(w.out.Failed, Outcome{Path: p, State: OutcomeFailure, Message: statErr.Error()})
+					w.out.Failed = append(w.out.Failed, Outcome{Path: p, State: OutcomeFailure, Message: a.pathMessage(statErr)})
 				}
 				continue
 			}
@@ -280,6 +297,23 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 		return nil, err
 	}
 	return &w.out, nil
+}
+
+// checkGiven says why the site cannot walk given path p, or nil: p is
+// missing, reaches through a symlink or outside the root, or names a
+// reserved file.
+func (a *Activities) checkGiven(p string) error {
+	if _, err := cleanRel(p); err != nil {
+		return err
+	}
+	_, err := (&walker{root: a.Root}).describe(p)
+	return err
+}
+
+// pathMessage is err's text for the API, with the site's root folder left
+// out: files are named as the API names them.
+func (a *Activities) pathMessage(err error) string {
+	return strings.ReplaceAll(err.Error(), a.Root.Dir()+"/", "/")
 }
 
 // batchPaths returns the paths held by the given batch files.
