@@ -199,13 +199,6 @@ func GetJobSite(ctx context.Context, db bun.IDB, j *Job) (*Site, error) {
 	return s, dbErr(err)
 }
 
-// JobPaths returns the paths a job was given, as given.
-func JobPaths(ctx context.Context, db bun.IDB, id int64) ([]string, error) {
-	var j Job
-	err := db.NewSelect().Model(&j).Column("paths").Where("j.id = ?", id).Scan(ctx)
-	return j.Paths, dbErr(err)
-}
-
 // DeleteJob removes a job with its tasks and stats.
 func DeleteJob(ctx context.Context, db bun.IDB, id int64) error {
 	res, err := db.NewDelete().Model((*Job)(nil)).Where("id = ?", id).Exec(ctx)
