@@ -20,6 +20,8 @@ const (
 	actFinishSettingsTask      = "FinishSettingsTask"
 	actFinishTask              = "FinishTask"
 	actImportSiteSettings      = "ImportSiteSettings"
+	actJobPathsPage            = "JobPathsPage"
+	actJobSite                 = "JobSite"
 	actListRemoteTarget        = "ListRemoteTarget"
 	actListSites               = "ListSites"
 	actLoadJobPlan             = "LoadJobPlan"
@@ -53,6 +55,8 @@ var HubActivityNames = []string{
 	actFinishSettingsTask,
 	actFinishTask,
 	actImportSiteSettings,
+	actJobPathsPage,
+	actJobSite,
 	actListRemoteTarget,
 	actListSites,
 	actLoadJobPlan,

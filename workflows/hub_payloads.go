@@ -161,13 +161,19 @@ type StepPlan struct {
 // JobPlan is everything the job workflow needs to run a job: small, so it
 // can ride along across continue-as-new.
 type JobPlan struct {
-	JobID       int64
-	Workflow    string
-	Site        string
-	Queue       string
-	Run         int
-	Resubmit    bool // this run reruns what an earlier run left undone
-	Discovery   string
+	JobID    int64
+	Workflow string
+	// Site is the site's current name (the job keeps its site by id), which
+	// names its task queues.
+	Site      string
+	Queue     string
+	Run       int
+	Resubmit  bool // this run reruns what an earlier run left undone
+	Discovery string
+	// Paths are the job's paths, filled only by hubs before paged
+	// discovery (histories recorded then); now discovery reads them from
+	// the database a page at a time (JobPathsPage), since a job may name
+	// more of them than a Temporal payload holds.
 	Paths       []string
 	Include     []string
 	Exclude     []string
@@ -179,6 +185,32 @@ type JobPlan struct {
 	Targets     []site.TargetSpec
 	StepTimeout time.Duration // task_invalidation_timeout
 	Leftover    []vocab.BatchRef
+	// State is the job's state when the plan was read: a start delivered
+	// again finds its run no longer PENDING and ends without work.
+	State string
+}
+
+// JobPathsRequest asks for the next page of a job's paths for discovery.
+type JobPathsRequest struct {
+	JobID int64
+	// Next is the index, in the job's list of distinct paths, of the first
+	// path wanted.
+	Next int
+	// Limit and MaxBytes bound the page: at most Limit paths of at most
+	// MaxBytes bytes together (at least one path, whatever its length).
+	Limit    int
+	MaxBytes int
+}
+
+// JobPathsPage is one page of a job's paths: each path once (a recursive
+// job also drops a path inside another given path, which the walk of the
+// outer one covers), in the order given.
+type JobPathsPage struct {
+	Paths []string
+	Next  int  // Next of the following page
+	Done  bool // no path follows this page
+	// Site is the site's current name.
+	Site string
 }
 
 // JobStateChange moves a job to a state.
@@ -197,9 +229,13 @@ type DiscoveryDone struct {
 	Files  int64
 	Failed []site.Outcome
 	Final  bool // the whole job is discovered (dir_walk_complete)
-	// Page numbers a resubmit's discovery pages from 1, one task each;
-	// 0 is a job's single discovery.
+	// Page numbers discovery pages from 1, one task each; 0 is a job's
+	// single discovery (before paged discovery).
 	Page int
+	// Paged: Found is every entry and failed path discovered by this run so
+	// far (the job's numfiles), not only this page's.
+	Paged bool
+	Found int64
 }
 
 // TaskStart describes a task about to run.
@@ -231,6 +267,9 @@ type JobEnd struct {
 	State     string // SUCCESS, FAILURE or CANCELLED; SUCCESS becomes has-failures when paths failed
 	Cancelled []vocab.BatchRef
 	Aborted   []vocab.BatchRef
+	// Error is why a FAILURE run failed; FinishJob composes one when it
+	// turns a SUCCESS whose every path failed into FAILURE.
+	Error string
 }
 
 // JobOutcome is what FinishJob decided.

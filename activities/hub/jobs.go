@@ -2,10 +2,14 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/uptrace/bun"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/thehub/hub/activities/site"
@@ -22,20 +26,21 @@ func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*workflows.J
 	if err != nil {
 		return nil, notFoundIsFinal(err)
 	}
-	s, err := models.GetSiteByName(ctx, a.DB, j.Site)
+	s, err := jobSite(ctx, a.DB, j)
 	if err != nil {
-		return nil, notFoundIsFinal(err)
+		return nil, err
 	}
 	conf, err := models.GetConfiguration(ctx, a.DB)
 	if err != nil {
 		return nil, err
 	}
 	// A resubmit reruns failures only when the first discovery completed;
-	// otherwise the job is discovered again from scratch.
-	p := &workflows.JobPlan{JobID: j.ID, Workflow: j.Workflow, Site: j.Site, Queue: j.Queue, Run: j.Run, Resubmit: j.Run > 1 && j.DirWalkComplete,
-		Discovery: deref(j.Discovery), Paths: j.Paths, BatchSize: int(s.FileBatchSize),
+	// otherwise the job is discovered again from scratch. The paths stay
+	// here: discovery reads them a page at a time (JobPathsPage).
+	p := &workflows.JobPlan{JobID: j.ID, Workflow: j.Workflow, Site: s.Name, Queue: j.Queue, Run: j.Run, Resubmit: j.Run > 1 && j.DirWalkComplete,
+		Discovery: deref(j.Discovery), BatchSize: int(s.FileBatchSize),
 		BatchBytes: s.FileBatchGB << 30, AutoBatch: s.EnableAutoFileBatchSizing,
-		StepTimeout: time.Duration(conf.TaskInvalidationTimeout) * time.Minute, Leftover: j.Leftover}
+		StepTimeout: time.Duration(conf.TaskInvalidationTimeout) * time.Minute, Leftover: j.Leftover, State: j.State}
 	p.Include = append(globs(s.Include, j.IgnoreSiteIncludes), j.Include...)
 	p.Exclude = append(globs(s.Exclude, j.IgnoreSiteExcludes), j.Exclude...)
 	ts, err := models.JobTargets(ctx, a.DB, s.ID)
@@ -60,6 +65,109 @@ func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*workflows.J
 		p.Chains = append(p.Chains, chain)
 	}
 	return p, nil
+}
+
+// jobSite loads job j's site by id (a renamed site keeps its jobs); a site
+// that is gone is final.
+func jobSite(ctx context.Context, db bun.IDB, j *models.Job) (*models.Site, error) {
+	s, err := models.GetJobSite(ctx, db, j)
+	if errors.Is(err, models.ErrNotFound) {
+		err = fmt.Errorf("the job's site %q (id %d) no longer exists: %w", j.Site, j.SiteID, err)
+	}
+	return s, notFoundIsFinal(err)
+}
+
+// JobSite names job jobID's site as it is called now: its task queues
+// follow a rename.
+func (a *Activities) JobSite(ctx context.Context, jobID int64) (workflows.SiteRef, error) {
+	j, err := models.GetJob(ctx, a.DB, jobID)
+	if err != nil {
+		return workflows.SiteRef{}, notFoundIsFinal(err)
+	}
+	s, err := jobSite(ctx, a.DB, j)
+	if err != nil {
+		return workflows.SiteRef{}, err
+	}
+	return workflows.SiteRef{ID: s.ID, Name: s.Name}, nil
+}
+
+// Bounds of a page of paths (JobPathsPage, FailedPathsPage) when the
+// request sets none: a page, and the discovery outcomes it yields, stay
+// far below Temporal's 2 MB payload limit whatever the paths' lengths.
+const (
+	pathsPageLimit = 1000
+	pathsPageBytes = 256 << 10
+)
+
+// JobPathsPage returns a page of job in.JobID's paths for its discovery:
+// a job may name more paths than one Temporal payload holds, so they stay
+// in the database and travel a page at a time.
+func (a *Activities) JobPathsPage(ctx context.Context, in workflows.JobPathsRequest) (workflows.JobPathsPage, error) {
+	j, err := models.GetJob(ctx, a.DB, in.JobID)
+	if err != nil {
+		return workflows.JobPathsPage{}, notFoundIsFinal(err)
+	}
+	s, err := jobSite(ctx, a.DB, j)
+	if err != nil {
+		return workflows.JobPathsPage{}, err
+	}
+	paths := distinctPaths(j.Paths, deref(j.Discovery) == models.DiscoveryRecursive)
+	if in.Limit <= 0 {
+		in.Limit = pathsPageLimit
+	}
+	if in.MaxBytes <= 0 {
+		in.MaxBytes = pathsPageBytes
+	}
+	start := min(max(in.Next, 0), len(paths))
+	page := pagePaths(paths[start:], in.Limit, in.MaxBytes)
+	next := start + len(page)
+	return workflows.JobPathsPage{Paths: page, Next: next, Done: next >= len(paths), Site: s.Name}, nil
+}
+
+// pagePaths is the longest prefix of paths holding at most limit paths of
+// at most maxBytes bytes together, and at least one path.
+func pagePaths(paths []string, limit, maxBytes int) []string {
+	n, size := 0, 0
+	for n < len(paths) && n < limit {
+		size += len(paths[n])
+		if n > 0 && size > maxBytes {
+			break
+		}
+		n++
+	}
+	return paths[:n]
+}
+
+// distinctPaths is paths with each path once ("/a" and "/a/" are one
+// path), in the order given; with nested, a path inside another
+// given path is dropped too, as the walk of that other path covers it.
+func distinctPaths(paths []string, nested bool) []string {
+	clean := make([]string, len(paths))
+	given := make(map[string]bool, len(paths))
+	for i, p := range paths {
+		clean[i] = path.Clean("/" + p)
+		given[clean[i]] = true
+	}
+	inside := func(c string) bool {
+		for d := c; d != "/"; {
+			d = path.Dir(d)
+			if given[d] {
+				return true
+			}
+		}
+		return false
+	}
+	seen := make(map[string]bool, len(paths))
+	out := make([]string, 0, len(paths))
+	for i, p := range paths {
+		c := clean[i]
+		if seen[c] || (nested && inside(c)) {
+			continue
+		}
+		seen[c] = true
+		out = append(out, p)
+	}
+	return out
 }
 
 // planTransfer resolves a send/site_sync step's destination and the
@@ -174,8 +282,10 @@ func deref(p *string) string {
 	return *p
 }
 
+// notFoundIsFinal makes a missing record (models.ErrNotFound, wrapped or
+// not) a non-retryable error: retrying cannot bring it back.
 func notFoundIsFinal(err error) error {
-	if err == models.ErrNotFound {
+	if errors.Is(err, models.ErrNotFound) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrNotFound, err)
 	}
 	return err
@@ -193,7 +303,10 @@ func (a *Activities) RecordDiscovery(ctx context.Context, d workflows.DiscoveryD
 		t := true
 		u.DirWalkComplete = &t
 	}
-	if d.Final {
+	switch {
+	case d.Paged:
+		u.NumFiles = &d.Found // a total: a retried page sets the same
+	case d.Final:
 		u.NumFiles = &d.Files
 	}
 	if err := models.UpdateJob(ctx, a.DB, d.JobID, u); err != nil {
@@ -214,7 +327,7 @@ func (a *Activities) RecordDiscovery(ctx context.Context, d workflows.DiscoveryD
 	if err := models.RecordOutcomes(ctx, a.DB, d.JobID, t.ID, outcomes(d.Failed)); err != nil {
 		return err
 	}
-	if d.Final {
+	if d.Final && !d.Paged {
 		n := d.Files + int64(len(d.Failed))
 		return models.UpdateJob(ctx, a.DB, d.JobID, models.JobUpdate{NumFiles: &n})
 	}
@@ -311,19 +424,76 @@ func (a *Activities) FinishJob(ctx context.Context, e workflows.JobEnd) (workflo
 	}
 	leftover := append(append([]models.BatchRef{}, e.Cancelled...), e.Aborted...)
 	out := workflows.JobOutcome{State: e.State, HasFailures: j.NumFailedFiles > 0 || aborted > 0 || cancelled > 0}
-	if e.State == models.JobSuccess && j.NumProcessedFiles == 0 && j.NumSkippedFiles == 0 && (j.NumFailedFiles > 0 || aborted > 0) {
+	reason := ""
+	switch {
+	case e.State == models.JobFailure:
+		reason = e.Error
+	case e.State == models.JobSuccess && j.NumProcessedFiles == 0 && j.NumSkippedFiles == 0 && (j.NumFailedFiles > 0 || aborted > 0):
 		out.State = models.JobFailure
+		if reason, err = a.everyPathFailed(ctx, j, aborted); err != nil {
+			return workflows.JobOutcome{}, err
+		}
 	}
+	reason = shorten(reason, maxJobError)
 	err = models.UpdateJob(ctx, a.DB, e.JobID, models.JobUpdate{State: out.State, Completed: true,
-		HasFailures: &out.HasFailures, Leftover: &leftover, Cancelled: &cancelled, Aborted: &aborted})
+		HasFailures: &out.HasFailures, Leftover: &leftover, Cancelled: &cancelled, Aborted: &aborted, Error: &reason})
 	if err != nil {
 		return out, err
 	}
 	return out, a.jobEndAlerts(ctx, e.JobID)
 }
 
+// maxJobError bounds the error recorded on a job, in bytes.
+const maxJobError = 4096
+
+// everyPathFailed says why job j, none of whose paths succeeded, failed:
+// the first failures, with their reasons (all of them are in its job
+// stats).
+func (a *Activities) everyPathFailed(ctx context.Context, j *models.Job, aborted int64) (string, error) {
+	first, err := models.FirstFailures(ctx, a.DB, j.ID, 3)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "every path failed: %d failed", j.NumFailedFiles)
+	if aborted > 0 {
+		fmt.Fprintf(&b, ", %d in batches aborted (their step failed for good, see the job's tasks)", aborted)
+	}
+	for i, f := range first {
+		if i == 0 {
+			b.WriteString("; first: ")
+		} else {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %s", f.Path, f.Message)
+	}
+	if j.NumFailedFiles > int64(len(first)) && len(first) > 0 {
+		b.WriteString("; … (see the job's stats)")
+	}
+	return b.String(), nil
+}
+
+// shorten cuts s to at most n bytes, on a rune boundary.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // FailedPathsPage returns up to limit paths of the job not yet done
-// (failed, cancelled or aborted outcomes), after the given path.
+// (failed, cancelled or aborted outcomes), after the given path, and at
+// most pathsPageBytes of them: the page and its discovery's outcomes stay
+// within Temporal's payload limit whatever the paths' lengths. The
+// workflow pages on from the last path returned.
 func (a *Activities) FailedPathsPage(ctx context.Context, jobID int64, after string, limit int) ([]string, error) {
-	return models.UnfinishedPaths(ctx, a.DB, jobID, after, limit)
+	paths, err := models.UnfinishedPaths(ctx, a.DB, jobID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pagePaths(paths, len(paths), pathsPageBytes), nil
 }
