@@ -3,6 +3,8 @@ package site
 import (
 	"context"
 	"os"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // AdoptResult counts what AdoptRecords found.
@@ -55,5 +57,9 @@ func (r *Root) adopt(p string, rec Record) error {
 		return err
 	}
 	rec.Ino, rec.Btime = inode(fi), birthTime(l.path())
-	return r.state.set(l.path(), l.rel, rec)
+	if err := r.state.set(l.path(), l.rel, rec); err != nil {
+		return err
+	}
+	fsutil.Fault("site.adopted")
+	return nil
 }
