@@ -155,8 +155,12 @@ func (s *Service) DeleteJob(ctx context.Context, j *models.Job) error {
 	if !vocab.QueueNameOK(queue) {
 		queue = vocab.DefaultQueue
 	}
+	site := j.Site // the site's name now, if it was renamed since
+	if cur, err := models.GetJobSite(ctx, s.DB, j); err == nil {
+		site = cur.Name
+	}
 	cleanup, err := NewStart(workflows.JobCleanupWorkflowID(j.ID), workflows.JobCleanupWorkflowName,
-		workflows.JobCleanup{Site: j.Site, Queue: queue, JobIDs: []int64{j.ID}})
+		workflows.JobCleanup{Site: site, Queue: queue, JobIDs: []int64{j.ID}})
 	if err != nil {
 		return err
 	}

@@ -198,8 +198,10 @@ func (s *Service) runningJobRun(ctx context.Context, id string) (int, error) {
 	return run, nil
 }
 
+// failJob ends the job FAILURE, saying why on the job.
 func failJob(ctx context.Context, s *Service, in *models.Intent, cause error) error {
-	err := models.UpdateJob(ctx, s.DB, in.RefID, models.JobUpdate{State: vocab.JobFailure, Completed: true})
+	why := "the job engine refused to start the job: " + cause.Error()
+	err := models.UpdateJob(ctx, s.DB, in.RefID, models.JobUpdate{State: vocab.JobFailure, Completed: true, Error: &why})
 	if errors.Is(err, models.ErrNotFound) {
 		return nil
 	}

@@ -437,7 +437,7 @@ func (s *Server) resubmitJob(c *gin.Context) error {
 		return nil
 	}
 	ctx := c.Request.Context()
-	site, err := models.GetSiteByName(ctx, s.DB, j.Site)
+	site, err := models.GetJobSite(ctx, s.DB, j)
 	if isNotFound(err) {
 		return web.Invalid("site", fmt.Sprintf("Site %q no longer exists.", j.Site))
 	} else if err != nil {
