@@ -31,8 +31,9 @@ type JobInput struct {
 	JobID int64
 	Carry *JobCarry
 	// Run is the job's run this start is for (0: a start from before runs
-	// were checked). A start delivered again once its run has begun or
-	// ended must end at once without work.
+	// were checked, which runs whatever the job's state). A start delivered
+	// again once its run has begun or ended, or for a run the job no longer
+	// has, ends at once without work.
 	Run int
 }
 
@@ -47,8 +48,10 @@ type JobCarry struct {
 	Paused      bool
 	Snapdiff    string // pending manifest to commit on success
 	FailedAfter string // resubmit: keyset cursor into the failed paths
-	Pages       int    // resubmit: discovery pages done, each its own task
+	Pages       int    // discovery pages done, each its own task
 	Prepared    bool   // discovery (or resubmit preparation) is complete
+	PathsNext   int    // paged discovery: index of the job's next path (JobPathsRequest.Next)
+	Found       int64  // paged discovery: entries and failed paths found so far
 }
 
 // JobProgress answers the progress query.
@@ -73,6 +76,29 @@ const (
 	// failedPathsPage is how many failed paths a resubmit re-discovers
 	// per site activity.
 	failedPathsPage = 1000
+	// pathsPageLimit and pathsPageBytes bound a page of the job's paths
+	// handed to discovery: the page, and the outcomes of its paths that
+	// cannot be found, stay far below Temporal's 2 MB payload limit, and a
+	// run holds a few pages before history suggests continuing as new.
+	pathsPageLimit = 1000
+	pathsPageBytes = 256 << 10
+)
+
+// jobChange versions the commands of JobWorkflow (workflow.GetVersion),
+// one check per run. Version jobV1:
+//   - discovery reads the job's paths from the hub a page at a time
+//     (JobPathsPage) and records each page as it goes, continuing as new
+//     between pages when history grows: a job may name more paths than one
+//     payload holds;
+//   - before each batch the job's site is looked up by id (JobSite): task
+//     queues follow a renamed site;
+//   - steps are cancelled with WaitForCancellation: a cancelled job is
+//     recorded CANCELLED only once every step in flight has stopped;
+//   - a start delivered again (JobInput.Run) whose run is no longer
+//     PENDING ends at once.
+const (
+	jobChange = "job-paged-by-id-wait-cancel-once"
+	jobV1     = 1
 )
 
 var (
@@ -120,11 +146,16 @@ func JobWorkflow(ctx workflow.Context, in JobInput) error {
 	if err := j.setup(ctx, in); err != nil {
 		return j.fail(ctx, err)
 	}
+	if j.done {
+		return nil
+	}
 	return j.run(ctx)
 }
 
 type jobRun struct {
 	jobID     int64
+	version   workflow.Version // of jobChange
+	done      bool             // setup found nothing for this start to do
 	c         JobCarry
 	state     string // last state recorded at the hub
 	inFlight  int
@@ -137,6 +168,7 @@ type jobRun struct {
 }
 
 func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
+	j.version = workflow.GetVersion(ctx, jobChange, workflow.DefaultVersion, jobV1)
 	// Bookkeeping runs on a context that cancellation does not reach, so a
 	// cancelled job still records why and where it stopped.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -174,6 +206,21 @@ func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
 	}
 	j.c.Plan = plan
 	j.c.Queue = append(j.c.Queue, plan.Leftover...)
+	if j.version >= jobV1 && in.Run != 0 {
+		switch {
+		case plan.Run != in.Run || (plan.State != vocab.JobPending && plan.State != vocab.JobCancelling):
+			// Delivered again: this run began or ended already, or the job
+			// has moved on to another run. Nothing to do, nothing to record.
+			workflow.GetLogger(ctx).Warn("job start delivered again: ignored", "job", j.jobID, "run", in.Run,
+				"current run", plan.Run, "state", plan.State)
+			j.done = true
+			return nil
+		case plan.State == vocab.JobCancelling:
+			// Cancelled before it ran: nothing to stop.
+			j.done = true
+			return j.recordCancelled()
+		}
+	}
 	return j.setState(vocab.JobStarted, true, false)
 }
 
@@ -231,7 +278,6 @@ func (j *jobRun) run(ctx workflow.Context) error {
 func (j *jobRun) prepare(ctx workflow.Context) error {
 	p := &j.c.Plan
 	var s *site.Activities
-	sctx := workflow.WithActivityOptions(ctx, siteOptions(p, 0))
 	first := 0
 	for _, b := range j.c.Queue {
 		if b.Run == p.Run {
@@ -240,6 +286,7 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 	}
 	discover := func(in site.DiscoverInput) (*site.DiscoverOutput, error) {
 		var out site.DiscoverOutput
+		sctx := workflow.WithActivityOptions(ctx, siteOptions(p, 0)) // p.Site may have changed
 		if err := workflow.ExecuteActivity(sctx, s.Discover, in).Get(ctx, &out); err != nil {
 			return nil, err
 		}
@@ -248,6 +295,9 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 			first = max(first, b.Index+1)
 		}
 		return &out, nil
+	}
+	if !p.Resubmit && j.version >= jobV1 {
+		return j.discoverPages(ctx, discover, first)
 	}
 	if !p.Resubmit {
 		out, err := discover(site.DiscoverInput{JobID: j.jobID, Run: p.Run, Mode: p.Discovery, Paths: p.Paths,
@@ -290,6 +340,53 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 	return nil
 }
 
+// discoverPages discovers the job's paths a page at a time: the hub reads
+// a page from the job's record, the site discovers it into batches, the
+// hub records what it found. The paths never travel whole, nor ride along
+// across continue-as-new: only the cursor does.
+func (j *jobRun) discoverPages(ctx workflow.Context, discover func(site.DiscoverInput) (*site.DiscoverOutput, error), first int) error {
+	p := &j.c.Plan
+	for pages := 0; ; pages++ {
+		if pages > 0 && (pages >= jobBatchesPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) {
+			return j.continueAsNew(ctx)
+		}
+		var page JobPathsPage
+		err := workflow.ExecuteActivity(j.hub, actJobPathsPage, JobPathsRequest{JobID: j.jobID, Next: j.c.PathsNext,
+			Limit: pathsPageLimit, MaxBytes: pathsPageBytes}).Get(ctx, &page)
+		if err != nil {
+			return err
+		}
+		p.Site = page.Site
+		out := &site.DiscoverOutput{}
+		if len(page.Paths) > 0 {
+			out, err = discover(site.DiscoverInput{JobID: j.jobID, Run: p.Run, FirstBatch: first, Mode: p.Discovery,
+				Paths: page.Paths, Include: p.Include, Exclude: p.Exclude, Rules: p.Rules, BatchSize: p.BatchSize,
+				BatchBytes: p.BatchBytes, AutoBatch: p.AutoBatch, Skip: p.Leftover})
+			if err != nil {
+				return err
+			}
+			for _, b := range out.Batches {
+				first = max(first, b.Index+1)
+			}
+		}
+		if out.Snapdiff != "" {
+			j.c.Snapdiff = out.Snapdiff
+		}
+		j.c.Pages++
+		j.c.PathsNext = page.Next
+		j.c.Found += out.Files + int64(len(out.Failed))
+		err = workflow.ExecuteActivity(j.hub, actRecordDiscovery, DiscoveryDone{JobID: j.jobID, Run: p.Run, Files: out.Files,
+			Failed: out.Failed, Final: page.Done, Page: j.c.Pages, Paged: true, Found: j.c.Found}).Get(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if page.Done {
+			j.c.Prepared = true
+			return nil
+		}
+	}
+}
+
 // continueAsNew hands the job to a new run. Signals not yet seen by the
 // signal coroutine are applied first: the carry is encoded right here, and
 // a pause or resume must not be lost with this run.
@@ -301,6 +398,9 @@ func (j *jobRun) continueAsNew(ctx workflow.Context) error {
 		case j.resume.ReceiveAsync(nil):
 			j.c.Paused = false
 		default:
+			// Plans loaded before paged discovery held the paths: the
+			// next run does not need them.
+			j.c.Plan.Paths = nil
 			return workflow.NewContinueAsNewError(ctx, JobWorkflowName, JobInput{JobID: j.jobID, Carry: &j.c})
 		}
 	}
@@ -327,11 +427,16 @@ func (j *jobRun) dispatch(ctx workflow.Context, b vocab.BatchRef) {
 func (j *jobRun) runBatch(ctx workflow.Context, b vocab.BatchRef) error {
 	p := &j.c.Plan
 	var s *site.Activities
-	sctx := workflow.WithActivityOptions(ctx, stepOptions(p, p.StepTimeout))
 	// A context belongs to its coroutine: this batch's bookkeeping gets
 	// its own disconnected context.
 	hctx, _ := workflow.NewDisconnectedContext(ctx)
 	hctx = workflow.WithActivityOptions(hctx, hubOptions)
+	if j.version >= jobV1 {
+		if err := j.refreshSite(hctx); err != nil {
+			return err
+		}
+	}
+	sctx := workflow.WithActivityOptions(ctx, j.stepOptions(p, p.StepTimeout))
 	for k, step := range p.Chains[b.Rule] {
 		var taskID int64
 		err := workflow.ExecuteActivity(hctx, actStartTask, TaskStart{JobID: j.jobID, Site: p.Site, Queue: p.Queue,
@@ -389,13 +494,35 @@ func (j *jobRun) receive(ctx workflow.Context, step StepPlan, src []site.Outcome
 	if len(in.Files) == 0 {
 		return final, nil
 	}
-	opts := stepOptions(&JobPlan{Site: step.DestSite, Queue: step.DestQueue}, j.c.Plan.StepTimeout)
+	opts := j.stepOptions(&JobPlan{Site: step.DestSite, Queue: step.DestQueue}, j.c.Plan.StepTimeout)
 	var s *site.Activities
 	var out site.StepOutput
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), s.Receive, in).Get(ctx, &out); err != nil {
 		return nil, err
 	}
 	return append(final, out.Outcomes...), nil
+}
+
+// stepOptions are the options of a step on the plan's site: from jobV1 on,
+// a cancelled step is waited for until it has stopped (its worker sees
+// the cancellation at its next heartbeat), so that nothing still runs at
+// the site once the job is recorded CANCELLED and can be resubmitted.
+func (j *jobRun) stepOptions(p *JobPlan, timeout time.Duration) workflow.ActivityOptions {
+	o := stepOptions(p, timeout)
+	o.WaitForCancellation = j.version >= jobV1
+	return o
+}
+
+// refreshSite looks the job's site up by id (it may have been renamed
+// since the plan was made): its task queues are named after its current
+// name.
+func (j *jobRun) refreshSite(hctx workflow.Context) error {
+	var ref SiteRef
+	if err := workflow.ExecuteActivity(hctx, actJobSite, j.jobID).Get(hctx, &ref); err != nil {
+		return err
+	}
+	j.c.Plan.Site = ref.Name
+	return nil
 }
 
 // syncPauseState records PAUSING/PAUSED/STARTED as the pause flag and the
@@ -425,6 +552,11 @@ func (j *jobRun) finish(ctx workflow.Context) error {
 	j.state = out.State
 	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(out.State))
 	if out.State == vocab.JobSuccess && !out.HasFailures {
+		if j.version >= jobV1 {
+			if err := j.refreshSite(j.hub); err != nil {
+				return err
+			}
+		}
 		sctx := workflow.WithActivityOptions(j.hub, siteOptions(&j.c.Plan, time.Hour))
 		if j.c.Snapdiff != "" {
 			if err := workflow.ExecuteActivity(sctx, s.CommitSnapdiff, j.c.Snapdiff).Get(ctx, nil); err != nil {
@@ -442,6 +574,15 @@ func (j *jobRun) finish(ctx workflow.Context) error {
 // with every batch not finished kept for resubmit.
 func (j *jobRun) cancel(ctx workflow.Context) error {
 	_ = workflow.Await(j.hub, func() bool { return j.inFlight == 0 })
+	if err := j.recordCancelled(); err != nil {
+		return err
+	}
+	return temporal.NewCanceledError()
+}
+
+// recordCancelled records the job CANCELLED, keeping every batch not
+// finished for a resubmit.
+func (j *jobRun) recordCancelled() error {
 	left := append(append([]vocab.BatchRef{}, j.cancelled...), j.c.Queue[j.c.Next:]...)
 	var out JobOutcome
 	err := workflow.ExecuteActivity(j.hub, actFinishJob, JobEnd{JobID: j.jobID, State: vocab.JobCancelled,
@@ -450,7 +591,7 @@ func (j *jobRun) cancel(ctx workflow.Context) error {
 		return err
 	}
 	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(vocab.JobCancelled))
-	return temporal.NewCanceledError()
+	return nil
 }
 
 // fail ends a job whose preparation failed for good.
@@ -466,9 +607,23 @@ func (j *jobRun) fail(ctx workflow.Context, cause error) error {
 	// Batches not run yet stay queued for a resubmit.
 	left := append(append([]vocab.BatchRef{}, j.cancelled...), j.c.Queue[min(j.c.Next, len(j.c.Queue)):]...)
 	if err := workflow.ExecuteActivity(j.hub, actFinishJob, JobEnd{JobID: j.jobID,
-		State: vocab.JobFailure, Cancelled: left, Aborted: j.c.Aborted}).Get(j.hub, nil); err != nil {
+		State: vocab.JobFailure, Cancelled: left, Aborted: j.c.Aborted, Error: failureReason(cause)}).Get(j.hub, nil); err != nil {
 		return err
 	}
 	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(vocab.JobFailure))
 	return cause
+}
+
+// failureReason is what the job's record says about cause: the message of
+// the error an activity failed with, without Temporal's wrapping.
+func failureReason(cause error) string {
+	var app *temporal.ApplicationError
+	if errors.As(cause, &app) {
+		return app.Message()
+	}
+	var timeout *temporal.TimeoutError
+	if errors.As(cause, &timeout) {
+		return fmt.Sprintf("timed out (%s)", timeout.TimeoutType())
+	}
+	return cause.Error()
 }

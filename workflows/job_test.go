@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,14 @@ type jobEnv struct {
 	// stepErr, when set, is the error RunStep returns for a batch.
 	stepErr func(batch int) error
 	ends    []workflows.TaskEnd
+	// plan is what LoadJobPlan returns.
+	plan       workflows.JobPlan
+	discovered int
+	// pathsPage and discover, when set, answer JobPathsPage and Discover.
+	pathsPage   func(workflows.JobPathsRequest) workflows.JobPathsPage
+	discover    func(site.DiscoverInput) *site.DiscoverOutput
+	discoveries []site.DiscoverInput
+	recorded    []workflows.DiscoveryDone
 }
 
 func newJobEnv(t *testing.T, batches int) *jobEnv {
@@ -42,8 +51,14 @@ func newJobEnv(t *testing.T, batches int) *jobEnv {
 	je.env.RegisterActivity(hub)
 	je.env.RegisterActivity(sa)
 	je.env.RegisterWorkflowWithOptions(workflows.JobWorkflow, workflow.RegisterOptions{Name: workflows.JobWorkflowName})
-	je.env.OnActivity(hub.LoadJobPlan, mock.Anything, mock.Anything).Return(&workflows.JobPlan{JobID: 1, Site: "s", Queue: "default", Run: 1,
-		Discovery: "recursive", Rules: []site.RuleFilter{{Type: "all"}}, Chains: [][]workflows.StepPlan{{{Name: "premigrate"}}}}, nil)
+	je.plan = workflows.JobPlan{JobID: 1, Site: "s", Queue: "default", Run: 1, State: vocab.JobPending,
+		Discovery: "recursive", Rules: []site.RuleFilter{{Type: "all"}}, Chains: [][]workflows.StepPlan{{{Name: "premigrate"}}}}
+	je.env.OnActivity(hub.LoadJobPlan, mock.Anything, mock.Anything).Return(func(context.Context, int64) (*workflows.JobPlan, error) {
+		je.mu.Lock()
+		defer je.mu.Unlock()
+		p := je.plan
+		return &p, nil
+	})
 	je.env.OnActivity(hub.SetJobState, mock.Anything, mock.Anything).Return(func(_ context.Context, c workflows.JobStateChange) error {
 		je.mu.Lock()
 		defer je.mu.Unlock()
@@ -54,8 +69,31 @@ func newJobEnv(t *testing.T, batches int) *jobEnv {
 	for i := 0; i < batches; i++ {
 		out.Batches = append(out.Batches, site.BatchMeta{Index: i, N: 1})
 	}
-	je.env.OnActivity(sa.Discover, mock.Anything, mock.Anything).Return(out, nil)
-	je.env.OnActivity(hub.RecordDiscovery, mock.Anything, mock.Anything).Return(nil)
+	je.env.OnActivity(sa.Discover, mock.Anything, mock.Anything).Return(func(_ context.Context, in site.DiscoverInput) (*site.DiscoverOutput, error) {
+		je.mu.Lock()
+		defer je.mu.Unlock()
+		je.discovered++
+		je.discoveries = append(je.discoveries, in)
+		if je.discover != nil {
+			return je.discover(in), nil
+		}
+		return out, nil
+	})
+	je.env.OnActivity(hub.JobPathsPage, mock.Anything, mock.Anything).Return(func(_ context.Context, in workflows.JobPathsRequest) (workflows.JobPathsPage, error) {
+		je.mu.Lock()
+		defer je.mu.Unlock()
+		if je.pathsPage != nil {
+			return je.pathsPage(in), nil
+		}
+		return workflows.JobPathsPage{Paths: []string{"/data"}, Next: 1, Done: true, Site: "s"}, nil
+	})
+	je.env.OnActivity(hub.JobSite, mock.Anything, mock.Anything).Return(workflows.SiteRef{ID: 1, Name: "s"}, nil)
+	je.env.OnActivity(hub.RecordDiscovery, mock.Anything, mock.Anything).Return(func(_ context.Context, d workflows.DiscoveryDone) error {
+		je.mu.Lock()
+		defer je.mu.Unlock()
+		je.recorded = append(je.recorded, d)
+		return nil
+	})
 	je.env.OnActivity(hub.StartTask, mock.Anything, mock.Anything).Return(int64(1), nil)
 	je.env.OnActivity(sa.RunStep, mock.Anything, mock.Anything).Return(func(_ context.Context, in site.StepInput) (*site.StepOutput, error) {
 		je.mu.Lock()
@@ -164,4 +202,117 @@ func TestJobWorkflowInvalidatesAStaleTask(t *testing.T) {
 	require.Contains(t, invalid[0].Error, "invalid: not finished within task_invalidation_timeout (24h0m0s)")
 	require.Len(t, je.ends, 3)
 	require.Equal(t, vocab.JobSuccess, je.outcome, "the other batches finished; the aborted one is left to resubmit")
+}
+
+// TestJobWorkflowStartsOnce: a start delivered again (JobInput.Run set)
+// once its run has begun or ended, or for a run that is no longer the
+// job's, ends at once without touching the job. A start without a run
+// (from before runs were checked) runs as before.
+func TestJobWorkflowStartsOnce(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		inRun     int
+		planRun   int
+		planState string
+		runs      bool
+	}{
+		{"pending run", 2, 2, vocab.JobPending, true},
+		{"run already started", 2, 2, vocab.JobStarted, false},
+		{"run already paused", 2, 2, vocab.JobPaused, false},
+		{"run already ended", 2, 2, vocab.JobSuccess, false},
+		{"run replaced by a resubmit", 2, 3, vocab.JobPending, false},
+		{"earlier run", 3, 2, vocab.JobFailure, false},
+		{"start without a run", 0, 2, vocab.JobStarted, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			je := newJobEnv(t, 2)
+			je.plan.Run, je.plan.State = tc.planRun, tc.planState
+			je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1, Run: tc.inRun})
+			require.True(t, je.env.IsWorkflowCompleted())
+			require.NoError(t, je.env.GetWorkflowError())
+			if tc.runs {
+				require.Equal(t, 2, je.steps)
+				require.Equal(t, vocab.JobSuccess, je.outcome)
+				return
+			}
+			require.Empty(t, je.states, "the job's state is left alone")
+			require.Zero(t, je.discovered, "nothing is discovered")
+			require.Zero(t, je.steps, "no step runs")
+			require.Empty(t, je.outcome, "the job's end is not recorded again")
+		})
+	}
+}
+
+// TestJobWorkflowCancelledBeforeItsStart: a start that finds its run
+// CANCELLING (cancelled before the workflow ran) records CANCELLED at
+// once, keeping the batches left over for a resubmit.
+func TestJobWorkflowCancelledBeforeItsStart(t *testing.T) {
+	t.Parallel()
+	je := newJobEnv(t, 2)
+	je.plan.Run, je.plan.State = 2, vocab.JobCancelling
+	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1, Run: 2})
+	require.True(t, je.env.IsWorkflowCompleted())
+	require.Zero(t, je.discovered)
+	require.Zero(t, je.steps)
+	require.Equal(t, vocab.JobCancelled, je.outcome)
+}
+
+// TestJobWorkflowDiscoversPathsInPages: the job's paths reach discovery a
+// page at a time from the hub, never whole; batches are numbered on across
+// pages, each page's failures are recorded with the running total, and a
+// run that has discovered enough pages continues as new with the cursor,
+// not the paths.
+func TestJobWorkflowDiscoversPathsInPages(t *testing.T) {
+	t.Parallel()
+	const pages = 3
+	setup := func(je *jobEnv) {
+		je.pathsPage = func(in workflows.JobPathsRequest) workflows.JobPathsPage {
+			return workflows.JobPathsPage{Paths: []string{fmt.Sprintf("/p%d", in.Next)}, Next: in.Next + 1, Done: in.Next+1 >= pages, Site: "s"}
+		}
+		je.discover = func(in site.DiscoverInput) *site.DiscoverOutput {
+			out := &site.DiscoverOutput{Files: 1, Batches: []site.BatchMeta{{Index: in.FirstBatch, N: 1}}}
+			if in.Paths[0] == "/p1" {
+				out.Failed = []site.Outcome{{Path: "/gone", State: site.OutcomeFailure, Message: "no such file"}}
+			}
+			return out
+		}
+	}
+	je := newJobEnv(t, 0)
+	setup(je)
+	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1, Run: 1})
+	require.NoError(t, je.env.GetWorkflowError())
+	require.Len(t, je.discoveries, pages)
+	for i, in := range je.discoveries {
+		require.Equal(t, []string{fmt.Sprintf("/p%d", i)}, in.Paths)
+		require.Equal(t, i, in.FirstBatch, "batches are numbered on across pages")
+	}
+	require.Len(t, je.recorded, pages)
+	for i, d := range je.recorded {
+		require.True(t, d.Paged)
+		require.Equal(t, i+1, d.Page)
+		require.Equal(t, i == pages-1, d.Final)
+	}
+	require.Equal(t, []int64{1, 3, 4}, []int64{je.recorded[0].Found, je.recorded[1].Found, je.recorded[2].Found})
+	require.Equal(t, pages, je.steps)
+	require.Equal(t, vocab.JobSuccess, je.outcome)
+
+	// Many pages: the run continues as new between two pages.
+	many := newJobEnv(t, 0)
+	setup(many)
+	many.pathsPage = func(in workflows.JobPathsRequest) workflows.JobPathsPage {
+		return workflows.JobPathsPage{Paths: []string{fmt.Sprintf("/q%d", in.Next)}, Next: in.Next + 1, Site: "s"}
+	}
+	many.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1, Run: 1})
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(many.env.GetWorkflowError(), &can), "got %v", many.env.GetWorkflowError())
+	var next workflows.JobInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.False(t, next.Carry.Prepared)
+	require.Equal(t, workflows.JobBatchesPerRun, next.Carry.PathsNext, "the cursor rides along")
+	require.Empty(t, next.Carry.Plan.Paths, "paths never do")
+	require.Len(t, next.Carry.Queue, workflows.JobBatchesPerRun)
+	require.Zero(t, many.steps, "batches run once discovery is complete")
 }
