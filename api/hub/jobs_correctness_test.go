@@ -211,14 +211,14 @@ func TestJobResubmitAfterSiteRename(t *testing.T) {
 	s.name = "after"
 	s.startWorker()
 
-	// What the resubmit handler does, with the job's site found by id.
 	id := int64(failed["id"].(float64))
 	j, err := models.GetJob(ctx, e.DB, id)
 	require.NoError(t, err)
 	js, err := models.GetJobSite(ctx, e.DB, j)
 	require.NoError(t, err)
-	require.Equal(t, "after", js.Name)
-	require.NoError(t, e.API.Changes.ResubmitJob(ctx, j))
+	require.Equal(t, "after", js.Name, "a job keeps its site by id")
+	r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/resubmit/", id), nil)
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
 	job := waitJob(t, e, id)
 	require.Equal(t, "SUCCESS", job["state"], job)
 	require.Equal(t, false, job["has_failures"], job)
