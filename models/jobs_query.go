@@ -125,7 +125,7 @@ func (f *JobFilter) apply(db bun.IDB, q *bun.SelectQuery) *bun.SelectQuery {
 		q.Where("j.site_id = ?", *f.SiteID)
 	}
 	if f.Site != "" {
-		q.Where("j.site = ?", f.Site)
+		q.Where(siteNamed("j"), f.Site, f.Site)
 	}
 	if f.InputPathsPrefix != "" {
 		// Compare a prefix of each element of the JSON array exactly: LIKE
@@ -164,6 +164,13 @@ func (f *JobFilter) apply(db bun.IDB, q *bun.SelectQuery) *bun.SelectQuery {
 		q.Where("EXISTS (SELECT 1 FROM queues AS qu WHERE qu.id = ? AND qu.name = j.queue AND qu.site_id = j.site_id)", *f.QueueID)
 	}
 	return q
+}
+
+// siteNamed is the condition, on jobs aliased alias, that a job's site is
+// called name (two arguments: name twice): now, as the job keeps its site
+// by id across a rename, or when the job was created.
+func siteNamed(alias string) string {
+	return "(" + alias + ".site_id IN (SELECT s.id FROM sites AS s WHERE s.name = ?) OR " + alias + ".site = ?)"
 }
 
 // JobsQuery selects the jobs matching f into dest, newest first.
@@ -431,7 +438,7 @@ func (f *JobStatFilter) apply(q *bun.SelectQuery, alias string) *bun.SelectQuery
 		q.Where(alias+".path = ?", f.ExactPath)
 	}
 	if f.Site != "" {
-		q.Where("EXISTS (SELECT 1 FROM jobs AS sj WHERE sj.id = "+alias+".job_id AND sj.site = ?)", f.Site)
+		q.Where("EXISTS (SELECT 1 FROM jobs AS sj WHERE sj.id = "+alias+".job_id AND "+siteNamed("sj")+")", f.Site, f.Site)
 	}
 	return q
 }

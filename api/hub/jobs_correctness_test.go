@@ -229,6 +229,10 @@ func TestJobResubmitAfterSiteRename(t *testing.T) {
 	require.Equal(t, "SUCCESS", job["state"], job)
 	require.Equal(t, false, job["has_failures"], job)
 	require.Greater(t, job["numprocessedfiles"], float64(0), job)
+	// The site's jobs are listed under its name now, as under the old one.
+	for _, name := range []string{"after", "before"} {
+		require.ElementsMatch(t, []int64{id, paused}, resultIDs(t, e.AsAdmin(http.MethodGet, "/api/jobs/?site="+name, nil)), name)
+	}
 	requireTargetMatches(t, s, files)
 	recordRuns(t, e)
 }
