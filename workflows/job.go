@@ -554,7 +554,9 @@ func (j *jobRun) finish(ctx workflow.Context) error {
 	if out.State == vocab.JobSuccess && !out.HasFailures {
 		if j.version >= jobV1 {
 			if err := j.refreshSite(j.hub); err != nil {
-				return err
+				// The job or its site is gone since: nothing left to do there.
+				workflow.GetLogger(ctx).Warn("job's site not found after its end", "job", j.jobID, "error", err)
+				return nil
 			}
 		}
 		sctx := workflow.WithActivityOptions(j.hub, siteOptions(&j.c.Plan, time.Hour))
