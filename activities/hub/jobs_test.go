@@ -1,0 +1,108 @@
+package hub_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	hubact "github.com/thehub/hub/activities/hub"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/models/dbtest"
+	"github.com/thehub/hub/workflows"
+)
+
+func createJob(t *testing.T, db *bun.DB, site *models.Site, discovery string, paths []string) *models.Job {
+	j := &models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: models.DefaultQueue,
+		Paths: paths, OwnerType: models.OwnerSystem, Definition: models.JobDefinition{Name: "premigrate"}}
+	if discovery != "" {
+		j.Discovery = &discovery
+	}
+	require.NoError(t, models.CreateJob(context.Background(), db, j))
+	return j
+}
+
+// pages reads every page of job id's paths as discovery does.
+func pages(t *testing.T, a *hubact.Activities, id int64, limit, maxBytes int) [][]string {
+	var out [][]string
+	next := 0
+	for {
+		p, err := a.JobPathsPage(context.Background(), workflows.JobPathsRequest{JobID: id, Next: next, Limit: limit, MaxBytes: maxBytes})
+		require.NoError(t, err)
+		require.NotEmpty(t, p.Paths, "a page holds at least one path")
+		out = append(out, p.Paths)
+		next = p.Next
+		if p.Done {
+			return out
+		}
+		require.Less(t, len(out), 1000, "paging never ends")
+	}
+}
+
+// TestJobPathsPage: discovery gets each of a job's paths once, in the
+// order given, in pages bounded by count and bytes.
+func TestJobPathsPage(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		site, err := models.EnsureSite(ctx, db, "pager")
+		require.NoError(t, err)
+		a := &hubact.Activities{DB: db}
+		given := []string{"/a", "/b/c", "/a/", "/b", "/b/c/d", "//a", "/e"}
+
+		none := createJob(t, db, site, "", given)
+		require.Equal(t, [][]string{{"/a", "/b/c"}, {"/b", "/b/c/d"}, {"/e"}}, pages(t, a, none.ID, 2, 1000),
+			"each path once (/a, /a/ and //a are one path)")
+		rec := createJob(t, db, site, models.DiscoveryRecursive, given)
+		require.Equal(t, [][]string{{"/a", "/b"}, {"/e"}}, pages(t, a, rec.ID, 2, 1000),
+			"a recursive job leaves a path inside another given path to that one's walk")
+		require.Equal(t, [][]string{{"/a"}, {"/b"}, {"/e"}}, pages(t, a, rec.ID, 10, 3), "pages are bounded in bytes")
+		long := strings.Repeat("x", 100)
+		wide := createJob(t, db, site, "", []string{"/" + long, "/y"})
+		require.Equal(t, [][]string{{"/" + long}, {"/y"}}, pages(t, a, wide.ID, 10, 50), "a path longer than the bound is a page")
+
+		many := make([]string, 2500)
+		for i := range many {
+			many[i] = fmt.Sprintf("/dir/%05d", i)
+		}
+		big := createJob(t, db, site, models.DiscoveryRecursive, many)
+		var got []string
+		for _, p := range pages(t, a, big.ID, 0, 0) {
+			require.LessOrEqual(t, len(p), 1000, "the default page")
+			got = append(got, p...)
+		}
+		require.Equal(t, many, got)
+
+		_, err = a.JobPathsPage(ctx, workflows.JobPathsRequest{JobID: 999999})
+		require.ErrorContains(t, err, "not found")
+	})
+}
+
+// TestJobSiteFollowsRename: a job's site is found by id, under its name
+// now; the plan names the site so, and a job whose site is gone says so.
+func TestJobSiteFollowsRename(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		site, err := models.EnsureSite(ctx, db, "old-name")
+		require.NoError(t, err)
+		j := createJob(t, db, site, "", []string{"/a"})
+		_, err = db.NewUpdate().Model((*models.Site)(nil)).Set("name = ?", "new-name").Where("id = ?", site.ID).Exec(ctx)
+		require.NoError(t, err)
+		a := &hubact.Activities{DB: db}
+		ref, err := a.JobSite(ctx, j.ID)
+		require.NoError(t, err)
+		require.Equal(t, workflows.SiteRef{ID: site.ID, Name: "new-name"}, ref)
+		plan, err := a.LoadJobPlan(ctx, j.ID)
+		require.NoError(t, err)
+		require.Equal(t, "new-name", plan.Site)
+		require.Equal(t, models.JobPending, plan.State)
+		require.Empty(t, plan.Paths, "the paths stay in the database")
+		page, err := a.JobPathsPage(ctx, workflows.JobPathsRequest{JobID: j.ID})
+		require.NoError(t, err)
+		require.Equal(t, "new-name", page.Site)
+	})
+}
