@@ -155,10 +155,7 @@ func (s *Service) DeleteJob(ctx context.Context, j *models.Job) error {
 	if !vocab.QueueNameOK(queue) {
 		queue = vocab.DefaultQueue
 	}
-	site := j.Site // the site's name now, if it was renamed since
-	if cur, err := models.GetJobSite(ctx, s.DB, j); err == nil {
-		site = cur.Name
-	}
+	site := s.jobSiteName(ctx, j)
 	cleanup, err := NewStart(workflows.JobCleanupWorkflowID(j.ID), workflows.JobCleanupWorkflowName,
 		workflows.JobCleanup{Site: site, Queue: queue, JobIDs: []int64{j.ID}})
 	if err != nil {
@@ -170,4 +167,14 @@ func (s *Service) DeleteJob(ctx context.Context, j *models.Job) error {
 		}
 		return tx.Owe(ctx, KindStart, j.ID, cleanup)
 	})
+}
+
+// jobSiteName is the current name of job j's site (it may have been
+// renamed since the job was created), or the name it had then if the site
+// is gone.
+func (s *Service) jobSiteName(ctx context.Context, j *models.Job) string {
+	if cur, err := models.GetJobSite(ctx, s.DB, j); err == nil {
+		return cur.Name
+	}
+	return j.Site
 }

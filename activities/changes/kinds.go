@@ -149,6 +149,7 @@ func deliverJobStart(ctx context.Context, s *Service, in *models.Intent) error {
 	if j.Run != p.Run || j.State != vocab.JobPending {
 		return nil // the run began (or was replaced) already: delivered
 	}
+	site := s.jobSiteName(ctx, j)
 	id := workflows.JobWorkflowID(j.ID)
 	opts := client.StartWorkflowOptions{
 		ID: id, TaskQueue: workflows.HubTaskQueue,
@@ -157,7 +158,7 @@ func deliverJobStart(ctx context.Context, s *Service, in *models.Intent) error {
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		Memo:                                     map[string]any{"run": p.Run},
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.HubSite.ValueSet(j.Site), workflows.HubWorkflow.ValueSet(j.Workflow),
+			workflows.HubSite.ValueSet(site), workflows.HubWorkflow.ValueSet(j.Workflow),
 			workflows.HubJobID.ValueSet(j.ID), workflows.HubJobState.ValueSet(vocab.JobPending)),
 	}
 	start := func() error {

@@ -356,7 +356,7 @@ func renderJob(c *gin.Context, j *models.Job) jobResponse {
 	return jobResponse{
 		ID: j.ID, URL: web.AbsURL(c, fmt.Sprintf("/api/jobs/%d/", j.ID)), Workflow: j.Workflow, JobType: j.Workflow,
 		Site: j.Site, Queue: j.Queue, Discovery: j.Discovery, Fields: j.Fields, State: j.State,
-		HasFailures: j.HasFailures, Created: j.Created, Started: j.Started, Completed: j.Completed,
+		HasFailures: j.HasFailures, Error: web.CleanErrorText(j.Error), Created: j.Created, Started: j.Started, Completed: j.Completed,
 		Runtime: runtime, Owner: owner, ClientKey: clientKey, Schedule: schedule,
 		DirWalkComplete: j.DirWalkComplete, IsSettingsJob: j.IsSettingsJob, FriendlyName: j.FriendlyName,
 		Progress: j.Progress, Paths: j.Paths, Include: j.Include, Exclude: j.Exclude, Run: j.Run,

@@ -649,6 +649,7 @@ type jobResponse struct {
 	Fields             map[string]any `json:"fields" nullable:"true"`
 	State              string         `json:"state" enum:"job_state"`
 	HasFailures        bool           `json:"has_failures" doc:"Some paths failed (a SUCCESS job may have failures)."`
+	Error              string         `json:"error" doc:"Why the job failed, or why some of its paths did; empty otherwise."`
 	Created            time.Time      `json:"created"`
 	Started            *time.Time     `json:"started"`
 	Completed          *time.Time     `json:"completed"`

@@ -49,7 +49,7 @@ func RecordHistories(t testing.TB, c client.Client) {
 		}
 		data, err := protojson.Marshal(h)
 		require.NoError(t, err)
-		name := unsafeName.ReplaceAllString(fmt.Sprintf("%s-%s-%s", t.Name(), id, run[:8]), "-") + ".json"
+		name := unsafeName.ReplaceAllString(fmt.Sprintf("%s-%s-%s", t.Name(), id, run), "-") + ".json"
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
 	}
 }
