@@ -110,14 +110,6 @@ func SetAlertSuppressed(ctx context.Context, db bun.IDB, id int64, suppressed bo
 	return affected(res, err)
 }
 
-// Action states.
-const (
-	ActionPending = vocab.ActionPending
-	ActionStarted = vocab.ActionStarted
-	ActionSuccess = vocab.ActionSuccess
-	ActionFailure = vocab.ActionFailure
-)
-
 // Action is an operator request recorded for processing.
 type Action struct {
 	bun.BaseModel `bun:"table:actions,alias:ac"`
@@ -132,7 +124,7 @@ type Action struct {
 
 // CreateAction records a PENDING action requested by userID.
 func CreateAction(ctx context.Context, db bun.IDB, action string, userID int64) (*Action, error) {
-	a := &Action{Action: action, State: ActionPending, UserID: &userID, Created: time.Now().UTC()}
+	a := &Action{Action: action, State: vocab.ActionPending, UserID: &userID, Created: time.Now().UTC()}
 	if _, err := db.NewInsert().Model(a).Returning("id").Exec(ctx); err != nil {
 		return nil, dbErr(err)
 	}

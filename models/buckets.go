@@ -24,27 +24,19 @@ type TargetSecrets struct {
 	CredentialsJSONEnc string `bun:"credentials_json_enc"`
 }
 
-// Secret field names (see vocab).
-const (
-	SecretAccessKey       = vocab.SecretAccessKey
-	SecretAccessKeyID     = vocab.SecretAccessKeyID
-	SecretSecretAccessKey = vocab.SecretSecretAccessKey
-	SecretCredentialsJSON = vocab.SecretCredentialsJSON
-)
-
 // SecretFields lists the secret fields of buckets and external targets.
-var SecretFields = []string{SecretAccessKey, SecretAccessKeyID, SecretSecretAccessKey, SecretCredentialsJSON}
+var SecretFields = []string{vocab.SecretAccessKey, vocab.SecretAccessKeyID, vocab.SecretSecretAccessKey, vocab.SecretCredentialsJSON}
 
 // Field returns the sealed value of a secret field.
 func (s *TargetSecrets) Field(name string) *string {
 	switch name {
-	case SecretAccessKey:
+	case vocab.SecretAccessKey:
 		return &s.AccessKeyEnc
-	case SecretAccessKeyID:
+	case vocab.SecretAccessKeyID:
 		return &s.AccessKeyIDEnc
-	case SecretSecretAccessKey:
+	case vocab.SecretSecretAccessKey:
 		return &s.SecretAccessKeyEnc
-	case SecretCredentialsJSON:
+	case vocab.SecretCredentialsJSON:
 		return &s.CredentialsJSONEnc
 	}
 	panic("unknown secret field " + name)

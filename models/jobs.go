@@ -14,31 +14,6 @@ import (
 	"github.com/thehub/hub/workflows/vocab"
 )
 
-// Job, task and path states: the shared vocabulary (see workflows/vocab).
-const (
-	JobPending     = vocab.JobPending
-	JobStarted     = vocab.JobStarted
-	JobPausing     = vocab.JobPausing
-	JobPaused      = vocab.JobPaused
-	JobCancelling  = vocab.JobCancelling
-	JobCancelled   = vocab.JobCancelled
-	JobSuccess     = vocab.JobSuccess
-	JobFailure     = vocab.JobFailure
-	JobHasFailures = vocab.JobHasFailures
-
-	TaskPending   = vocab.TaskPending
-	TaskStarted   = vocab.TaskStarted
-	TaskSuccess   = vocab.TaskSuccess
-	TaskFailure   = vocab.TaskFailure
-	TaskError     = vocab.TaskError
-	TaskSkipped   = vocab.TaskSkipped
-	TaskCancelled = vocab.TaskCancelled
-	PathAborted   = vocab.PathAborted
-)
-
-// JobFinished reports whether state is final.
-func JobFinished(state string) bool { return vocab.JobFinished(state) }
-
 // Owner kinds and the ids the API uses for the non-user owners.
 const (
 	OwnerUser      = "user"
@@ -52,51 +27,48 @@ const (
 type Job struct {
 	bun.BaseModel `bun:"table:jobs,alias:j"`
 
-	ID                 int64          `bun:"id,pk,autoincrement"`
-	Workflow           string         `bun:"workflow"`
-	Definition         JobDefinition  `bun:"definition,type:jsonb"`
-	Site               string         `bun:"site"`
-	SiteID             int64          `bun:"site_id"`
-	Queue              string         `bun:"queue"`
-	Discovery          *string        `bun:"discovery"`
-	Fields             map[string]any `bun:"fields,type:jsonb"`
-	Paths              []string       `bun:"paths,type:jsonb"`
-	Include            []string       `bun:"include,type:jsonb"`
-	Exclude            []string       `bun:"exclude,type:jsonb"`
-	IgnoreSiteIncludes bool           `bun:"ignore_site_includes"`
-	IgnoreSiteExcludes bool           `bun:"ignore_site_excludes"`
-	State              string         `bun:"state"`
-	HasFailures        bool           `bun:"has_failures"`
-	Created            time.Time      `bun:"created"`
-	Started            *time.Time     `bun:"started"`
-	Completed          *time.Time     `bun:"completed"`
-	Updated            time.Time      `bun:"updated"`
-	OwnerType          string         `bun:"owner_type"`
-	OwnerID            *int64         `bun:"owner_id"`
-	OwnerName          string         `bun:"owner_name"`
-	ClientKeyID        *int64         `bun:"clientkey_id"`
-	ClientKeyName      string         `bun:"clientkey_name"`
-	ScheduleID         *int64         `bun:"schedule_id"`
-	ScheduleName       string         `bun:"schedule_name"`
-	DirWalkComplete    bool           `bun:"dir_walk_complete"`
-	IsSettingsJob      bool           `bun:"is_settings_job"`
-	FriendlyName       string         `bun:"friendly_name"`
-	NumFiles           int64          `bun:"numfiles"`
-	NumProcessedFiles  int64          `bun:"numprocessedfiles"`
-	NumFailedFiles     int64          `bun:"numfailedfiles"`
-	NumSkippedFiles    int64          `bun:"numskippedfiles"`
-	NumAbortedFiles    int64          `bun:"numabortedfiles"`
-	NumCancelledFiles  int64          `bun:"numcancelledfiles"`
-	Progress           float64        `bun:"progress"`
-	Run                int            `bun:"run"`
-	Leftover           []BatchRef     `bun:"leftover,type:jsonb"`
+	ID                 int64            `bun:"id,pk,autoincrement"`
+	Workflow           string           `bun:"workflow"`
+	Definition         JobDefinition    `bun:"definition,type:jsonb"`
+	Site               string           `bun:"site"`
+	SiteID             int64            `bun:"site_id"`
+	Queue              string           `bun:"queue"`
+	Discovery          *string          `bun:"discovery"`
+	Fields             map[string]any   `bun:"fields,type:jsonb"`
+	Paths              []string         `bun:"paths,type:jsonb"`
+	Include            []string         `bun:"include,type:jsonb"`
+	Exclude            []string         `bun:"exclude,type:jsonb"`
+	IgnoreSiteIncludes bool             `bun:"ignore_site_includes"`
+	IgnoreSiteExcludes bool             `bun:"ignore_site_excludes"`
+	State              string           `bun:"state"`
+	HasFailures        bool             `bun:"has_failures"`
+	Created            time.Time        `bun:"created"`
+	Started            *time.Time       `bun:"started"`
+	Completed          *time.Time       `bun:"completed"`
+	Updated            time.Time        `bun:"updated"`
+	OwnerType          string           `bun:"owner_type"`
+	OwnerID            *int64           `bun:"owner_id"`
+	OwnerName          string           `bun:"owner_name"`
+	ClientKeyID        *int64           `bun:"clientkey_id"`
+	ClientKeyName      string           `bun:"clientkey_name"`
+	ScheduleID         *int64           `bun:"schedule_id"`
+	ScheduleName       string           `bun:"schedule_name"`
+	DirWalkComplete    bool             `bun:"dir_walk_complete"`
+	IsSettingsJob      bool             `bun:"is_settings_job"`
+	FriendlyName       string           `bun:"friendly_name"`
+	NumFiles           int64            `bun:"numfiles"`
+	NumProcessedFiles  int64            `bun:"numprocessedfiles"`
+	NumFailedFiles     int64            `bun:"numfailedfiles"`
+	NumSkippedFiles    int64            `bun:"numskippedfiles"`
+	NumAbortedFiles    int64            `bun:"numabortedfiles"`
+	NumCancelledFiles  int64            `bun:"numcancelledfiles"`
+	Progress           float64          `bun:"progress"`
+	Run                int              `bun:"run"`
+	Leftover           []vocab.BatchRef `bun:"leftover,type:jsonb"`
 	// Error says why a FAILURE job ended so (nothing could run, or every
 	// path failed); empty otherwise.
 	Error string `bun:"error"`
 }
-
-// BatchRef names a batch written at the site (see vocab.BatchRef).
-type BatchRef = vocab.BatchRef
 
 // JobDefinition is the snapshot of a workflow definition a job runs, so
 // later edits of the definition never change a running job.
@@ -176,7 +148,7 @@ type JobStatHistory struct {
 // CreateJob inserts a PENDING job.
 func CreateJob(ctx context.Context, db bun.IDB, j *Job) error {
 	now := time.Now().UTC()
-	j.Created, j.Updated, j.State = now, now, JobPending
+	j.Created, j.Updated, j.State = now, now, vocab.JobPending
 	if j.Run == 0 {
 		j.Run = 1
 	}
@@ -209,7 +181,7 @@ func DeleteJob(ctx context.Context, db bun.IDB, id int64) error {
 // already finished (its workflow may have just recorded the final state).
 func MarkCancelling(ctx context.Context, db bun.IDB, id int64) error {
 	_, err := db.NewUpdate().Model((*Job)(nil)).Where("id = ? AND state NOT IN (?)", id,
-		bun.In([]string{JobSuccess, JobFailure, JobCancelled})).Set("state = ?", JobCancelling).
+		bun.In([]string{vocab.JobSuccess, vocab.JobFailure, vocab.JobCancelled})).Set("state = ?", vocab.JobCancelling).
 		Set("updated = ?", time.Now().UTC()).Exec(ctx)
 	return dbErr(err)
 }
@@ -223,7 +195,7 @@ type JobUpdate struct {
 	NumFiles        *int64
 	HasFailures     *bool
 	Run             *int
-	Leftover        *[]BatchRef
+	Leftover        *[]vocab.BatchRef
 	Cancelled       *int64
 	Aborted         *int64
 	// Error records why the job failed ("" clears it). A new run (Run)
@@ -296,8 +268,8 @@ func FinishTask(ctx context.Context, db bun.IDB, id int64, state string, result 
 
 // CancelOpenTasks marks a job's pending and started tasks CANCELLED.
 func CancelOpenTasks(ctx context.Context, db bun.IDB, jobID int64) error {
-	_, err := db.NewUpdate().Model((*Task)(nil)).Where("job_id = ? AND state IN (?)", jobID, bun.In([]string{TaskPending, TaskStarted})).
-		Set("state = ?", TaskCancelled).Set("completed = ?", time.Now().UTC()).Exec(ctx)
+	_, err := db.NewUpdate().Model((*Task)(nil)).Where("job_id = ? AND state IN (?)", jobID, bun.In([]string{vocab.TaskPending, vocab.TaskStarted})).
+		Set("state = ?", vocab.TaskCancelled).Set("completed = ?", time.Now().UTC()).Exec(ctx)
 	return dbErr(err)
 }
 
@@ -430,14 +402,14 @@ func RefreshJobCounts(ctx context.Context, db bun.IDB, jobID int64) error {
 	for _, r := range rows {
 		c[r.State] = r.N
 	}
-	done := c[TaskSuccess] + c[TaskFailure] + c[TaskSkipped]
+	done := c[vocab.TaskSuccess] + c[vocab.TaskFailure] + c[vocab.TaskSkipped]
 	least := "LEAST" // the two-argument minimum is spelled differently
 	if !IsPostgres(db) {
 		least = "MIN"
 	}
 	_, err = db.NewUpdate().Model((*Job)(nil)).Where("id = ?", jobID).
-		Set("numprocessedfiles = ?", c[TaskSuccess]).Set("numfailedfiles = ?", c[TaskFailure]).
-		Set("numskippedfiles = ?", c[TaskSkipped]).Set("updated = ?", time.Now().UTC()).
+		Set("numprocessedfiles = ?", c[vocab.TaskSuccess]).Set("numfailedfiles = ?", c[vocab.TaskFailure]).
+		Set("numskippedfiles = ?", c[vocab.TaskSkipped]).Set("updated = ?", time.Now().UTC()).
 		Set("progress = CASE WHEN numfiles > 0 THEN "+least+"(100.0, 100.0 * ? / numfiles) ELSE progress END", done).
 		Exec(ctx)
 	return dbErr(err)
@@ -458,7 +430,7 @@ func jsonText(v any) string {
 func UnfinishedPaths(ctx context.Context, db bun.IDB, jobID int64, after string, limit int) ([]string, error) {
 	var paths []string
 	err := db.NewSelect().Model((*JobStat)(nil)).Column("path").
-		Where("job_id = ? AND state NOT IN (?) AND path > ?", jobID, bun.In([]string{TaskSuccess, TaskSkipped}), after).
+		Where("job_id = ? AND state NOT IN (?) AND path > ?", jobID, bun.In([]string{vocab.TaskSuccess, vocab.TaskSkipped}), after).
 		Order("path").Limit(int64(limit)).Scan(ctx, &paths)
 	return paths, dbErr(err)
 }

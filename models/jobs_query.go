@@ -9,16 +9,18 @@ import (
 	"unicode/utf8"
 
 	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // JobStates are the stored job states, in the order lists show them.
-var JobStates = []string{JobPending, JobStarted, JobPausing, JobPaused, JobCancelling, JobCancelled, JobSuccess, JobFailure}
+var JobStates = []string{vocab.JobPending, vocab.JobStarted, vocab.JobPausing, vocab.JobPaused, vocab.JobCancelling, vocab.JobCancelled, vocab.JobSuccess, vocab.JobFailure}
 
 // TaskStates are the states a task can have.
-var TaskStates = []string{TaskPending, TaskStarted, TaskSuccess, TaskFailure, TaskError, TaskSkipped, TaskCancelled}
+var TaskStates = []string{vocab.TaskPending, vocab.TaskStarted, vocab.TaskSuccess, vocab.TaskFailure, vocab.TaskError, vocab.TaskSkipped, vocab.TaskCancelled}
 
 // PathStates are the states a path outcome (job stat) can have.
-var PathStates = []string{TaskPending, TaskStarted, TaskSuccess, TaskFailure, TaskError, TaskSkipped, TaskCancelled, PathAborted}
+var PathStates = []string{vocab.TaskPending, vocab.TaskStarted, vocab.TaskSuccess, vocab.TaskFailure, vocab.TaskError, vocab.TaskSkipped, vocab.TaskCancelled, vocab.PathAborted}
 
 // TaskDiscovery is the tasktype of the task the hub records for paths
 // that failed during discovery; it is no step of the workflow definition.
@@ -29,7 +31,7 @@ const TaskDiscovery = "discovery"
 type JobFilter struct {
 	Created, Completed TimeRange
 	Workflow           []string // exact names; all must match (jobtype and workflow)
-	States             []string // stored states, or JobHasFailures
+	States             []string // stored states, or vocab.JobHasFailures
 	OwnerIDs           []int64  // user ids, OwnerUnknownID, OwnerSystemID
 	ClientKeyIDs       []int64
 	ScheduleIDs        []int64
@@ -73,7 +75,7 @@ func (f *JobFilter) apply(db bun.IDB, q *bun.SelectQuery) *bun.SelectQuery {
 		var plain []string
 		hasFailures := false
 		for _, s := range f.States {
-			if s == JobHasFailures {
+			if s == vocab.JobHasFailures {
 				hasFailures = true
 			} else {
 				plain = append(plain, s)
@@ -84,7 +86,7 @@ func (f *JobFilter) apply(db bun.IDB, q *bun.SelectQuery) *bun.SelectQuery {
 				q.WhereOr("j.state IN (?)", bun.In(plain))
 			}
 			if hasFailures {
-				q.WhereOr("(j.state = ? AND j.has_failures = ?)", JobSuccess, true)
+				q.WhereOr("(j.state = ? AND j.has_failures = ?)", vocab.JobSuccess, true)
 			}
 			return q
 		})
@@ -154,7 +156,7 @@ func (f *JobFilter) apply(db bun.IDB, q *bun.SelectQuery) *bun.SelectQuery {
 		})
 	}
 	if f.HideNoop {
-		q.Where("NOT (j.state = ? AND j.numfiles = 0)", JobSuccess)
+		q.Where("NOT (j.state = ? AND j.numfiles = 0)", vocab.JobSuccess)
 	}
 	if f.Queue != "" {
 		q.Where("j.queue = ?", f.Queue)
@@ -272,7 +274,7 @@ func SummarizeJobs(ctx context.Context, db bun.IDB, f JobFilter) (*JobSummary, e
 	for _, r := range rows {
 		s.Count += r.N
 		s.ByState[r.State] += r.N
-		if r.State == JobSuccess {
+		if r.State == vocab.JobSuccess {
 			s.HasFailures += r.HasFailures
 		}
 		s.Files.NumFiles += r.NumFiles
@@ -401,7 +403,7 @@ func GetTask(ctx context.Context, db bun.IDB, id int64) (*TaskRow, error) {
 // is FAILURE, in the order they were recorded.
 func FirstFailures(ctx context.Context, db bun.IDB, jobID int64, limit int) ([]JobStat, error) {
 	var out []JobStat
-	err := db.NewSelect().Model(&out).Where("js.job_id = ? AND js.state = ?", jobID, TaskFailure).
+	err := db.NewSelect().Model(&out).Where("js.job_id = ? AND js.state = ?", jobID, vocab.TaskFailure).
 		Order("js.id").Limit(int64(limit)).Scan(ctx)
 	return out, dbErr(err)
 }

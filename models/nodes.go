@@ -49,9 +49,6 @@ type NodeQueue struct {
 	LastHeartbeat time.Time `bun:"last_heartbeat"`
 }
 
-// DefaultQueue is the queue every site has.
-const DefaultQueue = vocab.DefaultQueue
-
 // Heartbeat is what a site worker reports about itself.
 type Heartbeat struct {
 	Site, Node, Queue                                             string
@@ -108,11 +105,11 @@ func SiteQueues(ctx context.Context, db bun.IDB, siteID int64) ([]Queue, error) 
 }
 
 // SiteHasQueue reports whether queue is a known queue of the site:
-// DefaultQueue, which every site has, or a queue one of its workers has
+// vocab.DefaultQueue, which every site has, or a queue one of its workers has
 // reported in a heartbeat (a row of /api/queues/). A job on any other
 // queue would wait for a worker that never comes.
 func SiteHasQueue(ctx context.Context, db bun.IDB, siteID int64, queue string) (bool, error) {
-	if queue == DefaultQueue {
+	if queue == vocab.DefaultQueue {
 		return true, nil
 	}
 	n, err := db.NewSelect().Model((*Queue)(nil)).Where("site_id = ? AND name = ?", siteID, queue).Count(ctx)

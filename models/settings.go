@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Setting is one key of the hub's global settings (SiteID nil) or of one
@@ -220,7 +222,7 @@ type SettingsTask struct {
 
 // CreateSettingsTask inserts a PENDING settings task.
 func CreateSettingsTask(ctx context.Context, db bun.IDB, t *SettingsTask) error {
-	t.State, t.Created = TaskPending, time.Now().UTC()
+	t.State, t.Created = vocab.TaskPending, time.Now().UTC()
 	if t.Results == nil {
 		t.Results = json.RawMessage("{}")
 	}
@@ -242,8 +244,8 @@ func StartSettingsTasks(ctx context.Context, db bun.IDB, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := db.NewUpdate().Model((*SettingsTask)(nil)).Set("state = ?", TaskStarted).Set("started = ?", time.Now().UTC()).
-		Where("id IN (?) AND state = ?", bun.In(ids), TaskPending).Exec(ctx)
+	_, err := db.NewUpdate().Model((*SettingsTask)(nil)).Set("state = ?", vocab.TaskStarted).Set("started = ?", time.Now().UTC()).
+		Where("id IN (?) AND state = ?", bun.In(ids), vocab.TaskPending).Exec(ctx)
 	return dbErr(err)
 }
 

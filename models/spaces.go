@@ -31,13 +31,6 @@ type Space struct {
 	SnapshotSchedule *SnapshotSchedule `bun:"rel:has-one,join:id=space_id"`
 }
 
-// States of a space's directory on one site.
-const (
-	SpaceSitePending = vocab.SpaceSitePending
-	SpaceSiteReady   = vocab.SpaceSiteReady
-	SpaceSiteError   = vocab.SpaceSiteError
-)
-
 // SpaceSite links a space to a site, with the site-specific label and usage.
 type SpaceSite struct {
 	bun.BaseModel `bun:"table:space_sites,alias:ss"`
@@ -208,7 +201,7 @@ func setSpaceLinks(ctx context.Context, tx bun.IDB, spaceID int64, links []Space
 			}
 			continue
 		}
-		link := &SpaceSite{SpaceID: spaceID, SiteID: l.SiteID, Label: l.Label, Usage: usage, State: SpaceSitePending}
+		link := &SpaceSite{SpaceID: spaceID, SiteID: l.SiteID, Label: l.Label, Usage: usage, State: vocab.SpaceSitePending}
 		if _, err := tx.NewInsert().Model(link).Exec(ctx); err != nil {
 			return ch, dbErr(err)
 		}
@@ -260,7 +253,7 @@ func SetSiteSpaces(ctx context.Context, db bun.IDB, site *Site, names []string) 
 				continue
 			}
 			had[s.ID] = true
-			link := &SpaceSite{SpaceID: s.ID, SiteID: site.ID, Label: site.Label, Usage: []int64{}, State: SpaceSitePending}
+			link := &SpaceSite{SpaceID: s.ID, SiteID: site.ID, Label: site.Label, Usage: []int64{}, State: vocab.SpaceSitePending}
 			if _, err := tx.NewInsert().Model(link).Exec(ctx); err != nil {
 				return dbErr(err)
 			}

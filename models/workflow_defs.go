@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Discovery methods of a workflow definition; none is a nil Discovery.
@@ -335,7 +337,7 @@ func BuiltinWorkflows() []Workflow {
 		return []StepSpec{{Name: name, Params: params}}
 	}
 	destination := WorkflowField{Type: FieldText, Label: "Destination site", Required: true}
-	queue := WorkflowField{Type: FieldText, Label: "Destination queue", Default: DefaultQueue}
+	queue := WorkflowField{Type: FieldText, Label: "Destination queue", Default: vocab.DefaultQueue}
 	return []Workflow{
 		{Name: "migrate", Label: "Migrate", Discovery: wfString(DiscoveryRecursive),
 			IconClasses: []any{"fa", "fa-cloud-upload-alt"},

@@ -22,7 +22,7 @@ type SiteInventoryInput struct {
 type SpaceSiteState struct {
 	SpaceID int64
 	Site    string
-	State   string // models.SpaceSiteReady or models.SpaceSiteError
+	State   string // vocab.SpaceSiteReady or vocab.SpaceSiteError
 	Message string
 }
 

@@ -142,10 +142,10 @@ func TargetDriverConfig(t *models.ExternalTarget, c *vocab.Cipher) (targets.Conf
 			return cfg, err
 		}
 	}
-	cfg.AccessKeyID = pick(own[models.SecretAccessKeyID], inherited[models.SecretAccessKeyID])
+	cfg.AccessKeyID = pick(own[vocab.SecretAccessKeyID], inherited[vocab.SecretAccessKeyID])
 	if cfg.AccessKeyID == "" {
-		cfg.AccessKeyID = pick(own[models.SecretAccessKey], inherited[models.SecretAccessKey])
+		cfg.AccessKeyID = pick(own[vocab.SecretAccessKey], inherited[vocab.SecretAccessKey])
 	}
-	cfg.SecretAccessKey = pick(own[models.SecretSecretAccessKey], inherited[models.SecretSecretAccessKey])
+	cfg.SecretAccessKey = pick(own[vocab.SecretSecretAccessKey], inherited[vocab.SecretSecretAccessKey])
 	return cfg, nil
 }

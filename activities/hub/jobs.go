@@ -176,7 +176,7 @@ func (a *Activities) planTransfer(ctx context.Context, sp *workflows.StepPlan, s
 	sp.DestSite, _ = sp.Params["destination_site"].(string)
 	sp.DestQueue, _ = sp.Params["destination_queue"].(string)
 	if sp.DestQueue == "" {
-		sp.DestQueue = models.DefaultQueue
+		sp.DestQueue = vocab.DefaultQueue
 	}
 	dest, err := models.GetSiteByName(ctx, a.DB, sp.DestSite)
 	if err != nil {
@@ -320,7 +320,7 @@ func (a *Activities) RecordDiscovery(ctx context.Context, d workflows.DiscoveryD
 		taskID += fmt.Sprintf("-p%d", d.Page)
 	}
 	t := &models.Task{JobID: d.JobID, TaskType: "discovery", TaskID: taskID,
-		State: models.TaskFailure, Run: d.Run, NumPaths: int64(len(d.Failed))}
+		State: vocab.TaskFailure, Run: d.Run, NumPaths: int64(len(d.Failed))}
 	if err := models.CreateTask(ctx, a.DB, t); err != nil {
 		return err
 	}
@@ -337,7 +337,7 @@ func (a *Activities) RecordDiscovery(ctx context.Context, d workflows.DiscoveryD
 // StartTask records a STARTED task, idempotently, and returns its id.
 func (a *Activities) StartTask(ctx context.Context, s workflows.TaskStart) (int64, error) {
 	now := time.Now().UTC()
-	t := &models.Task{JobID: s.JobID, Site: s.Site, Queue: s.Queue, TaskType: s.Name, State: models.TaskStarted,
+	t := &models.Task{JobID: s.JobID, Site: s.Site, Queue: s.Queue, TaskType: s.Name, State: vocab.TaskStarted,
 		TaskID: fmt.Sprintf("job-%d-r%d-b%d-r%d-s%d", s.JobID, s.Run, s.Batch, s.BatchRun, s.Step),
 		Run:    s.Run, Batch: s.Batch, Step: s.Step, NumPaths: int64(s.NumPaths), Started: &now,
 		FriendlyName: fmt.Sprintf("%s of batch %d", s.Name, s.Batch)}
@@ -365,9 +365,9 @@ func (a *Activities) FinishTask(ctx context.Context, e workflows.TaskEnd) (workf
 	}
 	state := e.State
 	if state == "" {
-		state = models.TaskSuccess
+		state = vocab.TaskSuccess
 		if c.Failed > 0 {
-			state = models.TaskFailure
+			state = vocab.TaskFailure
 		}
 	}
 	result := map[string]any{"succeeded": c.Succeeded, "failed": c.Failed, "skipped": c.Skipped}
@@ -422,14 +422,14 @@ func (a *Activities) FinishJob(ctx context.Context, e workflows.JobEnd) (workflo
 	for _, b := range e.Aborted {
 		aborted += int64(b.N)
 	}
-	leftover := append(append([]models.BatchRef{}, e.Cancelled...), e.Aborted...)
+	leftover := append(append([]vocab.BatchRef{}, e.Cancelled...), e.Aborted...)
 	out := workflows.JobOutcome{State: e.State, HasFailures: j.NumFailedFiles > 0 || aborted > 0 || cancelled > 0}
 	reason := ""
 	switch {
-	case e.State == models.JobFailure:
+	case e.State == vocab.JobFailure:
 		reason = e.Error
-	case e.State == models.JobSuccess && j.NumProcessedFiles == 0 && j.NumSkippedFiles == 0 && (j.NumFailedFiles > 0 || aborted > 0):
-		out.State = models.JobFailure
+	case e.State == vocab.JobSuccess && j.NumProcessedFiles == 0 && j.NumSkippedFiles == 0 && (j.NumFailedFiles > 0 || aborted > 0):
+		out.State = vocab.JobFailure
 		if reason, err = a.everyPathFailed(ctx, j, aborted); err != nil {
 			return workflows.JobOutcome{}, err
 		}

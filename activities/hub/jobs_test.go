@@ -13,10 +13,11 @@ import (
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/models/dbtest"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 func createJob(t *testing.T, db *bun.DB, site *models.Site, discovery string, paths []string) *models.Job {
-	j := &models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: models.DefaultQueue,
+	j := &models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: vocab.DefaultQueue,
 		Paths: paths, OwnerType: models.OwnerSystem, Definition: models.JobDefinition{Name: "premigrate"}}
 	if discovery != "" {
 		j.Discovery = &discovery
@@ -99,7 +100,7 @@ func TestJobSiteFollowsRename(t *testing.T) {
 		plan, err := a.LoadJobPlan(ctx, j.ID)
 		require.NoError(t, err)
 		require.Equal(t, "new-name", plan.Site)
-		require.Equal(t, models.JobPending, plan.State)
+		require.Equal(t, vocab.JobPending, plan.State)
 		require.Empty(t, plan.Paths, "the paths stay in the database")
 		page, err := a.JobPathsPage(ctx, workflows.JobPathsRequest{JobID: j.ID})
 		require.NoError(t, err)

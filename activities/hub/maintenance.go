@@ -9,6 +9,7 @@ import (
 
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Alert names the jobs engine raises.
@@ -57,12 +58,12 @@ func (a *Activities) jobEndAlerts(ctx context.Context, jobID int64) error {
 		return err
 	}
 	switch {
-	case j.State == models.JobFailure && conf.AlertCompletedFailedJobs:
+	case j.State == vocab.JobFailure && conf.AlertCompletedFailedJobs:
 		return a.raiseJobAlert(ctx, j, alertJobFailed, models.SeverityError, "failed")
-	case j.State == models.JobSuccess && j.HasFailures && conf.AlertCompletedHasFailuresJobs:
+	case j.State == vocab.JobSuccess && j.HasFailures && conf.AlertCompletedHasFailuresJobs:
 		return a.raiseJobAlert(ctx, j, alertJobHasFailures, models.SeverityWarning,
 			fmt.Sprintf("finished with %d failed, %d aborted, %d cancelled paths", j.NumFailedFiles, j.NumAbortedFiles, j.NumCancelledFiles))
-	case j.State == models.JobSuccess && !j.HasFailures && conf.AlertCompletedSuccessJobs:
+	case j.State == vocab.JobSuccess && !j.HasFailures && conf.AlertCompletedSuccessJobs:
 		return a.raiseJobAlert(ctx, j, alertJobSucceeded, models.SeverityInfo, "succeeded")
 	}
 	return nil
@@ -120,11 +121,11 @@ func (a *Activities) Maintain(ctx context.Context) (workflows.MaintenanceResult,
 		}
 		return nil
 	}
-	if err := check(conf.AlertNotstartedJobs, conf.NotstartedJobThreshold, []string{models.JobPending}, "created",
+	if err := check(conf.AlertNotstartedJobs, conf.NotstartedJobThreshold, []string{vocab.JobPending}, "created",
 		alertJobNotStarted, fmt.Sprintf("not started after %d s", conf.NotstartedJobThreshold), &res.NotStarted); err != nil {
 		return res, err
 	}
-	err = check(conf.AlertNotprogressedJobs, conf.NotprogressedJobThreshold, []string{models.JobStarted}, "updated",
+	err = check(conf.AlertNotprogressedJobs, conf.NotprogressedJobThreshold, []string{vocab.JobStarted}, "updated",
 		alertJobNotProgressed, fmt.Sprintf("no progress for %d s", conf.NotprogressedJobThreshold), &res.NotProgressed)
 	return res, err
 }
@@ -134,7 +135,7 @@ func (a *Activities) Maintain(ctx context.Context) (workflows.MaintenanceResult,
 // conditions, so a job resubmitted in between is kept, and names what it
 // deleted itself (RETURNING).
 func (a *Activities) purgeJobs(ctx context.Context, cutoff time.Time) (int, []workflows.JobCleanup, error) {
-	finished := bun.In([]string{models.JobSuccess, models.JobFailure, models.JobCancelled})
+	finished := bun.In([]string{vocab.JobSuccess, vocab.JobFailure, vocab.JobCancelled})
 	var ids []int64
 	err := a.DB.NewSelect().Model((*models.Job)(nil)).Column("id").
 		Where("state IN (?) AND completed < ?", finished, cutoff).Order("id").Limit(purgePerPass).Scan(ctx, &ids)

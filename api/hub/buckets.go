@@ -93,8 +93,8 @@ type secretsInput struct {
 }
 
 func (s *Server) applySecrets(in *secretsInput, table string, sec *models.TargetSecrets) error {
-	vals := map[string]*string{models.SecretAccessKey: in.AccessKey, models.SecretAccessKeyID: in.AccessKeyID,
-		models.SecretSecretAccessKey: in.SecretAccessKey}
+	vals := map[string]*string{vocab.SecretAccessKey: in.AccessKey, vocab.SecretAccessKeyID: in.AccessKeyID,
+		vocab.SecretSecretAccessKey: in.SecretAccessKey}
 	if in.CredentialsJSON.Set {
 		js := ""
 		if m := in.CredentialsJSON.value(); m != nil {
@@ -104,7 +104,7 @@ func (s *Server) applySecrets(in *secretsInput, table string, sec *models.Target
 			}
 			js = string(b)
 		}
-		vals[models.SecretCredentialsJSON] = &js
+		vals[vocab.SecretCredentialsJSON] = &js
 	}
 	for _, f := range models.SecretFields {
 		val := vals[f]

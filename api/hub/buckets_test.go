@@ -56,13 +56,13 @@ func requireSealed(t *testing.T, e *apitest.Env, table string, id int64) {
 			require.NotContains(t, raw, plain)
 		}
 	}
-	got, err := e.Secrets.Open(vocab.SecretColumn(table, models.SecretSecretAccessKey), sak)
+	got, err := e.Secrets.Open(vocab.SecretColumn(table, vocab.SecretSecretAccessKey), sak)
 	require.NoError(t, err)
 	require.Equal(t, testSecretKey, got)
-	got, err = e.Secrets.Open(vocab.SecretColumn(table, models.SecretCredentialsJSON), cj)
+	got, err = e.Secrets.Open(vocab.SecretColumn(table, vocab.SecretCredentialsJSON), cj)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"private_key":"`+testCredValue+`"}`, got)
-	_, err = e.Secrets.Open(vocab.SecretColumn("elsewhere", models.SecretSecretAccessKey), sak)
+	_, err = e.Secrets.Open(vocab.SecretColumn("elsewhere", vocab.SecretSecretAccessKey), sak)
 	require.Error(t, err, "a sealed value is bound to its column")
 }
 

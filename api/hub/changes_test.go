@@ -16,6 +16,7 @@ import (
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // The fault tests of the one write mechanism (activities/changes,
@@ -55,7 +56,7 @@ func workflowRuns(t *testing.T, e *apitest.Env, id string) int {
 // with one task per step of its one batch.
 func requireRanOnce(t *testing.T, e *apitest.Env, id int64) {
 	j := waitJob(t, e, id)
-	require.Equal(t, models.JobSuccess, j["state"], j)
+	require.Equal(t, vocab.JobSuccess, j["state"], j)
 	require.Equal(t, 1, workflowRuns(t, e, workflows.JobWorkflowID(id)), "one workflow run")
 	r := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/tasks/?job=%d", id), nil)
 	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
@@ -75,7 +76,7 @@ func TestChangeWhileTemporalIsAway(t *testing.T) {
 		// Temporal stops between the commit and the start.
 		e.API.Changes.Temporal = away
 		id := startJob(t, e, "west", "premigrate", []string{"/data"})
-		require.Equal(t, models.JobPending, jobState(e, id)["state"], "the job waits for Temporal")
+		require.Equal(t, vocab.JobPending, jobState(e, id)["state"], "the job waits for Temporal")
 		intents := owed(t, e)
 		require.Len(t, intents, 1)
 		require.Equal(t, id, intents[0].RefID)
@@ -105,7 +106,7 @@ func TestChangeSurvivesTheHubKilledAfterCommit(t *testing.T) {
 		var jobs []models.Job
 		require.NoError(t, e.DB.NewSelect().Model(&jobs).Scan(context.Background()))
 		require.Len(t, jobs, 1, "the job was committed")
-		require.Equal(t, models.JobPending, jobs[0].State)
+		require.Equal(t, vocab.JobPending, jobs[0].State)
 		require.Len(t, owed(t, e), 1, "with the start it owes")
 
 		require.Equal(t, 1, deliverAll(t, e))

@@ -15,6 +15,7 @@ import (
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 func (s *Server) fileRoutes(r *gin.RouterGroup) {
@@ -50,7 +51,7 @@ func (s *Server) listDir(ctx context.Context, siteName string, in site.ListDirIn
 	var out site.ListDirOutput
 	_, err := s.Changes.RunShort(ctx, changes.Short{What: "Site " + siteName,
 		ID: "browse-" + models.NewUUID(), Workflow: workflows.BrowseWorkflowName, Timeout: timeout + 10*time.Second,
-		Input: workflows.BrowseInput{Site: siteName, Queue: models.DefaultQueue, List: in, Timeout: timeout}}, &out)
+		Input: workflows.BrowseInput{Site: siteName, Queue: vocab.DefaultQueue, List: in, Timeout: timeout}}, &out)
 	if err != nil {
 		return nil, err
 	}

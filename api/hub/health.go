@@ -9,6 +9,7 @@ import (
 
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // Health values, worst last.
@@ -134,7 +135,7 @@ func (s *Server) siteStatus(ctx context.Context, live liveness, site *models.Sit
 	for i, n := range nodes {
 		hasDefault := false
 		for _, q := range n.Queues {
-			hasDefault = hasDefault || q.Name == models.DefaultQueue
+			hasDefault = hasDefault || q.Name == vocab.DefaultQueue
 		}
 		nodeOut[i] = nodeHealth{Name: n.Name, Health: live.status(n.LastHeartbeat), Online: live.online(n.LastHeartbeat),
 			HasDefaultQueue: hasDefault, LastHeartbeat: n.LastHeartbeat, WorkerVersion: n.WorkerVersion,

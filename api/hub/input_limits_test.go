@@ -20,6 +20,7 @@ import (
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/worker"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // TestConfigurationBounds: every integer of the configuration has a
@@ -194,7 +195,7 @@ func TestStuckJobCancelAndDelete(t *testing.T) {
 	id := start()
 	r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/cancel/", id), nil)
 	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
-	require.Eventually(t, func() bool { return jobState(e, id)["state"] == models.JobCancelled }, 30*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return jobState(e, id)["state"] == vocab.JobCancelled }, 30*time.Second, 50*time.Millisecond)
 	require.True(t, closed(id), "the workflow is ended")
 	r = e.AsAdmin(http.MethodDelete, fmt.Sprintf("/api/jobs/%d/", id), nil)
 	require.Equal(t, http.StatusNoContent, r.Status, string(r.Body))
@@ -272,16 +273,16 @@ func TestNoTemporalWordingInRecordedErrors(t *testing.T) {
 	require.NoError(t, models.CreateJob(ctx, e.DB, j))
 	raw := "activity error (type: RunStep, scheduledEventID: 12, startedEventID: 13, identity: 77@host@): " +
 		"disk full (type: *fs.PathError, retryable: true)"
-	task := &models.Task{JobID: j.ID, Site: site.Name, Queue: "default", TaskType: "premigrate", TaskID: "job-1-t", State: models.TaskStarted}
+	task := &models.Task{JobID: j.ID, Site: site.Name, Queue: "default", TaskType: "premigrate", TaskID: "job-1-t", State: vocab.TaskStarted}
 	require.NoError(t, models.CreateTask(ctx, e.DB, task))
-	require.NoError(t, models.FinishTask(ctx, e.DB, task.ID, models.TaskError, map[string]any{"succeeded": 0, "error": raw}))
+	require.NoError(t, models.FinishTask(ctx, e.DB, task.ID, vocab.TaskError, map[string]any{"succeeded": 0, "error": raw}))
 	r := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/tasks/%d/", task.ID), nil)
 	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 	require.Equal(t, "disk full", r.Map()["result"].(map[string]any)["error"])
 
 	st := &models.SettingsTask{TaskType: models.SettingsTaskApply, Site: site.Name, Request: []byte(`{}`)}
 	require.NoError(t, models.CreateSettingsTask(ctx, e.DB, st))
-	require.NoError(t, models.FinishSettingsTask(ctx, e.DB, st.ID, models.TaskFailure, []byte(`{"error": "`+raw+`"}`)))
+	require.NoError(t, models.FinishSettingsTask(ctx, e.DB, st.ID, vocab.TaskFailure, []byte(`{"error": "`+raw+`"}`)))
 	r = e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/settingstasks/%d/", st.ID), nil)
 	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 	require.Equal(t, "disk full", r.Map()["results"].(map[string]any)["error"])

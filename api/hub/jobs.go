@@ -64,7 +64,7 @@ func checkQueue(ctx context.Context, db bun.IDB, v web.ValidationError, field st
 		return err
 	}
 	v.Check(known, field, fmt.Sprintf("Site %s has no queue %q: use %s or a queue its workers serve (GET /api/queues/?site=%s).",
-		site.Name, queue, models.DefaultQueue, site.Name))
+		site.Name, queue, vocab.DefaultQueue, site.Name))
 	return nil
 }
 
@@ -206,7 +206,7 @@ func (s *Server) newJob(c *gin.Context, in runWorkflowInput) (*models.Job, error
 		queue = *in.Queue
 	}
 	if queue == "" {
-		queue = models.DefaultQueue
+		queue = vocab.DefaultQueue
 	}
 	if err := checkQueue(ctx, s.DB, v, "queue", site, queue); err != nil {
 		return nil, err
@@ -266,7 +266,7 @@ func (s *Server) checkDestinations(ctx context.Context, v web.ValidationError, w
 				queue, _ = fields[name].(string)
 			}
 			if queue == "" {
-				queue = models.DefaultQueue
+				queue = vocab.DefaultQueue
 			}
 			if err := checkQueue(ctx, s.DB, v, qfield, destSite, queue); err != nil {
 				return err
@@ -392,7 +392,7 @@ func (s *Server) signalJob(signal string) func(c *gin.Context) error {
 		if err != nil {
 			return err
 		}
-		if models.JobFinished(j.State) || j.State == models.JobCancelling {
+		if vocab.JobFinished(j.State) || j.State == vocab.JobCancelling {
 			return errJobNotRunning
 		}
 		if err := s.Changes.SignalJob(c.Request.Context(), j.ID, signal); err != nil {
@@ -410,7 +410,7 @@ func (s *Server) cancelJob(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if models.JobFinished(j.State) {
+	if vocab.JobFinished(j.State) {
 		return errJobNotRunning
 	}
 	ctx := c.Request.Context()
@@ -432,7 +432,7 @@ func (s *Server) resubmitJob(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if !models.JobFinished(j.State) || (j.State == models.JobSuccess && !j.HasFailures) {
+	if !vocab.JobFinished(j.State) || (j.State == vocab.JobSuccess && !j.HasFailures) {
 		c.JSON(http.StatusOK, renderJob(c, j))
 		return nil
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // TestJobAlertsAndPurge: job outcomes raise the alerts the configuration
@@ -56,7 +57,7 @@ func testJobAlertsAndPurge(t *testing.T, e *apitest.Env) {
 	old := &models.Job{Workflow: "premigrate", Site: "alerty", SiteID: 1, Queue: "default", OwnerType: models.OwnerSystem,
 		Definition: models.JobDefinition{Name: "premigrate"}}
 	require.NoError(t, models.CreateJob(ctx, e.DB, old))
-	require.NoError(t, models.UpdateJob(ctx, e.DB, old.ID, models.JobUpdate{State: models.JobSuccess, Completed: true}))
+	require.NoError(t, models.UpdateJob(ctx, e.DB, old.ID, models.JobUpdate{State: vocab.JobSuccess, Completed: true}))
 	_, err = e.DB.NewUpdate().Model((*models.Job)(nil)).Set("completed = ?", time.Now().Add(-100*24*time.Hour)).Where("id = ?", old.ID).Exec(ctx)
 	require.NoError(t, err)
 	stuck := &models.Job{Workflow: "premigrate", Site: "alerty", SiteID: 1, Queue: "default", OwnerType: models.OwnerUnknown,

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/thehub/hub/api/hub/apitest"
-	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // BenchmarkJobPremigrate measures a whole premigrate job of 2,000 files of
@@ -54,7 +54,7 @@ func BenchmarkJobPremigrate(b *testing.B) {
 			id := int64(r.Map()["job"].(float64))
 			for {
 				j := jobState(e, id)
-				if models.JobFinished(j["state"].(string)) {
+				if vocab.JobFinished(j["state"].(string)) {
 					if j["numprocessedfiles"].(float64) != n {
 						b.Fatalf("job %v", j)
 					}

@@ -18,6 +18,7 @@ import (
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // jobReadRoutes registers the read side of jobs, tasks and job stats.
@@ -190,7 +191,7 @@ func queryTimeRange(v web.ValidationError, c *gin.Context, fromName, toName stri
 }
 
 // jobStates are the values the state filter of jobs accepts.
-var jobStates = append(append([]string{}, models.JobStates...), models.JobHasFailures)
+var jobStates = append(append([]string{}, models.JobStates...), vocab.JobHasFailures)
 
 // parseJobFilter reads the filters of GET /jobs/ and /jobs/stats/.
 func parseJobFilter(c *gin.Context, now time.Time) (models.JobFilter, error) {
@@ -299,13 +300,13 @@ func (s *Server) jobProgress(c *gin.Context) error {
 		return err
 	}
 	progress := math.Round(min(max(j.Progress, 0), 100)*100) / 100
-	if j.State == models.JobSuccess {
+	if j.State == vocab.JobSuccess {
 		progress = 100 // a job with no files never moves its counter
 	}
 	out := jobProgressResponse{ID: j.ID, State: j.State, Progress: progress, DirWalkComplete: j.DirWalkComplete,
 		NumFiles: j.NumFiles, NumProcessedFiles: j.NumProcessedFiles, NumFailedFiles: j.NumFailedFiles,
 		NumSkippedFiles: j.NumSkippedFiles, NumAbortedFiles: j.NumAbortedFiles, NumCancelledFiles: j.NumCancelledFiles}
-	if !models.JobFinished(j.State) {
+	if !vocab.JobFinished(j.State) {
 		if p, ok := s.liveProgress(c.Request.Context(), j.ID); ok {
 			out.Live = &liveProgress{JobID: p.JobID, State: p.State, Batches: p.Batches, BatchesDone: p.BatchesDone,
 				InFlight: p.InFlight, Paused: p.Paused}
@@ -338,11 +339,11 @@ func (s *Server) jobStatistics(c *gin.Context) error {
 
 // fileCategories maps the category of GET /jobs/{id}/files/ to path states.
 var fileCategories = map[string][]string{
-	"success":   {models.TaskSuccess},
-	"failure":   {models.TaskFailure, models.TaskError},
-	"skipped":   {models.TaskSkipped},
-	"cancelled": {models.TaskCancelled},
-	"aborted":   {models.PathAborted},
+	"success":   {vocab.TaskSuccess},
+	"failure":   {vocab.TaskFailure, vocab.TaskError},
+	"skipped":   {vocab.TaskSkipped},
+	"cancelled": {vocab.TaskCancelled},
+	"aborted":   {vocab.PathAborted},
 }
 
 func (s *Server) jobFiles(c *gin.Context) error {

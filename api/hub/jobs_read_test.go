@@ -16,6 +16,7 @@ import (
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // seedJob inserts j (site by name, created at the given time, in state)
@@ -27,7 +28,7 @@ func seedJob(t *testing.T, e *apitest.Env, j models.Job, state string, created t
 	require.NoError(t, err)
 	j.SiteID = site.ID
 	if j.Queue == "" {
-		j.Queue = models.DefaultQueue
+		j.Queue = vocab.DefaultQueue
 	}
 	if j.OwnerType == "" {
 		j.OwnerType = models.OwnerSystem
@@ -81,17 +82,17 @@ func seedJobFixture(t *testing.T, e *apitest.Env) *jobFixture {
 	f := &jobFixture{now: now}
 	f.j1 = seedJob(t, e, models.Job{Site: "alpha", Workflow: "migrate", OwnerType: models.OwnerUser, OwnerID: ptr[int64](aliceID),
 		OwnerName: "alice", ClientKeyID: ptr[int64](7), ClientKeyName: "ci", Paths: []string{"/data/projects/a", "/home/x"},
-		FriendlyName: "Nightly copy", NumFiles: 10, Completed: ptr(now.Add(-30 * time.Minute))}, models.JobSuccess, now.Add(-time.Hour))
+		FriendlyName: "Nightly copy", NumFiles: 10, Completed: ptr(now.Add(-30 * time.Minute))}, vocab.JobSuccess, now.Add(-time.Hour))
 	f.j2 = seedJob(t, e, models.Job{Site: "alpha", Workflow: "migrate", Queue: "fast", OwnerType: models.OwnerUser,
 		OwnerID: ptr[int64](bobID), OwnerName: "bob", ScheduleID: ptr[int64](3), ScheduleName: "weekly",
 		Paths: []string{"/data/other"}, NumFiles: 5, HasFailures: true, Completed: ptr(now.Add(-47 * time.Hour))},
-		models.JobSuccess, now.Add(-48*time.Hour))
+		vocab.JobSuccess, now.Add(-48*time.Hour))
 	f.j3 = seedJob(t, e, models.Job{Site: "beta", Workflow: "recall", Paths: []string{"/archive/50%_done"}, NumFiles: 3,
-		Completed: ptr(now.Add(-10*24*time.Hour + time.Hour))}, models.JobFailure, now.Add(-10*24*time.Hour))
+		Completed: ptr(now.Add(-10*24*time.Hour + time.Hour))}, vocab.JobFailure, now.Add(-10*24*time.Hour))
 	f.j4 = seedJob(t, e, models.Job{Site: "beta", Workflow: "recall", Queue: "fast", OwnerType: models.OwnerUnknown,
-		Paths: []string{"/Data/projects"}, Completed: ptr(now.Add(-40 * 24 * time.Hour))}, models.JobSuccess, now.Add(-40*24*time.Hour))
+		Paths: []string{"/Data/projects"}, Completed: ptr(now.Add(-40 * 24 * time.Hour))}, vocab.JobSuccess, now.Add(-40*24*time.Hour))
 	f.j5 = seedJob(t, e, models.Job{Site: "alpha", Workflow: "scan", OwnerType: models.OwnerUser, OwnerID: ptr[int64](aliceID),
-		OwnerName: "alice"}, models.JobStarted, now.Add(-5*time.Minute))
+		OwnerName: "alice"}, vocab.JobStarted, now.Add(-5*time.Minute))
 	f.alpha = f.j1.SiteID
 	q := &models.Queue{SiteID: f.alpha, Name: "fast"}
 	_, err := e.DB.NewInsert().Model(q).Exec(ctx)
@@ -99,18 +100,18 @@ func seedJobFixture(t *testing.T, e *apitest.Env) *jobFixture {
 	f.fastQueue = q.ID
 
 	// j1 ran one task with ten outcomes.
-	task := &models.Task{JobID: f.j1.ID, Site: "alpha", Queue: "default", TaskType: "copy", State: models.TaskFailure,
+	task := &models.Task{JobID: f.j1.ID, Site: "alpha", Queue: "default", TaskType: "copy", State: vocab.TaskFailure,
 		TaskID: fmt.Sprintf("job-%d-r1-b0-r1-s0", f.j1.ID), NumPaths: 10, Started: ptr(now.Add(-time.Hour)),
 		Completed: ptr(now.Add(-30 * time.Minute)), Result: map[string]any{"failed": 1}}
 	require.NoError(t, models.CreateTask(ctx, e.DB, task))
 	var outs []models.PathOutcome
 	for i := range 10 {
-		o := models.PathOutcome{Path: fmt.Sprintf("/data/projects/a/f%02d", i), State: models.TaskSuccess, Code: "ok", Message: "done"}
+		o := models.PathOutcome{Path: fmt.Sprintf("/data/projects/a/f%02d", i), State: vocab.TaskSuccess, Code: "ok", Message: "done"}
 		switch i {
 		case 8:
-			o.State, o.Code = models.TaskFailure, "failed"
+			o.State, o.Code = vocab.TaskFailure, "failed"
 		case 9:
-			o.State, o.Code = models.TaskSkipped, "skipped"
+			o.State, o.Code = vocab.TaskSkipped, "skipped"
 		}
 		outs = append(outs, o)
 	}
@@ -238,7 +239,7 @@ func TestJobsList(t *testing.T) {
 		// Pagination keeps the filters and the owners on every page.
 		var bulk []int64 // newest first
 		for i := range 25 {
-			j := seedJob(t, e, models.Job{Site: "gamma", Workflow: "bulk"}, models.JobSuccess, f.now.Add(-time.Duration(i)*time.Second))
+			j := seedJob(t, e, models.Job{Site: "gamma", Workflow: "bulk"}, vocab.JobSuccess, f.now.Add(-time.Duration(i)*time.Second))
 			bulk = append(bulk, j.ID)
 		}
 		r = e.AsAdmin(http.MethodGet, "/api/jobs/?workflow=bulk", nil)
@@ -309,7 +310,7 @@ func TestJobsStatsRecentChoices(t *testing.T) {
 		}
 		all := []int64{f.j5.ID, f.j1.ID, f.j2.ID, f.j3.ID, f.j4.ID}
 		for range 3 {
-			seedJob(t, e, models.Job{Site: "alpha", Workflow: "old"}, models.JobSuccess, f.now.Add(-100*24*time.Hour))
+			seedJob(t, e, models.Job{Site: "alpha", Workflow: "old"}, vocab.JobSuccess, f.now.Add(-100*24*time.Hour))
 		}
 		require.Equal(t, all, recent(""))
 		require.Equal(t, all[:2], recent("?n=2"))

@@ -18,6 +18,7 @@ import (
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/worker"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // TestJobSurvivesSiteWorkerCrash runs the site worker as its own process,
@@ -103,7 +104,7 @@ func TestJobHistoryStaysBounded(t *testing.T) {
 	var job map[string]any
 	require.Eventually(t, func() bool {
 		job = jobState(e, id)
-		return models.JobFinished(job["state"].(string))
+		return vocab.JobFinished(job["state"].(string))
 	}, 10*time.Minute, time.Second)
 	require.Equal(t, "SUCCESS", job["state"], job)
 	require.Equal(t, float64(n), job["numprocessedfiles"])

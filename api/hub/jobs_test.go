@@ -17,6 +17,7 @@ import (
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/worker"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // jobSite is a site with a live site worker over a real directory and a
@@ -82,7 +83,7 @@ func waitJob(t *testing.T, e *apitest.Env, id int64) map[string]any {
 	var job map[string]any
 	require.Eventually(t, func() bool {
 		job = e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/%d/", id), nil).Map()
-		return models.JobFinished(job["state"].(string))
+		return vocab.JobFinished(job["state"].(string))
 	}, 3*time.Minute, 100*time.Millisecond, "job %d did not finish", id)
 	return job
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 func TestJobStats(t *testing.T) {
@@ -17,22 +18,22 @@ func TestJobStats(t *testing.T) {
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
 		ctx := t.Context()
 		now := time.Now().UTC()
-		j := seedJob(t, e, models.Job{Site: "alpha", Workflow: "migrate"}, models.JobStarted, now)
-		k := seedJob(t, e, models.Job{Site: "beta", Workflow: "migrate"}, models.JobStarted, now)
+		j := seedJob(t, e, models.Job{Site: "alpha", Workflow: "migrate"}, vocab.JobStarted, now)
+		k := seedJob(t, e, models.Job{Site: "beta", Workflow: "migrate"}, vocab.JobStarted, now)
 		task := func(job *models.Job, n int) *models.Task {
 			return seedTask(t, e, models.Task{JobID: job.ID, Site: job.Site, Queue: "default", TaskType: "copy",
-				TaskID: fmt.Sprintf("job-%d-r%d-b0-r%d-s0", job.ID, n, n), State: models.TaskStarted, Run: n})
+				TaskID: fmt.Sprintf("job-%d-r%d-b0-r%d-s0", job.ID, n, n), State: vocab.TaskStarted, Run: n})
 		}
 		t1, t2, tk := task(j, 1), task(j, 2), task(k, 1)
 		require.NoError(t, models.RecordOutcomes(ctx, e.DB, j.ID, t1.ID, []models.PathOutcome{
-			{Path: "/d/a", State: models.TaskSuccess, Code: "ok", Message: "done"},
-			{Path: "/d/b", State: models.TaskFailure, Code: "failed", Message: "busy"},
-			{Path: "/d/sub/c", State: models.TaskFailure, Code: "failed", Message: "busy"},
-			{Path: "/dx/e", State: models.TaskSkipped, Code: "skipped", Message: "excluded"}}))
+			{Path: "/d/a", State: vocab.TaskSuccess, Code: "ok", Message: "done"},
+			{Path: "/d/b", State: vocab.TaskFailure, Code: "failed", Message: "busy"},
+			{Path: "/d/sub/c", State: vocab.TaskFailure, Code: "failed", Message: "busy"},
+			{Path: "/dx/e", State: vocab.TaskSkipped, Code: "skipped", Message: "excluded"}}))
 		require.NoError(t, models.RecordOutcomes(ctx, e.DB, j.ID, t2.ID, []models.PathOutcome{
-			{Path: "/d/b", State: models.TaskSuccess, Code: "ok", Message: "done"},
-			{Path: "/d/sub/c", State: models.TaskFailure, Code: "failed", Message: "again"}}))
-		require.NoError(t, models.RecordOutcomes(ctx, e.DB, k.ID, tk.ID, []models.PathOutcome{{Path: "/d/a", State: models.TaskSuccess, Code: "ok", Message: "done"}}))
+			{Path: "/d/b", State: vocab.TaskSuccess, Code: "ok", Message: "done"},
+			{Path: "/d/sub/c", State: vocab.TaskFailure, Code: "failed", Message: "again"}}))
+		require.NoError(t, models.RecordOutcomes(ctx, e.DB, k.ID, tk.ID, []models.PathOutcome{{Path: "/d/a", State: vocab.TaskSuccess, Code: "ok", Message: "done"}}))
 
 		var stats []models.JobStat
 		require.NoError(t, e.DB.NewSelect().Model(&stats).Order("js.id").Scan(ctx))
@@ -129,7 +130,7 @@ func TestJobStats(t *testing.T) {
 		// Pagination of the list.
 		var many []models.PathOutcome
 		for i := range 30 {
-			many = append(many, models.PathOutcome{Path: fmt.Sprintf("/bulk/%02d", i), State: models.TaskSuccess, Code: "ok", Message: "done"})
+			many = append(many, models.PathOutcome{Path: fmt.Sprintf("/bulk/%02d", i), State: vocab.TaskSuccess, Code: "ok", Message: "done"})
 		}
 		tb := task(k, 2)
 		require.NoError(t, models.RecordOutcomes(ctx, e.DB, k.ID, tb.ID, many))

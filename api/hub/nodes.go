@@ -14,6 +14,7 @@ import (
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 func (s *Server) nodeRoutes(r *gin.RouterGroup) {
@@ -49,7 +50,7 @@ func nodeSiteName(s *models.Site) string {
 func renderNode(c *gin.Context, n *models.Node, online func(*time.Time) bool) nodeResponse {
 	hasDefault := false
 	for _, q := range n.Queues {
-		hasDefault = hasDefault || q.Name == models.DefaultQueue
+		hasDefault = hasDefault || q.Name == vocab.DefaultQueue
 	}
 	return nodeResponse{ID: n.ID, URL: web.AbsURL(c, "/api/nodes/"+strconv.FormatInt(n.ID, 10)+"/"),
 		Name: n.Name, Site: nodeSiteName(n.Site), LastHeartbeat: n.LastHeartbeat,

@@ -13,6 +13,7 @@ import (
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/worker"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // settingsSite is a site with a live worker whose settings file the test reads.
@@ -25,7 +26,7 @@ func newSettingsSite(t *testing.T, e *apitest.Env, name string) settingsSite {
 	s, err := models.EnsureSite(t.Context(), e.DB, name)
 	require.NoError(t, err)
 	ss := settingsSite{name: name, configDir: t.TempDir(), id: s.ID}
-	e.StartSiteWorker(worker.SiteConfig{Site: name, Queue: models.DefaultQueue, Node: name + "-n1",
+	e.StartSiteWorker(worker.SiteConfig{Site: name, Queue: vocab.DefaultQueue, Node: name + "-n1",
 		Root: t.TempDir(), ConfigDir: ss.configDir, HeartbeatInterval: 10 * time.Second})
 	return ss
 }

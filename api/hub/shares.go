@@ -469,7 +469,7 @@ func pushShare(ctx context.Context, tx *changes.Tx, from, to int64, kind string,
 }
 
 func shareOp(siteName, kind string, id int64) workflows.SpaceOp {
-	return workflows.SpaceOp{Site: siteName, Queue: models.DefaultQueue, Action: workflows.ShareSync,
+	return workflows.SpaceOp{Site: siteName, Queue: vocab.DefaultQueue, Action: workflows.ShareSync,
 		Share: workflows.ShareRef{Kind: kind, ID: id, Site: siteName}}
 }
 

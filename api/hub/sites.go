@@ -19,6 +19,7 @@ import (
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 func (s *Server) siteRoutes(r *gin.RouterGroup) {
@@ -368,7 +369,7 @@ func (s *Server) refreshSite(c *gin.Context) error {
 	ctx := c.Request.Context()
 	done, err := s.Changes.RunShort(ctx, changes.Short{What: "Site refresh", ID: workflows.SiteRefreshWorkflowID(site.Name),
 		Workflow: workflows.SiteRefreshWorkflowName, Join: true, Wait: s.workflowWait(),
-		Input: workflows.SiteRefreshInput{SiteID: site.ID, Site: site.Name, Queue: models.DefaultQueue}}, nil)
+		Input: workflows.SiteRefreshInput{SiteID: site.ID, Site: site.Name, Queue: vocab.DefaultQueue}}, nil)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 func (s *Server) spaceRoutes(r *gin.RouterGroup) {
@@ -219,7 +220,7 @@ func (v *spaceView) render(c *gin.Context, sp *models.Space) spaceResponse {
 		}
 		sites[i] = spaceSiteResponse{ID: strconv.FormatInt(l.SiteID, 10), Name: l.Site.Name, Label: l.Label,
 			Pool: v.pools[l.SiteID], Usage: usage, Addon: addon, State: l.State, Error: web.CleanErrorText(l.Error)}
-		ready = ready && l.State == models.SpaceSiteReady
+		ready = ready && l.State == vocab.SpaceSiteReady
 	}
 	shares := []nestedShare{}
 	for _, n := range v.nfs[sp.ID] {
@@ -352,7 +353,7 @@ func (s *Server) saveSpace(c *gin.Context) error {
 		}
 		var ops []workflows.SpaceOp
 		for _, l := range sp.Links {
-			if l.State != models.SpaceSiteReady {
+			if l.State != vocab.SpaceSiteReady {
 				join, err := siteJoinsSpace(ctx, tx, sp, l.Site.Name)
 				if err != nil {
 					return err
@@ -401,7 +402,7 @@ func (s *Server) deleteSpace(c *gin.Context) error {
 		}
 		var ops []workflows.SpaceOp
 		for _, l := range sp.Links {
-			ops = append(ops, workflows.SpaceOp{Site: l.Site.Name, Queue: models.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint})
+			ops = append(ops, workflows.SpaceOp{Site: l.Site.Name, Queue: vocab.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint})
 		}
 		return oweSpaceOps(ctx, tx, sp.ID, ops)
 	})
@@ -418,7 +419,7 @@ func (s *Server) deleteSpace(c *gin.Context) error {
 // siteJoinsSpace: a site joining a space gets its folder, then its shares.
 func siteJoinsSpace(ctx context.Context, db bun.IDB, sp *models.Space, siteName string) ([]workflows.SpaceOp, error) {
 	shares, err := spaceShareOps(ctx, db, sp.ID, siteName)
-	op := workflows.SpaceOp{Site: siteName, Queue: models.DefaultQueue, Action: workflows.SpaceCreate, Mountpoint: sp.Mountpoint, Mode: sp.PermissionMode}
+	op := workflows.SpaceOp{Site: siteName, Queue: vocab.DefaultQueue, Action: workflows.SpaceCreate, Mountpoint: sp.Mountpoint, Mode: sp.PermissionMode}
 	return append([]workflows.SpaceOp{op}, shares...), err
 }
 
@@ -426,7 +427,7 @@ func siteJoinsSpace(ctx context.Context, db bun.IDB, sp *models.Space, siteName 
 // folder (kept when it holds data).
 func siteLeavesSpace(ctx context.Context, db bun.IDB, sp *models.Space, siteName string) ([]workflows.SpaceOp, error) {
 	shares, err := spaceShareOps(ctx, db, sp.ID, siteName)
-	op := workflows.SpaceOp{Site: siteName, Queue: models.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint}
+	op := workflows.SpaceOp{Site: siteName, Queue: vocab.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint}
 	return append(shares, op), err
 }
 

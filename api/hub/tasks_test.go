@@ -10,6 +10,7 @@ import (
 
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // seedTask records a task the way the engine's activities do.
@@ -24,27 +25,27 @@ func TestTasks(t *testing.T) {
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
 		ctx := t.Context()
 		now := time.Now().UTC()
-		j := seedJob(t, e, models.Job{Site: "alpha", Workflow: "migrate"}, models.JobStarted, now)
-		k := seedJob(t, e, models.Job{Site: "beta", Workflow: "migrate"}, models.JobPending, now)
+		j := seedJob(t, e, models.Job{Site: "alpha", Workflow: "migrate"}, vocab.JobStarted, now)
+		k := seedJob(t, e, models.Job{Site: "beta", Workflow: "migrate"}, vocab.JobPending, now)
 		step := func(job *models.Job, batch, step int) string {
 			return fmt.Sprintf("job-%d-r1-b%d-r1-s%d", job.ID, batch, step)
 		}
 		disc := seedTask(t, e, models.Task{JobID: j.ID, TaskType: models.TaskDiscovery, TaskID: fmt.Sprintf("job-%d-r1-discovery", j.ID),
-			State: models.TaskFailure, NumPaths: 1})
+			State: vocab.TaskFailure, NumPaths: 1})
 		copy0 := seedTask(t, e, models.Task{JobID: j.ID, Site: "alpha", Queue: "default", TaskType: "copy", TaskID: step(j, 0, 0),
-			State: models.TaskFailure, NumPaths: 3, Started: ptr(now.Add(-90 * time.Second)), Completed: ptr(now),
+			State: vocab.TaskFailure, NumPaths: 3, Started: ptr(now.Add(-90 * time.Second)), Completed: ptr(now),
 			Result: map[string]any{"succeeded": 2, "failed": 1}, FriendlyName: "copy of batch 0"})
 		stub0 := seedTask(t, e, models.Task{JobID: j.ID, Site: "alpha", Queue: "default", TaskType: "stub", TaskID: step(j, 0, 1),
-			State: models.TaskStarted, Step: 1, NumPaths: 3, Started: ptr(now)})
+			State: vocab.TaskStarted, Step: 1, NumPaths: 3, Started: ptr(now)})
 		copy1 := seedTask(t, e, models.Task{JobID: j.ID, Site: "alpha", Queue: "default", TaskType: "copy", TaskID: step(j, 1, 0),
-			State: models.TaskFailure, Batch: 1, NumPaths: 2})
+			State: vocab.TaskFailure, Batch: 1, NumPaths: 2})
 		other := seedTask(t, e, models.Task{JobID: k.ID, Site: "beta", Queue: "default", TaskType: "copy", TaskID: step(k, 0, 0),
-			State: models.TaskPending})
+			State: vocab.TaskPending})
 		require.NoError(t, models.RecordOutcomes(ctx, e.DB, j.ID, copy0.ID, []models.PathOutcome{
-			{Path: "/d/a", State: models.TaskSuccess, Code: "ok", Message: "copied"},
-			{Path: "/d/b", State: models.TaskSuccess, Code: "ok", Message: "copied"},
-			{Path: "/d/c", State: models.TaskFailure, Code: "failed", Message: "disk full"}}))
-		require.NoError(t, models.RecordOutcomes(ctx, e.DB, j.ID, stub0.ID, []models.PathOutcome{{Path: "/d/a", State: models.TaskSuccess, Code: "ok", Message: "stubbed"}}))
+			{Path: "/d/a", State: vocab.TaskSuccess, Code: "ok", Message: "copied"},
+			{Path: "/d/b", State: vocab.TaskSuccess, Code: "ok", Message: "copied"},
+			{Path: "/d/c", State: vocab.TaskFailure, Code: "failed", Message: "disk full"}}))
+		require.NoError(t, models.RecordOutcomes(ctx, e.DB, j.ID, stub0.ID, []models.PathOutcome{{Path: "/d/a", State: vocab.TaskSuccess, Code: "ok", Message: "stubbed"}}))
 
 		tests := []struct {
 			query string

@@ -29,6 +29,7 @@ import (
 	"github.com/thehub/hub/worker"
 	"github.com/thehub/hub/worker/devserver"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // runDev starts everything in one process and blocks until ctx ends.
@@ -91,7 +92,7 @@ func runDev(ctx context.Context, cfg *Config) error {
 	hbCtx, stopHeartbeats := context.WithCancel(ctx)
 	defer func() { stopHeartbeats(); wg.Wait() }()
 	for _, name := range cfg.DevSites {
-		sc := worker.SiteConfig{Site: name, Queue: models.DefaultQueue, Node: cfg.Node,
+		sc := worker.SiteConfig{Site: name, Queue: vocab.DefaultQueue, Node: cfg.Node,
 			Root: filepath.Join(cfg.DataDir, "sites", name), HeartbeatInterval: cfg.Heartbeat, Cipher: cfg.secrets}
 		if sc.Node == "" {
 			sc.Node, _ = os.Hostname()

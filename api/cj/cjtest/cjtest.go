@@ -34,6 +34,7 @@ import (
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/models/dbtest"
 	"github.com/thehub/hub/worker"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // AdminPassword is the password of the "admin" superuser of every Env.
@@ -92,7 +93,7 @@ func New(t testing.TB, kind string) *Env {
 	hw := worker.Hub(e.Temporal, &hubact.Activities{DB: db})
 	require.NoError(t, hw.Start())
 	t.Cleanup(hw.Stop)
-	sw, err := worker.Site(e.Temporal, worker.SiteConfig{Site: Site, Queue: models.DefaultQueue, Root: e.Root,
+	sw, err := worker.Site(e.Temporal, worker.SiteConfig{Site: Site, Queue: vocab.DefaultQueue, Root: e.Root,
 		Node: "test-node", ConfigDir: e.ConfigDir})
 	require.NoError(t, err)
 	require.NoError(t, sw.Start())
