@@ -144,13 +144,30 @@ func (a *Activities) purgeJobs(ctx context.Context, cutoff time.Time) (int, []wo
 	}
 	var gone []models.Job
 	err = a.DB.NewDelete().Model(&gone).Where("id IN (?) AND state IN (?) AND completed < ?", bun.In(ids), finished, cutoff).
-		Returning("id, site, queue").Scan(ctx)
+		Returning("id, site, site_id, queue").Scan(ctx)
 	if err != nil {
 		return 0, nil, err
+	}
+	// A job keeps its site by id: the batch files are on the queue of
+	// the site's name now, should it have been renamed.
+	var siteIDs []int64
+	for _, j := range gone {
+		siteIDs = append(siteIDs, j.SiteID)
+	}
+	var sites []models.Site
+	if err := a.DB.NewSelect().Model(&sites).Column("s.id", "s.name").Where("s.id IN (?)", bun.In(siteIDs)).Scan(ctx); err != nil {
+		return 0, nil, err
+	}
+	names := map[int64]string{}
+	for _, st := range sites {
+		names[st.ID] = st.Name
 	}
 	var cleanups []workflows.JobCleanup
 	bySiteQueue := map[[2]string]int{}
 	for _, j := range gone {
+		if name, ok := names[j.SiteID]; ok {
+			j.Site = name
+		}
 		k := [2]string{j.Site, j.Queue}
 		n, ok := bySiteQueue[k]
 		if !ok {

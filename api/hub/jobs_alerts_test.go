@@ -53,8 +53,11 @@ func testJobAlertsAndPurge(t *testing.T, e *apitest.Env) {
 	require.True(t, got["job_inprogress_failing"], got)
 	require.False(t, got["job_completed_success"], "alert_completed_success_jobs is off by default")
 
-	// An old finished job and a job stuck PENDING.
-	old := &models.Job{Workflow: "premigrate", Site: "alerty", SiteID: 1, Queue: "default", OwnerType: models.OwnerSystem,
+	// An old finished job (of the site under the name it had then: the
+	// purge finds the site by id) and a job stuck PENDING.
+	site, err := models.GetSiteByName(ctx, e.DB, "alerty")
+	require.NoError(t, err)
+	old := &models.Job{Workflow: "premigrate", Site: "alerty-before-its-rename", SiteID: site.ID, Queue: "default", OwnerType: models.OwnerSystem,
 		Definition: models.JobDefinition{Name: "premigrate"}}
 	require.NoError(t, models.CreateJob(ctx, e.DB, old))
 	require.NoError(t, models.UpdateJob(ctx, e.DB, old.ID, models.JobUpdate{State: vocab.JobSuccess, Completed: true}))
