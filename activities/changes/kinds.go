@@ -78,19 +78,15 @@ type kind struct {
 	claimed bool
 }
 
-var kinds map[string]kind
-
-func init() {
-	kinds = map[string]kind{
-		KindStart:        {deliver: deliverStart, fail: logOnly},
-		KindJobStart:     {deliver: deliverJobStart, fail: failJob},
-		KindJobCancel:    {deliver: deliverJobCancel, fail: logOnly},
-		KindAction:       {deliver: deliverStart, fail: failAction},
-		KindBucketDelete: {deliver: deliverStart, fail: failBucketDelete},
-		KindSettings:     {deliver: deliverSettings, fail: failSettings},
-		KindSpaceOps:     {deliver: deliverSpaceOps, fail: failSpaceOps, claimed: true},
-		KindCJChange:     {deliver: deliverCJChange, fail: failCJChange},
-	}
+var kinds = map[string]kind{
+	KindStart:        {deliver: deliverStart, fail: logOnly},
+	KindJobStart:     {deliver: deliverJobStart, fail: failJob},
+	KindJobCancel:    {deliver: deliverJobCancel, fail: logOnly},
+	KindAction:       {deliver: deliverStart, fail: failAction},
+	KindBucketDelete: {deliver: deliverStart, fail: failBucketDelete},
+	KindSettings:     {deliver: deliverSettings, fail: failSettings},
+	KindSpaceOps:     {deliver: deliverSpaceOps, fail: failSpaceOps, claimed: true},
+	KindCJChange:     {deliver: deliverCJChange, fail: failCJChange},
 }
 
 func decode(in *models.Intent, v any) error {
