@@ -27,44 +27,48 @@ const (
 type Job struct {
 	bun.BaseModel `bun:"table:jobs,alias:j"`
 
-	ID                 int64            `bun:"id,pk,autoincrement"`
-	Workflow           string           `bun:"workflow"`
-	Definition         JobDefinition    `bun:"definition,type:jsonb"`
-	Site               string           `bun:"site"`
-	SiteID             int64            `bun:"site_id"`
-	Queue              string           `bun:"queue"`
-	Discovery          *string          `bun:"discovery"`
-	Fields             map[string]any   `bun:"fields,type:jsonb"`
-	Paths              []string         `bun:"paths,type:jsonb"`
-	Include            []string         `bun:"include,type:jsonb"`
-	Exclude            []string         `bun:"exclude,type:jsonb"`
-	IgnoreSiteIncludes bool             `bun:"ignore_site_includes"`
-	IgnoreSiteExcludes bool             `bun:"ignore_site_excludes"`
-	State              string           `bun:"state"`
-	HasFailures        bool             `bun:"has_failures"`
-	Created            time.Time        `bun:"created"`
-	Started            *time.Time       `bun:"started"`
-	Completed          *time.Time       `bun:"completed"`
-	Updated            time.Time        `bun:"updated"`
-	OwnerType          string           `bun:"owner_type"`
-	OwnerID            *int64           `bun:"owner_id"`
-	OwnerName          string           `bun:"owner_name"`
-	ClientKeyID        *int64           `bun:"clientkey_id"`
-	ClientKeyName      string           `bun:"clientkey_name"`
-	ScheduleID         *int64           `bun:"schedule_id"`
-	ScheduleName       string           `bun:"schedule_name"`
-	DirWalkComplete    bool             `bun:"dir_walk_complete"`
-	IsSettingsJob      bool             `bun:"is_settings_job"`
-	FriendlyName       string           `bun:"friendly_name"`
-	NumFiles           int64            `bun:"numfiles"`
-	NumProcessedFiles  int64            `bun:"numprocessedfiles"`
-	NumFailedFiles     int64            `bun:"numfailedfiles"`
-	NumSkippedFiles    int64            `bun:"numskippedfiles"`
-	NumAbortedFiles    int64            `bun:"numabortedfiles"`
-	NumCancelledFiles  int64            `bun:"numcancelledfiles"`
-	Progress           float64          `bun:"progress"`
-	Run                int              `bun:"run"`
-	Leftover           []vocab.BatchRef `bun:"leftover,type:jsonb"`
+	ID                 int64          `bun:"id,pk,autoincrement"`
+	Workflow           string         `bun:"workflow"`
+	Definition         JobDefinition  `bun:"definition,type:jsonb"`
+	Site               string         `bun:"site"`
+	SiteID             int64          `bun:"site_id"`
+	Queue              string         `bun:"queue"`
+	Discovery          *string        `bun:"discovery"`
+	Fields             map[string]any `bun:"fields,type:jsonb"`
+	Paths              []string       `bun:"paths,type:jsonb"`
+	Include            []string       `bun:"include,type:jsonb"`
+	Exclude            []string       `bun:"exclude,type:jsonb"`
+	IgnoreSiteIncludes bool           `bun:"ignore_site_includes"`
+	IgnoreSiteExcludes bool           `bun:"ignore_site_excludes"`
+	State              string         `bun:"state"`
+	HasFailures        bool           `bun:"has_failures"`
+	Created            time.Time      `bun:"created"`
+	Started            *time.Time     `bun:"started"`
+	Completed          *time.Time     `bun:"completed"`
+	Updated            time.Time      `bun:"updated"`
+	OwnerType          string         `bun:"owner_type"`
+	OwnerID            *int64         `bun:"owner_id"`
+	// IdempotencyKey is the client's name for the request that created
+	// the job (the Idempotency-Key header): the same owner sending it
+	// again gets this job, not a second one.
+	IdempotencyKey    *string          `bun:"idempotency_key"`
+	OwnerName         string           `bun:"owner_name"`
+	ClientKeyID       *int64           `bun:"clientkey_id"`
+	ClientKeyName     string           `bun:"clientkey_name"`
+	ScheduleID        *int64           `bun:"schedule_id"`
+	ScheduleName      string           `bun:"schedule_name"`
+	DirWalkComplete   bool             `bun:"dir_walk_complete"`
+	IsSettingsJob     bool             `bun:"is_settings_job"`
+	FriendlyName      string           `bun:"friendly_name"`
+	NumFiles          int64            `bun:"numfiles"`
+	NumProcessedFiles int64            `bun:"numprocessedfiles"`
+	NumFailedFiles    int64            `bun:"numfailedfiles"`
+	NumSkippedFiles   int64            `bun:"numskippedfiles"`
+	NumAbortedFiles   int64            `bun:"numabortedfiles"`
+	NumCancelledFiles int64            `bun:"numcancelledfiles"`
+	Progress          float64          `bun:"progress"`
+	Run               int              `bun:"run"`
+	Leftover          []vocab.BatchRef `bun:"leftover,type:jsonb"`
 	// Error says why a FAILURE job ended so (nothing could run, or every
 	// path failed); empty otherwise.
 	Error string `bun:"error"`
@@ -154,6 +158,13 @@ func CreateJob(ctx context.Context, db bun.IDB, j *Job) error {
 	}
 	_, err := db.NewInsert().Model(j).Exec(ctx)
 	return dbErr(err)
+}
+
+// GetJobByKey loads the job owner created with idempotency key.
+func GetJobByKey(ctx context.Context, db bun.IDB, ownerID int64, key string) (*Job, error) {
+	j := new(Job)
+	err := db.NewSelect().Model(j).Where("j.owner_id = ? AND j.idempotency_key = ?", ownerID, key).Scan(ctx)
+	return j, dbErr(err)
 }
 
 // GetJob loads a job.

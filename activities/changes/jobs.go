@@ -18,14 +18,31 @@ var ErrJobNotRunning = errors.New("the job is not running")
 // ErrJobRunning: the job must end (or be cancelled) first.
 var ErrJobRunning = errors.New("the job is still running")
 
-// CreateJob records job j (PENDING, run 1) and starts its workflow.
-func (s *Service) CreateJob(ctx context.Context, j *models.Job) error {
-	return s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
+// CreateJob records job j (PENDING, run 1) and starts its workflow. A
+// job with an idempotency key its owner used before is not created again:
+// j becomes that job, and existed is true.
+func (s *Service) CreateJob(ctx context.Context, j *models.Job) (existed bool, err error) {
+	if j.IdempotencyKey != nil && j.OwnerID != nil {
+		if prev, err := models.GetJobByKey(ctx, s.DB, *j.OwnerID, *j.IdempotencyKey); err == nil {
+			*j = *prev
+			return true, nil
+		}
+	}
+	err = s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
 		if err := models.CreateJob(ctx, tx, j); err != nil {
 			return err
 		}
 		return tx.Owe(ctx, KindJobStart, j.ID, JobStart{Run: j.Run})
 	})
+	if errors.Is(err, models.ErrConflict) && j.IdempotencyKey != nil && j.OwnerID != nil {
+		// The same request, sent at the same time, won the race.
+		prev, gerr := models.GetJobByKey(ctx, s.DB, *j.OwnerID, *j.IdempotencyKey)
+		if gerr == nil {
+			*j = *prev
+			return true, nil
+		}
+	}
+	return false, err
 }
 
 // ResubmitJob starts a new run of finished job j over what it left undone.

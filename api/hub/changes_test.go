@@ -1,11 +1,14 @@
 package hub_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -202,4 +205,60 @@ func activityCount(t *testing.T, e *apitest.Env, id, typ string) int {
 		}
 	}
 	return n
+}
+
+// postJobWithKey submits a premigrate job of /data with an
+// Idempotency-Key and returns the job id the answer names.
+func postJobWithKey(t *testing.T, e *apitest.Env, key string) int64 {
+	body, err := json.Marshal(map[string]any{"site": "west", "workflow": "premigrate", "paths": []string{"/data"}})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, e.URL+"/api/file/workflow/", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", apitest.Bearer(e.Admin))
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out struct{ Job int64 }
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return out.Job
+}
+
+// TestJobRequestSentTwice: a client that retries a job request (it lost
+// the answer) with the same Idempotency-Key gets the same job, which runs
+// once, even when the copies arrive at the same time.
+func TestJobRequestSentTwice(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.StartHubWorker()
+		s := newJobSite(t, e, "west")
+		makeTree(t, s.root, 3)
+
+		id := postJobWithKey(t, e, "retry-1")
+		require.Equal(t, id, postJobWithKey(t, e, "retry-1"), "the retry names the same job")
+		requireRanOnce(t, e, id)
+
+		ids := make(chan int64, 4)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() { defer wg.Done(); ids <- postJobWithKey(t, e, "retry-2") }()
+		}
+		wg.Wait()
+		close(ids)
+		var first int64
+		for got := range ids {
+			if first == 0 {
+				first = got
+			}
+			require.Equal(t, first, got, "copies sent at once name one job")
+		}
+		require.NotEqual(t, id, first, "another key is another job")
+		n, err := e.DB.NewSelect().Model((*models.Job)(nil)).Count(context.Background())
+		require.NoError(t, err)
+		require.EqualValues(t, 2, n)
+		requireRanOnce(t, e, first)
+	})
 }

@@ -276,6 +276,23 @@ func (s *Server) checkDestinations(ctx context.Context, v web.ValidationError, w
 	return nil
 }
 
+// maxIdempotencyKey bounds the Idempotency-Key header.
+const maxIdempotencyKey = 255
+
+// createJob creates job j, or, when the request's Idempotency-Key was
+// used by the same user before, makes j that earlier job: a client that
+// retries a request whose answer it lost gets one job, not two.
+func (s *Server) createJob(c *gin.Context, j *models.Job) error {
+	if key := c.GetHeader("Idempotency-Key"); key != "" {
+		if len(key) > maxIdempotencyKey {
+			return web.Invalid("Idempotency-Key", fmt.Sprintf("At most %d characters.", maxIdempotencyKey))
+		}
+		j.IdempotencyKey = &key
+	}
+	_, err := s.Changes.CreateJob(c.Request.Context(), j)
+	return err
+}
+
 func (s *Server) runWorkflow(c *gin.Context) error {
 	var in runWorkflowInput
 	if err := web.Bind(c, &in); err != nil {
@@ -285,7 +302,7 @@ func (s *Server) runWorkflow(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Changes.CreateJob(c.Request.Context(), j); err != nil {
+	if err := s.createJob(c, j); err != nil {
 		return err
 	}
 	c.JSON(http.StatusCreated, runWorkflowResponse{Site: j.Site, Workflow: j.Workflow, Discovery: j.Discovery, Job: j.ID,
@@ -318,7 +335,7 @@ func (s *Server) createJobOld(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Changes.CreateJob(c.Request.Context(), j); err != nil {
+	if err := s.createJob(c, j); err != nil {
 		return err
 	}
 	c.JSON(http.StatusCreated, renderJob(c, j))
