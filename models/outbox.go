@@ -42,13 +42,6 @@ func AddIntent(ctx context.Context, db bun.IDB, in *Intent, notBefore time.Time)
 	return err
 }
 
-// GetIntent returns intent id.
-func GetIntent(ctx context.Context, db bun.IDB, id int64) (*Intent, error) {
-	in := new(Intent)
-	err := db.NewSelect().Model(in).Where("id = ?", id).Scan(ctx)
-	return in, dbErr(err)
-}
-
 // DueIntents lists, oldest first from after the id after, the PENDING
 // intents due by now and the DELIVERED ones nobody claimed since
 // staleBefore.

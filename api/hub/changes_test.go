@@ -40,6 +40,14 @@ func owed(t *testing.T, e *apitest.Env) []models.Intent {
 	return all
 }
 
+// jobsAtWest runs the hub worker and a site "west" with three files
+// under /data.
+func jobsAtWest(t *testing.T, e *apitest.Env) {
+	e.StartHubWorker()
+	s := newJobSite(t, e, "west")
+	makeTree(t, s.root, 3)
+}
+
 // workflowRuns counts the executions Temporal has for workflow id.
 func workflowRuns(t *testing.T, e *apitest.Env, id string) int {
 	var n int
@@ -71,9 +79,7 @@ func requireRanOnce(t *testing.T, e *apitest.Env, id int64) {
 func TestChangeWhileTemporalIsAway(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
-		e.StartHubWorker()
-		s := newJobSite(t, e, "west")
-		makeTree(t, s.root, 3)
+		jobsAtWest(t, e)
 		away := apitest.UnreachableTemporal(t)
 
 		// Temporal stops between the commit and the start.
@@ -95,9 +101,7 @@ func TestChangeWhileTemporalIsAway(t *testing.T) {
 func TestChangeSurvivesTheHubKilledAfterCommit(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
-		e.StartHubWorker()
-		s := newJobSite(t, e, "west")
-		makeTree(t, s.root, 3)
+		jobsAtWest(t, e)
 
 		// A second hub process dies (SIGKILL) right after the job's commit,
 		// before it could start the workflow.
@@ -122,9 +126,7 @@ func TestChangeDeliveredTwiceRunsOnce(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
 		ctx := context.Background()
-		e.StartHubWorker()
-		s := newJobSite(t, e, "west")
-		makeTree(t, s.root, 3)
+		jobsAtWest(t, e)
 
 		// A job start delivered, then delivered again, as after a crash
 		// between the start and recording it: the job runs once.
@@ -232,9 +234,7 @@ func postJobWithKey(t *testing.T, e *apitest.Env, key string) int64 {
 func TestJobRequestSentTwice(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
-		e.StartHubWorker()
-		s := newJobSite(t, e, "west")
-		makeTree(t, s.root, 3)
+		jobsAtWest(t, e)
 
 		id := postJobWithKey(t, e, "retry-1")
 		require.Equal(t, id, postJobWithKey(t, e, "retry-1"), "the retry names the same job")

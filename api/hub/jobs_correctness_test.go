@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,11 +17,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/history/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/hub/apitest"
@@ -131,7 +126,7 @@ func TestJobCancelWaitsForSteps(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, got, p)
 	}
-	recordRuns(t, e)
+	apitest.RecordHistories(t, e.Temporal)
 }
 
 // TestJobLargePathList: a job naming more paths than Temporal takes in one
@@ -234,7 +229,7 @@ func TestJobResubmitAfterSiteRename(t *testing.T) {
 		require.ElementsMatch(t, []int64{id, paused}, resultIDs(t, e.AsAdmin(http.MethodGet, "/api/jobs/?site="+name, nil)), name)
 	}
 	requireTargetMatches(t, s, files)
-	recordRuns(t, e)
+	apitest.RecordHistories(t, e.Temporal)
 }
 
 // TestJobMissingPathFailsAlone: a path missing at the site fails by itself,
@@ -293,7 +288,7 @@ func TestJobMissingPathFailsAlone(t *testing.T) {
 		job = waitJob(t, e, id)
 		require.Equal(t, "FAILURE", job["state"], job)
 		require.Contains(t, jobError(t, e, id), "elsewhere")
-		recordRuns(t, e)
+		apitest.RecordHistories(t, e.Temporal)
 	})
 }
 
@@ -332,7 +327,7 @@ func TestJobStartDeliveredAgain(t *testing.T) {
 	n, err := e.DB.NewSelect().Model((*models.Task)(nil)).Where("job_id = ?", id).Count(ctx)
 	require.NoError(t, err)
 	require.Equal(t, tasks, n, "no task ran")
-	recordRuns(t, e)
+	apitest.RecordHistories(t, e.Temporal)
 }
 
 // jobError is the error recorded on job id.
@@ -353,39 +348,4 @@ func stepHeartbeated(t *testing.T, e *apitest.Env, id int64) bool {
 		}
 	}
 	return false
-}
-
-// recordRuns writes the history of every closed job workflow run of e's
-// namespace, as apitest.RecordHistories does, but names each file after
-// the whole run id: the runs of one job (a run and its resubmit, a start
-// delivered again) started within a minute share the first characters of
-// their time-ordered ids, and RecordHistories would keep one of them.
-func recordRuns(t *testing.T, e *apitest.Env) {
-	dir := os.Getenv(apitest.RecordHistoriesEnv)
-	if dir == "" {
-		return
-	}
-	ctx := context.Background()
-	time.Sleep(2 * time.Second) // visibility lists a closed run a moment after it closes
-	resp, err := e.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Query: "ExecutionStatus != 'Running'", PageSize: 1000})
-	require.NoError(t, err)
-	name := regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
-	for _, ex := range resp.GetExecutions() {
-		if ex.GetType().GetName() != workflows.JobWorkflowName {
-			continue
-		}
-		id, run := ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId()
-		it := e.Temporal.GetWorkflowHistory(ctx, id, run, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		h := &history.History{}
-		for it.HasNext() {
-			ev, err := it.Next()
-			require.NoError(t, err)
-			h.Events = append(h.Events, ev)
-		}
-		data, err := protojson.Marshal(h)
-		require.NoError(t, err)
-		file := name.ReplaceAllString(fmt.Sprintf("%s-%s-%s", t.Name(), id, run), "-") + ".json"
-		require.NoError(t, os.WriteFile(filepath.Join(dir, file), data, 0o644))
-	}
 }

@@ -41,19 +41,13 @@ type workerProcess struct {
 // TestMain. The process runs until it is killed and never returns.
 func RunWorkerProcessIfAsked() {
 	runAPIProcessIfAsked()
-	raw := os.Getenv(workerProcessEnv)
-	if raw == "" {
+	var p workerProcess
+	fail, asked := childProcess(workerProcessEnv, "site worker process", &p)
+	if !asked {
 		return
 	}
-	fail := func(err error) { fmt.Fprintln(os.Stderr, "site worker process:", err); os.Exit(3) }
-	var p workerProcess
-	if err := json.Unmarshal([]byte(raw), &p); err != nil {
-		fail(err)
-	}
-	c, err := client.Dial(client.Options{HostPort: p.TemporalAddr, Namespace: p.Namespace, Logger: quietLogger()})
-	if err != nil {
-		fail(err)
-	}
+	c := dialChild(fail, p.TemporalAddr, p.Namespace)
+	var err error
 	if p.Site.Cipher, err = vocab.NewCipher(p.SecretKey); err != nil {
 		fail(err)
 	}
@@ -107,24 +101,17 @@ type apiProcess struct {
 // its address on the first line of stdout, until the process is killed
 // (by the test, or by its own fault point: HUB_FAULT_POINT).
 func runAPIProcessIfAsked() {
-	raw := os.Getenv(apiProcessEnv)
-	if raw == "" {
-		return
-	}
-	fail := func(err error) { fmt.Fprintln(os.Stderr, "api process:", err); os.Exit(3) }
 	var p apiProcess
-	if err := json.Unmarshal([]byte(raw), &p); err != nil {
-		fail(err)
+	fail, asked := childProcess(apiProcessEnv, "api process", &p)
+	if !asked {
+		return
 	}
 	ctx := context.Background()
 	db, err := models.Open(p.DBURL)
 	if err != nil {
 		fail(err)
 	}
-	c, err := client.Dial(client.Options{HostPort: p.TemporalAddr, Namespace: p.Namespace, Logger: quietLogger()})
-	if err != nil {
-		fail(err)
-	}
+	c := dialChild(fail, p.TemporalAddr, p.Namespace)
 	tokens, err := auth.NewTokens(ctx, db)
 	if err != nil {
 		fail(err)
@@ -170,5 +157,29 @@ func UnreachableTemporal(t testing.TB) client.Client {
 	c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Namespace: "nowhere"})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
+	return c
+}
+
+// childProcess decodes into p the configuration a test passed to this
+// re-executed binary in the environment variable env; asked is false when
+// there is none. fail ends the child with the error, labelled.
+func childProcess(env, label string, p any) (fail func(error), asked bool) {
+	fail = func(err error) { fmt.Fprintln(os.Stderr, label+":", err); os.Exit(3) }
+	raw := os.Getenv(env)
+	if raw == "" {
+		return fail, false
+	}
+	if err := json.Unmarshal([]byte(raw), p); err != nil {
+		fail(err)
+	}
+	return fail, true
+}
+
+// dialChild connects a child process to the test's Temporal namespace.
+func dialChild(fail func(error), addr, namespace string) client.Client {
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: namespace, Logger: quietLogger()})
+	if err != nil {
+		fail(err)
+	}
 	return c
 }
