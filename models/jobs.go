@@ -57,6 +57,7 @@ type Job struct {
 	ClientKeyName     string           `bun:"clientkey_name"`
 	ScheduleID        *int64           `bun:"schedule_id"`
 	ScheduleName      string           `bun:"schedule_name"`
+	PolicyID          *int64           `bun:"policy_id"` // the policy whose run this is
 	DirWalkComplete   bool             `bun:"dir_walk_complete"`
 	IsSettingsJob     bool             `bun:"is_settings_job"`
 	FriendlyName      string           `bun:"friendly_name"`
@@ -161,10 +162,17 @@ func CreateJob(ctx context.Context, db bun.IDB, j *Job) error {
 }
 
 // GetJobByKey loads the job owner created with idempotency key.
-func GetJobByKey(ctx context.Context, db bun.IDB, ownerID int64, key string) (*Job, error) {
+func GetJobByKey(ctx context.Context, db bun.IDB, ownerID *int64, key string) (*Job, error) {
 	j := new(Job)
-	err := db.NewSelect().Model(j).Where("j.owner_id = ? AND j.idempotency_key = ?", ownerID, key).Scan(ctx)
-	return j, dbErr(err)
+	q := db.NewSelect().Model(j).Where("j.idempotency_key = ?", key)
+	if ownerID != nil {
+		q.Where("j.owner_id = ?", *ownerID)
+	} else {
+		// The system's jobs (a schedule's or a policy's firings) have
+		// no owner id; their keys name the firing.
+		q.Where("j.owner_id IS NULL AND j.owner_type = ?", OwnerSystem)
+	}
+	return j, dbErr(q.Limit(1).Scan(ctx))
 }
 
 // GetJob loads a job.
@@ -444,4 +452,11 @@ func UnfinishedPaths(ctx context.Context, db bun.IDB, jobID int64, after string,
 		Where("job_id = ? AND state NOT IN (?) AND path > ?", jobID, bun.In([]string{vocab.TaskSuccess, vocab.TaskSkipped}), after).
 		Order("path").Limit(int64(limit)).Scan(ctx, &paths)
 	return paths, dbErr(err)
+}
+
+// CountUnfinishedJobs counts the jobs of ids that exist and have not ended.
+func CountUnfinishedJobs(ctx context.Context, db bun.IDB, ids []int64) (int, error) {
+	n, err := db.NewSelect().Model((*Job)(nil)).Where("id IN (?)", bun.In(ids)).
+		Where("state NOT IN (?)", bun.In([]string{vocab.JobSuccess, vocab.JobFailure, vocab.JobCancelled})).Count(ctx)
+	return int(n), dbErr(err)
 }

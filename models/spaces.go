@@ -312,3 +312,22 @@ func SpaceShares(ctx context.Context, db bun.IDB, spaceID int64) ([]NFSShare, []
 	}
 	return nfs, smb, nil
 }
+
+// GetSpaceByName loads a space (without its relations) by name.
+func GetSpaceByName(ctx context.Context, db bun.IDB, name string) (*Space, error) {
+	sp := new(Space)
+	return sp, dbErr(db.NewSelect().Model(sp).Where("sp.name = ?", name).Scan(ctx))
+}
+
+// SpaceNames maps every space's id to its name.
+func SpaceNames(ctx context.Context, db bun.IDB) (map[int64]string, error) {
+	var rows []Space
+	if err := db.NewSelect().Model(&rows).Column("id", "name").Scan(ctx); err != nil {
+		return nil, dbErr(err)
+	}
+	out := make(map[int64]string, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.Name
+	}
+	return out, nil
+}

@@ -52,12 +52,6 @@ type Workflow struct {
 	UpdatedAt        time.Time                `bun:"updated_at"`
 }
 
-// FieldErrors maps a field path (e.g. "filter_rules[1].action[0].name") to
-// messages; it has the shape of the API's 400 body.
-type FieldErrors map[string][]string
-
-func (e FieldErrors) add(field, msg string) { e[field] = append(e[field], msg) }
-
 // NamePattern is the pattern of workflow, queue and site names.
 var NamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
@@ -78,7 +72,7 @@ func wfSortedKeys[V any](m map[string]V) []string {
 func wfCheckKeys(errs FieldErrors, path string, obj map[string]any, allowed ...string) {
 	for _, k := range wfSortedKeys(obj) {
 		if !slices.Contains(allowed, k) {
-			errs.add(path+"."+k, "Unknown key; expected one of: "+strings.Join(allowed, ", ")+".")
+			errs.Add(path+"."+k, "Unknown key; expected one of: "+strings.Join(allowed, ", ")+".")
 		}
 	}
 }
@@ -93,57 +87,57 @@ func ParseWorkflowFields(raw any) (map[string]WorkflowField, FieldErrors) {
 	}
 	obj, ok := raw.(map[string]any)
 	if !ok {
-		errs.add("fields", "Must be an object mapping field names to field definitions.")
+		errs.Add("fields", "Must be an object mapping field names to field definitions.")
 		return out, errs
 	}
 	for _, name := range wfSortedKeys(obj) {
 		path := "fields." + name
 		if !fieldNamePattern.MatchString(name) {
-			errs.add(path, "Field names must match [a-zA-Z_][a-zA-Z0-9_]*.")
+			errs.Add(path, "Field names must match [a-zA-Z_][a-zA-Z0-9_]*.")
 			continue
 		}
 		def, ok := obj[name].(map[string]any)
 		if !ok {
-			errs.add(path, "Must be an object.")
+			errs.Add(path, "Must be an object.")
 			continue
 		}
 		wfCheckKeys(errs, path, def, "type", "label", "required", "default", "choices")
 		var f WorkflowField
 		f.Type, _ = def["type"].(string)
 		if !slices.Contains(FieldTypes, f.Type) {
-			errs.add(path+".type", "Must be one of: "+strings.Join(FieldTypes, ", ")+".")
+			errs.Add(path+".type", "Must be one of: "+strings.Join(FieldTypes, ", ")+".")
 		}
 		f.Label, _ = def["label"].(string)
 		if f.Label == "" {
-			errs.add(path+".label", "This field is required.")
+			errs.Add(path+".label", "This field is required.")
 		}
 		if r, present := def["required"]; present && r != nil {
 			if f.Required, ok = r.(bool); !ok {
-				errs.add(path+".required", "Must be a boolean.")
+				errs.Add(path+".required", "Must be a boolean.")
 			}
 		}
 		if c, present := def["choices"]; present && c != nil {
 			list, ok := c.([]any)
 			switch {
 			case f.Type != FieldChoice:
-				errs.add(path+".choices", "Only choice fields have choices.")
+				errs.Add(path+".choices", "Only choice fields have choices.")
 			case !ok:
-				errs.add(path+".choices", "Must be a list.")
+				errs.Add(path+".choices", "Must be a list.")
 			default:
 				for i, v := range list {
 					if _, isStr := v.(string); !isStr && !wfIsNumber(v) {
-						errs.add(fmt.Sprintf("%s.choices[%d]", path, i), "Must be a string or a number.")
+						errs.Add(fmt.Sprintf("%s.choices[%d]", path, i), "Must be a string or a number.")
 					}
 				}
 				f.Choices = list
 			}
 		}
 		if f.Type == FieldChoice && len(f.Choices) == 0 {
-			errs.add(path+".choices", "Choice fields need a non-empty list of choices.")
+			errs.Add(path+".choices", "Choice fields need a non-empty list of choices.")
 		}
 		f.Default = def["default"]
 		if msg := wfCheckDefault(f); msg != "" {
-			errs.add(path+".default", msg)
+			errs.Add(path+".default", msg)
 		}
 		out[name] = f
 	}
@@ -190,14 +184,14 @@ func ParseFilterRules(raw any, fields map[string]WorkflowField) ([]FilterRule, F
 	}
 	list, ok := raw.([]any)
 	if !ok {
-		errs.add("filter_rules", "Must be a list of rules.")
+		errs.Add("filter_rules", "Must be a list of rules.")
 		return out, errs
 	}
 	for i, item := range list {
 		path := fmt.Sprintf("filter_rules[%d]", i)
 		obj, ok := item.(map[string]any)
 		if !ok {
-			errs.add(path, "Must be an object with type, state and action.")
+			errs.Add(path, "Must be an object with type, state and action.")
 			continue
 		}
 		wfCheckKeys(errs, path, obj, "type", "state", "action")
@@ -205,18 +199,18 @@ func ParseFilterRules(raw any, fields map[string]WorkflowField) ([]FilterRule, F
 		if v, present := obj["type"]; present {
 			rule.Type, _ = v.(string)
 			if !slices.Contains(RuleTypes, rule.Type) {
-				errs.add(path+".type", "Must be one of: "+strings.Join(RuleTypes, ", ")+".")
+				errs.Add(path+".type", "Must be one of: "+strings.Join(RuleTypes, ", ")+".")
 			}
 		}
 		if v, present := obj["state"]; present {
 			rule.State, _ = v.(string)
 			if !slices.Contains(RuleStates, rule.State) {
-				errs.add(path+".state", "Must be one of: "+strings.Join(RuleStates, ", ")+".")
+				errs.Add(path+".state", "Must be one of: "+strings.Join(RuleStates, ", ")+".")
 			}
 		}
 		steps, ok := obj["action"].([]any)
 		if !ok || len(steps) == 0 {
-			errs.add(path+".action", "A non-empty list of steps is required.")
+			errs.Add(path+".action", "A non-empty list of steps is required.")
 			out = append(out, rule)
 			continue
 		}
@@ -231,7 +225,7 @@ func ParseFilterRules(raw any, fields map[string]WorkflowField) ([]FilterRule, F
 func wfParseStep(errs FieldErrors, path string, raw any, fields map[string]WorkflowField) StepSpec {
 	obj, ok := raw.(map[string]any)
 	if !ok {
-		errs.add(path, "Must be an object with name and params.")
+		errs.Add(path, "Must be an object with name and params.")
 		return StepSpec{}
 	}
 	wfCheckKeys(errs, path, obj, "name", "params")
@@ -242,13 +236,13 @@ func wfParseStep(errs FieldErrors, path string, raw any, fields map[string]Workf
 		for i, s := range WorkflowSteps {
 			names[i] = s.Name
 		}
-		errs.add(path+".name", fmt.Sprintf("Unknown step %q; expected one of: %s.", name, strings.Join(names, ", ")))
+		errs.Add(path+".name", fmt.Sprintf("Unknown step %q; expected one of: %s.", name, strings.Join(names, ", ")))
 		return StepSpec{Name: name}
 	}
 	params := map[string]any{}
 	if p, present := obj["params"]; present && p != nil {
 		if params, ok = p.(map[string]any); !ok {
-			errs.add(path+".params", "Must be an object.")
+			errs.Add(path+".params", "Must be an object.")
 			return StepSpec{Name: name}
 		}
 	}
@@ -256,26 +250,26 @@ func wfParseStep(errs FieldErrors, path string, raw any, fields map[string]Workf
 		ppath := path + ".params." + k
 		spec, ok := step.Param(k)
 		if !ok {
-			errs.add(ppath, fmt.Sprintf("Unknown parameter of step %s.", name))
+			errs.Add(ppath, fmt.Sprintf("Unknown parameter of step %s.", name))
 			continue
 		}
 		if ref, isRef := wfFieldRef(params[k]); isRef {
 			f, exists := fields[ref]
 			switch {
 			case !exists:
-				errs.add(ppath, fmt.Sprintf("References the runtime field %q, which the definition does not have.", ref))
+				errs.Add(ppath, fmt.Sprintf("References the runtime field %q, which the definition does not have.", ref))
 			case !wfParamAcceptsField(spec, f.Type):
-				errs.add(ppath, fmt.Sprintf("The runtime field %q is of type %s, which cannot feed a %s parameter.", ref, f.Type, spec.Type))
+				errs.Add(ppath, fmt.Sprintf("The runtime field %q is of type %s, which cannot feed a %s parameter.", ref, f.Type, spec.Type))
 			}
 			continue
 		}
 		if msg := wfCheckParam(spec, params[k]); msg != "" {
-			errs.add(ppath, msg)
+			errs.Add(ppath, msg)
 		}
 	}
 	for _, spec := range step.Params {
 		if _, present := params[spec.Name]; spec.Required && (!present || params[spec.Name] == nil) {
-			errs.add(path+".params."+spec.Name, "This parameter is required.")
+			errs.Add(path+".params."+spec.Name, "This parameter is required.")
 		}
 	}
 	if len(params) == 0 {

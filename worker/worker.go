@@ -52,6 +52,7 @@ func RegisterWorkflows(r interface {
 		workflows.TargetFilesWorkflowName:    workflows.TargetFilesWorkflow,
 		workflows.CollectWorkflowName:        workflows.CollectWorkflow,
 		workflows.OutboxWorkflowName:         workflows.OutboxWorkflow,
+		workflows.ScheduleWorkflowName:       workflows.ScheduleWorkflow,
 	} {
 		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
 	}

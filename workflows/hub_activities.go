@@ -16,6 +16,8 @@ const (
 	actCollectPlan             = "CollectPlan"
 	actDeleteBucketRecord      = "DeleteBucketRecord"
 	actFailedPathsPage         = "FailedPathsPage"
+	actFireSchedule            = "FireSchedule"
+	actWaitJobs                = "WaitJobs"
 	actFinishJob               = "FinishJob"
 	actFinishSettingsTask      = "FinishSettingsTask"
 	actFinishTask              = "FinishTask"
@@ -51,6 +53,8 @@ var HubActivityNames = []string{
 	actCollectPlan,
 	actDeleteBucketRecord,
 	actFailedPathsPage,
+	actFireSchedule,
+	actWaitJobs,
 	actFinishJob,
 	actFinishSettingsTask,
 	actFinishTask,

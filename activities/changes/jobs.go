@@ -3,6 +3,7 @@ package changes
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -22,8 +23,8 @@ var ErrJobRunning = errors.New("the job is still running")
 // job with an idempotency key its owner used before is not created again:
 // j becomes that job, and existed is true.
 func (s *Service) CreateJob(ctx context.Context, j *models.Job) (existed bool, err error) {
-	if j.IdempotencyKey != nil && j.OwnerID != nil {
-		if prev, err := models.GetJobByKey(ctx, s.DB, *j.OwnerID, *j.IdempotencyKey); err == nil {
+	if j.IdempotencyKey != nil {
+		if prev, err := models.GetJobByKey(ctx, s.DB, j.OwnerID, *j.IdempotencyKey); err == nil {
 			*j = *prev
 			return true, nil
 		}
@@ -36,7 +37,7 @@ func (s *Service) CreateJob(ctx context.Context, j *models.Job) (existed bool, e
 	})
 	if errors.Is(err, models.ErrConflict) && j.IdempotencyKey != nil && j.OwnerID != nil {
 		// The same request, sent at the same time, won the race.
-		prev, gerr := models.GetJobByKey(ctx, s.DB, *j.OwnerID, *j.IdempotencyKey)
+		prev, gerr := models.GetJobByKey(ctx, s.DB, j.OwnerID, *j.IdempotencyKey)
 		if gerr == nil {
 			*j = *prev
 			return true, nil
@@ -46,7 +47,22 @@ func (s *Service) CreateJob(ctx context.Context, j *models.Job) (existed bool, e
 }
 
 // ResubmitJob starts a new run of finished job j over what it left undone.
+// A job whose site is gone, or whose queue is no longer a known queue of
+// its site, is refused (models.FieldErrors).
 func (s *Service) ResubmitJob(ctx context.Context, j *models.Job) error {
+	site, err := models.GetJobSite(ctx, s.DB, j)
+	if errors.Is(err, models.ErrNotFound) {
+		return models.Invalid("site", fmt.Sprintf("Site %q no longer exists.", j.Site))
+	} else if err != nil {
+		return err
+	}
+	v := models.FieldErrors{}
+	if err := CheckQueue(ctx, s.DB, v, "queue", site, j.Queue); err != nil {
+		return err
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
 	return s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
 		run := j.Run + 1
 		if err := models.UpdateJob(ctx, tx, j.ID, models.JobUpdate{State: vocab.JobPending, Run: &run}); err != nil {

@@ -87,6 +87,8 @@ var kinds = map[string]kind{
 	KindSettings:     {deliver: deliverSettings, fail: failSettings},
 	KindSpaceOps:     {deliver: deliverSpaceOps, fail: failSpaceOps, claimed: true},
 	KindCJChange:     {deliver: deliverCJChange, fail: failCJChange},
+	// The reconciler keeps schedules in step whatever happens to these.
+	KindScheduleSync: {deliver: deliverScheduleSync, fail: logOnly},
 }
 
 func decode(in *models.Intent, v any) error {

@@ -45,8 +45,24 @@ func (a *Activities) ClaimChange(ctx context.Context, intentID int64) (bool, err
 }
 
 // DeliverChanges delivers the intents of committed changes that are due
-// (activities/changes): the outbox reconciler's one activity.
+// (activities/changes), then brings every schedule's and policy's Temporal
+// Schedule in step with its record: the outbox reconciler's one activity.
 func (a *Activities) DeliverChanges(ctx context.Context) (int, error) {
-	s := &changes.Service{DB: a.DB, Temporal: activity.GetClient(ctx), Log: slog.Default()}
-	return s.DeliverDue(ctx)
+	s := a.changes(ctx)
+	n, err := s.DeliverDue(ctx)
+	if err != nil {
+		return n, err
+	}
+	synced, err := s.ReconcileSchedules(ctx)
+	if err != nil {
+		// Logged, not failed: one schedule Temporal refuses must not
+		// hold back the delivery of everything else every minute.
+		activity.GetLogger(ctx).Warn("reconciling schedules", "error", err)
+	}
+	return n + synced, nil
+}
+
+// changes is the write mechanism, for activities that change records.
+func (a *Activities) changes(ctx context.Context) *changes.Service {
+	return &changes.Service{DB: a.DB, Temporal: activity.GetClient(ctx), Log: slog.Default()}
 }

@@ -73,7 +73,7 @@ func (s *Server) patchConfiguration(c *gin.Context) error {
 	if err := validateConfiguration(conf); err != nil {
 		return err
 	}
-	if err := models.SaveConfiguration(ctx, s.DB, conf); err != nil {
+	if err := s.Changes.SaveConfiguration(ctx, conf); err != nil {
 		return err
 	}
 	c.JSON(http.StatusOK, conf)

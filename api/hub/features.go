@@ -70,7 +70,7 @@ func (s *Server) patchFeature(c *gin.Context) error {
 		return err
 	}
 	if in.Enabled != nil {
-		if err := models.SetFeatureEnabled(ctx, s.DB, f.Name, *in.Enabled); err != nil {
+		if err := s.Changes.SetFeature(ctx, f.Name, *in.Enabled); err != nil {
 			return err
 		}
 		f.Enabled = *in.Enabled

@@ -26,7 +26,7 @@ func (s *Server) fileRoutes(r *gin.RouterGroup) {
 // browseParams reads the query shared by the file browser endpoints.
 func browseParams(c *gin.Context, conf models.Configuration) (p string, details bool, timeout time.Duration, err error) {
 	p = c.DefaultQuery("path", "/")
-	if !strings.HasPrefix(p, "/") || containsDotDot(p) || strings.ContainsRune(p, 0) {
+	if !strings.HasPrefix(p, "/") || changes.ContainsDotDot(p) || strings.ContainsRune(p, 0) {
 		return "", false, 0, web.Invalid("path", "Paths are absolute inside the site root, without ..")
 	}
 	if details, err = web.QueryBool(c, "details", false); err != nil {

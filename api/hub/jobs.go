@@ -1,15 +1,12 @@
 package hub
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/uptrace/bun"
 
 	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
@@ -50,247 +47,45 @@ type runWorkflowInput struct {
 	JobType *string `json:"jobtype"`
 }
 
-// checkQueue adds a message to v under field unless queue is a valid,
-// known queue of site (models.SiteHasQueue): a job on any other queue
-// would wait for a worker that never comes, or, with a name Temporal
-// refuses, never even schedule its first task.
-func checkQueue(ctx context.Context, db bun.IDB, v web.ValidationError, field string, site *models.Site, queue string) error {
-	if !vocab.QueueNameOK(queue) {
-		v.Add(field, fmt.Sprintf("Must match [a-zA-Z0-9-_]+, at most %d characters.", web.MaxNameLen))
-		return nil
-	}
-	known, err := models.SiteHasQueue(ctx, db, site.ID, queue)
-	if err != nil {
-		return err
-	}
-	v.Check(known, field, fmt.Sprintf("Site %s has no queue %q: use %s or a queue its workers serve (GET /api/queues/?site=%s).",
-		site.Name, queue, vocab.DefaultQueue, site.Name))
-	return nil
-}
-
-// jobPaths accepts paths as strings or {"path": ...} objects. Every path is
-// absolute inside the site root; ".." and NUL are refused here, symlinks
-// leaving the root are refused by the site worker, per path.
-func jobPaths(v web.ValidationError, raw []any) []string {
-	var out []string
+// jobPaths accepts paths as strings or {"path": ...} objects; anything
+// else becomes "", which changes.CheckPaths refuses by its index.
+func jobPaths(raw []any) []string {
+	out := make([]string, len(raw))
 	for i, p := range raw {
-		var s string
 		switch x := p.(type) {
 		case string:
-			s = x
+			out[i] = x
 		case map[string]any:
-			s, _ = x["path"].(string)
-		}
-		field := fmt.Sprintf("paths[%d]", i)
-		switch {
-		case s == "":
-			v.Add(field, "Each path must be a non-empty string or an object with a path.")
-		case !strings.HasPrefix(s, "/"):
-			v.Add(field, "Paths are absolute inside the site root and start with /.")
-		case strings.ContainsRune(s, 0) || containsDotDot(s):
-			v.Add(field, "Paths may not contain .. or NUL.")
-		default:
-			out = append(out, s)
+			out[i], _ = x["path"].(string)
 		}
 	}
 	return out
-}
-
-func containsDotDot(p string) bool {
-	for _, part := range strings.Split(p, "/") {
-		if part == ".." {
-			return true
-		}
-	}
-	return false
-}
-
-// checkFields validates runtime fields against the definition and fills
-// defaults.
-func checkFields(v web.ValidationError, defs map[string]models.WorkflowField, given map[string]any) map[string]any {
-	out := map[string]any{}
-	for name := range given {
-		if _, ok := defs[name]; !ok {
-			v.Add("fields."+name, "Unknown field for this workflow.")
-		}
-	}
-	for name, f := range defs {
-		val, ok := given[name]
-		if !ok || val == nil {
-			if f.Required && f.Default == nil {
-				v.Add("fields."+name, "This field is required.")
-			}
-			if f.Default != nil {
-				out[name] = f.Default
-			}
-			continue
-		}
-		switch f.Type {
-		case "number":
-			if _, isNum := val.(float64); !isNum {
-				if n, isJSON := val.(interface{ Float64() (float64, error) }); isJSON {
-					fv, _ := n.Float64()
-					val = fv
-				} else {
-					v.Add("fields."+name, "Expected a number.")
-				}
-			}
-		case "checkbox":
-			if _, ok := val.(bool); !ok {
-				v.Add("fields."+name, "Expected a boolean.")
-			}
-		case "choice":
-			found := false
-			for _, c := range f.Choices {
-				found = found || fmt.Sprint(c) == fmt.Sprint(val)
-			}
-			if !found {
-				v.Add("fields."+name, fmt.Sprintf("%v is not one of the choices.", val))
-			}
-		default:
-			if _, ok := val.(string); !ok {
-				v.Add("fields."+name, "Expected a string.")
-			}
-		}
-		out[name] = val
-	}
-	return out
-}
-
-// newJob validates a job request and builds the job record.
-func (s *Server) newJob(c *gin.Context, in runWorkflowInput) (*models.Job, error) {
-	ctx := c.Request.Context()
-	v := web.ValidationError{}
-	v.Check(deref(in.Site) != "", "site", "This field is required.")
-	v.Check(deref(in.Workflow) != "", "workflow", "This field is required.")
-	if err := v.Err(); err != nil {
-		return nil, err
-	}
-	site, err := models.GetSiteByName(ctx, s.DB, *in.Site)
-	if isNotFound(err) {
-		v.Add("site", fmt.Sprintf("Site %q does not exist.", *in.Site))
-	} else if err != nil {
-		return nil, err
-	}
-	wf, err := models.GetWorkflowByName(ctx, s.DB, *in.Workflow)
-	if isNotFound(err) {
-		v.Add("workflow", fmt.Sprintf("Workflow %q does not exist.", *in.Workflow))
-	} else if err != nil {
-		return nil, err
-	}
-	if err := v.Err(); err != nil {
-		return nil, err
-	}
-	v.Check(wf.Enabled, "workflow", "This workflow is disabled.")
-	v.Check(!wf.ScheduleOnly, "workflow", "This workflow can only run inside a schedule.")
-	discovery := deref(wf.Discovery)
-	if in.Discovery != nil {
-		discovery = *in.Discovery
-	}
-	if discovery == "none" {
-		discovery = ""
-	}
-	v.Check(discovery == "" || discovery == "recursive" || discovery == "snapdiff", "discovery", "Use recursive, snapdiff or none.")
-	paths := jobPaths(v, in.Paths)
-	v.Check(len(in.Paths) > 0, "paths", "At least one path is required.")
-	v.Check(discovery != "snapdiff" || len(in.Paths) == 1, "paths", "Snapdiff discovery takes exactly one managed path.")
-	fields := checkFields(v, wf.Fields, in.Fields)
-	if err := v.Err(); err != nil {
-		return nil, err
-	}
-	if err := s.checkDestinations(c.Request.Context(), v, wf, site, fields); err != nil {
-		return nil, err
-	}
-	queue := wf.PreferredQueue
-	if in.Queue != nil {
-		queue = *in.Queue
-	}
-	if queue == "" {
-		queue = vocab.DefaultQueue
-	}
-	if err := checkQueue(ctx, s.DB, v, "queue", site, queue); err != nil {
-		return nil, err
-	}
-	for i, g := range append(append([]string{}, in.Include...), in.Exclude...) {
-		v.Check(g != "", fmt.Sprintf("include/exclude[%d]", i), "Globs may not be empty.")
-	}
-	if err := v.Err(); err != nil {
-		return nil, err
-	}
-	j := &models.Job{Workflow: wf.Name, Site: site.Name, SiteID: site.ID, Queue: queue, Fields: fields, Paths: paths,
-		Include: in.Include, Exclude: in.Exclude, IgnoreSiteIncludes: in.IgnoreSiteIncludes, IgnoreSiteExcludes: in.IgnoreSiteExcludes,
-		Definition: models.JobDefinition{Name: wf.Name, Discovery: discovery, DiscoveryOptions: wf.DiscoveryOptions,
-			FilterRules: wf.FilterRules, PreferredQueue: wf.PreferredQueue},
-		FriendlyName: fmt.Sprintf("%s on %s", wf.Label, site.Name)}
-	if discovery != "" {
-		j.Discovery = &discovery
-	}
-	p := auth.Current(c)
-	j.OwnerType, j.OwnerID, j.OwnerName = models.OwnerUser, &p.User.ID, p.User.Username
-	if p.ClientKey != nil {
-		j.ClientKeyID, j.ClientKeyName = &p.ClientKey.ID, p.ClientKey.Name
-	}
-	return j, nil
-}
-
-// checkDestinations refuses a send or site_sync whose destination site
-// (a literal or a "$field") does not exist or is the job's own site, or
-// whose destination queue is not a known queue of that site.
-func (s *Server) checkDestinations(ctx context.Context, v web.ValidationError, wf *models.Workflow, site *models.Site, fields map[string]any) error {
-	for _, r := range wf.FilterRules {
-		for _, st := range r.Action {
-			dest, _ := st.Params["destination_site"].(string)
-			field := "destination_site"
-			if name, ok := strings.CutPrefix(dest, "$"); ok {
-				field = "fields." + name
-				dest, _ = fields[name].(string)
-			}
-			if st.Name != "send" && st.Name != "site_sync" {
-				continue
-			}
-			destSite, err := models.GetSiteByName(ctx, s.DB, dest)
-			switch {
-			case isNotFound(err):
-				v.Add(field, fmt.Sprintf("Site %q does not exist.", dest))
-				continue
-			case err != nil:
-				return err
-			case dest == site.Name:
-				v.Add(field, "The destination must be another site.")
-				continue
-			}
-			queue, _ := st.Params["destination_queue"].(string)
-			qfield := "destination_queue"
-			if name, ok := strings.CutPrefix(queue, "$"); ok {
-				qfield = "fields." + name
-				queue, _ = fields[name].(string)
-			}
-			if queue == "" {
-				queue = vocab.DefaultQueue
-			}
-			if err := checkQueue(ctx, s.DB, v, qfield, destSite, queue); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // maxIdempotencyKey bounds the Idempotency-Key header.
 const maxIdempotencyKey = 255
 
-// createJob creates job j, or, when the request's Idempotency-Key was
-// used by the same user before, makes j that earlier job: a client that
+// submitJob asks for the job a request describes, on behalf of the
+// caller (changes.SubmitJob). When the request's Idempotency-Key was used
+// by the same user before, the answer is that earlier job: a client that
 // retries a request whose answer it lost gets one job, not two.
-func (s *Server) createJob(c *gin.Context, j *models.Job) error {
+func (s *Server) submitJob(c *gin.Context, in runWorkflowInput) (*models.Job, error) {
+	p := auth.Current(c)
+	req := changes.JobRequest{Site: deref(in.Site), Workflow: deref(in.Workflow), Discovery: in.Discovery,
+		Fields: in.Fields, Paths: jobPaths(in.Paths), Include: in.Include, Exclude: in.Exclude,
+		IgnoreSiteIncludes: in.IgnoreSiteIncludes, IgnoreSiteExcludes: in.IgnoreSiteExcludes, Queue: in.Queue,
+		Owner: changes.JobOwner{UserID: &p.User.ID, UserName: p.User.Username}}
+	if p.ClientKey != nil {
+		req.Owner.ClientKeyID, req.Owner.ClientKeyName = &p.ClientKey.ID, p.ClientKey.Name
+	}
 	if key := c.GetHeader("Idempotency-Key"); key != "" {
 		if len(key) > maxIdempotencyKey {
-			return web.Invalid("Idempotency-Key", fmt.Sprintf("At most %d characters.", maxIdempotencyKey))
+			return nil, web.Invalid("Idempotency-Key", fmt.Sprintf("At most %d characters.", maxIdempotencyKey))
 		}
-		j.IdempotencyKey = &key
+		req.IdempotencyKey = &key
 	}
-	_, err := s.Changes.CreateJob(c.Request.Context(), j)
-	return err
+	j, _, err := s.Changes.SubmitJob(c.Request.Context(), req)
+	return j, err
 }
 
 func (s *Server) runWorkflow(c *gin.Context) error {
@@ -298,11 +93,8 @@ func (s *Server) runWorkflow(c *gin.Context) error {
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
-	j, err := s.newJob(c, in)
+	j, err := s.submitJob(c, in)
 	if err != nil {
-		return err
-	}
-	if err := s.createJob(c, j); err != nil {
 		return err
 	}
 	c.JSON(http.StatusCreated, runWorkflowResponse{Site: j.Site, Workflow: j.Workflow, Discovery: j.Discovery, Job: j.ID,
@@ -325,7 +117,7 @@ func (s *Server) createJobOld(c *gin.Context) error {
 	if in.Workflow == nil {
 		return web.Invalid("jobtype", "This field is required.")
 	}
-	j, err := s.newJob(c, in)
+	j, err := s.submitJob(c, in)
 	var v web.ValidationError
 	if errors.As(err, &v) && in.JobType != nil && v["workflow"] != nil {
 		// The older body names the workflow jobtype: so do its errors.
@@ -333,9 +125,6 @@ func (s *Server) createJobOld(c *gin.Context) error {
 		delete(v, "workflow")
 	}
 	if err != nil {
-		return err
-	}
-	if err := s.createJob(c, j); err != nil {
 		return err
 	}
 	c.JSON(http.StatusCreated, renderJob(c, j))
@@ -454,19 +243,6 @@ func (s *Server) resubmitJob(c *gin.Context) error {
 		return nil
 	}
 	ctx := c.Request.Context()
-	site, err := models.GetJobSite(ctx, s.DB, j)
-	if isNotFound(err) {
-		return web.Invalid("site", fmt.Sprintf("Site %q no longer exists.", j.Site))
-	} else if err != nil {
-		return err
-	}
-	v := web.ValidationError{}
-	if err := checkQueue(ctx, s.DB, v, "queue", site, j.Queue); err != nil {
-		return err
-	}
-	if err := v.Err(); err != nil {
-		return err
-	}
 	if err := s.Changes.ResubmitJob(ctx, j); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	swaggerfiles "github.com/swaggo/files/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
 )
@@ -259,32 +260,33 @@ var routeDocs = map[string]routeDoc{
 	"GET /api/tasks/{}/files/":       docOne("jobs", "A task with a page of the outcomes of its paths", taskFilesResponse{}, "page", "page_size", "state", "type", "site"),
 	"GET /api/file/":                 docPage("files", "Browse a directory of a site", fileResponse{}, "path", "site", "details", "custom_timeout").extra(browsePage{}).errs(siteWaits...),
 
-	// Routes of the spec not served yet.
-	"GET /api/schedules/":                    docPage("schedules", "List schedules", nil, "site_id", "space_id"),
-	"POST /api/schedules/":                   docOne("schedules", "Create a schedule", nil),
-	"GET /api/schedules/{}/":                 docOne("schedules", "Get a schedule", nil),
-	"PATCH /api/schedules/{}/":               docOne("schedules", "Update a schedule", nil),
+	"GET /api/schedules/":                    docPage("schedules", "List schedules", scheduleResponse{}, "site_id", "space_id"),
+	"POST /api/schedules/":                   docOne("schedules", "Create a schedule", scheduleResponse{}).in(changes.ScheduleInput{}),
+	"GET /api/schedules/{}/":                 docOne("schedules", "Get a schedule", scheduleResponse{}),
+	"PATCH /api/schedules/{}/":               docOne("schedules", "Update a schedule", scheduleResponse{}).in(changes.ScheduleInput{}),
 	"DELETE /api/schedules/{}/":              docDelete("schedules", "Delete a schedule"),
-	"POST /api/schedules/{}/run/":            docOne("schedules", "Run a schedule now", nil),
-	"GET /api/schedules/{}/workflows/":       docPage("schedules", "List a schedule's workflows", nil),
-	"POST /api/schedules/{}/workflows/":      docOne("schedules", "Add a workflow to a schedule", nil),
-	"GET /api/schedules/{}/workflows/{}/":    docOne("schedules", "Get a schedule workflow", nil),
-	"PATCH /api/schedules/{}/workflows/{}/":  docOne("schedules", "Update a schedule workflow", nil),
+	"POST /api/schedules/{}/run/":            docOne("schedules", "Run a schedule now", scheduleResponse{}).with(http.StatusOK),
+	"GET /api/schedules/{}/workflows/":       docPage("schedules", "List a schedule's workflows", scheduleWorkflowResponse{}),
+	"POST /api/schedules/{}/workflows/":      docOne("schedules", "Add a workflow to a schedule", scheduleWorkflowResponse{}).in(changes.ScheduleWorkflowInput{}),
+	"GET /api/schedules/{}/workflows/{}/":    docOne("schedules", "Get a schedule workflow", scheduleWorkflowResponse{}),
+	"PATCH /api/schedules/{}/workflows/{}/":  docOne("schedules", "Update a schedule workflow", scheduleWorkflowResponse{}).in(changes.ScheduleWorkflowInput{}),
 	"DELETE /api/schedules/{}/workflows/{}/": docDelete("schedules", "Remove a workflow from a schedule"),
-	"GET /api/automatedschedules/":           docPage("schedules", "List automated schedules", nil),
-	"GET /api/policies/":                     docPage("policies", "List policies", nil),
-	"POST /api/policies/":                    docOne("policies", "Create a policy", nil),
-	"GET /api/policies/{}/":                  docOne("policies", "Get a policy", nil),
-	"PATCH /api/policies/{}/":                docOne("policies", "Update a policy", nil),
-	"DELETE /api/policies/{}/":               docDelete("policies", "Delete a policy"),
-	"POST /api/policies/{}/run/":             docOne("policies", "Run a policy now", nil).with(http.StatusAccepted),
-	"GET /api/filesets/":                     docOne("files", "File sets", nil, "site"),
-	"GET /api/analytics/":                    docPage("files", "Storage analytics", nil, "path", "site", "children", "cache_ttl", "custom_timeout", "raise_exception", "download"),
-	"POST /api/search/":                      docOne("search", "Start a search", nil),
-	"GET /api/search/{}/":                    docPage("search", "Results of a search", nil, "sort", "group_by_name"),
-	"DELETE /api/search/{}/":                 docDelete("search", "Delete a search"),
-	"PATCH /api/search/metadata/":            docOne("search", "Update search metadata", nil),
-	"GET /api/search/metadata_fields/":       docPage("search", "List metadata fields", nil),
+	"GET /api/automatedschedules/":           docPage("schedules", "List automated schedules", automatedScheduleResponse{}),
+
+	// Routes of the spec not served yet.
+	"GET /api/policies/":               docPage("policies", "List policies", nil),
+	"POST /api/policies/":              docOne("policies", "Create a policy", nil),
+	"GET /api/policies/{}/":            docOne("policies", "Get a policy", nil),
+	"PATCH /api/policies/{}/":          docOne("policies", "Update a policy", nil),
+	"DELETE /api/policies/{}/":         docDelete("policies", "Delete a policy"),
+	"POST /api/policies/{}/run/":       docOne("policies", "Run a policy now", nil).with(http.StatusAccepted),
+	"GET /api/filesets/":               docOne("files", "File sets", nil, "site"),
+	"GET /api/analytics/":              docPage("files", "Storage analytics", nil, "path", "site", "children", "cache_ttl", "custom_timeout", "raise_exception", "download"),
+	"POST /api/search/":                docOne("search", "Start a search", nil),
+	"GET /api/search/{}/":              docPage("search", "Results of a search", nil, "sort", "group_by_name"),
+	"DELETE /api/search/{}/":           docDelete("search", "Delete a search"),
+	"PATCH /api/search/metadata/":      docOne("search", "Update search metadata", nil),
+	"GET /api/search/metadata_fields/": docPage("search", "List metadata fields", nil),
 }
 
 // jobFilters are the query parameters of the job list, which its

@@ -818,3 +818,52 @@ type taskFilesResponse struct {
 	taskDetailResponse
 	Files jobStatHistoryPage `json:"files"`
 }
+
+// Schedules and policies.
+
+type scheduleResponse struct {
+	ID               int64          `json:"id"`
+	URL              string         `json:"url"`
+	Name             string         `json:"name"`
+	Site             string         `json:"site"`
+	Space            *string        `json:"space" doc:"The space's name, or null."`
+	Enabled          bool           `json:"enabled"`
+	Minute           string         `json:"minute"`
+	Hour             string         `json:"hour"`
+	DayOfMonth       string         `json:"day_of_month"`
+	DayOfWeek        string         `json:"day_of_week"`
+	MonthOfYear      string         `json:"month_of_year"`
+	Discovery        string         `json:"discovery" doc:"recursive, snapdiff or none."`
+	DiscoveryOptions map[string]any `json:"discovery_options"`
+	ManagedPaths     map[string]any `json:"managed_paths" doc:"Each managed path (absolute inside the site root) mapped to its options."`
+	Workflows        string         `json:"workflows" doc:"The URL of the schedule's workflows."`
+}
+
+type scheduleWorkflowResponse struct {
+	ID       int64          `json:"id"`
+	URL      string         `json:"url"`
+	Workflow string         `json:"workflow"`
+	Site     string         `json:"site"`
+	Queue    string         `json:"queue"`
+	Fields   map[string]any `json:"fields" doc:"The workflow's runtime fields for the jobs it starts."`
+}
+
+type automatedScheduleResponse struct {
+	Name                  string  `json:"name"`
+	ScheduleType          string  `json:"schedule_type" doc:"schedule, policy or snapshot."`
+	Enabled               bool    `json:"enabled"`
+	Minute                string  `json:"minute"`
+	Hour                  string  `json:"hour"`
+	DayOfMonth            string  `json:"day_of_month"`
+	DayOfWeek             string  `json:"day_of_week"`
+	MonthOfYear           string  `json:"month_of_year"`
+	DiscoveryID           *int64  `json:"discovery_id" doc:"The schedule's id (schedules only)."`
+	DiscoveryManagedPaths *string `json:"discovery_managed_paths"`
+	DiscoveryName         *string `json:"discovery_name"`
+	DiscoveryWorkflow     *string `json:"discovery_workflow" doc:"The schedule's workflows, comma-separated."`
+	PolicyID              *int64  `json:"policy_id"`
+	PolicyName            *string `json:"policy_name"`
+	SiteName              string  `json:"site_name"`
+	Spaces                string  `json:"spaces" doc:"The names of the spaces concerned, comma-separated."`
+	TemporalScheduleID    string  `json:"temporal_schedule_id" doc:"The ID of its Temporal Schedule, to find it in the Temporal Web UI."`
+}

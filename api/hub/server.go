@@ -69,6 +69,7 @@ func (s *Server) Handler() http.Handler {
 	s.datastoreRoutes(authed)
 	s.bucketRoutes(authed)
 	s.jobRoutes(authed)
+	s.scheduleRoutes(authed)
 	s.fileRoutes(authed)
 	s.pkiRoutes(authed)
 	s.jobReadRoutes(authed)

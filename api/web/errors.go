@@ -40,33 +40,12 @@ var (
 )
 
 // ValidationError maps field names to messages; it renders as 400 with the
-// fields as the body, e.g. {"username": ["This field is required."]}.
-type ValidationError map[string][]string
-
-func (v ValidationError) Error() string {
-	return fmt.Sprintf("validation failed: %v", map[string][]string(v))
-}
-
-// Add records a message for a field.
-func (v ValidationError) Add(field, msg string) { v[field] = append(v[field], msg) }
-
-// Check records msg for field when ok is false.
-func (v ValidationError) Check(ok bool, field, msg string) {
-	if !ok {
-		v.Add(field, msg)
-	}
-}
-
-// Err returns v as an error, or nil when no field failed.
-func (v ValidationError) Err() error {
-	if len(v) == 0 {
-		return nil
-	}
-	return v
-}
+// fields as the body, e.g. {"username": ["This field is required."]}. It
+// is models.FieldErrors, which code below the API reports bad input with.
+type ValidationError = models.FieldErrors
 
 // Invalid is a one-field validation error.
-func Invalid(field, msg string) error { return ValidationError{field: {msg}} }
+func Invalid(field, msg string) error { return models.Invalid(field, msg) }
 
 // workflowFailure turns the error of a short workflow a request waited
 // for (a directory listing, a refresh) into a client error that never

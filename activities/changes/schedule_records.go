@@ -1,0 +1,293 @@
+package changes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+)
+
+// ScheduleInput is a schedule as a client writes it; nil fields keep
+// their value (a create starts from the defaults).
+type ScheduleInput struct {
+	Name             *string         `json:"name"`
+	Site             *string         `json:"site"`
+	Space            *string         `json:"space"` // "" removes the space
+	Enabled          *bool           `json:"enabled"`
+	Minute           *string         `json:"minute"`
+	Hour             *string         `json:"hour"`
+	DayOfMonth       *string         `json:"day_of_month"`
+	DayOfWeek        *string         `json:"day_of_week"`
+	MonthOfYear      *string         `json:"month_of_year"`
+	Discovery        *string         `json:"discovery"`
+	DiscoveryOptions *map[string]any `json:"discovery_options"`
+	ManagedPaths     *map[string]any `json:"managed_paths"`
+}
+
+// Discovery modes a schedule may use.
+var scheduleDiscoveries = []string{"recursive", "snapdiff", "none"}
+
+// SaveSchedule creates (id 0) or updates schedule id from in, and brings
+// its Temporal Schedule in step (KindScheduleSync).
+func (s *Service) SaveSchedule(ctx context.Context, id int64, in ScheduleInput) (*models.Schedule, error) {
+	sch := &models.Schedule{Enabled: true, Cron: models.Cron{Minute: "0", Hour: "0", DayOfMonth: "*", DayOfWeek: "*", MonthOfYear: "*"},
+		Discovery: "recursive", ManagedPaths: map[string]any{}, DiscoveryOptions: map[string]any{}}
+	if id != 0 {
+		var err error
+		if sch, err = models.GetSchedule(ctx, s.DB, id); err != nil {
+			return nil, err
+		}
+	}
+	v := models.FieldErrors{}
+	if id == 0 {
+		v.Check(in.Name != nil, "name", "This field is required.")
+		v.Check(in.Site != nil, "site", "This field is required.")
+	}
+	if in.Name != nil {
+		sch.Name = strings.TrimSpace(*in.Name)
+		v.Check(sch.Name != "", "name", "This field may not be blank.")
+	}
+	if in.Site != nil {
+		site, err := models.GetSiteByName(ctx, s.DB, *in.Site)
+		if errors.Is(err, models.ErrNotFound) {
+			v.Add("site", fmt.Sprintf("Site %q does not exist.", *in.Site))
+		} else if err != nil {
+			return nil, err
+		} else {
+			sch.SiteID, sch.Site = site.ID, site
+		}
+	}
+	if in.Space != nil {
+		sch.SpaceID, sch.Space = nil, nil
+		if *in.Space != "" {
+			sp, err := models.GetSpaceByName(ctx, s.DB, *in.Space)
+			if errors.Is(err, models.ErrNotFound) {
+				v.Add("space", fmt.Sprintf("Space %q does not exist.", *in.Space))
+			} else if err != nil {
+				return nil, err
+			} else {
+				sch.SpaceID, sch.Space = &sp.ID, sp
+			}
+		}
+	}
+	setIf(&sch.Enabled, in.Enabled)
+	setIf(&sch.Minute, in.Minute)
+	setIf(&sch.Hour, in.Hour)
+	setIf(&sch.DayOfMonth, in.DayOfMonth)
+	setIf(&sch.DayOfWeek, in.DayOfWeek)
+	setIf(&sch.MonthOfYear, in.MonthOfYear)
+	CheckCron(v, "", sch.Cron)
+	setIf(&sch.Discovery, in.Discovery)
+	v.Check(contains(scheduleDiscoveries, sch.Discovery), "discovery", "Use "+strings.Join(scheduleDiscoveries, ", ")+".")
+	if in.DiscoveryOptions != nil {
+		sch.DiscoveryOptions = nonNil(*in.DiscoveryOptions)
+	}
+	if in.ManagedPaths != nil {
+		sch.ManagedPaths = nonNil(*in.ManagedPaths)
+	}
+	CheckPaths(v, "managed_paths", sortedKeys(sch.ManagedPaths))
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := time.LoadLocation(siteTZ(sch.Site)); err != nil {
+		return nil, models.Invalid("site", fmt.Sprintf("The site's timezone %q is unknown.", sch.Site.Timezone))
+	}
+	err := s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
+		if err := uniqueName(ctx, tx, (*models.Schedule)(nil), sch.ID, sch.Name, "A schedule with this name already exists."); err != nil {
+			return err
+		}
+		if err := models.SaveSchedule(ctx, tx, sch); err != nil {
+			return err
+		}
+		return oweSync(ctx, tx, sch.ID, workflows.ScheduleTemporalID(sch.ID))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return models.GetSchedule(ctx, s.DB, sch.ID)
+}
+
+// DeleteSchedule removes schedule id and its Temporal Schedule.
+func (s *Service) DeleteSchedule(ctx context.Context, id int64) error {
+	return s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
+		if err := models.DeleteSchedule(ctx, tx, id); err != nil {
+			return err
+		}
+		return oweSync(ctx, tx, id, workflows.ScheduleTemporalID(id))
+	})
+}
+
+// RunSchedule fires schedule id now, once: a ScheduleWorkflow of its own
+// (started exactly once through the outbox), whatever the schedule's
+// state and whether an earlier firing still runs.
+func (s *Service) RunSchedule(ctx context.Context, id int64) (*models.Schedule, error) {
+	sch, err := models.GetSchedule(ctx, s.DB, id)
+	if err != nil {
+		return nil, err
+	}
+	st, err := NewStart(workflows.ScheduleTemporalID(id)+"-run-"+models.NewUUID(), workflows.ScheduleWorkflowName, workflows.Fire{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	return sch, s.Commit(ctx, func(ctx context.Context, tx *Tx) error { return tx.Owe(ctx, KindStart, id, st) })
+}
+
+// ScheduleWorkflowInput is a schedule workflow as a client writes it.
+type ScheduleWorkflowInput struct {
+	Workflow *string         `json:"workflow"`
+	Site     *string         `json:"site"`
+	Queue    *string         `json:"queue"`
+	Fields   *map[string]any `json:"fields"`
+}
+
+// SaveScheduleWorkflow adds (id 0) or changes workflow id of schedule
+// scheduleID. It is checked as its firing's job request is (the workflow
+// enabled, its fields, queue and destinations), so a firing does not fail
+// on what could have been refused here.
+func (s *Service) SaveScheduleWorkflow(ctx context.Context, scheduleID, id int64, in ScheduleWorkflowInput) (*models.ScheduleWorkflow, error) {
+	sch, err := models.GetSchedule(ctx, s.DB, scheduleID)
+	if err != nil {
+		return nil, err
+	}
+	w := &models.ScheduleWorkflow{ScheduleID: scheduleID, SiteID: sch.SiteID, Site: sch.Site}
+	if id != 0 {
+		if w, err = models.GetScheduleWorkflow(ctx, s.DB, scheduleID, id); err != nil {
+			return nil, err
+		}
+	}
+	v := models.FieldErrors{}
+	if id == 0 {
+		v.Check(in.Workflow != nil, "workflow", "This field is required.")
+	}
+	setIf(&w.Workflow, in.Workflow)
+	if in.Site != nil && *in.Site != sch.Site.Name {
+		v.Add("site", fmt.Sprintf("A schedule's workflows run on its site, %s.", sch.Site.Name))
+	}
+	if in.Fields != nil {
+		w.Fields = nonNil(*in.Fields)
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	discovery := sch.Discovery
+	req := JobRequest{Site: sch.Site.Name, Workflow: w.Workflow, Discovery: &discovery, Fields: w.Fields,
+		Paths: []string{"/"}, Queue: in.Queue, Owner: JobOwner{ScheduleID: &sch.ID, ScheduleName: sch.Name}}
+	if in.Queue == nil && id != 0 {
+		req.Queue = &w.Queue
+	}
+	j, err := NewJob(ctx, s.DB, req)
+	if err != nil {
+		return nil, err
+	}
+	w.Queue = j.Queue
+	err = s.Commit(ctx, func(ctx context.Context, tx *Tx) error { return models.SaveScheduleWorkflow(ctx, tx, w) })
+	if err != nil {
+		return nil, err
+	}
+	return models.GetScheduleWorkflow(ctx, s.DB, scheduleID, w.ID)
+}
+
+// DeleteScheduleWorkflow removes workflow id of schedule scheduleID.
+func (s *Service) DeleteScheduleWorkflow(ctx context.Context, scheduleID, id int64) error {
+	return s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
+		return models.DeleteScheduleWorkflow(ctx, tx, scheduleID, id)
+	})
+}
+
+// cronParser reads one cron line as the schedules' fields make it.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
+
+// CheckCron adds an error for each cron field of c that is not valid
+// (named prefix+field). Each field is read on its own, so the error names
+// the field at fault.
+func CheckCron(v models.FieldErrors, prefix string, c models.Cron) {
+	fields := []struct {
+		name, val string
+		line      func(string) string
+	}{
+		{"minute", c.Minute, func(f string) string { return f + " * * * *" }},
+		{"hour", c.Hour, func(f string) string { return "* " + f + " * * *" }},
+		{"day_of_month", c.DayOfMonth, func(f string) string { return "* * " + f + " * *" }},
+		{"month_of_year", c.MonthOfYear, func(f string) string { return "* * * " + f + " *" }},
+		{"day_of_week", c.DayOfWeek, func(f string) string { return "* * * * " + f }},
+	}
+	for _, f := range fields {
+		if strings.TrimSpace(f.val) == "" || strings.ContainsAny(f.val, " \t") {
+			v.Add(prefix+f.name, "Enter one cron field (e.g. *, 5, 1-5, */15, MON-FRI).")
+			continue
+		}
+		if _, err := cronParser.Parse(f.line(f.val)); err != nil {
+			v.Add(prefix+f.name, "Not a valid cron field: "+err.Error()+".")
+		}
+	}
+}
+
+// oweSync owes the sync of Temporal Schedule id (record refID).
+func oweSync(ctx context.Context, tx *Tx, refID int64, id string) error {
+	return tx.Owe(ctx, KindScheduleSync, refID, ScheduleSync{ID: id})
+}
+
+// OweSyncAll owes the sync of every schedule's and policy's Temporal
+// Schedule (after schedules_enabled or a feature flag changed).
+func (s *Service) OweSyncAll(ctx context.Context, tx *Tx) error {
+	ids, err := recurringIDs(ctx, tx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := oweSync(ctx, tx, 0, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// uniqueName refuses name when another record of model's table has it.
+func uniqueName(ctx context.Context, tx *Tx, model any, id int64, name, msg string) error {
+	n, err := tx.NewSelect().Model(model).Where("name = ? AND id <> ?", name, id).Count(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return models.Invalid("name", msg)
+	}
+	return nil
+}
+
+func setIf[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}
+
+func nonNil(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

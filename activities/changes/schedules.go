@@ -1,0 +1,342 @@
+package changes
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+)
+
+// Every recurring record (a schedule, a policy) is one Temporal Schedule
+// named after it ("schedule-<id>", "policy-<id>"). The record is the
+// truth: a write owes KindScheduleSync, whose delivery makes the Temporal
+// Schedule what the record wants now (created, updated, paused, deleted),
+// and the reconciling pass (ReconcileSchedules, every minute from the
+// outbox workflow) does the same for any schedule that drifted: one
+// deleted or paused by hand in the Web UI, a write whose delivery was
+// lost. docs/schedules-policies.md has the reasoning.
+
+// KindScheduleSync brings a Temporal Schedule in step with its record
+// (payload ScheduleSync).
+const KindScheduleSync = "schedule.sync"
+
+// ScheduleSync is the payload of KindScheduleSync: the ID of the Temporal
+// Schedule to bring in step with its record.
+type ScheduleSync struct{ ID string }
+
+// scheduleCatchup is how late a firing missed while Temporal was away may
+// still run; older ones are dropped (and overlap policy skip keeps it to
+// one).
+const scheduleCatchup = time.Hour
+
+// triggerCheckEvery is how often a policy with triggers but no schedule
+// of its own measures its pools.
+const triggerCheckEvery = 10 * time.Minute
+
+// recurring is what a record wants of its Temporal Schedule.
+type recurring struct {
+	Cron     string         `json:"cron,omitempty"`
+	Every    time.Duration  `json:"every,omitempty"`
+	TimeZone string         `json:"tz"`
+	Workflow string         `json:"workflow"`
+	ActionID string         `json:"action_id"`
+	Input    workflows.Fire `json:"input"`
+	Paused   bool           `json:"paused"`
+	Once     bool           `json:"once,omitempty"`
+	Why      string         `json:"-"` // why it is paused, for the note
+}
+
+// hash names this state in the schedule's note, so the reconciler sees at
+// a glance whether a schedule is what its record wants.
+func (r *recurring) hash() string {
+	b, _ := json.Marshal(r)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:6])
+}
+
+func (r *recurring) note() string {
+	n := "hub " + r.hash()
+	if r.Why != "" {
+		n += ": " + r.Why
+	}
+	return n
+}
+
+// upToDate tells whether a Temporal Schedule with note and paused state
+// is what r wants.
+func (r *recurring) upToDate(note string, paused bool) bool {
+	return (note == "hub "+r.hash() || strings.HasPrefix(note, "hub "+r.hash()+":")) && paused == r.Paused
+}
+
+func (r *recurring) spec() client.ScheduleSpec {
+	sp := client.ScheduleSpec{TimeZoneName: r.TimeZone}
+	if r.Cron != "" {
+		sp.CronExpressions = []string{r.Cron}
+	}
+	if r.Every > 0 {
+		sp.Intervals = []client.ScheduleIntervalSpec{{Every: r.Every}}
+	}
+	return sp
+}
+
+func (r *recurring) action() *client.ScheduleWorkflowAction {
+	return &client.ScheduleWorkflowAction{ID: r.ActionID, Workflow: r.Workflow, Args: []any{r.Input},
+		TaskQueue: workflows.HubTaskQueue}
+}
+
+// pausedBecause fills the pause state from the record's enabled flag and
+// the hub's schedules_enabled.
+func (r *recurring) pausedBecause(enabled bool, conf models.Configuration) {
+	switch {
+	case !conf.SchedulesEnabled:
+		r.Paused, r.Why = true, "schedules are disabled in the hub's configuration (schedules_enabled)"
+	case !enabled:
+		r.Paused, r.Why = true, "disabled on its record (enabled: false)"
+	}
+}
+
+// wanted is what Temporal Schedule id should be now; nil: there should be
+// none (no record, or a policy with nothing to run it).
+func (s *Service) wanted(ctx context.Context, id string) (*recurring, error) {
+	kind, num, ok := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(num, 10, 64)
+	if !ok || err != nil {
+		return nil, nil
+	}
+	conf, err := models.GetConfiguration(ctx, s.DB)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case "schedule":
+		sch, err := models.GetSchedule(ctx, s.DB, n)
+		if errors.Is(err, models.ErrNotFound) {
+			return nil, nil
+		} else if err != nil {
+			return nil, err
+		}
+		r := &recurring{Cron: sch.Cron.Line(), TimeZone: siteTZ(sch.Site), Workflow: workflows.ScheduleWorkflowName,
+			ActionID: id + "-fire", Input: workflows.Fire{ID: sch.ID}}
+		r.pausedBecause(sch.Enabled, conf)
+		return r, nil
+	case "policy":
+		p, err := models.GetPolicy(ctx, s.DB, n)
+		if errors.Is(err, models.ErrNotFound) {
+			return nil, nil
+		} else if err != nil {
+			return nil, err
+		}
+		r := &recurring{TimeZone: siteTZ(p.Site), Workflow: workflows.PolicyWorkflowName,
+			ActionID: id + "-run", Input: workflows.Fire{ID: p.ID}}
+		switch {
+		case p.Schedule != nil:
+			r.Cron = PolicyCron(p.Schedule).Line()
+			r.Once = p.Schedule.FirstOccur
+			if p.Schedule.Timezone != "" {
+				r.TimeZone = p.Schedule.Timezone
+			}
+		case len(p.Triggers) > 0:
+			r.Every = triggerCheckEvery
+		default:
+			return nil, nil // runs only when asked (POST /policies/{id}/run/)
+		}
+		r.pausedBecause(p.Enabled, conf)
+		if f, err := models.GetFeature(ctx, s.DB, FeaturePolicies); err == nil && !f.Enabled && !r.Paused {
+			r.Paused, r.Why = true, "the policies feature is disabled"
+		}
+		return r, nil
+	}
+	return nil, nil
+}
+
+func siteTZ(s *models.Site) string {
+	if s == nil || s.Timezone == "" {
+		return "UTC"
+	}
+	return s.Timezone
+}
+
+// PolicyCron is the cron line of a policy's schedule: its time of day
+// "HH:MM", when set, gives the hour and minute.
+func PolicyCron(ps *models.PolicySchedule) models.Cron {
+	c := ps.Cron
+	if h, m, ok := strings.Cut(ps.Time, ":"); ok {
+		c.Hour, c.Minute = strings.TrimLeft(h, "0"), strings.TrimLeft(strings.SplitN(m, ":", 2)[0], "0")
+		if c.Hour == "" {
+			c.Hour = "0"
+		}
+		if c.Minute == "" {
+			c.Minute = "0"
+		}
+	}
+	for _, f := range []*string{&c.Minute, &c.Hour, &c.DayOfMonth, &c.DayOfWeek, &c.MonthOfYear} {
+		if *f == "" {
+			*f = "*"
+		}
+	}
+	return c
+}
+
+// SyncSchedule makes Temporal Schedule id what its record wants now. It
+// is idempotent: delivered twice, or raced by the reconciler, the outcome
+// is the same.
+func (s *Service) SyncSchedule(ctx context.Context, id string) error {
+	want, err := s.wanted(ctx, id)
+	if err != nil {
+		return err
+	}
+	sc := s.Temporal.ScheduleClient()
+	h := sc.GetHandle(ctx, id)
+	desc, err := h.Describe(ctx)
+	var nf *serviceerror.NotFound
+	missing := errors.As(err, &nf)
+	if err != nil && !missing {
+		return err
+	}
+	switch {
+	case want == nil && missing:
+		return nil
+	case want == nil:
+		if err := h.Delete(ctx); err != nil && !errors.As(err, &nf) {
+			return err
+		}
+		return nil
+	case missing:
+		opts := client.ScheduleOptions{ID: id, Spec: want.spec(), Action: want.action(),
+			Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, CatchupWindow: scheduleCatchup,
+			Paused: want.Paused, Note: want.note()}
+		if want.Once {
+			opts.RemainingActions = 1
+		}
+		_, err := sc.Create(ctx, opts)
+		return err
+	case want.upToDate(desc.Schedule.State.Note, desc.Schedule.State.Paused):
+		return nil
+	}
+	return h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+		sch := in.Description.Schedule
+		spec := want.spec()
+		sch.Spec = &spec
+		sch.Action = want.action()
+		if sch.Policy == nil {
+			sch.Policy = &client.SchedulePolicies{}
+		}
+		sch.Policy.Overlap, sch.Policy.CatchupWindow = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, scheduleCatchup
+		if sch.State == nil {
+			sch.State = &client.ScheduleState{}
+		}
+		sch.State.Paused, sch.State.Note = want.Paused, want.note()
+		sch.State.LimitedActions, sch.State.RemainingActions = want.Once, 0
+		if want.Once {
+			sch.State.RemainingActions = 1
+		}
+		return &client.ScheduleUpdate{Schedule: &sch}, nil
+	}})
+}
+
+// recurringIDs lists the Temporal Schedule IDs the records want.
+func recurringIDs(ctx context.Context, db bun.IDB) ([]string, error) {
+	var ids []string
+	sch, err := models.ScheduleIDs(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range sch {
+		ids = append(ids, workflows.ScheduleTemporalID(id))
+	}
+	pol, err := models.PolicyIDs(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range pol {
+		ids = append(ids, workflows.PolicyTemporalID(id))
+	}
+	return ids, nil
+}
+
+// ours tells whether a Temporal Schedule ID is one of the records'.
+func ours(id string) bool {
+	kind, num, ok := strings.Cut(id, "-")
+	_, err := strconv.ParseInt(num, 10, 64)
+	return ok && err == nil && (kind == "schedule" || kind == "policy")
+}
+
+// ReconcileSchedules brings every Temporal Schedule of a record in step
+// with it, creates those missing (deleted by hand, or never delivered) and
+// deletes those whose record is gone. It returns how many it changed.
+func (s *Service) ReconcileSchedules(ctx context.Context) (int, error) {
+	type seen struct {
+		note   string
+		paused bool
+	}
+	listed := map[string]seen{}
+	it, err := s.Temporal.ScheduleClient().List(ctx, client.ScheduleListOptions{PageSize: 1000})
+	if err != nil {
+		return 0, err
+	}
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return 0, err
+		}
+		if ours(e.ID) {
+			listed[e.ID] = seen{e.Note, e.Paused}
+		}
+	}
+	ids, err := recurringIDs(ctx, s.DB)
+	if err != nil {
+		return 0, err
+	}
+	wantIDs := map[string]bool{}
+	for _, id := range ids {
+		wantIDs[id] = true
+	}
+	for id := range listed {
+		if !wantIDs[id] {
+			ids = append(ids, id)
+		}
+	}
+	changed := 0
+	var errs []error
+	for _, id := range ids {
+		if wantIDs[id] {
+			want, err := s.wanted(ctx, id)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			l, ok := listed[id]
+			if (want == nil && !ok) || (want != nil && ok && want.upToDate(l.note, l.paused)) {
+				continue
+			}
+		}
+		if err := s.SyncSchedule(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", id, err))
+			continue
+		}
+		changed++
+	}
+	return changed, errors.Join(errs...)
+}
+
+func deliverScheduleSync(ctx context.Context, s *Service, in *models.Intent) error {
+	var p ScheduleSync
+	if err := decode(in, &p); err != nil {
+		return err
+	}
+	return s.SyncSchedule(ctx, p.ID)
+}

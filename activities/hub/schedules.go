@@ -1,0 +1,126 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/thehub/hub/activities/changes"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
+)
+
+// FireSchedule starts the jobs of one firing of a schedule: one per
+// schedule workflow (one per workflow and managed path with snapdiff
+// discovery, which keeps a manifest per managed path), through the same
+// validation as POST /file/workflow/, owned by the system, with the
+// schedule set. Each job carries the firing's key, so a retry finds the
+// jobs an earlier attempt started. A schedule deleted since fires nothing.
+func (a *Activities) FireSchedule(ctx context.Context, in workflows.Fire) (*workflows.FireResult, error) {
+	sch, err := models.GetSchedule(ctx, a.DB, in.ID)
+	if errors.Is(err, models.ErrNotFound) {
+		return &workflows.FireResult{}, nil
+	} else if err != nil {
+		return nil, err
+	}
+	paths, err := a.managedPaths(ctx, sch)
+	if err != nil {
+		return nil, err
+	}
+	groups := [][]string{paths}
+	if sch.Discovery == "snapdiff" {
+		groups = nil
+		for _, p := range paths {
+			groups = append(groups, []string{p})
+		}
+	}
+	res := &workflows.FireResult{}
+	var refused []string
+	svc := a.changes(ctx)
+	for _, w := range sch.Workflows {
+		for i, g := range groups {
+			key := fmt.Sprintf("%s/%d/%d", in.Key, w.ID, i)
+			queue, discovery := w.Queue, sch.Discovery
+			req := changes.JobRequest{Site: sch.Site.Name, Workflow: w.Workflow, Discovery: &discovery, Fields: w.Fields,
+				Paths: g, Queue: &queue, IdempotencyKey: &key, PathsField: "managed_paths",
+				Owner: changes.JobOwner{ScheduleID: &sch.ID, ScheduleName: sch.Name}}
+			if w.Site != nil {
+				req.Site = w.Site.Name
+			}
+			j, _, err := svc.SubmitJob(ctx, req)
+			var bad models.FieldErrors
+			if errors.As(err, &bad) {
+				refused = append(refused, fmt.Sprintf("workflow %s: %s", w.Workflow, fieldMessages(bad)))
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+			res.Jobs = append(res.Jobs, j.ID)
+		}
+	}
+	if len(refused) > 0 {
+		activity.GetLogger(ctx).Warn("schedule firing refused", "schedule", sch.Name, "why", refused)
+		if len(res.Jobs) == 0 {
+			return nil, temporal.NewNonRetryableApplicationError(
+				"schedule "+sch.Name+" started no job: "+strings.Join(refused, "; "), vocab.ErrBadInput, nil)
+		}
+	}
+	return res, nil
+}
+
+// managedPaths are a schedule's managed paths, in order; a schedule of a
+// space without any manages the space's folder.
+func (a *Activities) managedPaths(ctx context.Context, sch *models.Schedule) ([]string, error) {
+	var paths []string
+	for p := range sch.ManagedPaths {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	if len(paths) == 0 && sch.SpaceID != nil {
+		sp, err := models.GetSpace(ctx, a.DB, *sch.SpaceID, models.SpaceFilter{})
+		if err != nil {
+			return nil, err
+		}
+		paths = []string{sp.Mountpoint}
+	}
+	return paths, nil
+}
+
+func fieldMessages(v models.FieldErrors) string {
+	var parts []string
+	for f, msgs := range v {
+		parts = append(parts, f+": "+strings.Join(msgs, " "))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "; ")
+}
+
+// waitJobsEvery is how often WaitJobs looks at its jobs.
+const waitJobsEvery = 5 * time.Second
+
+// WaitJobs returns once every job has ended (or was deleted), heartbeating
+// while it waits.
+func (a *Activities) WaitJobs(ctx context.Context, ids []int64) error {
+	for {
+		running, err := models.CountUnfinishedJobs(ctx, a.DB, ids)
+		if err != nil {
+			return err
+		}
+		if running == 0 {
+			return nil
+		}
+		activity.RecordHeartbeat(ctx, running)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(waitJobsEvery):
+		}
+	}
+}

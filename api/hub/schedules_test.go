@@ -1,0 +1,243 @@
+package hub_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
+)
+
+// describeSchedule is Temporal's view of schedule id's Temporal Schedule,
+// or nil when it has none.
+func describeSchedule(t *testing.T, e *apitest.Env, id string) *client.ScheduleDescription {
+	d, err := e.Temporal.ScheduleClient().GetHandle(context.Background(), id).Describe(context.Background())
+	if err != nil {
+		return nil
+	}
+	return d
+}
+
+func createSchedule(t *testing.T, e *apitest.Env, body map[string]any) int64 {
+	t.Helper()
+	r := e.AsAdmin(http.MethodPost, "/api/schedules/", body)
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	return int64(r.Map()["id"].(float64))
+}
+
+func TestScheduleRecordsAndTheirTemporalSchedules(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		site, err := models.EnsureSite(ctx, e.DB, "north")
+		require.NoError(t, err)
+		site.Timezone = "Europe/Paris"
+		_, err = e.DB.NewUpdate().Model(site).Column("timezone").WherePK().Exec(ctx)
+		require.NoError(t, err)
+
+		// Bad input is a 400 naming the field.
+		for field, body := range map[string]map[string]any{
+			"site":          {"name": "s", "site": "nowhere"},
+			"minute":        {"name": "s", "site": "north", "minute": "61"},
+			"day_of_week":   {"name": "s", "site": "north", "day_of_week": "FUNDAY"},
+			"hour":          {"name": "s", "site": "north", "hour": "1 2"},
+			"discovery":     {"name": "s", "site": "north", "discovery": "deep"},
+			"managed_paths": {"name": "s", "site": "north", "managed_paths": map[string]any{"/ok": map[string]any{}, "rel": map[string]any{}}},
+			"name":          {"site": "north"},
+		} {
+			r := e.AsAdmin(http.MethodPost, "/api/schedules/", body)
+			require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", field, r.Body)
+			found := false
+			for k := range r.Map() {
+				found = found || k == field || len(k) > len(field) && k[:len(field)] == field
+			}
+			require.True(t, found, "the error names %s: %s", field, r.Body)
+		}
+
+		id := createSchedule(t, e, map[string]any{"name": "nightly", "site": "north", "minute": "30", "hour": "2",
+			"day_of_week": "MON-FRI", "managed_paths": map[string]any{"/data": map[string]any{}}})
+		got := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/schedules/%d/", id), nil).Map()
+		require.Equal(t, "north", got["site"])
+		require.Equal(t, true, got["enabled"])
+		require.Equal(t, "MON-FRI", got["day_of_week"])
+
+		// The record is one Temporal Schedule, in the site's timezone.
+		tid := workflows.ScheduleTemporalID(id)
+		d := describeSchedule(t, e, tid)
+		require.NotNil(t, d, "the Temporal Schedule exists")
+		require.Equal(t, "Europe/Paris", d.Schedule.Spec.TimeZoneName)
+		require.False(t, d.Schedule.State.Paused)
+		next := d.Info.NextActionTimes
+		require.NotEmpty(t, next)
+		paris, _ := time.LoadLocation("Europe/Paris")
+		at := next[0].In(paris)
+		require.Equal(t, 2, at.Hour(), "fires at 02:30 Paris time: %v", at)
+		require.Equal(t, 30, at.Minute())
+		require.NotContains(t, []time.Weekday{time.Saturday, time.Sunday}, at.Weekday())
+
+		// enabled: false pauses it.
+		r := e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/schedules/%d/", id), map[string]any{"enabled": false})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.True(t, describeSchedule(t, e, tid).Schedule.State.Paused)
+		other := createSchedule(t, e, map[string]any{"name": "hourly", "site": "north", "minute": "0", "hour": "*"})
+		otherID := workflows.ScheduleTemporalID(other)
+
+		// schedules_enabled: false pauses every schedule, and the schedules
+		// feature says so; turning it back restores each one's own state.
+		r = e.AsAdmin(http.MethodPatch, "/api/configurations/", map[string]any{"schedules_enabled": false})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.True(t, describeSchedule(t, e, otherID).Schedule.State.Paused)
+		require.Equal(t, false, e.AsAdmin(http.MethodGet, "/api/features/schedules/", nil).Map()["enabled"])
+		r = e.AsAdmin(http.MethodPatch, "/api/features/schedules/", map[string]any{"enabled": true})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.Equal(t, true, e.AsAdmin(http.MethodGet, "/api/configurations/", nil).Map()["schedules_enabled"])
+		require.False(t, describeSchedule(t, e, otherID).Schedule.State.Paused, "enabled schedule runs again")
+		require.True(t, describeSchedule(t, e, tid).Schedule.State.Paused, "disabled schedule stays paused")
+
+		// Filters and the automated list.
+		list := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/schedules/?site_id=%d", site.ID), nil).Map()
+		require.EqualValues(t, 2, list["count"])
+		require.EqualValues(t, 0, e.AsAdmin(http.MethodGet, "/api/schedules/?site_id=99999", nil).Map()["count"])
+		require.Equal(t, http.StatusBadRequest, e.AsAdmin(http.MethodGet, "/api/schedules/?space_id=x", nil).Status)
+		auto := e.AsAdmin(http.MethodGet, "/api/automatedschedules/", nil).Map()
+		require.EqualValues(t, 2, auto["count"], auto)
+		first := auto["results"].([]any)[0].(map[string]any)
+		require.Equal(t, "schedule", first["schedule_type"])
+		require.Equal(t, tid, first["temporal_schedule_id"])
+
+		// Deleting the record deletes its Temporal Schedule.
+		r = e.AsAdmin(http.MethodDelete, fmt.Sprintf("/api/schedules/%d/", other), nil)
+		require.Equal(t, http.StatusNoContent, r.Status, string(r.Body))
+		require.Nil(t, describeSchedule(t, e, otherID))
+		require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/schedules/%d/", other), nil).Status)
+	})
+}
+
+func TestScheduleDriftIsReconciled(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		_, err := models.EnsureSite(ctx, e.DB, "north")
+		require.NoError(t, err)
+
+		// Temporal is away during the write: the record is stored, its
+		// schedule is owed.
+		e.API.Changes.Temporal = apitest.UnreachableTemporal(t)
+		id := createSchedule(t, e, map[string]any{"name": "weekly", "site": "north", "day_of_week": "0"})
+		tid := workflows.ScheduleTemporalID(id)
+		e.API.Changes.Temporal = e.Temporal
+		require.Nil(t, describeSchedule(t, e, tid))
+		_, err = e.API.Changes.ReconcileSchedules(ctx)
+		require.NoError(t, err)
+		require.NotNil(t, describeSchedule(t, e, tid), "the reconciler created it")
+
+		// Deleted by hand in the UI: created again.
+		require.NoError(t, e.Temporal.ScheduleClient().GetHandle(ctx, tid).Delete(ctx))
+		require.Eventually(t, func() bool {
+			_, err := e.API.Changes.ReconcileSchedules(ctx)
+			return err == nil && describeSchedule(t, e, tid) != nil
+		}, 30*time.Second, 200*time.Millisecond)
+
+		// Paused by hand: the record (enabled) wins.
+		require.NoError(t, e.Temporal.ScheduleClient().GetHandle(ctx, tid).Pause(ctx, client.SchedulePauseOptions{Note: "by hand"}))
+		require.Eventually(t, func() bool {
+			_, err := e.API.Changes.ReconcileSchedules(ctx)
+			d := describeSchedule(t, e, tid)
+			return err == nil && d != nil && !d.Schedule.State.Paused
+		}, 30*time.Second, 200*time.Millisecond)
+
+		// A Temporal Schedule whose record is gone is deleted.
+		require.NoError(t, models.DeleteSchedule(ctx, e.DB, id))
+		require.Eventually(t, func() bool {
+			_, err := e.API.Changes.ReconcileSchedules(ctx)
+			return err == nil && describeSchedule(t, e, tid) == nil
+		}, 30*time.Second, 200*time.Millisecond)
+	})
+}
+
+func TestScheduleRunsItsWorkflows(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.StartHubWorker()
+		s := newJobSite(t, e, "east")
+		makeTree(t, s.root, 20)
+
+		id := createSchedule(t, e, map[string]any{"name": "archive", "site": "east", "minute": "0", "hour": "3",
+			"managed_paths": map[string]any{"/data": map[string]any{}}})
+		base := fmt.Sprintf("/api/schedules/%d/workflows/", id)
+		for field, body := range map[string]map[string]any{
+			"workflow": {"workflow": "nope"},
+			"queue":    {"workflow": "premigrate", "queue": "fast"},
+			"site":     {"workflow": "premigrate", "site": "elsewhere"},
+			"fields.x": {"workflow": "premigrate", "fields": map[string]any{"x": 1}},
+		} {
+			r := e.AsAdmin(http.MethodPost, base, body)
+			require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", field, r.Body)
+			require.Contains(t, r.Map(), field, string(r.Body))
+		}
+		r := e.AsAdmin(http.MethodPost, base, map[string]any{"workflow": "premigrate", "site": "east"})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		require.Equal(t, vocab.DefaultQueue, r.Map()["queue"])
+		wid := int64(r.Map()["id"].(float64))
+		require.EqualValues(t, 1, e.AsAdmin(http.MethodGet, base, nil).Map()["count"])
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("%s%d/", base, wid), map[string]any{"fields": map[string]any{}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+
+		// Run now: one job, the system's, with the schedule set.
+		r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/run/", id), nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.Equal(t, "archive", r.Map()["name"])
+		var jobs map[string]any
+		require.Eventually(t, func() bool {
+			jobs = e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/?schedule_ids=%d", id), nil).Map()
+			return jobs["count"] == float64(1)
+		}, time.Minute, 200*time.Millisecond, "the firing's job: %v", jobs)
+		job := waitJob(t, e, int64(jobs["results"].([]any)[0].(map[string]any)["id"].(float64)))
+		require.Equal(t, vocab.JobSuccess, job["state"], job)
+		require.Equal(t, "archive", job["schedule"])
+		require.EqualValues(t, 20, job["numprocessedfiles"])
+		require.Equal(t, "system", job["owner"].(map[string]any)["type"], job)
+		require.Eventually(t, func() bool {
+			resp, err := e.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+				Namespace: e.Namespace, Query: "WorkflowType = 'ScheduleWorkflow' AND ExecutionStatus = 'Completed'"})
+			return err == nil && len(resp.GetExecutions()) == 1
+		}, time.Minute, 200*time.Millisecond, "the firing ends once its job has")
+		apitest.RecordHistories(t, e.Temporal)
+
+		// Removing the workflow leaves the schedule with none.
+		r = e.AsAdmin(http.MethodDelete, fmt.Sprintf("%s%d/", base, wid), nil)
+		require.Equal(t, http.StatusNoContent, r.Status, string(r.Body))
+		require.EqualValues(t, 0, e.AsAdmin(http.MethodGet, base, nil).Map()["count"])
+	})
+}
+
+// TestScheduleFiresByItself lets a real Temporal Schedule fire on its cron
+// (every minute: the finest a schedule's cron fields can say) and finds
+// the job it started, finished, through schedule_ids.
+func TestScheduleFiresByItself(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.StartHubWorker()
+		s := newJobSite(t, e, "east")
+		makeTree(t, s.root, 5)
+		id := createSchedule(t, e, map[string]any{"name": "every-minute", "site": "east", "minute": "*", "hour": "*",
+			"managed_paths": map[string]any{"/data": map[string]any{}}})
+		r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/workflows/", id), map[string]any{"workflow": "premigrate"})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		var jobs map[string]any
+		require.Eventually(t, func() bool {
+			jobs = e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/?schedule_ids=%d&state=SUCCESS", id), nil).Map()
+			return jobs["count"] != float64(0)
+		}, 150*time.Second, time.Second, "a job fired by the schedule: %v", jobs)
+		require.Equal(t, "every-minute", jobs["results"].([]any)[0].(map[string]any)["schedule"])
+	})
+}
