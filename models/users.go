@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -195,4 +196,43 @@ func EnsureAdmin(ctx context.Context, db bun.IDB, username, password string, res
 		return false, err
 	}
 	return true, CreateUser(ctx, db, u, []string{GroupAdministrators}, 0)
+}
+
+// Identity is a user as an external identity provider knows them.
+type Identity struct {
+	Issuer, Subject, Username, Email, FirstName, LastName string
+}
+
+// ErrIdentityTaken: the username is linked to another identity.
+var ErrIdentityTaken = errors.New("the username is linked to another identity")
+
+// LinkIdentity finds the user linked to id (issuer, subject); else the
+// unlinked user named id.Username, which it links; else it creates an
+// active user of the Users group, linked, without a usable password. All
+// in one transaction, so two first logins at once make one user.
+func LinkIdentity(ctx context.Context, db *bun.DB, id Identity) (*User, error) {
+	var u *User
+	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		existing := new(User)
+		err := tx.NewSelect().Model(existing).Where("idp_issuer = ? AND idp_subject = ?", id.Issuer, id.Subject).Scan(ctx)
+		if err == nil {
+			u = existing
+			return nil
+		}
+		if existing, err := GetUser(ctx, tx, id.Username); err == nil {
+			if existing.IDPIssuer != nil {
+				return ErrIdentityTaken
+			}
+			existing.IDPIssuer, existing.IDPSubject = &id.Issuer, &id.Subject
+			u = existing
+			_, err := tx.NewUpdate().Model(u).Column("idp_issuer", "idp_subject").WherePK().Exec(ctx)
+			return err
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		u = &User{Username: id.Username, Email: id.Email, FirstName: id.FirstName, LastName: id.LastName,
+			IsActive: true, IDPIssuer: &id.Issuer, IDPSubject: &id.Subject}
+		return CreateUser(ctx, tx, u, []string{GroupUsers}, 0)
+	})
+	return u, err
 }

@@ -24,6 +24,7 @@ const (
 func OutboxWorkflow(ctx workflow.Context) (int, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
+		HeartbeatTimeout:    2 * time.Minute, // a pass heartbeats after each page of intents
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	var n int

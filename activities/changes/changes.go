@@ -34,6 +34,9 @@ type Service struct {
 	DB       *bun.DB
 	Temporal client.Client
 	Log      *slog.Logger
+	// Progress, when set, hears how many intents a delivery pass has
+	// handled so far (the reconciler's activity heartbeats with it).
+	Progress func(handled int)
 }
 
 // Tunables, each with the reason for its value.
@@ -124,6 +127,9 @@ func (s *Service) DeliverAsOf(ctx context.Context, now time.Time) (int, error) {
 			s.deliver(ctx, &due[i])
 			after = due[i].ID
 			n++
+		}
+		if s.Progress != nil {
+			s.Progress(n)
 		}
 	}
 }

@@ -49,6 +49,7 @@ func (a *Activities) ClaimChange(ctx context.Context, intentID int64) (bool, err
 // Schedule in step with its record: the outbox reconciler's one activity.
 func (a *Activities) DeliverChanges(ctx context.Context) (int, error) {
 	s := a.changes(ctx)
+	s.Progress = func(n int) { activity.RecordHeartbeat(ctx, n) }
 	n, err := s.DeliverDue(ctx)
 	if err != nil {
 		return n, err

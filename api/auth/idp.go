@@ -94,40 +94,22 @@ var usernameJunk = regexp.MustCompile(`[^\w.@+-]`)
 // the preferred username or email, which is then linked; else a new active
 // user in the Users group without a usable password.
 func LinkUser(ctx context.Context, db *bun.DB, c *IDClaims) (*models.User, error) {
-	var u *models.User
-	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		existing := new(models.User)
-		err := tx.NewSelect().Model(existing).Where("idp_issuer = ? AND idp_subject = ?", c.Issuer, c.Subject).Scan(ctx)
-		if err == nil {
-			u = existing
-			return nil
-		}
-		name := c.PreferredUsername
-		if name == "" {
-			name = c.Email
-		}
-		if name == "" {
-			name = c.Subject
-		}
-		name = usernameJunk.ReplaceAllString(name, "_")
-		if len(name) > 150 {
-			name = name[:150]
-		}
-		if existing, err := models.GetUser(ctx, tx, name); err == nil {
-			if existing.IDPIssuer != nil {
-				return fmt.Errorf("%w: username %q is linked to another identity", ErrBadToken, name)
-			}
-			existing.IDPIssuer, existing.IDPSubject = &c.Issuer, &c.Subject
-			u = existing
-			_, err := tx.NewUpdate().Model(u).Column("idp_issuer", "idp_subject").WherePK().Exec(ctx)
-			return err
-		} else if !errors.Is(err, models.ErrNotFound) {
-			return err
-		}
-		u = &models.User{Username: name, Email: c.Email, FirstName: c.GivenName, LastName: c.FamilyName,
-			IsActive: true, IDPIssuer: &c.Issuer, IDPSubject: &c.Subject}
-		return models.CreateUser(ctx, tx, u, []string{models.GroupUsers}, 0)
-	})
+	name := c.PreferredUsername
+	if name == "" {
+		name = c.Email
+	}
+	if name == "" {
+		name = c.Subject
+	}
+	name = usernameJunk.ReplaceAllString(name, "_")
+	if len(name) > 150 {
+		name = name[:150]
+	}
+	u, err := models.LinkIdentity(ctx, db, models.Identity{Issuer: c.Issuer, Subject: c.Subject, Username: name,
+		Email: c.Email, FirstName: c.GivenName, LastName: c.FamilyName})
+	if errors.Is(err, models.ErrIdentityTaken) {
+		return nil, fmt.Errorf("%w: username %q is linked to another identity", ErrBadToken, name)
+	}
 	if err != nil {
 		return nil, err
 	}

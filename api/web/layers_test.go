@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,6 +28,29 @@ func TestAPIDoesNotCallTemporal(t *testing.T) {
 			if p == "go.temporal.io/sdk/client" || strings.HasPrefix(p, "go.temporal.io/api/workflowservice") {
 				t.Errorf("%s imports %s: go through activities/changes", path, p)
 			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Transactions live below the API too: no file of it opens one itself
+// (RunInTx); a handler's writes go through changes.Commit or a function
+// of models.
+func TestAPIOpensNoTransaction(t *testing.T) {
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
+			strings.Contains(path, "apitest") || strings.Contains(path, "cjtest") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(src), ".RunInTx(") {
+			t.Errorf("%s opens a transaction: use changes.Commit (or a function of models)", path)
 		}
 		return nil
 	})
