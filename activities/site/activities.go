@@ -1,9 +1,11 @@
 package site
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/thehub/hub/workflows/vocab"
 )
@@ -20,6 +22,12 @@ type Activities struct {
 	// Cipher opens target credentials sealed by the hub; nil when the
 	// worker has no secret key (then only credential-less targets work).
 	Cipher *vocab.Cipher
+	// Utilisation measures a storage pool for policy triggers; nil
+	// measures with statfs (see CJStatPools). Tests set it to control
+	// when a policy fires and where it stops.
+	Utilisation func(ctx context.Context, pool string) (used, total int64, err error)
+	// Now is the clock of policy scans; nil is time.Now.
+	Now func() time.Time
 }
 
 // NewActivities opens the site root (creating it if missing) and the

@@ -50,7 +50,7 @@ type DiscoverInput struct {
 	JobID      int64
 	Run        int
 	FirstBatch int    // number of the first batch written
-	Mode       string // "recursive", "snapdiff", or "" (exactly the given paths)
+	Mode       string // "recursive", "snapdiff", "policy", or "" (exactly the given paths)
 	Paths      []string
 	Include    []string
 	Exclude    []string
@@ -61,6 +61,9 @@ type DiscoverInput struct {
 	// Skip names batches whose paths are already queued (a resubmit's
 	// leftover batches): explicitly given paths found in them are left out.
 	Skip []vocab.BatchRef
+	// Policy is what a "policy" discovery selects over Paths (the
+	// policy's space folders); see policy.go.
+	Policy *PolicySelect
 }
 
 // maxBatchEntries caps a batch whatever the site asks: a batch's outcomes
@@ -84,6 +87,11 @@ type DiscoverOutput struct {
 	Failed  []Outcome
 	// Snapdiff is the pending manifest to commit when the job succeeds.
 	Snapdiff string
+	// Fired tells whether a policy discovery's triggers fired (always, for
+	// a policy without triggers); one that did not wrote no batches.
+	Fired bool
+	// Utilisation is what a policy discovery measured, one per trigger.
+	Utilisation []PoolUtilisation
 }
 
 // batchEntry is one line of a batch file.
@@ -258,6 +266,11 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 		})
 		if res != nil {
 			w.out.Snapdiff = res.Pending
+		}
+	case "policy":
+		err = a.discoverPolicy(ctx, in, w, func() { activity.RecordHeartbeat(ctx, "scan") })
+		if app := (*temporal.ApplicationError)(nil); errors.As(err, &app) {
+			return nil, err // a refused policy stays non-retryable
 		}
 	case "":
 		// A path given twice (or as "/a" and "/a/") is one path of the job.

@@ -102,6 +102,9 @@ type item struct {
 	btime    int64       // birth time (ns), when walkConfig.btime asks for it
 	rec      *Record     // raw record, even when it no longer matches
 	mode     fs.FileMode // set by describe for kinds the hub does not handle
+	// atime and ctime (Unix ns) of files, for policy scans; where the
+	// platform does not report them they equal the mtime.
+	atime, ctime int64
 }
 
 // walkConfig tunes walkTree.
@@ -542,6 +545,7 @@ func (w *walker) makeItem(rel, abs, typ string, fi fs.FileInfo) item {
 	}
 	it.Size = fi.Size()
 	if typ == TypeFile {
+		it.atime, it.ctime = fileTimes(fi)
 		rec, _ := w.root.state.get(abs, rel)
 		it.rec = rec
 		it.State = rec.effective(fi)
