@@ -65,6 +65,8 @@ type SiteConfig struct {
 	HeartbeatInterval       time.Duration
 	// Cipher opens the target credentials jobs pass sealed; optional.
 	Cipher *vocab.Cipher
+	// Metrics counts what job steps do; optional.
+	Metrics *site.StepMetrics
 }
 
 // Site returns a worker polling the site's queue with the site activities
@@ -74,7 +76,7 @@ func Site(c client.Client, cfg SiteConfig) (sdkworker.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	acts.Cipher = cfg.Cipher
+	acts.Cipher, acts.Metrics = cfg.Cipher, cfg.Metrics
 	w := sdkworker.New(c, workflows.SiteTaskQueue(cfg.Site, cfg.Queue), sdkworker.Options{
 		// The default two pollers measurably starve busy site queues.
 		MaxConcurrentActivityTaskPollers: 8,

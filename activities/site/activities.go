@@ -22,6 +22,8 @@ type Activities struct {
 	// Cipher opens target credentials sealed by the hub; nil when the
 	// worker has no secret key (then only credential-less targets work).
 	Cipher *vocab.Cipher
+	// Metrics counts what job steps do; nil counts nothing.
+	Metrics *StepMetrics
 	// Utilisation measures a storage pool for policy triggers; nil
 	// measures with statfs (see CJStatPools). Tests set it to control
 	// when a policy fires and where it stops.

@@ -422,6 +422,8 @@ func (a *Activities) RunStep(ctx context.Context, in StepInput) (*StepOutput, er
 	if err != nil {
 		return nil, err
 	}
+	defer a.Metrics.timed(a.Site, in.Name)()
+	run = a.Metrics.counted(a.Site, in.Name, run)
 	for lo := 0; lo < len(todo); lo += stepChunk {
 		if err := ctx.Err(); err != nil {
 			return nil, err

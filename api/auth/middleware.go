@@ -42,6 +42,7 @@ func Authenticate(db bun.IDB, tokens *Tokens) gin.HandlerFunc {
 			return
 		}
 		c.Set(principalKey, p)
+		web.SetUser(c, p.User.Username)
 		c.Next()
 	}
 }

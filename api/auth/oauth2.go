@@ -129,7 +129,7 @@ func (s *OAuth2Server) Handler() http.Handler {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
-	r.Use(web.RequestIDs(s.Log), web.Recover(s.Log), s.errors)
+	r.Use(web.RequestIDs(s.Log), web.Route, web.Recover(s.Log), s.errors)
 	r.NoRoute(func(c *gin.Context) {
 		_ = c.Error(oauthErr(http.StatusNotFound, "not_found", "The token server serves POST /oauth2/token and GET /tokeninfo."))
 	})

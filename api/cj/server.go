@@ -55,7 +55,7 @@ func (s *Server) Handler() http.Handler {
 	// a GET, so a missing slash is an error instead.
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
-	r.Use(web.RequestIDs(s.Log), gin.CustomRecoveryWithWriter(nil, s.onPanic), s.errorsMiddleware, rejectBadURL)
+	r.Use(web.RequestIDs(s.Log), web.Route, gin.CustomRecoveryWithWriter(nil, s.onPanic), s.errorsMiddleware, rejectBadURL)
 	r.NoRoute(func(c *gin.Context) { _ = c.Error(errNotFound) })
 
 	r.Any("/", s.endpoint(billboardEndpoint, nil))
@@ -176,6 +176,7 @@ func (s *Server) serve(c *gin.Context, kind endpointKind, res *resource) error {
 	} else if err != nil {
 		return err
 	}
+	web.SetUser(c, id.User.Username)
 	site, err := s.siteName(ctx)
 	if err != nil {
 		return err

@@ -43,7 +43,7 @@ func (s *Server) Handler() http.Handler {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false // paths end with a slash; a redirect would turn POST into GET
-	r.Use(web.RequestIDs(s.Log), web.Recover(s.Log), web.Errors(s.Log), web.RejectBadURL)
+	r.Use(web.RequestIDs(s.Log), web.Route, web.Recover(s.Log), web.Errors(s.Log), web.RejectBadURL)
 	r.NoRoute(web.NotFound)
 	r.NoMethod(web.MethodNotAllowed)
 

@@ -13,7 +13,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 )
@@ -21,8 +20,8 @@ import (
 const requestIDKey = "request_id"
 
 // RequestIDs gives every request an id (taken from X-Request-ID when the
-// caller sent a sane one) and logs the request when it ends.
-func RequestIDs(log *slog.Logger) gin.HandlerFunc {
+// caller sent a sane one). AccessLog logs the request when it ends.
+func RequestIDs(_ *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id := c.GetHeader("X-Request-ID")
 		if len(id) == 0 || len(id) > 64 {
@@ -32,10 +31,7 @@ func RequestIDs(log *slog.Logger) gin.HandlerFunc {
 		}
 		c.Set(requestIDKey, id)
 		c.Header("X-Request-ID", id)
-		start := time.Now()
 		c.Next()
-		log.Debug("request", "request_id", id, "method", c.Request.Method, "path", c.Request.URL.Path,
-			"status", c.Writer.Status(), "duration", time.Since(start))
 	}
 }
 

@@ -34,8 +34,17 @@ type Config struct {
 	OIDCIssuer     string
 	OIDCClientID   string
 	LogLevel       string
-	Heartbeat      time.Duration
-	SecretKey      string // base64 of the 32-byte key sealing secrets at rest
+	LogFormat      string
+	// OpsAddr is the listener of /healthz, /readyz and /metrics; empty
+	// is none (see docs/operations.md).
+	OpsAddr string
+	// StartTimeout bounds how long a process retries its database and
+	// Temporal at start; 0 retries until stopped.
+	StartTimeout time.Duration
+	// Temporal client security for a production cluster.
+	TemporalTLS TemporalTLS
+	Heartbeat   time.Duration
+	SecretKey   string // base64 of the 32-byte key sealing secrets at rest
 
 	// HTTP limits every HTTP server; Login throttles failed credential
 	// checks; TrustedProxies (addresses or networks, comma-separated) are
@@ -68,6 +77,10 @@ func (c *Config) commonFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TemporalAddr, "temporal-addr", env("HUB_TEMPORAL_ADDR", "127.0.0.1:7233"), "Temporal frontend to dial (embedded in hub dev) [HUB_TEMPORAL_ADDR]")
 	fs.StringVar(&c.Namespace, "temporal-namespace", env("HUB_TEMPORAL_NAMESPACE", "default"), "Temporal namespace [HUB_TEMPORAL_NAMESPACE]")
 	fs.StringVar(&c.LogLevel, "log-level", env("HUB_LOG_LEVEL", "info"), "debug, info, warn or error [HUB_LOG_LEVEL]")
+	fs.StringVar(&c.LogFormat, "log-format", env("HUB_LOG_FORMAT", "text"), "text (key=value) or json, one object a line [HUB_LOG_FORMAT]")
+	fs.DurationVar(&c.StartTimeout, "start-timeout", 5*time.Minute, "how long to retry the database and Temporal at start, with backoff, before giving up; 0: until stopped [HUB_START_TIMEOUT]")
+	c.TemporalTLS.flags(fs)
+	c.fromEnv(fs, "start-timeout")
 	fs.StringVar(&c.SecretKey, "secret-key", env("HUB_SECRET_KEY", ""), "base64 of 32 random bytes sealing target credentials at rest; default <data-dir>/secret.key (created by hub dev) [HUB_SECRET_KEY]")
 	fs.DurationVar(&c.Heartbeat, "heartbeat-interval", envDuration("HUB_HEARTBEAT_INTERVAL", 15*time.Second), "how often site workers report to the hub [HUB_HEARTBEAT_INTERVAL]")
 }
@@ -119,6 +132,11 @@ func (c *Config) fromEnv(fs *pflag.FlagSet, flags ...string) {
 	}
 }
 
+// opsFlags adds the ops listener, on by default at def ("" for none).
+func (c *Config) opsFlags(fs *pflag.FlagSet, def string) {
+	fs.StringVar(&c.OpsAddr, "ops-addr", env("HUB_OPS_ADDR", def), "listen address of /healthz, /readyz and /metrics (no authentication: keep it private); empty for none [HUB_OPS_ADDR]")
+}
+
 func (c *Config) siteFlags(fs *pflag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&c.Site, "site", env("HUB_SITE", ""), "site this worker serves [HUB_SITE]")
@@ -149,6 +167,18 @@ func (c *Config) finish(fs *pflag.FlagSet) error {
 		return fmt.Errorf("heartbeat interval must be positive, got %s", c.Heartbeat)
 	}
 	if err := errors.Join(c.envErrs...); err != nil {
+		return err
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if f := strings.ToLower(c.LogFormat); f != "text" && f != "json" {
+		return fmt.Errorf("HUB_LOG_FORMAT (--log-format) must be text or json, got %q", c.LogFormat)
+	}
+	if c.StartTimeout < 0 {
+		return fmt.Errorf("HUB_START_TIMEOUT (--start-timeout) must not be negative, got %s", c.StartTimeout)
+	}
+	if err := c.TemporalTLS.check(); err != nil {
 		return err
 	}
 	if fs.Lookup("api-addr") != nil {
@@ -192,12 +222,34 @@ func between[T int | time.Duration](flag string, v, lo, hi T) error {
 	return nil
 }
 
-func (c *Config) logger() *slog.Logger {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(strings.ToLower(c.LogLevel))); err != nil {
-		lvl = slog.LevelInfo
+// parseLevel reads HUB_LOG_LEVEL; anything but the four names fails the
+// start rather than silently logging at info.
+func parseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	return 0, fmt.Errorf("HUB_LOG_LEVEL (--log-level) must be debug, info, warn or error, got %q", s)
+}
+
+// logger returns the process's logger (finish has validated the level and
+// format); min raises the level, e.g. for the Temporal SDK's chatter.
+func (c *Config) logger(min ...slog.Level) *slog.Logger {
+	lvl, _ := parseLevel(c.LogLevel)
+	for _, m := range min {
+		lvl = max(lvl, m)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	if strings.EqualFold(c.LogFormat, "json") {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
 // devSites parses HUB_DEV_SITES.

@@ -28,7 +28,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(devCmd(), serveCmd(), workerCmd(), migrateCmd(), siteCmd())
+	root.AddCommand(devCmd(), serveCmd(), workerCmd(), migrateCmd(), siteCmd(), versionCmd())
 	return root
 }
 
@@ -49,6 +49,7 @@ func devCmd() *cobra.Command {
 	}
 	cfg.commonFlags(cmd.Flags())
 	cfg.serveFlags(cmd.Flags())
+	cfg.opsFlags(cmd.Flags(), "127.0.0.1:9090")
 	cmd.Flags().StringVar(&cfg.TemporalUIAddr, "temporal-ui-addr", env("HUB_TEMPORAL_UI_ADDR", "127.0.0.1:8233"), "Temporal Web UI listen address [HUB_TEMPORAL_UI_ADDR]")
 	cmd.Flags().StringVar(&sites, "dev-sites", env("HUB_DEV_SITES", "site1,site2"), "sites created at start, each with a site worker on queue default [HUB_DEV_SITES]")
 	return cmd
@@ -69,6 +70,7 @@ func serveCmd() *cobra.Command {
 	}
 	cfg.commonFlags(cmd.Flags())
 	cfg.serveFlags(cmd.Flags())
+	cfg.opsFlags(cmd.Flags(), "127.0.0.1:9090")
 	return cmd
 }
 
@@ -90,6 +92,7 @@ func workerCmd() *cobra.Command {
 	}
 	cfg.commonFlags(cmd.Flags())
 	cfg.siteFlags(cmd.Flags())
+	cfg.opsFlags(cmd.Flags(), "")
 	cmd.Flags().BoolVar(&cfg.Hub, "hub", env("HUB_WORKER_HUB", "") == "1", "run the hub worker: workflows and hub-database activities [HUB_WORKER_HUB=1]")
 	return cmd
 }

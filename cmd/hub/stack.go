@@ -16,7 +16,6 @@ import (
 
 	"github.com/uptrace/bun"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/thehub/hub/activities/changes"
@@ -24,10 +23,11 @@ import (
 	"github.com/thehub/hub/api/auth"
 	cjapi "github.com/thehub/hub/api/cj"
 	hubapi "github.com/thehub/hub/api/hub"
-	"github.com/thehub/hub/migrations"
+	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/worker"
 	"github.com/thehub/hub/worker/devserver"
+	"github.com/thehub/hub/worker/ops"
 	"github.com/thehub/hub/workflows"
 	"github.com/thehub/hub/workflows/vocab"
 )
@@ -48,6 +48,11 @@ func runDev(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	defer closeAll(lns)
+	o, err := startOps(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer o.stop()
 
 	ts, err := devserver.Start(devserver.Options{
 		FrontendAddr: cfg.TemporalAddr, UIAddr: cfg.TemporalUIAddr, Namespace: cfg.Namespace,
@@ -68,7 +73,7 @@ func runDev(ctx context.Context, cfg *Config) error {
 	if err := ensureDevSites(ctx, db, cfg); err != nil {
 		return err
 	}
-	tc, err := dialTemporal(cfg)
+	tc, err := dialTemporal(ctx, cfg, o.temporal, log)
 	if err != nil {
 		return err
 	}
@@ -93,7 +98,8 @@ func runDev(ctx context.Context, cfg *Config) error {
 	defer func() { stopHeartbeats(); wg.Wait() }()
 	for _, name := range cfg.DevSites {
 		sc := worker.SiteConfig{Site: name, Queue: vocab.DefaultQueue, Node: cfg.Node,
-			Root: filepath.Join(cfg.DataDir, "sites", name), HeartbeatInterval: cfg.Heartbeat, Cipher: cfg.secrets}
+			Root: filepath.Join(cfg.DataDir, "sites", name), HeartbeatInterval: cfg.Heartbeat, Cipher: cfg.secrets,
+			Metrics: o.steps}
 		if sc.Node == "" {
 			sc.Node, _ = os.Hostname()
 		}
@@ -104,12 +110,13 @@ func runDev(ctx context.Context, cfg *Config) error {
 		workers = append(workers, sw)
 	}
 
-	servers, err := newServers(ctx, cfg, db, tc, log)
+	servers, err := newServers(ctx, cfg, db, tc, log, o)
 	if err != nil {
 		return err
 	}
+	o.ready(db, tc)
 	errc := serveAll(servers, lns, log)
-	printBanner(cfg, ts.UIURL(), password, lns)
+	printBanner(cfg, ts.UIURL(), password, lns, o)
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -158,12 +165,17 @@ func runServe(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	defer closeAll(lns)
+	o, err := startOps(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer o.stop()
 	db, password, err := openHubDB(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	tc, err := dialTemporal(cfg)
+	tc, err := dialTemporal(ctx, cfg, o.temporal, log)
 	if err != nil {
 		return err
 	}
@@ -172,12 +184,13 @@ func runServe(ctx context.Context, cfg *Config) error {
 	if err := worker.EnsureSearchAttributes(ctx, tc, cfg.Namespace); err != nil {
 		return err
 	}
-	servers, err := newServers(ctx, cfg, db, tc, log)
+	servers, err := newServers(ctx, cfg, db, tc, log, o)
 	if err != nil {
 		return err
 	}
+	o.ready(db, tc)
 	errc := serveAll(servers, lns, log)
-	printBanner(cfg, "", password, lns)
+	printBanner(cfg, "", password, lns, o)
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -195,20 +208,31 @@ func runWorker(ctx context.Context, cfg *Config) error {
 			return err
 		}
 	}
-	tc, err := dialTemporal(cfg)
+	o, err := startOps(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer o.stop()
+	if !cfg.Hub {
+		o.probes.Starting("connecting to Temporal")
+	}
+	tc, err := dialTemporal(ctx, cfg, o.temporal, log)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
+	checks := []ops.Check{temporalCheck(tc)}
 	if cfg.Hub {
 		db, err := models.Open(cfg.DatabaseURL)
 		if err != nil {
 			return err
 		}
 		defer db.Close()
-		if err := migrations.Up(ctx, db); err != nil {
+		if err := migrateUp(ctx, cfg, db, log); err != nil {
 			return err
 		}
+		o.reg.MustRegister(ops.NewJobsCollector(db))
+		checks = append(checks, dbCheck(db))
 		hw := worker.Hub(tc, &hubact.Activities{DB: db, Secrets: cfg.secrets})
 		if err := hw.Start(); err != nil {
 			return fmt.Errorf("start hub worker: %w", err)
@@ -224,7 +248,8 @@ func runWorker(ctx context.Context, cfg *Config) error {
 	}
 	var wg sync.WaitGroup
 	if cfg.Site != "" {
-		sc := worker.SiteConfig{Site: cfg.Site, Queue: cfg.Queue, Root: cfg.Root, Node: cfg.Node, HeartbeatInterval: cfg.Heartbeat}
+		sc := worker.SiteConfig{Site: cfg.Site, Queue: cfg.Queue, Root: cfg.Root, Node: cfg.Node, HeartbeatInterval: cfg.Heartbeat,
+			Metrics: o.steps}
 		// A site worker needs the key only for targets with credentials.
 		if cfg.secrets != nil || cfg.openSecrets(false) == nil {
 			sc.Cipher = cfg.secrets
@@ -238,6 +263,7 @@ func runWorker(ctx context.Context, cfg *Config) error {
 		defer sw.Stop()
 		log.Info("site worker started", "task_queue", workflows.SiteTaskQueue(cfg.Site, cfg.Queue), "root", cfg.Root)
 	}
+	o.probes.SetChecks(checks...)
 	<-ctx.Done()
 	wg.Wait()
 	return nil
@@ -268,7 +294,7 @@ func openHubDB(ctx context.Context, cfg *Config, log *slog.Logger) (*bun.DB, str
 		return nil, "", err
 	}
 	fail := func(err error) (*bun.DB, string, error) { db.Close(); return nil, "", err }
-	if err := migrations.Up(ctx, db); err != nil {
+	if err := migrateUp(ctx, cfg, db, log); err != nil {
 		return fail(err)
 	}
 	if err := models.EnsureAuthData(ctx, db); err != nil {
@@ -295,16 +321,6 @@ func generatePassword() string {
 	b := make([]byte, 15)
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func dialTemporal(cfg *Config) (client.Client, error) {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddr, Namespace: cfg.Namespace,
-		Logger: sdklog.NewStructuredLogger(logger)})
-	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddr, err)
-	}
-	return tc, nil
 }
 
 // The three listeners, in this order.
@@ -335,7 +351,9 @@ func closeAll(lns []net.Listener) {
 	}
 }
 
-func newServers(ctx context.Context, cfg *Config, db *bun.DB, tc client.Client, log *slog.Logger) ([]*http.Server, error) {
+// newServers builds the three API servers; each logs its requests, counts
+// them in o's metrics and answers the probes.
+func newServers(ctx context.Context, cfg *Config, db *bun.DB, tc client.Client, log *slog.Logger, o *opsRuntime) ([]*http.Server, error) {
 	tokens, err := auth.NewTokens(ctx, db)
 	if err != nil {
 		return nil, err
@@ -348,8 +366,10 @@ func newServers(ctx context.Context, cfg *Config, db *bun.DB, tc client.Client, 
 		IDP: &auth.IDP{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID}}
 	cjAPI := &cjapi.Server{DB: db, Tokens: tokens, Changes: ch, Site: cjSite(cfg), Log: log}
 	oauth := &auth.OAuth2Server{DB: db, Tokens: tokens, Log: log}
-	mk := cfg.HTTP.Server
-	return []*http.Server{lnAPI: mk(api.Handler()), lnCJ: mk(cjAPI.Handler()), lnAuth: mk(oauth.Handler())}, nil
+	mk := func(name string, h http.Handler) *http.Server {
+		return cfg.HTTP.Server(ops.WithProbes(o.probes, web.AccessLog(log, name, o.http, h)))
+	}
+	return []*http.Server{lnAPI: mk("api", api.Handler()), lnCJ: mk("cj", cjAPI.Handler()), lnAuth: mk("auth", oauth.Handler())}, nil
 }
 
 // cjSite is the site the C+J API manages: HUB_CJ_SITE, else the first dev
@@ -382,7 +402,7 @@ func shutdownAll(servers []*http.Server) {
 	}
 }
 
-func printBanner(cfg *Config, uiURL, password string, lns []net.Listener) {
+func printBanner(cfg *Config, uiURL, password string, lns []net.Listener, o *opsRuntime) {
 	url := func(i int) string { return "http://" + lns[i].Addr().String() }
 	fmt.Println("The hub is running.")
 	fmt.Printf("  Hub API            %s/api/   (reference: %s/api/docs/)\n", url(lnAPI), url(lnAPI))
@@ -396,6 +416,9 @@ func printBanner(cfg *Config, uiURL, password string, lns []net.Listener) {
 		fmt.Printf("  Dev sites          %v, roots under %s\n", cfg.DevSites, filepath.Join(cfg.DataDir, "sites"))
 	}
 	fmt.Printf("  Database           %s\n", cfg.DatabaseURL)
+	if o.addr != nil {
+		fmt.Printf("  Probes, metrics    http://%s/healthz /readyz /metrics\n", o.addr)
+	}
 	switch {
 	case password != "":
 		fmt.Printf("  Admin              %s / %s   (generated now and shown only once)\n", cfg.AdminUsername, password)
