@@ -84,6 +84,22 @@ type JobDefinition struct {
 	Fields           map[string]any `json:"fields,omitempty"`
 	FilterRules      []FilterRule   `json:"filter_rules"`
 	PreferredQueue   string         `json:"preferred_queue,omitempty"`
+	// Policy is the selection a policy's run asks its site for
+	// (discovery "policy").
+	Policy *PolicyRun `json:"policy,omitempty"`
+}
+
+// PolicyRun is what a policy's job asks the site to select: its
+// condition groups, order and triggers, and the migration states a file
+// may be in to be selected.
+type PolicyRun struct {
+	ID       int64            `json:"id"`
+	Groups   []ConditionGroup `json:"groups"`
+	OrderBy  string           `json:"order_by"`
+	Reverse  bool             `json:"reverse"`
+	Threads  int              `json:"threads"`
+	Triggers []PolicyTrigger  `json:"triggers,omitempty"`
+	States   []string         `json:"states"`
 }
 
 // FilterRule selects entries by type and migration state and names the

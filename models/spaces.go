@@ -331,3 +331,10 @@ func SpaceNames(ctx context.Context, db bun.IDB) (map[int64]string, error) {
 	}
 	return out, nil
 }
+
+// SnapshotScheduleSpaceIDs lists the spaces that have a snapshot schedule.
+func SnapshotScheduleSpaceIDs(ctx context.Context, db bun.IDB) ([]int64, error) {
+	var ids []int64
+	err := db.NewSelect().Model((*SnapshotSchedule)(nil)).Column("space_id").Where("frequency <> ''").Order("space_id").Scan(ctx, &ids)
+	return ids, dbErr(err)
+}

@@ -18,6 +18,7 @@ import (
 const (
 	DiscoveryRecursive = "recursive"
 	DiscoverySnapdiff  = "snapdiff"
+	DiscoveryPolicy    = "policy" // a policy's scan on the site (models.PolicyRun)
 )
 
 // WorkflowField is a typed runtime field a job of the workflow is given.

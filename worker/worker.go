@@ -53,6 +53,8 @@ func RegisterWorkflows(r interface {
 		workflows.CollectWorkflowName:        workflows.CollectWorkflow,
 		workflows.OutboxWorkflowName:         workflows.OutboxWorkflow,
 		workflows.ScheduleWorkflowName:       workflows.ScheduleWorkflow,
+		workflows.PolicyWorkflowName:         workflows.PolicyWorkflow,
+		workflows.SnapshotWorkflowName:       workflows.SnapshotWorkflow,
 	} {
 		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
 	}

@@ -17,6 +17,9 @@ const (
 	actDeleteBucketRecord      = "DeleteBucketRecord"
 	actFailedPathsPage         = "FailedPathsPage"
 	actFireSchedule            = "FireSchedule"
+	actFirePolicy              = "FirePolicy"
+	actPolicyPlan              = "PolicyPlan"
+	actSnapshotPlan            = "SnapshotPlan"
 	actWaitJobs                = "WaitJobs"
 	actFinishJob               = "FinishJob"
 	actFinishSettingsTask      = "FinishSettingsTask"
@@ -54,6 +57,9 @@ var HubActivityNames = []string{
 	actDeleteBucketRecord,
 	actFailedPathsPage,
 	actFireSchedule,
+	actFirePolicy,
+	actPolicyPlan,
+	actSnapshotPlan,
 	actWaitJobs,
 	actFinishJob,
 	actFinishSettingsTask,

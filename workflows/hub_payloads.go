@@ -170,6 +170,8 @@ type JobPlan struct {
 	Run       int
 	Resubmit  bool // this run reruns what an earlier run left undone
 	Discovery string
+	// Policy is the selection of a policy's run (Discovery "policy").
+	Policy *site.PolicySelect `json:",omitempty"`
 	// Paths are the job's paths, filled only by hubs before paged
 	// discovery (histories recorded then); now discovery reads them from
 	// the database a page at a time (JobPathsPage), since a job may name

@@ -361,7 +361,7 @@ func (j *jobRun) discoverPages(ctx workflow.Context, discover func(site.Discover
 		if len(page.Paths) > 0 {
 			out, err = discover(site.DiscoverInput{JobID: j.jobID, Run: p.Run, FirstBatch: first, Mode: p.Discovery,
 				Paths: page.Paths, Include: p.Include, Exclude: p.Exclude, Rules: p.Rules, BatchSize: p.BatchSize,
-				BatchBytes: p.BatchBytes, AutoBatch: p.AutoBatch, Skip: p.Leftover})
+				BatchBytes: p.BatchBytes, AutoBatch: p.AutoBatch, Skip: p.Leftover, Policy: p.Policy})
 			if err != nil {
 				return err
 			}

@@ -234,6 +234,12 @@ func oweSync(ctx context.Context, tx *Tx, refID int64, id string) error {
 	return tx.Owe(ctx, KindScheduleSync, refID, ScheduleSync{ID: id})
 }
 
+// OweScheduleSync owes the sync of Temporal Schedule id with its record
+// refID (a space's snapshot schedule changed, say).
+func (t *Tx) OweScheduleSync(ctx context.Context, refID int64, id string) error {
+	return oweSync(ctx, t, refID, id)
+}
+
 // OweSyncAll owes the sync of every schedule's and policy's Temporal
 // Schedule (after schedules_enabled or a feature flag changed).
 func (s *Service) OweSyncAll(ctx context.Context, tx *Tx) error {

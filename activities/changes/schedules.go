@@ -21,8 +21,9 @@ import (
 	"github.com/thehub/hub/workflows"
 )
 
-// Every recurring record (a schedule, a policy) is one Temporal Schedule
-// named after it ("schedule-<id>", "policy-<id>"). The record is the
+// Every recurring record (a schedule, a policy, a space's snapshot
+// schedule) is one Temporal Schedule named after it ("schedule-<id>",
+// "policy-<id>", "snapshot-<space id>"). The record is the
 // truth: a write owes KindScheduleSync, whose delivery makes the Temporal
 // Schedule what the record wants now (created, updated, paused, deleted),
 // and the reconciling pass (ReconcileSchedules, every minute from the
@@ -159,8 +160,54 @@ func (s *Service) wanted(ctx context.Context, id string) (*recurring, error) {
 			r.Paused, r.Why = true, "the policies feature is disabled"
 		}
 		return r, nil
+	case "snapshot":
+		sp, err := models.GetSpace(ctx, s.DB, n, models.SpaceFilter{})
+		if errors.Is(err, models.ErrNotFound) {
+			return nil, nil
+		} else if err != nil {
+			return nil, err
+		}
+		ss := sp.SnapshotSchedule
+		if ss == nil || ss.Frequency == "" {
+			return nil, nil
+		}
+		line, err := SnapshotCron(ss.Frequency, ss.Time)
+		if err != nil {
+			return nil, nil // refused when written; nothing sensible to run
+		}
+		r := &recurring{Cron: line, TimeZone: "UTC", Workflow: workflows.SnapshotWorkflowName,
+			ActionID: id + "-take", Input: workflows.Fire{ID: sp.ID}}
+		r.pausedBecause(true, conf)
+		return r, nil
 	}
 	return nil, nil
+}
+
+// Snapshot frequencies, and the cron line each makes of a time of day.
+var snapshotFrequencies = map[string]string{
+	"hourly": "%[2]d * * * *", "daily": "%[2]d %[1]d * * *", "weekly": "%[2]d %[1]d * * 0", "monthly": "%[2]d %[1]d 1 * *",
+}
+
+// SnapshotCron is the cron line (UTC) of a space's snapshot schedule:
+// frequency hourly (at the minute of at), daily, weekly (Sundays) or
+// monthly (the 1st) at time of day at ("HH:MM" or "HH:MM:SS"), or a cron
+// line of five fields itself.
+func SnapshotCron(frequency, at string) (string, error) {
+	f := strings.ToLower(strings.TrimSpace(frequency))
+	if layout, ok := snapshotFrequencies[f]; ok {
+		t, err := time.Parse("15:04", at)
+		if err != nil {
+			t, err = time.Parse("15:04:05", at)
+		}
+		if err != nil {
+			return "", fmt.Errorf("time %q is not HH:MM", at)
+		}
+		return fmt.Sprintf(layout, t.Hour(), t.Minute()), nil
+	}
+	if _, err := cronParser.Parse(frequency); err != nil {
+		return "", fmt.Errorf("use hourly, daily, weekly, monthly or a cron line of five fields (%v)", err)
+	}
+	return frequency, nil
 }
 
 func siteTZ(s *models.Site) string {
@@ -265,6 +312,13 @@ func recurringIDs(ctx context.Context, db bun.IDB) ([]string, error) {
 	for _, id := range pol {
 		ids = append(ids, workflows.PolicyTemporalID(id))
 	}
+	snaps, err := models.SnapshotScheduleSpaceIDs(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range snaps {
+		ids = append(ids, workflows.SnapshotTemporalID(id))
+	}
 	return ids, nil
 }
 
@@ -272,7 +326,7 @@ func recurringIDs(ctx context.Context, db bun.IDB) ([]string, error) {
 func ours(id string) bool {
 	kind, num, ok := strings.Cut(id, "-")
 	_, err := strconv.ParseInt(num, 10, 64)
-	return ok && err == nil && (kind == "schedule" || kind == "policy")
+	return ok && err == nil && (kind == "schedule" || kind == "policy" || kind == "snapshot")
 }
 
 // ReconcileSchedules brings every Temporal Schedule of a record in step
@@ -329,6 +383,9 @@ func (s *Service) ReconcileSchedules(ctx context.Context) (int, error) {
 			continue
 		}
 		changed++
+		if s.Progress != nil {
+			s.Progress(changed)
+		}
 	}
 	return changed, errors.Join(errs...)
 }

@@ -40,7 +40,8 @@ func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*workflows.J
 	p := &workflows.JobPlan{JobID: j.ID, Workflow: j.Workflow, Site: s.Name, Queue: j.Queue, Run: j.Run, Resubmit: j.Run > 1 && j.DirWalkComplete,
 		Discovery: deref(j.Discovery), BatchSize: int(s.FileBatchSize),
 		BatchBytes: s.FileBatchGB << 30, AutoBatch: s.EnableAutoFileBatchSizing,
-		StepTimeout: time.Duration(conf.TaskInvalidationTimeout) * time.Minute, Leftover: j.Leftover, State: j.State}
+		StepTimeout: time.Duration(conf.TaskInvalidationTimeout) * time.Minute, Leftover: j.Leftover, State: j.State,
+		Policy: policySelect(j.Definition.Policy)}
 	p.Include = append(globs(s.Include, j.IgnoreSiteIncludes), j.Include...)
 	p.Exclude = append(globs(s.Exclude, j.IgnoreSiteExcludes), j.Exclude...)
 	ts, err := models.JobTargets(ctx, a.DB, s.ID)

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/thehub/hub/activities/changes"
+	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
 	"github.com/thehub/hub/workflows/vocab"
@@ -123,4 +124,94 @@ func (a *Activities) WaitJobs(ctx context.Context, ids []int64) error {
 		case <-time.After(waitJobsEvery):
 		}
 	}
+}
+
+// PolicyPlan tells a policy's firing its site and triggers.
+func (a *Activities) PolicyPlan(ctx context.Context, id int64) (*workflows.PolicyPlan, error) {
+	p, err := models.GetPolicy(ctx, a.DB, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return &workflows.PolicyPlan{}, nil
+	} else if err != nil {
+		return nil, err
+	}
+	if p.Site == nil {
+		return &workflows.PolicyPlan{}, nil
+	}
+	return &workflows.PolicyPlan{Found: true, Site: p.Site.Name, Triggers: policyTriggers(p.Triggers)}, nil
+}
+
+// FirePolicy starts the job of one firing of a policy (changes.RunPolicy),
+// once per firing whatever the retries.
+func (a *Activities) FirePolicy(ctx context.Context, in workflows.Fire) (*workflows.FireResult, error) {
+	j, err := a.changes(ctx).RunPolicy(ctx, in.ID, in.Key)
+	var bad models.FieldErrors
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		return &workflows.FireResult{Skipped: "the policy no longer exists"}, nil
+	case errors.As(err, &bad):
+		return nil, temporal.NewNonRetryableApplicationError("the policy cannot run: "+fieldMessages(bad), vocab.ErrBadInput, nil)
+	case err != nil:
+		return nil, err
+	}
+	return &workflows.FireResult{Jobs: []int64{j.ID}}, nil
+}
+
+// policyTriggers are a policy's triggers as its site measures them.
+func policyTriggers(ts []models.PolicyTrigger) []site.PolicyTrigger {
+	out := make([]site.PolicyTrigger, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, site.PolicyTrigger{Pool: t.PoolName, Lower: t.LowerThreshold, Upper: t.UpperThreshold,
+			Premigrate: t.PremigrateThreshold, MaxUtilisation: t.MaxUtilisation})
+	}
+	return out
+}
+
+// policySelect is a policy job's selection as its site runs it.
+func policySelect(p *models.PolicyRun) *site.PolicySelect {
+	if p == nil {
+		return nil
+	}
+	sel := &site.PolicySelect{OrderBy: p.OrderBy, Reverse: p.Reverse, Threads: p.Threads,
+		Triggers: policyTriggers(p.Triggers), States: p.States}
+	for _, g := range p.Groups {
+		pg := site.PolicyGroup{Name: g.Name}
+		for _, d := range g.DateConditions {
+			pg.Dates = append(pg.Dates, site.DateCondition{Field: d.DateField, OlderOrNewer: d.OlderOrNewer, Age: d.Age, Include: d.Include})
+		}
+		for _, c := range g.FilesizeConditions {
+			pg.Sizes = append(pg.Sizes, site.SizeCondition{GreaterOrLess: c.GreaterOrLess, Size: c.Size, Include: c.Include})
+		}
+		for _, c := range g.FiletypeConditions {
+			pg.Types = append(pg.Types, site.FileTypeCondition{FileTypes: c.Filetypes, Include: c.Include})
+		}
+		sel.Groups = append(sel.Groups, pg)
+	}
+	return sel
+}
+
+// SnapshotPlan tells a space's snapshot firing what to do at each of the
+// space's sites: nothing when the space or its schedule is gone.
+func (a *Activities) SnapshotPlan(ctx context.Context, spaceID int64) (*workflows.SnapshotPlan, error) {
+	sp, err := models.GetSpace(ctx, a.DB, spaceID, models.SpaceFilter{})
+	if errors.Is(err, models.ErrNotFound) {
+		return &workflows.SnapshotPlan{}, nil
+	} else if err != nil {
+		return nil, err
+	}
+	if sp.SnapshotSchedule == nil || sp.SnapshotSchedule.Frequency == "" {
+		return &workflows.SnapshotPlan{}, nil
+	}
+	keep, err := site.ParseAge(sp.SnapshotSchedule.Duration)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("the snapshot schedule's duration: "+err.Error(), vocab.ErrBadInput, nil)
+	}
+	plan := &workflows.SnapshotPlan{Found: true}
+	for _, l := range sp.Links {
+		if l.Site == nil {
+			continue
+		}
+		plan.Sites = append(plan.Sites, workflows.SnapshotAtSite{Site: l.Site.Name, Input: site.SpaceSnapshotInput{
+			Space: sp.Name, Folder: sp.Mountpoint, KeepFor: keep, LockThreshold: l.Site.LockThreshold}})
+	}
+	return plan, nil
 }

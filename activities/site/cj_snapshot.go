@@ -22,8 +22,15 @@ const cjSnapshotHeartbeatEvery = 200
 // snapshot. It is built under a temporary name and renamed into place, so
 // an existing snapshot is always complete and taking it again is a no-op.
 func (a *Activities) cjSnapshot(ctx context.Context, s *CJSnapshot, del bool) (string, error) {
-	if !cjNameRE.MatchString(s.Space) {
-		return "", cjPermanent(fmt.Errorf("invalid space name %q", s.Space))
+	return a.snapshot(ctx, path.Join(cjSpacesDir, s.Space), s, del)
+}
+
+// snapshot takes (or, with del, removes) snapshot s.Name of space
+// s.Space, whose folder is srcRel (root-relative), at
+// .snapshots/<space>/<name>.
+func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot, del bool) (string, error) {
+	if !cjNameRE.MatchString(s.Space) || !cjNameRE.MatchString(s.Name) {
+		return "", cjPermanent(fmt.Errorf("invalid space or snapshot name %q/%q", s.Space, s.Name))
 	}
 	parentRel := path.Join(cjSnapshotsDir, s.Space)
 	rel := path.Join(parentRel, s.Name)
@@ -52,7 +59,6 @@ func (a *Activities) cjSnapshot(ctx context.Context, s *CJSnapshot, del bool) (s
 		}
 		return rel + " already taken", nil
 	}
-	srcRel := path.Join(cjSpacesDir, s.Space)
 	src, err := a.Root.Resolve(srcRel)
 	if err != nil {
 		return "", err

@@ -645,7 +645,7 @@ type jobResponse struct {
 	JobType            string         `json:"jobtype" doc:"The older revision's name of workflow."`
 	Site               string         `json:"site"`
 	Queue              string         `json:"queue"`
-	Discovery          *string        `json:"discovery" enum:"discovery"`
+	Discovery          *string        `json:"discovery" enum:"job_discovery" doc:"recursive, snapdiff, policy (a policy's run: its scan on the site) or null."`
 	Fields             map[string]any `json:"fields" nullable:"true"`
 	State              string         `json:"state" enum:"job_state"`
 	HasFailures        bool           `json:"has_failures" doc:"Some paths failed (a SUCCESS job may have failures)."`
@@ -866,4 +866,33 @@ type automatedScheduleResponse struct {
 	SiteName              string  `json:"site_name"`
 	Spaces                string  `json:"spaces" doc:"The names of the spaces concerned, comma-separated."`
 	TemporalScheduleID    string  `json:"temporal_schedule_id" doc:"The ID of its Temporal Schedule, to find it in the Temporal Web UI."`
+}
+
+type policyOrder struct {
+	ID      int64  `json:"id"`
+	By      string `json:"by" doc:"atime, mtime, ctime, size or path."`
+	Reverse bool   `json:"reverse"`
+}
+
+type policyResponse struct {
+	ID              int64                   `json:"id"`
+	URL             string                  `json:"url"`
+	Created         time.Time               `json:"created"`
+	Name            string                  `json:"name"`
+	Enabled         bool                    `json:"enabled"`
+	PolicyType      string                  `json:"policy_type" doc:"migration or premigration."`
+	Filesystem      string                  `json:"filesystem"`
+	Site            int64                   `json:"site"`
+	Spaces          []int64                 `json:"spaces"`
+	Threads         int                     `json:"threads"`
+	Order           policyOrder             `json:"order"`
+	Schedule        *models.PolicySchedule  `json:"schedule" doc:"null: the policy runs on its triggers (every 10 minutes) or only when asked."`
+	Triggers        string                  `json:"triggers" doc:"The JSON text of the policy's triggers."`
+	ConditionGroups []models.ConditionGroup `json:"condition_groups"`
+	Job             *int64                  `json:"job,omitempty" doc:"The job of the run a create with run_immediately started."`
+}
+
+type policyRunResponse struct {
+	ID  int64  `json:"id" doc:"The id of the job the run started."`
+	Job string `json:"job" doc:"The job's URL."`
 }

@@ -192,8 +192,8 @@ func createdOrOK(c *gin.Context) int {
 }
 
 // listAutomatedSchedules is one read-only list of every recurring thing:
-// schedules, then policies that run on a schedule or triggers, each with
-// the ID of its Temporal Schedule.
+// schedules, policies that run on a schedule or triggers, and spaces'
+// snapshot schedules, each with the ID of its Temporal Schedule.
 func (s *Server) listAutomatedSchedules(c *gin.Context) error {
 	ctx := c.Request.Context()
 	var schedules []models.Schedule
@@ -249,6 +249,31 @@ func (s *Server) listAutomatedSchedules(c *gin.Context) error {
 		}
 		r.Spaces = strings.Join(names, ",")
 		out = append(out, r)
+	}
+	var spaces []models.Space
+	if err := models.SpacesQuery(s.DB, &spaces, models.SpaceFilter{}).Scan(ctx); err != nil {
+		return err
+	}
+	for i := range spaces {
+		sp := &spaces[i]
+		ss := sp.SnapshotSchedule
+		if ss == nil || ss.Frequency == "" {
+			continue
+		}
+		line, err := changes.SnapshotCron(ss.Frequency, ss.Time)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(line)
+		var sites []string
+		for _, l := range sp.Links {
+			if l.Site != nil {
+				sites = append(sites, l.Site.Name)
+			}
+		}
+		out = append(out, automatedScheduleResponse{Name: sp.Name + " snapshots", ScheduleType: "snapshot", Enabled: true,
+			Minute: f[0], Hour: f[1], DayOfMonth: f[2], MonthOfYear: f[3], DayOfWeek: f[4],
+			SiteName: strings.Join(sites, ","), Spaces: sp.Name, TemporalScheduleID: workflows.SnapshotTemporalID(sp.ID)})
 	}
 	if out == nil {
 		out = []automatedScheduleResponse{}

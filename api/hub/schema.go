@@ -47,6 +47,7 @@ var enums = map[string][]string{
 	"health":           {healthOK, healthWarning, healthCritical},
 	"owner_type":       {models.OwnerUser, models.OwnerSystem, models.OwnerUnknown},
 	"discovery":        {models.DiscoveryRecursive, models.DiscoverySnapdiff},
+	"job_discovery":    {models.DiscoveryRecursive, models.DiscoverySnapdiff, models.DiscoveryPolicy},
 	"space_site_state": {vocab.SpaceSitePending, vocab.SpaceSiteReady, vocab.SpaceSiteError},
 	"share_type":       {site.ShareNFS, site.ShareSMB},
 	"setting_scope":    {settingScopeGlobal, settingScopeSite},

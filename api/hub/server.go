@@ -70,6 +70,7 @@ func (s *Server) Handler() http.Handler {
 	s.bucketRoutes(authed)
 	s.jobRoutes(authed)
 	s.scheduleRoutes(authed)
+	s.policyRoutes(authed)
 	s.fileRoutes(authed)
 	s.pkiRoutes(authed)
 	s.jobReadRoutes(authed)

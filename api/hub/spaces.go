@@ -14,6 +14,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/thehub/hub/activities/changes"
+	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -135,6 +136,15 @@ func (in *spaceInput) apply(ctx context.Context, db bun.IDB, sp *models.Space, c
 			}
 			if t := deref(ss.Time); t != "" && !validTimeOfDay(t) {
 				v.Add("snapshot_schedule.time", "Enter a time of day as HH:MM or HH:MM:SS.")
+			} else if f := deref(ss.Frequency); f != "" {
+				if _, err := changes.SnapshotCron(f, deref(ss.Time)); err != nil {
+					v.Add("snapshot_schedule.frequency", "Use hourly, daily, weekly, monthly or a cron line of five fields.")
+				}
+			}
+			if d := deref(ss.Duration); d != "" {
+				if _, err := site.ParseAge(d); err != nil {
+					v.Add("snapshot_schedule.duration", "A retention such as 7d, 4w, 12h, 6m or 1y: "+err.Error())
+				}
 			}
 			sched = &models.SnapshotSchedule{Duration: deref(ss.Duration), Frequency: deref(ss.Frequency), Time: deref(ss.Time)}
 		}
@@ -348,6 +358,11 @@ func (s *Server) saveSpace(c *gin.Context) error {
 		if err != nil {
 			return err
 		}
+		if sched != nil { // the snapshot schedule changed
+			if err := tx.OweScheduleSync(ctx, sp.ID, workflows.SnapshotTemporalID(sp.ID)); err != nil {
+				return err
+			}
+		}
 		if sp, err = models.GetSpace(ctx, tx, sp.ID, models.SpaceFilter{}); err != nil {
 			return err
 		}
@@ -398,6 +413,9 @@ func (s *Server) deleteSpace(c *gin.Context) error {
 	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		sp, err := models.DeleteSpace(ctx, tx, id)
 		if err != nil {
+			return err
+		}
+		if err := tx.OweScheduleSync(ctx, sp.ID, workflows.SnapshotTemporalID(sp.ID)); err != nil {
 			return err
 		}
 		var ops []workflows.SpaceOp

@@ -1,0 +1,187 @@
+package hub_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
+)
+
+// policySpace makes space name at /spaces/<name> on site (the site's
+// worker makes its folder) and returns its id.
+func policySpace(t *testing.T, e *apitest.Env, site, root, name string) int64 {
+	t.Helper()
+	r := e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": name, "mountpoint": "/spaces/" + name,
+		"sites": []any{map[string]any{"name": site, "label": name}}})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(root, "spaces", name))
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "the space's folder is made")
+	return recordID(t, r)
+}
+
+func TestPolicyRecords(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.StartHubWorker()
+		s := newJobSite(t, e, "south")
+		site, err := models.GetSiteByName(context.Background(), e.DB, "south")
+		require.NoError(t, err)
+		space := policySpace(t, e, "south", s.root, "projects")
+		group := map[string]any{"name": "old", "date_conditions": []any{map[string]any{"age": "30d", "date_field": "atime", "older_or_newer": "older"}}}
+		valid := func() map[string]any {
+			return map[string]any{"name": "p", "site": site.ID, "spaces": []int64{space}, "condition_groups": []any{group}}
+		}
+		with := func(k string, v any) map[string]any { b := valid(); b[k] = v; return b }
+
+		for field, body := range map[string]map[string]any{
+			"site":                          with("site", 9999),
+			"spaces":                        with("spaces", []int64{}),
+			"spaces[0]":                     with("spaces", []int64{9999}),
+			"policy_type":                   with("policy_type", "delete"),
+			"order.by":                      with("order", map[string]any{"by": "color"}),
+			"threads":                       with("threads", -1),
+			"triggers[0].lower_threshold":   with("triggers", []any{map[string]any{"pool_name": "system", "lower_threshold": -5, "upper_threshold": 80}}),
+			"triggers[0].upper_threshold":   with("triggers", []any{map[string]any{"pool_name": "system", "lower_threshold": 50, "upper_threshold": 180}}),
+			"triggers[0].pool_name":         with("triggers", []any{map[string]any{"lower_threshold": 50, "upper_threshold": 80}}),
+			"condition_groups[0].name":      with("condition_groups", []any{map[string]any{"name": "empty"}}),
+			"schedule.minute":               with("schedule", map[string]any{"minute": "99"}),
+			"schedule.timezone":             with("schedule", map[string]any{"timezone": "Mars/Olympus"}),
+			"schedule.time":                 with("schedule", map[string]any{"time": "25:00"}),
+			"condition_groups[0].date_conditions[0].age": with("condition_groups", []any{map[string]any{"name": "g",
+				"date_conditions": []any{map[string]any{"age": "ten days", "date_field": "atime", "older_or_newer": "older"}}}}),
+			"condition_groups[0].filesize_conditions[0].greater_or_less": with("condition_groups", []any{map[string]any{"name": "g",
+				"filesize_conditions": []any{map[string]any{"greater_or_less": "around", "size": 10}}}}),
+		} {
+			r := e.AsAdmin(http.MethodPost, "/api/policies/", body)
+			require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", field, r.Body)
+			require.Contains(t, r.Map(), field, "%s", r.Body)
+		}
+
+		body := valid()
+		body["name"] = "archive-old"
+		body["order"] = map[string]any{"by": "size", "reverse": true}
+		body["schedule"] = map[string]any{"time": "03:15", "day_of_week": "SUN", "timezone": "America/New_York"}
+		body["triggers"] = []any{map[string]any{"pool_name": "system", "lower_threshold": 60, "upper_threshold": 80, "premigrate_threshold": 40}}
+		r := e.AsAdmin(http.MethodPost, "/api/policies/", body)
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		p := r.Map()
+		id := int64(p["id"].(float64))
+		require.Equal(t, "migration", p["policy_type"])
+		require.Equal(t, map[string]any{"id": float64(id), "by": "size", "reverse": true}, p["order"])
+		require.IsType(t, "", p["triggers"], "triggers read as a string")
+		var trig []map[string]any
+		require.NoError(t, json.Unmarshal([]byte(p["triggers"].(string)), &trig))
+		require.Equal(t, float64(80), trig[0]["upper_threshold"])
+		sch := p["schedule"].(map[string]any)
+		require.Equal(t, "15", sch["minute"])
+		require.Equal(t, "3", sch["hour"])
+		g := p["condition_groups"].([]any)[0].(map[string]any)
+		require.Equal(t, float64(id), g["policy"])
+		require.Equal(t, true, g["date_conditions"].([]any)[0].(map[string]any)["include"], "include defaults to true")
+
+		// One Temporal Schedule, in the policy's timezone.
+		d := describeSchedule(t, e, workflows.PolicyTemporalID(id))
+		require.NotNil(t, d)
+		require.Equal(t, "America/New_York", d.Schedule.Spec.TimeZoneName)
+		ny, _ := time.LoadLocation("America/New_York")
+		next := d.Info.NextActionTimes[0].In(ny)
+		require.Equal(t, []int{3, 15}, []int{next.Hour(), next.Minute()})
+		require.Equal(t, time.Sunday, next.Weekday())
+
+		// PATCH, the list, the automated list, disabling, deleting.
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", id), map[string]any{"enabled": false, "threads": 4})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.Equal(t, float64(4), r.Map()["threads"])
+		require.True(t, describeSchedule(t, e, workflows.PolicyTemporalID(id)).Schedule.State.Paused)
+		require.EqualValues(t, 1, e.AsAdmin(http.MethodGet, "/api/policies/", nil).Map()["count"])
+		auto := e.AsAdmin(http.MethodGet, "/api/automatedschedules/", nil).Map()
+		require.EqualValues(t, 1, auto["count"], auto)
+		a := auto["results"].([]any)[0].(map[string]any)
+		require.Equal(t, "policy", a["schedule_type"])
+		require.Equal(t, "projects", a["spaces"])
+		require.Equal(t, "south", a["site_name"])
+		r = e.AsAdmin(http.MethodDelete, fmt.Sprintf("/api/policies/%d/", id), nil)
+		require.Equal(t, http.StatusNoContent, r.Status, string(r.Body))
+		require.Nil(t, describeSchedule(t, e, workflows.PolicyTemporalID(id)))
+	})
+}
+
+// TestPolicyRunSelectsByItsConditions runs a policy through the API over a
+// space whose files have chosen ages, sizes and types: its job migrates
+// exactly the files a condition group selects, and nothing else moves.
+func TestPolicyRunSelectsByItsConditions(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.StartHubWorker()
+		s := newJobSite(t, e, "south")
+		site, err := models.GetSiteByName(context.Background(), e.DB, "south")
+		require.NoError(t, err)
+		space := policySpace(t, e, "south", s.root, "lab")
+		old := time.Now().Add(-90 * 24 * time.Hour)
+		files := map[string]struct {
+			size int
+			old  bool
+			want bool
+		}{
+			"old-big.dat":   {5000, true, true},   // old and big: group 1
+			"old-small.dat": {10, true, false},    // old but small
+			"new-big.dat":   {5000, false, false}, // big but new
+			"report.pdf":    {10, false, true},    // a pdf: group 2
+			"notes.txt":     {10, true, false},
+			"sub/old.log":   {4000, true, true},
+		}
+		for name, f := range files {
+			p := filepath.Join(s.root, "spaces", "lab", name)
+			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			require.NoError(t, os.WriteFile(p, []byte(strings.Repeat("x", f.size)), 0o644))
+			if f.old {
+				require.NoError(t, os.Chtimes(p, old, old))
+			}
+		}
+		r := e.AsAdmin(http.MethodPost, "/api/policies/", map[string]any{"name": "tidy", "site": site.ID, "spaces": []int64{space},
+			"policy_type": "premigration",
+			"condition_groups": []any{
+				map[string]any{"name": "old and big",
+					"date_conditions":     []any{map[string]any{"age": "30d", "date_field": "mtime", "older_or_newer": "older"}},
+					"filesize_conditions": []any{map[string]any{"greater_or_less": "greater", "size": 1000}}},
+				map[string]any{"name": "documents", "filetype_conditions": []any{map[string]any{"filetypes": []string{"PDF"}}}},
+			}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		id := recordID(t, r)
+		require.Nil(t, describeSchedule(t, e, workflows.PolicyTemporalID(id)), "no schedule, no triggers: runs only when asked")
+
+		r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/policies/%d/run/", id), nil)
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		job := waitJob(t, e, recordID(t, r))
+		require.Equal(t, vocab.JobSuccess, job["state"], job)
+		require.EqualValues(t, 3, job["numprocessedfiles"], job)
+		require.Equal(t, "system", job["owner"].(map[string]any)["type"])
+
+		stats := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobstats/?job=%d&page_size=100", int64(job["id"].(float64))), nil).Map()
+		var done []string
+		for _, x := range stats["results"].([]any) {
+			done = append(done, x.(map[string]any)["path"].(string))
+		}
+		var want []string
+		for name, f := range files {
+			if f.want {
+				want = append(want, "/spaces/lab/"+name)
+			}
+		}
+		require.ElementsMatch(t, want, done)
+	})
+}
