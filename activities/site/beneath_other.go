@@ -1,53 +1,57 @@
-//go:build !linux
+//go:build unix && !linux
 
 package site
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// openBeneath opens rel beneath dir. Without openat2 this checks each
-// component for a symlink and then opens by name, which a rename between
-// the two can defeat: on these systems run site workers as a service user
-// (see docs/remote-copies.md).
+// openBeneath opens rel (clean, relative, "" for dir itself) beneath dir:
+// without openat2, one component at a time (openBeneathFallback), the
+// code Linux tests run as well.
 func openBeneath(dir *os.File, rel string, flags int, perm uint32) (*os.File, error) {
-	cur := dir.Name()
-	if rel != "" {
-		for _, name := range strings.Split(rel, "/") {
-			if name == ".." {
-				return nil, &symlinkError{path: apiPath(rel)}
-			}
-			cur = filepath.Join(cur, name)
-			fi, err := os.Lstat(cur)
-			if err != nil {
-				return nil, &os.PathError{Op: "open", Path: apiPath(rel), Err: errors.Unwrap(err)}
-			}
-			if fi.Mode()&fs.ModeSymlink != 0 {
-				return nil, &symlinkError{path: apiPath(rel)}
-			}
-		}
+	if rel == "" {
+		rel = "."
 	}
+	return openBeneathFallback(dir, rel, flags, perm)
+}
+
+// oDirPath opens a folder only to resolve names inside it (sysFlags maps
+// it to a read-only open: these systems have no O_PATH).
+const oDirPath = unix.O_DIRECTORY | 1<<30
+
+// oSearch opens the folders a path goes through only to look names up.
+const oSearch = unix.O_RDONLY
+
+func sysFlags(flags int) int {
 	if flags&oDirPath == oDirPath {
-		flags = os.O_RDONLY
+		return unix.O_RDONLY | unix.O_DIRECTORY
 	}
-	return os.OpenFile(cur, flags|syscall.O_NOFOLLOW, fs.FileMode(perm))
+	return flags
 }
 
-func fdName(fd int) string { return "" }
-
-// mkdirBeneath creates rel and its parents below dir.
-func mkdirBeneath(dir *os.File, rel string, perm uint32) error {
-	return os.MkdirAll(filepath.Join(dir.Name(), filepath.FromSlash(rel)), fs.FileMode(perm))
+// newFileBeneath names a descriptor opened beneath dir by its path: these
+// systems have no /proc/self/fd, so the operations that take a name
+// (loc.path) use it by name, as before.
+func newFileBeneath(fd int, dir *os.File, rel string) *os.File {
+	return os.NewFile(uintptr(fd), filepath.Join(dir.Name(), filepath.FromSlash(rel)))
 }
 
-// oDirPath opens a folder only to resolve names inside it.
-const oDirPath = syscall.O_DIRECTORY | 1<<30
+func fdName(int) string { return "" }
 
-func openRootDir(dir string) (*os.File, error) { return os.Open(dir) }
+func openRootDir(dir string) (*os.File, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return os.NewFile(uintptr(fd), dir), nil
+}
 
-const oDirectory = syscall.O_DIRECTORY
+const oDirectory = unix.O_DIRECTORY
+
+// oProbe opens anything, without following a final symlink or blocking on
+// a FIFO, only to see that it is there.
+const oProbe = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK

@@ -64,8 +64,15 @@ func (a *Activities) ListDir(ctx context.Context, in ListDirInput) (*ListDirOutp
 	if entry.Type != TypeDirectory {
 		return out, nil
 	}
-	abs, _ := a.Root.Resolve(in.Path)
-	des, err := os.ReadDir(abs)
+	// Listed through the folder held open beneath the root: a folder
+	// swapped for a symlink since it was described is refused, never
+	// followed to list what it points at.
+	d, err := a.Root.openDir(in.Path)
+	if err != nil {
+		return nil, badPath(err)
+	}
+	des, err := d.ReadDir(-1)
+	d.Close()
 	if err != nil {
 		return nil, err
 	}
@@ -109,14 +116,14 @@ func (a *Activities) fileInfo(p string, details bool) (FileInfo, error) {
 	if rec != nil && rec.Target != "" {
 		fi.RemoteLocations[rec.Target] = map[string]any{"key": rec.Key, "checksum": rec.Checksum}
 	}
-	abs, err := a.Root.Resolve(p)
-	if err != nil {
-		if e.Type == TypeSymlink {
-			return fi, nil // a link leaving the root is shown, never followed
-		}
+	if e.Type == TypeSymlink {
+		return fi, nil // a link is shown, never followed
+	}
+	st, err := a.Root.lstat(p)
+	if err != nil && !isNotExist(err) {
 		return fi, badPath(err)
 	}
-	if st, err := os.Lstat(abs); err == nil {
+	if err == nil {
 		fi.DataSize = st.Size()
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 			fi.DiskUsage = sys.Blocks * 512

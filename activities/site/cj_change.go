@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/workflows/vocab"
 )
 
@@ -175,26 +174,21 @@ func (a *Activities) cjSub(base, rel string) (string, error) {
 	return abs, nil
 }
 
-// cjConfigFile returns <config>/<dir>/<name><ext>.
+// cjConfigFile returns <dir>/<name><ext>, a path below the configuration
+// folder (see writeConfig).
 func (a *Activities) cjConfigFile(dir, name, ext string) string {
-	return filepath.Join(a.ConfigDir, dir, name+ext)
+	return path.Join(dir, name+ext)
 }
 
-// cjWriteFile replaces name's content atomically, creating its folder, so
-// a reader never sees half a file.
-func cjWriteFile(name string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o750); err != nil {
-		return err
-	}
-	return fsutil.WriteFile(name, data, 0o644)
-}
+// cjWriteFile replaces the configuration file rel's content atomically,
+// creating its folder, so a reader never sees half a file.
+func (a *Activities) cjWriteFile(rel string, data []byte) error { return a.writeConfig(rel, data) }
 
-// cjRemoveFile removes name; a missing file is already removed.
-func cjRemoveFile(name string) error {
-	if err := os.Remove(name); err != nil && !isNotExist(err) {
-		return err
-	}
-	return nil
+// cjRemoveFile removes the configuration file rel; a missing file is
+// already removed.
+func (a *Activities) cjRemoveFile(rel string) error {
+	_, err := a.removeConfig(rel)
+	return err
 }
 
 // cjRemoveTree removes dir and everything below it, first making read-only
@@ -226,10 +220,9 @@ func (a *Activities) cjPolicy(p *CJPolicy, del bool) (string, error) {
 	if p.Kind != CJProfiles && p.Kind != CJIlmsteps {
 		return "", cjPermanent(fmt.Errorf("unknown policy kind %q", p.Kind))
 	}
-	name := a.cjConfigFile(filepath.Join(cjPoliciesDir, p.Kind), p.Name, ".pol")
-	rel := strings.TrimPrefix(name, a.ConfigDir+string(filepath.Separator))
+	rel := a.cjConfigFile(path.Join(cjPoliciesDir, p.Kind), p.Name, ".pol")
 	if del {
-		if err := cjRemoveFile(name); err != nil {
+		if err := a.cjRemoveFile(rel); err != nil {
 			return "", err
 		}
 		return "removed policy " + rel, nil
@@ -238,7 +231,7 @@ func (a *Activities) cjPolicy(p *CJPolicy, del bool) (string, error) {
 	if !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
-	if err := cjWriteFile(name, []byte(text)); err != nil {
+	if err := a.cjWriteFile(rel, []byte(text)); err != nil {
 		return "", err
 	}
 	return "wrote policy " + rel, nil

@@ -1,13 +1,13 @@
 package site
 
 import (
+	"errors"
 	"fmt"
-	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/thehub/hub/workflows/vocab"
 )
@@ -45,11 +45,11 @@ func (a *Activities) cjExposer(e *CJExposer, del bool) (string, error) {
 	if !ok {
 		return "", cjPermanent(fmt.Errorf("unknown exposer type %q", e.Kind))
 	}
-	rel := strings.TrimPrefix(file, a.ConfigDir+string(filepath.Separator))
+	rel := file
 	if del {
 		// Every kind's file, in case an older version of the item had another.
 		for _, f := range files {
-			if err := cjRemoveFile(f); err != nil {
+			if err := a.cjRemoveFile(f); err != nil {
 				return "", fmt.Errorf("remove %s: %w", f, err)
 			}
 		}
@@ -64,13 +64,15 @@ func (a *Activities) cjExposer(e *CJExposer, del bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// A missing folder may be a space still being created: retried.
-	fi, err := os.Stat(dir)
-	switch {
+	// The folder is checked open beneath the root, so a symlink swapped in
+	// for it (or a folder above it) is refused, not followed. A missing
+	// folder may be a space still being created: retried.
+	exported := path.Join(spaceRel, e.Path)
+	switch err := a.Root.checkDir(exported); {
+	case errors.Is(err, syscall.ENOTDIR):
+		return "", cjPermanent(fmt.Errorf("exported path %s is not a directory", exported))
 	case err != nil:
-		return "", fmt.Errorf("exported folder %s: %w", path.Join(spaceRel, e.Path), err)
-	case !fi.IsDir():
-		return "", cjPermanent(fmt.Errorf("exported path %s is not a directory", path.Join(spaceRel, e.Path)))
+		return "", fmt.Errorf("exported folder %s: %w", exported, err)
 	}
 
 	var b strings.Builder
@@ -113,12 +115,12 @@ func (a *Activities) cjExposer(e *CJExposer, del bool) (string, error) {
 	}
 	for kind, f := range files {
 		if kind != e.Kind {
-			if err := cjRemoveFile(f); err != nil {
+			if err := a.cjRemoveFile(f); err != nil {
 				return "", err
 			}
 		}
 	}
-	if err := cjWriteFile(file, []byte(b.String())); err != nil {
+	if err := a.cjWriteFile(file, []byte(b.String())); err != nil {
 		return "", fmt.Errorf("write %s: %w", rel, err)
 	}
 	return "wrote " + rel, nil

@@ -1,11 +1,12 @@
 package site
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -14,25 +15,30 @@ import (
 func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 	rel := path.Join(cjSpacesDir, s.Name)
 	quota := a.cjConfigFile(cjQuotasDir, s.Name, ".quota")
-	dir, err := a.Root.Resolve(rel)
-	if err != nil {
+	if _, err := a.Root.Resolve(rel); err != nil {
 		return "", err
 	}
 	if del {
 		// Never destroy data: an empty directory goes, one holding files is
 		// moved to the site's trash for an operator to purge or restore.
+		// Both act on the folder in its parent held open beneath the root
+		// (rmdir, rename), never on its name.
 		moved := ""
-		if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
-			trash := filepath.Join(a.Root.Dir(), hubDir, "trash", fmt.Sprintf("%s-%d", s.Name, time.Now().UnixNano()))
-			if err := os.MkdirAll(filepath.Dir(trash), 0o750); err != nil {
-				return "", err
-			}
-			if err := os.Rename(dir, trash); err != nil {
+		err := a.Root.removeDir(rel)
+		switch {
+		case err == nil, isNotExist(err) && !errors.Is(err, syscall.ENOTDIR):
+		case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
+			trash, err := a.Root.moveToTrash(rel, fmt.Sprintf("%s-%d", s.Name, time.Now().UnixNano()))
+			if err != nil {
 				return "", fmt.Errorf("move %s to the trash: %w", rel, err)
 			}
 			moved = " (its content kept in " + trash + ")"
+		case errors.Is(err, syscall.ENOTDIR):
+			return "", cjPermanent(fmt.Errorf("cannot remove %s: it is not a directory", rel))
+		default:
+			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}
-		if err := cjRemoveFile(quota); err != nil {
+		if err := a.cjRemoveFile(quota); err != nil {
 			return "", fmt.Errorf("remove quota of %s: %w", rel, err)
 		}
 		return "removed " + rel + " and its quota" + moved, nil
@@ -40,7 +46,7 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 
 	// A file where the directory should be is an operator's to sort out;
 	// say so plainly rather than with mkdir's errno.
-	if fi, err := os.Lstat(dir); err == nil && !fi.IsDir() {
+	if fi, err := a.Root.lstat(rel); err == nil && !fi.IsDir() {
 		return "", cjPermanent(fmt.Errorf("cannot create %s: a %s is in the way", rel, cjKindOf(fi.Mode())))
 	}
 	if err := a.Root.mkdirAll(rel); err != nil {
@@ -57,12 +63,12 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 	}
 	msg := fmt.Sprintf("%s ready with %d template directories", rel, len(s.Directories))
 	if s.Quota == nil {
-		if err := cjRemoveFile(quota); err != nil {
+		if err := a.cjRemoveFile(quota); err != nil {
 			return "", fmt.Errorf("clear quota of %s: %w", rel, err)
 		}
 		return msg + ", no quota", nil
 	}
-	if err := cjWriteFile(quota, []byte(strconv.FormatInt(*s.Quota, 10)+"\n")); err != nil {
+	if err := a.cjWriteFile(quota, []byte(strconv.FormatInt(*s.Quota, 10)+"\n")); err != nil {
 		return "", fmt.Errorf("record quota of %s: %w", rel, err)
 	}
 	return fmt.Sprintf("%s, quota %d bytes", msg, *s.Quota), nil

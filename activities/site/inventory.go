@@ -171,11 +171,10 @@ func (a *Activities) spaceDir(mountpoint string) (string, error) {
 // fails without retries.
 func (a *Activities) CreateSpaceDir(ctx context.Context, in SpaceDirInput) (SpaceDirResult, error) {
 	res := SpaceDirResult{Path: "/" + strings.TrimLeft(path.Clean("/"+in.Mountpoint), "/")}
-	abs, err := a.spaceDir(in.Mountpoint)
-	if err != nil {
+	if _, err := a.spaceDir(in.Mountpoint); err != nil {
 		return res, err
 	}
-	if fi, err := os.Stat(abs); err == nil {
+	if fi, err := a.Root.lstat(strings.TrimPrefix(res.Path, "/")); err == nil {
 		if !fi.IsDir() {
 			err := fmt.Errorf("cannot create %s on site %s: a file is in the way", res.Path, a.Site)
 			return res, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
@@ -223,11 +222,11 @@ func fileMode(m uint64) fs.FileMode {
 // directory holding anything is kept and reported as kept, never deleted.
 func (a *Activities) RemoveSpaceDir(ctx context.Context, in SpaceDirInput) (SpaceDirResult, error) {
 	res := SpaceDirResult{Path: "/" + strings.TrimLeft(path.Clean("/"+in.Mountpoint), "/")}
-	abs, err := a.spaceDir(in.Mountpoint)
-	if err != nil {
+	if _, err := a.spaceDir(in.Mountpoint); err != nil {
 		return res, err
 	}
-	fi, err := os.Lstat(abs)
+	rel := strings.TrimPrefix(res.Path, "/")
+	fi, err := a.Root.lstat(rel)
 	switch {
 	case isNotExist(err):
 		res.Outcome, res.Message = SpaceDirAbsent, fmt.Sprintf("%s does not exist on site %s", res.Path, a.Site)
@@ -239,8 +238,9 @@ func (a *Activities) RemoveSpaceDir(ctx context.Context, in SpaceDirInput) (Spac
 		return res, nil
 	}
 	// rmdir is atomic: it either removes an empty directory or fails, so
-	// a file written meanwhile is never lost.
-	if err := syscall.Rmdir(abs); err != nil {
+	// a file written meanwhile is never lost. It runs in the folder's
+	// parent held open beneath the root, never on its name.
+	if err := a.Root.removeDir(rel); err != nil {
 		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 			res.Outcome, res.Message = SpaceDirKept, fmt.Sprintf("%s on site %s is not empty; kept with its data", res.Path, a.Site)
 			return res, nil
@@ -284,14 +284,11 @@ func (a *Activities) RemoveBucketConfig(ctx context.Context, in BucketConfigInpu
 	}
 	file := filepath.Join(a.ConfigDir, TargetsConfigDir, name+".json")
 	res := BucketConfigResult{File: file}
-	err := os.Remove(file)
-	switch {
-	case err == nil:
-		res.Removed = true
-	case errors.Is(err, fs.ErrNotExist):
-	default:
+	removed, err := a.removeConfig(path.Join(TargetsConfigDir, name+".json"))
+	if err != nil {
 		return res, fmt.Errorf("remove settings of bucket %s on site %s: %w", name, a.Site, err)
 	}
+	res.Removed = removed
 	return res, nil
 }
 

@@ -3,9 +3,6 @@ package site
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
-
-	"github.com/thehub/hub/activities/fsutil"
 )
 
 // NASUser is a hub user as a site's NAS needs it.
@@ -26,5 +23,5 @@ func (a *Activities) ApplyNASUsers(ctx context.Context, users []NASUser) (int, e
 	if err != nil {
 		return 0, err
 	}
-	return len(users), fsutil.WriteFile(filepath.Join(a.ConfigDir, "nas_users.json"), append(data, '\n'), 0o644)
+	return len(users), a.writeConfig("nas_users.json", append(data, '\n'))
 }

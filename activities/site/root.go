@@ -200,11 +200,14 @@ func (r *Root) locateCreating(p string) (*loc, error) {
 func (r *Root) mkdirAll(rel string) error { return mkdirBeneath(r.f, rel, 0o755) }
 
 // Resolve maps an API path ("/projects/a.txt" or "projects/a.txt") to an
-// absolute path inside the root for the configuration and C+J folder
-// operations. No component may be a symlink; missing components are
-// allowed, the path may be about to be created. The path is checked, then
-// used by name: unlike locate, it does not pin the folders it goes
-// through.
+// absolute path inside the root, to be named in a configuration file (an
+// export, a share) or a message. No component may be a symlink; missing
+// components are allowed, the path may be about to be created. It is a
+// check and a name, nothing more: unlike locate, it does not pin the
+// folders it goes through, so nothing may act on the name it returns
+// (a folder swapped for a symlink after the check would redirect it).
+// Acting goes through descriptors: locate, openDir, checkDir, removeDir,
+// moveToTrash, mkdirAll.
 func (r *Root) Resolve(p string) (string, error) {
 	rel, err := cleanRel(p)
 	if err != nil {

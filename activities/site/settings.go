@@ -7,11 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
-
-	"github.com/thehub/hub/activities/fsutil"
 )
 
 // SettingsFile is the name, in the site's configuration folder, of the
@@ -44,8 +41,9 @@ var settingsMu sync.Mutex
 func (a *Activities) settingsPath() string { return filepath.Join(a.ConfigDir, SettingsFile) }
 
 // readSettingsFile returns the applied settings; a missing file is none.
-func readSettingsFile(name string) (map[string]json.RawMessage, error) {
-	data, err := os.ReadFile(name)
+func (a *Activities) readSettingsFile() (map[string]json.RawMessage, error) {
+	name := SettingsFile
+	data, err := a.readConfig(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]json.RawMessage{}, nil
 	}
@@ -81,7 +79,7 @@ func (a *Activities) ApplySettings(ctx context.Context, in ApplySettingsInput) (
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	current, err := readSettingsFile(res.File)
+	current, err := a.readSettingsFile()
 	if err != nil {
 		return res, fmt.Errorf("apply settings: %w", err)
 	}
@@ -101,10 +99,7 @@ func (a *Activities) ApplySettings(ctx context.Context, in ApplySettingsInput) (
 	if err != nil {
 		return res, fmt.Errorf("apply settings: %w", err)
 	}
-	if err := os.MkdirAll(a.ConfigDir, 0o750); err != nil {
-		return res, fmt.Errorf("apply settings: %w", err)
-	}
-	if err := fsutil.WriteFile(res.File, append(data, '\n'), 0o644); err != nil {
+	if err := a.writeConfig(SettingsFile, append(data, '\n')); err != nil {
 		return res, fmt.Errorf("apply settings: write %s: %w", res.File, err)
 	}
 	return res, nil
@@ -115,7 +110,7 @@ func (a *Activities) ApplySettings(ctx context.Context, in ApplySettingsInput) (
 func (a *Activities) ReadSettings(ctx context.Context) (map[string]json.RawMessage, error) {
 	settingsMu.Lock()
 	defer settingsMu.Unlock()
-	m, err := readSettingsFile(a.settingsPath())
+	m, err := a.readSettingsFile()
 	if err != nil {
 		return nil, fmt.Errorf("read settings: %w", err)
 	}

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/workflows/vocab"
 )
 
@@ -106,14 +105,15 @@ func normalSMBName(s string) string {
 // smbReservedSections are the smb.conf sections that are not shares.
 var smbReservedSections = map[string]bool{"global": true, "globals": true, "homes": true, "printers": true, "print$": true, "ipc$": true}
 
-// shareFile is the configuration file of a share.
+// shareFile is the configuration file of a share, below the
+// configuration folder.
 func (a *Activities) shareFile(in ShareConfig) (string, error) {
 	ext := map[string]string{ShareNFS: ".exports", ShareSMB: ".conf"}[in.Kind]
 	if ext == "" || in.ID <= 0 {
 		err := fmt.Errorf("unknown share %s %d", in.Kind, in.ID)
 		return "", temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
-	return filepath.Join(a.ConfigDir, sharesDir, fmt.Sprintf("%s-%d%s", in.Kind, in.ID, ext)), nil
+	return path.Join(sharesDir, fmt.Sprintf("%s-%d%s", in.Kind, in.ID, ext)), nil
 }
 
 // WriteShare writes a share's export line or share section into the
@@ -131,41 +131,40 @@ func (a *Activities) WriteShare(ctx context.Context, in ShareConfig) (res SpaceD
 	defer func() {
 		var ae *temporal.ApplicationError
 		if errors.As(err, &ae) && ae.NonRetryable() {
-			_ = cjRemoveFile(file)
+			_ = a.cjRemoveFile(file)
 		}
 	}()
 	dir, err := a.spaceDir(in.Path)
 	if err != nil {
 		return res, err
 	}
-	if err = a.noSymlinks(in.Path); err != nil {
+	// The folder is checked open beneath the root: a symlink on the way
+	// would export whatever it points at (another space, the hub's own
+	// folder), and one swapped in after a check by name would too. The
+	// space's folder is made first by the same workflow: a shared folder
+	// still missing is the share's own problem, reported at once rather
+	// than holding up the space's later changes.
+	switch err := a.Root.checkDir(in.Path); {
+	case errors.Is(err, ErrSymlink):
+		err := fmt.Errorf("the shared path %s goes through a symlink: refused", in.Path)
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
-	}
-	// The space's folder is made first by the same workflow: a shared
-	// folder still missing is the share's own problem, reported at once
-	// rather than holding up the space's later changes.
-	fi, err := os.Stat(dir)
-	switch {
+	case errors.Is(err, syscall.ENOTDIR):
+		err := fmt.Errorf("shared path %s on site %s is not a folder", in.Path, a.Site)
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	case isNotExist(err):
 		err := fmt.Errorf("shared folder %s does not exist on site %s", in.Path, a.Site)
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	case err != nil:
 		return res, spaceDirErr(fmt.Errorf("shared folder %s on site %s: %w", in.Path, a.Site, err))
-	case !fi.IsDir():
-		err := fmt.Errorf("shared path %s on site %s is not a folder", in.Path, a.Site)
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
 	text, err := renderShare(in, dir)
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o750); err != nil {
+	if err := a.writeConfig(file, []byte(text)); err != nil {
 		return res, err
 	}
-	if err := fsutil.WriteFile(file, []byte(text), 0o644); err != nil {
-		return res, err
-	}
-	res.Outcome, res.Message = "written", fmt.Sprintf("wrote %s/%s on site %s", sharesDir, filepath.Base(file), a.Site)
+	res.Outcome, res.Message = "written", fmt.Sprintf("wrote %s on site %s", file, a.Site)
 	return res, nil
 }
 
@@ -176,10 +175,10 @@ func (a *Activities) RemoveShare(ctx context.Context, in ShareConfig) (SpaceDirR
 	if err != nil {
 		return res, err
 	}
-	if err := cjRemoveFile(file); err != nil {
+	if err := a.cjRemoveFile(file); err != nil {
 		return res, err
 	}
-	res.Outcome, res.Message = SpaceDirRemoved, fmt.Sprintf("removed %s/%s on site %s", sharesDir, filepath.Base(file), a.Site)
+	res.Outcome, res.Message = SpaceDirRemoved, fmt.Sprintf("removed %s on site %s", file, a.Site)
 	return res, nil
 }
 
@@ -290,24 +289,6 @@ func checkNFSOptions(opts string) error {
 			return fmt.Errorf("NFS option %q is not one a share may set here", o)
 		case (check == nil) == hasValue, check != nil && !check(value):
 			return fmt.Errorf("invalid NFS option %q", o)
-		}
-	}
-	return nil
-}
-
-// noSymlinks refuses a shared path any of whose folders is a symlink: a
-// link would export whatever it points at (another space, the hub's own
-// folder) instead of the share's folder.
-func (a *Activities) noSymlinks(p string) error {
-	rel, err := cleanRel(p)
-	if err != nil {
-		return err
-	}
-	cur := a.Root.Dir()
-	for _, name := range strings.Split(rel, "/") {
-		cur = filepath.Join(cur, name)
-		if fi, err := os.Lstat(cur); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-			return fmt.Errorf("the shared path %s goes through a symlink (%s): refused", p, name)
 		}
 	}
 	return nil

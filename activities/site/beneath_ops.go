@@ -1,0 +1,229 @@
+//go:build unix
+
+package site
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/thehub/hub/activities/fsutil"
+)
+
+// The operations below act on a folder or file through a descriptor
+// opened beneath the root (or the configuration folder): the *at calls
+// (unlinkat, renameat, fstatat, getdents on an open folder) take the name
+// of the last component inside a parent the kernel holds open, so a
+// folder above it swapped for a symlink at any instant cannot redirect
+// them outside. A checked path is never used again by name.
+
+// trashDir is the folder of the root's .hub folder where removed C+J
+// spaces that held data are kept for an operator.
+const trashFolder = hubDir + "/trash"
+
+// lstat describes p (an API path) without following a final symlink,
+// through its pinned parent folder.
+func (r *Root) lstat(p string) (os.FileInfo, error) {
+	l, err := r.locate(p)
+	if err != nil {
+		return nil, err
+	}
+	defer l.close()
+	return os.Lstat(l.path())
+}
+
+// openDir opens the folder p beneath the root to read its entries; a
+// symlink anywhere on the way is refused.
+func (r *Root) openDir(p string) (*os.File, error) {
+	rel, err := cleanRel(p)
+	if err != nil {
+		return nil, err
+	}
+	if rel == hubDir || strings.HasPrefix(rel, hubDir+"/") {
+		return nil, fmt.Errorf("%q: %w", p, ErrReserved)
+	}
+	return openBeneath(r.f, rel, os.O_RDONLY|oDirectory, 0)
+}
+
+// checkDir tells whether p is a folder beneath the root reached through
+// folders only: nil, a symlink refusal (ErrSymlink), fs.ErrNotExist when
+// it (or a folder above it) is missing, or ENOTDIR when it is something
+// else. The check holds the folder open while it looks, so its answer is
+// about the folder at p, not whatever a swapped link pointed at.
+func (r *Root) checkDir(p string) error {
+	rel, err := cleanRel(p)
+	if err != nil {
+		return err
+	}
+	d, err := openBeneath(r.f, rel, oDirPath, 0)
+	if err == nil {
+		d.Close()
+		return nil
+	}
+	if !errors.Is(err, unix.ENOTDIR) {
+		return err
+	}
+	// ENOTDIR: p itself is not a folder, or one above it is a file.
+	f, ferr := openBeneath(r.f, rel, oProbe, 0)
+	if ferr != nil {
+		return &os.PathError{Op: "open", Path: apiPath(rel), Err: fs.ErrNotExist}
+	}
+	f.Close()
+	return &os.PathError{Op: "open", Path: apiPath(rel), Err: unix.ENOTDIR}
+}
+
+// removeDir removes the folder p when it is empty, with rmdir in its
+// pinned parent: a folder holding anything stays (ENOTEMPTY), as does
+// anything that is not a folder (ENOTDIR), a symlink included.
+func (r *Root) removeDir(p string) error {
+	l, err := r.locate(p)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	if l.name == "" {
+		return fmt.Errorf("%q: the site root is never removed", p)
+	}
+	st, err := fstatat(fdOf(l.parent), l.name)
+	switch {
+	case err != nil:
+		return &os.PathError{Op: "rmdir", Path: apiPath(l.rel), Err: err}
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return &os.PathError{Op: "rmdir", Path: apiPath(l.rel), Err: unix.ENOTDIR}
+	}
+	if err := unix.Unlinkat(fdOf(l.parent), l.name, unix.AT_REMOVEDIR); err != nil {
+		return &os.PathError{Op: "rmdir", Path: apiPath(l.rel), Err: err}
+	}
+	return nil
+}
+
+// moveToTrash moves the folder p, with everything in it, to
+// <root>/.hub/trash/<name> by one renameat between its pinned parent and
+// the pinned trash folder, and returns where it went. The rename is
+// atomic: a crash leaves the folder whole in one place or the other.
+func (r *Root) moveToTrash(p, name string) (string, error) {
+	l, err := r.locate(p)
+	if err != nil {
+		return "", err
+	}
+	defer l.close()
+	if l.name == "" {
+		return "", fmt.Errorf("%q: the site root is never moved", p)
+	}
+	if err := mkdirBeneath(r.f, trashFolder, 0o750); err != nil {
+		return "", err
+	}
+	trash, err := openBeneath(r.f, trashFolder, oDirPath, 0)
+	if err != nil {
+		return "", err
+	}
+	defer trash.Close()
+	st, err := fstatat(fdOf(l.parent), l.name)
+	switch {
+	case err != nil:
+		return "", &os.PathError{Op: "stat", Path: apiPath(l.rel), Err: err}
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return "", &os.PathError{Op: "rename", Path: apiPath(l.rel), Err: unix.ENOTDIR}
+	}
+	fsutil.Fault("trash.before-rename")
+	if err := unix.Renameat(fdOf(l.parent), l.name, fdOf(trash), name); err != nil {
+		return "", &os.PathError{Op: "rename", Path: apiPath(l.rel), Err: err}
+	}
+	fsutil.Fault("trash.renamed")
+	return filepath.Join(r.dir, filepath.FromSlash(trashFolder), name), nil
+}
+
+// The configuration folder (settings, exports, shares, quotas, policies)
+// is opened by its name, which the operator chose, and every file in it
+// is then reached beneath it: when it sits inside the site root (the
+// default, <root>/.hub/config), a folder in it swapped for a symlink
+// cannot send a write or a removal elsewhere.
+
+// openConfig opens the configuration folder, creating it if missing.
+func (a *Activities) openConfig() (*os.File, error) {
+	if err := os.MkdirAll(a.ConfigDir, 0o750); err != nil {
+		return nil, err
+	}
+	return openRootDir(a.ConfigDir)
+}
+
+// configError names a configuration file in a refusal about its folder.
+func configError(rel string, err error) error {
+	if errors.Is(err, ErrSymlink) {
+		return fmt.Errorf("configuration file %s: %w", rel, ErrSymlink)
+	}
+	return err
+}
+
+// writeConfig replaces the configuration file rel (a slash path below the
+// configuration folder) with data, creating its folders, atomically and
+// durably (fsutil.WriteFile through the pinned folder).
+func (a *Activities) writeConfig(rel string, data []byte) error {
+	cfg, err := a.openConfig()
+	if err != nil {
+		return err
+	}
+	defer cfg.Close()
+	dir, base := path.Split(rel)
+	dir = strings.TrimSuffix(dir, "/")
+	if err := mkdirBeneath(cfg, dir, 0o750); err != nil {
+		return configError(rel, err)
+	}
+	d, err := openBeneath(cfg, dir, oDirPath, 0)
+	if err != nil {
+		return configError(rel, err)
+	}
+	defer d.Close()
+	return fsutil.WriteFile(d.Name()+"/"+base, data, 0o644)
+}
+
+// removeConfig removes the configuration file rel, with unlinkat in its
+// pinned folder, and says whether it was there; a missing file (or
+// folder) is already removed.
+func (a *Activities) removeConfig(rel string) (removed bool, err error) {
+	cfg, err := a.openConfig()
+	if err != nil {
+		return false, err
+	}
+	defer cfg.Close()
+	dir, base := path.Split(rel)
+	d, err := openBeneath(cfg, strings.TrimSuffix(dir, "/"), oDirPath, 0)
+	if isNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, configError(rel, err)
+	}
+	defer d.Close()
+	switch err := unix.Unlinkat(fdOf(d), base, 0); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENOENT):
+		return false, nil
+	default:
+		return false, &os.PathError{Op: "remove", Path: rel, Err: err}
+	}
+}
+
+// readConfig returns the content of the configuration file rel, opened
+// beneath the configuration folder.
+func (a *Activities) readConfig(rel string) ([]byte, error) {
+	cfg, err := a.openConfig()
+	if err != nil {
+		return nil, err
+	}
+	defer cfg.Close()
+	f, err := openBeneath(cfg, rel, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, configError(rel, err)
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
