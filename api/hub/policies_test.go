@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
@@ -183,5 +186,20 @@ func TestPolicyRunSelectsByItsConditions(t *testing.T) {
 			}
 		}
 		require.ElementsMatch(t, want, done)
+
+		// On a schedule, a firing (PolicyWorkflow) runs the same job and
+		// lasts until it ends.
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", id), map[string]any{"schedule": map[string]any{"minute": "0", "hour": "4"}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		h := e.Temporal.ScheduleClient().GetHandle(context.Background(), workflows.PolicyTemporalID(id))
+		require.NoError(t, h.Trigger(context.Background(), client.ScheduleTriggerOptions{Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL}))
+		require.Eventually(t, func() bool {
+			resp, err := e.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+				Namespace: e.Namespace, Query: "WorkflowType = 'PolicyWorkflow' AND ExecutionStatus = 'Completed'"})
+			return err == nil && len(resp.GetExecutions()) == 1
+		}, time.Minute, 200*time.Millisecond, "the firing ends once its job has")
+		jobs := e.AsAdmin(http.MethodGet, "/api/jobs/?state=SUCCESS", nil).Map()
+		require.EqualValues(t, 2, jobs["count"], jobs)
+		apitest.RecordHistories(t, e.Temporal)
 	})
 }

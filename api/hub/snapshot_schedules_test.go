@@ -79,5 +79,6 @@ func TestSpaceSnapshotSchedule(t *testing.T) {
 		r = e.AsAdmin(http.MethodPatch, base, map[string]any{"snapshot_schedule": nil})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 		require.Nil(t, describeSchedule(t, e, tid))
+		apitest.RecordHistories(t, e.Temporal)
 	})
 }
