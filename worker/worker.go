@@ -55,6 +55,9 @@ func RegisterWorkflows(r interface {
 		workflows.ScheduleWorkflowName:       workflows.ScheduleWorkflow,
 		workflows.PolicyWorkflowName:         workflows.PolicyWorkflow,
 		workflows.SnapshotWorkflowName:       workflows.SnapshotWorkflow,
+		workflows.SearchWorkflowName:         workflows.SearchWorkflow,
+		workflows.SetMetadataWorkflowName:    workflows.SetMetadataWorkflow,
+		workflows.ScanFileIndexWorkflowName:  workflows.ScanFileIndexWorkflow,
 	} {
 		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
 	}

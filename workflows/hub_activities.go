@@ -45,6 +45,7 @@ const (
 
 // HubActivityNames lists every hub activity a workflow calls.
 var HubActivityNames = []string{
+	actStoreSearchPage, actFinishSearchSite, actFinishSearch,
 	actDeliverChanges,
 	actClaimChange,
 	actBucketSites,

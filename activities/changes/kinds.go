@@ -89,6 +89,7 @@ var kinds = map[string]kind{
 	KindCJChange:     {deliver: deliverCJChange, fail: failCJChange},
 	// The reconciler keeps schedules in step whatever happens to these.
 	KindScheduleSync: {deliver: deliverScheduleSync, fail: logOnly},
+	KindSearchCancel: {deliver: deliverSearchCancel, fail: logOnly},
 }
 
 func decode(in *models.Intent, v any) error {

@@ -100,6 +100,12 @@ func (a *Activities) Maintain(ctx context.Context) (workflows.MaintenanceResult,
 			return res, err
 		}
 	}
+	if conf.SearchResultTTL > 0 {
+		// Searches and their results older than search_result_ttl days.
+		if _, err := models.DeleteSearchesBefore(ctx, a.DB, now.Add(-time.Duration(conf.SearchResultTTL)*24*time.Hour), purgePerPass); err != nil {
+			return res, err
+		}
+	}
 	check := func(enabled bool, threshold int64, state []string, column, name, what string, count *int) error {
 		if !enabled || threshold <= 0 {
 			return nil

@@ -194,6 +194,7 @@ func (s *stepRun) results() ([]Result, error) {
 		}
 		out[i] = *j.res
 	}
+	s.root.indexSteps(s.ctx, s.jobs)
 	return out, s.ctx.Err()
 }
 

@@ -32,6 +32,8 @@ type SentFile struct {
 	Size     int64  `json:"size"`
 	Mtime    int64  `json:"mtime"` // Unix ns
 	Checksum string `json:"sha256,omitempty"`
+	// Meta is the file's user metadata, which travels with it.
+	Meta *Meta `json:"meta,omitempty"`
 }
 
 // sendChunk is the source half of send and site_sync: put each changed
@@ -50,7 +52,8 @@ func (a *Activities) sendChunk(in StepInput, drivers *driverSet) chunkFunc {
 				outs = append(outs, Outcome{Path: e.Path, State: OutcomeSuccess,
 					Sent: &SentFile{Path: e.Path, Type: e.Type, Change: e.Change, OldPath: e.OldPath}})
 			case e.Type == TypeDirectory:
-				outs = append(outs, Outcome{Path: e.Path, State: OutcomeSuccess, Sent: &SentFile{Path: e.Path, Type: e.Type, Change: e.Change}})
+				outs = append(outs, Outcome{Path: e.Path, State: OutcomeSuccess, Sent: &SentFile{Path: e.Path, Type: e.Type, Change: e.Change,
+					Meta: a.sentMeta(ctx, e.Path)}})
 			case e.Type != TypeFile:
 				outs = append(outs, Outcome{Path: e.Path, State: OutcomeSkipped, Message: "only files and directories are sent"})
 			default:
@@ -85,7 +88,7 @@ func (a *Activities) sendChunk(in StepInput, drivers *driverSet) chunkFunc {
 					o = Outcome{Path: o.Path, State: OutcomeFailure, Message: "migrated to a target the destination cannot reach; recall it first"}
 				default:
 					o.Sent = &SentFile{Path: e.Path, Type: e.Type, Change: changes[e.Path], Target: rec.Target, Key: rec.Key,
-						Size: rec.Size, Mtime: rec.Mtime, Checksum: rec.Checksum}
+						Size: rec.Size, Mtime: rec.Mtime, Checksum: rec.Checksum, Meta: a.sentMeta(ctx, e.Path)}
 				}
 			}
 			outs = append(outs, o)
@@ -116,6 +119,9 @@ func (a *Activities) Receive(ctx context.Context, in ReceiveInput) (*StepOutput,
 		}
 		beat := func(int) { activity.RecordHeartbeat(ctx, i) }
 		msg, err := a.receiveOne(ctx, in, f, drivers, beat)
+		if err == nil && f.Meta != nil && !strings.HasPrefix(msg, "kept ") && f.Change != Deleted {
+			err = a.replaceMeta(ctx, a.destPath(in, f.Path), *f.Meta)
+		}
 		o := Outcome{Path: f.Path, State: OutcomeSuccess, Message: msg}
 		if err != nil {
 			o.State, o.Message = OutcomeFailure, err.Error()
@@ -125,6 +131,7 @@ func (a *Activities) Receive(ctx context.Context, in ReceiveInput) (*StepOutput,
 		out.Outcomes = append(out.Outcomes, o)
 		activity.RecordHeartbeat(ctx, i) // the SDK throttles these
 	}
+	a.Root.indexPaths(ctx, a.receivedPaths(in))
 	return out, a.Root.state.sync()
 }
 

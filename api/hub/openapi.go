@@ -282,11 +282,11 @@ var routeDocs = map[string]routeDoc{
 	// Routes of the spec not served yet.
 	"GET /api/filesets/":               docOne("files", "File sets", nil, "site"),
 	"GET /api/analytics/":              docPage("files", "Storage analytics", nil, "path", "site", "children", "cache_ttl", "custom_timeout", "raise_exception", "download"),
-	"POST /api/search/":                docOne("search", "Start a search", nil),
-	"GET /api/search/{}/":              docPage("search", "Results of a search", nil, "sort", "group_by_name"),
-	"DELETE /api/search/{}/":           docDelete("search", "Delete a search"),
-	"PATCH /api/search/metadata/":      docOne("search", "Update search metadata", nil),
-	"GET /api/search/metadata_fields/": docPage("search", "List metadata fields", nil),
+	"POST /api/search/":                docOne("search", "Start a search across sites", searchResponse{}).in(changes.SearchRequest{}),
+	"GET /api/search/{}/":              docPage("search", "Results of a search so far (?group_by_name=true: one row per name)", anyOf{searchResultResponse{}, searchNameResponse{}}, "sort", "group_by_name").extra(searchPage{}),
+	"DELETE /api/search/{}/":           docDelete("search", "Stop and delete a search"),
+	"PATCH /api/search/metadata/":      docOne("search", "Set user metadata and tags on files of a site", metadataResponse{}).in(changes.MetadataRequest{}).errs(siteWaits...),
+	"GET /api/search/metadata_fields/": docPage("search", "List the metadata fields in use", metadataFieldResponse{}),
 }
 
 // jobFilters are the query parameters of the job list, which its

@@ -74,6 +74,7 @@ func (s *Server) Handler() http.Handler {
 	s.fileRoutes(authed)
 	s.pkiRoutes(authed)
 	s.jobReadRoutes(authed)
+	s.searchRoutes(authed)
 	return r
 }
 
