@@ -2,7 +2,7 @@
 export GOTOOLCHAIN := local
 GO ?= go
 BIN := bin/hub
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/thehub/hub/worker.Version=$(VERSION)
 
 .PHONY: build run test bench vet fmt clean

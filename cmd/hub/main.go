@@ -10,11 +10,16 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/thehub/hub/worker"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Site workers report their version in heartbeats: without -ldflags,
+	// report what the toolchain recorded rather than "dev".
+	worker.Version = buildVersion()
 	if err := rootCmd().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "hub:", err)
 		os.Exit(1)

@@ -6,18 +6,17 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/thehub/hub/worker"
 )
 
-// version is set at build time: -ldflags "-X main.version=$(git describe)"
-// (see the Makefile).
-var version string
-
-// buildVersion is the -ldflags version, else what the Go toolchain
-// recorded: the module version (go install …@v1.2.3) or the VCS revision,
-// marked "+dirty" when the tree had changes.
+// buildVersion is the version set at build time (the Makefile passes
+// `git describe` as -X github.com/thehub/hub/worker.Version), else what
+// the Go toolchain recorded: the module version (go install …@v1.2.3) or
+// the VCS revision, marked "+dirty" when the tree had changes.
 func buildVersion() string {
-	if version != "" {
-		return version
+	if worker.Version != "" && worker.Version != "dev" {
+		return worker.Version
 	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
