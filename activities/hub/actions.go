@@ -8,11 +8,13 @@ import (
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
-// RecordAction stores an action's state and results.
+// RecordAction stores an action's state and results, errors in them
+// without Temporal's wording.
 func (a *Activities) RecordAction(ctx context.Context, s workflows.ActionState) error {
-	return models.FinishAction(ctx, a.DB, s.ID, s.State, s.Results)
+	return models.FinishAction(ctx, a.DB, s.ID, s.State, vocab.CleanErrorText(s.Results))
 }
 
 // ListSites returns every site, by name.

@@ -42,7 +42,7 @@ func (a *Activities) StoreSiteInventory(ctx context.Context, in workflows.SiteIn
 
 // RecordSpaceSite stores the state of a space's directory on a site.
 func (a *Activities) RecordSpaceSite(ctx context.Context, in workflows.SpaceSiteState) error {
-	if err := models.RecordSpaceSite(ctx, a.DB, in.SpaceID, in.Site, in.State, in.Message); err != nil {
+	if err := models.RecordSpaceSite(ctx, a.DB, in.SpaceID, in.Site, in.State, vocab.CleanErrorText(in.Message)); err != nil {
 		return fmt.Errorf("record space %d on %s: %w", in.SpaceID, in.Site, err)
 	}
 	return nil

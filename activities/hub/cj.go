@@ -15,6 +15,7 @@ import (
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // CJPrepareChange reads the item's newest change, marks it PENDING (queued
@@ -62,6 +63,7 @@ func (a *Activities) CJStartChange(ctx context.Context, plan workflows.CJPlan) e
 // item PENDING for the next run.
 func (a *Activities) CJFinishChange(ctx context.Context, out workflows.CJOutcome) error {
 	level, msg := "info", out.Message
+	out.Error = vocab.CleanErrorText(out.Error)
 	if out.Error != "" {
 		level, msg = "error", "failed: "+out.Error
 		if out.Delete {

@@ -373,7 +373,7 @@ func (a *Activities) FinishTask(ctx context.Context, e workflows.TaskEnd) (workf
 	}
 	result := map[string]any{"succeeded": c.Succeeded, "failed": c.Failed, "skipped": c.Skipped}
 	if e.Error != "" {
-		result["error"] = e.Error
+		result["error"] = vocab.CleanErrorText(e.Error)
 	}
 	if err := models.FinishTask(ctx, a.DB, e.TaskID, state, result); err != nil {
 		return c, err
@@ -435,7 +435,7 @@ func (a *Activities) FinishJob(ctx context.Context, e workflows.JobEnd) (workflo
 			return workflows.JobOutcome{}, err
 		}
 	}
-	reason = shorten(reason, maxJobError)
+	reason = shorten(vocab.CleanErrorText(reason), maxJobError)
 	err = models.UpdateJob(ctx, a.DB, e.JobID, models.JobUpdate{State: out.State, Completed: true,
 		HasFailures: &out.HasFailures, Leftover: &leftover, Cancelled: &cancelled, Aborted: &aborted, Error: &reason})
 	if err != nil {

@@ -56,7 +56,7 @@ func (a *Activities) FinishSearchSite(ctx context.Context, r workflows.SearchSit
 	if !r.Scanned.IsZero() {
 		scanned = &r.Scanned
 	}
-	return searchGone(models.SetSearchSite(ctx, a.DB, r.SearchID, r.Site, r.Status, r.Error, scanned))
+	return searchGone(models.SetSearchSite(ctx, a.DB, r.SearchID, r.Site, r.Status, vocab.CleanErrorText(r.Error), scanned))
 }
 
 // FinishSearch marks a search finished.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // StartSettingsTasks moves the settings tasks a SettingsWorkflow serves
@@ -19,9 +20,10 @@ func (a *Activities) StartSettingsTasks(ctx context.Context, ids []int64) error 
 	return nil
 }
 
-// FinishSettingsTask records a settings task's outcome.
+// FinishSettingsTask records a settings task's outcome, its error without
+// Temporal's wording.
 func (a *Activities) FinishSettingsTask(ctx context.Context, o workflows.SettingsTaskOutcome) error {
-	if err := models.FinishSettingsTask(ctx, a.DB, o.TaskID, o.State, o.Results); err != nil {
+	if err := models.FinishSettingsTask(ctx, a.DB, o.TaskID, o.State, vocab.CleanErrorField(o.Results)); err != nil {
 		return fmt.Errorf("finish settings task %d: %w", o.TaskID, err)
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/api/serviceerror"
@@ -69,22 +68,10 @@ func workflowFailure(e *changes.WorkflowError) error {
 	return Errorf(http.StatusBadGateway, "%s failed.", e.What)
 }
 
-// Temporal's decorations of an error's text: the wrapper of an activity or
-// workflow failure with its ids, and the "(type: …)" an application or
-// timeout error appends.
-var (
-	temporalWrapper = regexp.MustCompile(`(?:activity|child workflow execution|workflow execution) error \([^)]*\): `)
-	temporalType    = regexp.MustCompile(` \(type: [^)]*\)`)
-)
-
 // CleanErrorText strips Temporal's wording from an error text a workflow
-// recorded (a task's, a settings task's or an action's error, a space's
-// error at a site), leaving the messages of
-// the activity and of its causes: no answer shows workflow, run or event
-// ids, or error types, to clients.
-func CleanErrorText(s string) string {
-	return temporalType.ReplaceAllString(temporalWrapper.ReplaceAllString(s, ""), "")
-}
+// recorded (see vocab.CleanErrorText, which the hub applies as it records
+// them; rows recorded before are cleaned here as they are shown).
+func CleanErrorText(s string) string { return vocab.CleanErrorText(s) }
 
 // status maps an error to its HTTP status and client-visible body: the one
 // place where domain errors meet HTTP.
