@@ -50,19 +50,34 @@ func parseFilters(raw json.RawMessage) (site.SearchFilters, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return f, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		var te *json.UnmarshalTypeError
-		field := "filters"
-		if errors.As(err, &te) && te.Field != "" {
-			field += "." + te.Field
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		return f, models.Invalid("filters", "An object: "+strings.TrimPrefix(err.Error(), "json: "))
+	}
+	// Each key alone, so that an error names the key it is about.
+	for k, v := range keys {
+		one, _ := json.Marshal(map[string]json.RawMessage{k: v})
+		dec := json.NewDecoder(bytes.NewReader(one))
+		dec.DisallowUnknownFields()
+		var part site.SearchFilters
+		if err := dec.Decode(&part); err != nil {
+			field := "filters." + k
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field != "" {
+				field = "filters." + te.Field
+			}
+			msg := strings.TrimPrefix(err.Error(), "json: ")
+			switch {
+			case strings.HasPrefix(msg, "unknown field"):
+				field, msg = "filters", fmt.Sprintf("Unknown filter %q: use name, type, size, mtime, atime, ctime, state, tags, metadata.", k)
+			case strings.Contains(msg, "parsing time"):
+				msg = "Times are RFC 3339 (2026-01-02T15:04:05Z): " + msg
+			}
+			return f, models.Invalid(field, msg)
 		}
-		msg := strings.TrimPrefix(err.Error(), "json: ")
-		if strings.Contains(msg, "parsing time") {
-			msg = "times are RFC 3339 (2026-01-02T15:04:05Z): " + msg
-		}
-		return f, models.Invalid(field, msg)
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return f, models.Invalid("filters", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if err := f.Validate(); err != nil {
 		var fe *site.FilterError
