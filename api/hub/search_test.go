@@ -12,9 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"golang.org/x/sys/unix"
 
 	hubact "github.com/thehub/hub/activities/hub"
+	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
@@ -230,8 +232,18 @@ func TestSearchMetadataTravelsWithSend(t *testing.T) {
 	n, err = unix.Getxattr(filepath.Join(dst.root, "data/d03"), "user.hub.tags", b)
 	require.NoError(t, err, "and with the folder")
 	require.Equal(t, `["keep"]`, string(b[:n]))
+	// An operator's scan (what a Temporal Schedule runs) rebuilds the
+	// destination's index; the metadata is read back from the files.
+	run, err := e.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: workflows.ScanFileIndexWorkflowID("dst"),
+		TaskQueue: workflows.HubTaskQueue}, workflows.ScanFileIndexWorkflowName, workflows.ScanFileIndexInput{Site: "dst"})
+	require.NoError(t, err)
+	var scan site.ScanFileIndexOutput
+	require.NoError(t, run.Get(context.Background(), &scan))
+	require.Greater(t, scan.Entries, int64(20))
+	require.False(t, scan.Index.Scanned.IsZero())
 	id := startSearch(t, e, map[string]any{"sites": []string{"dst"}, "filters": map[string]any{"tags": []string{"keep"}}, "metadata_fields": []string{"owner"}})
 	page := waitSearch(t, e, id, "", searchComplete)
 	require.Equal(t, float64(2), page["count"], fmt.Sprint(page))
 	require.Equal(t, map[string]any{"owner": "ada"}, page["results"].([]any)[1].(map[string]any)["metadata"])
+	apitest.RecordHistories(t, e.Temporal)
 }
