@@ -48,19 +48,26 @@ func trashKey(sum string) string { return trashDir + sum }
 func (rec *Record) contentAddressed() bool { return rec.Ref != "" }
 
 // refBody is what a reference marker holds, for operators reading the
-// target; the hub only ever checks that a marker exists.
+// target; steps only ever check that a marker exists. Owner proves which
+// site wrote it (see refOwner), so that an audit of one site never drops
+// another's reference (AuditRefs).
 type refBody struct {
 	Path    string `json:"path"`
 	Ino     uint64 `json:"ino"`
 	Created string `json:"created"`
+	Owner   string `json:"owner,omitempty"`
 }
 
 // addRef records on the target that a record relies on rec.Checksum. It is
 // written before the record, so a crash leaves at worst a reference without
 // a record, which keeps the content (safe) rather than a record without a
 // reference.
-func addRef(ctx context.Context, d targets.Driver, sum, ref, rel string, ino uint64) error {
-	b, _ := json.Marshal(refBody{Path: apiPath(rel), Ino: ino, Created: time.Now().UTC().Format(time.RFC3339)})
+func (r *Root) addRef(ctx context.Context, d targets.Driver, sum, ref, rel string, ino uint64) error {
+	owner, err := r.refOwner(sum, ref)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(refBody{Path: apiPath(rel), Ino: ino, Created: time.Now().UTC().Format(time.RFC3339), Owner: owner})
 	if err := d.Put(ctx, refKey(sum, ref), strings.NewReader(string(b)), int64(len(b))); err != nil {
 		return fmt.Errorf("record the reference to the remote copy: %w", err)
 	}

@@ -112,7 +112,7 @@ func TestCollectorRace(t *testing.T) {
 	cr, err := Collect(ctx, target, CollectOptions{Grace: time.Hour})
 	require.NoError(t, err)
 	require.Equal(t, 1, cr.Trashed)
-	require.NoError(t, addRef(ctx, target, rec.Checksum, rec.Ref, "f.bin", rec.Ino))
+	require.NoError(t, root.addRef(ctx, target, rec.Checksum, rec.Ref, "f.bin", rec.Ino))
 	require.Zero(t, countContent(t, target))
 
 	// Far enough in the future that the grace has passed: still kept,
@@ -126,7 +126,7 @@ func TestCollectorRace(t *testing.T) {
 	require.NoError(t, dropRef(ctx, target, *rec))
 	_, err = Collect(ctx, target, CollectOptions{Grace: time.Hour})
 	require.NoError(t, err)
-	require.NoError(t, addRef(ctx, target, rec.Checksum, rec.Ref, "f.bin", rec.Ino))
+	require.NoError(t, root.addRef(ctx, target, rec.Checksum, rec.Ref, "f.bin", rec.Ino))
 	res, err = Recall(ctx, root, []string{"/f.bin"}, tf, StepOptions{})
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, []string{"/f.bin"})

@@ -490,7 +490,7 @@ func (s *stepRun) stillPremigrated(j *job, target targets.Driver) (bool, error) 
 	if ok, err := hasRef(s.ctx, target, rec); err != nil {
 		return false, err
 	} else if !ok {
-		if err := addRef(s.ctx, target, rec.Checksum, rec.Ref, j.rel, rec.Ino); err != nil {
+		if err := s.root.addRef(s.ctx, target, rec.Checksum, rec.Ref, j.rel, rec.Ino); err != nil {
 			return false, err
 		}
 	}
@@ -543,7 +543,7 @@ func (s *stepRun) upload(j *job, target targets.Driver, targetName string) (sent
 	}
 	// The reference goes first: from then on the collector keeps the
 	// content, or puts it back, whatever it saw before.
-	if err := addRef(s.ctx, target, sum, ref, j.rel, j.next.Ino); err != nil {
+	if err := s.root.addRef(s.ctx, target, sum, ref, j.rel, j.next.Ino); err != nil {
 		return false, err
 	}
 	fsutil.Fault("upload.ref-added")

@@ -277,7 +277,7 @@ func (a *Activities) makeStub(ctx context.Context, dst string, f SentFile, d tar
 		if rec.Ref, err = a.Root.refID(rec.Ino, rec.Btime, f.Checksum); err != nil {
 			return err
 		}
-		if err := addRef(ctx, d, f.Checksum, rec.Ref, rel, rec.Ino); err != nil {
+		if err := a.Root.addRef(ctx, d, f.Checksum, rec.Ref, rel, rec.Ino); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,198 @@
+package site
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/thehub/hub/activities/targets"
+)
+
+// refOwner proves that this site wrote the reference ref to content sum:
+// a MAC under the site's key, kept in the reference's body. Another site
+// sharing the target cannot produce it, so an audit never mistakes
+// another site's reference for one of its own.
+func (r *Root) refOwner(sum, ref string) (string, error) {
+	key, err := r.state.signer.loadKey()
+	if err != nil {
+		return "", err
+	}
+	m := hmac.New(sha256.New, key)
+	fmt.Fprintf(m, "hub reference owner v1\x00%s\x00%s", sum, ref)
+	return hex.EncodeToString(m.Sum(nil)[:16]), nil
+}
+
+// DefaultAuditMinAge is how old a reference must be before an audit may
+// call it leaked: far longer than any step runs between writing a
+// reference and writing its record (a step is abandoned after the job's
+// task_invalidation_timeout, 24 hours by default, and a retried step
+// writes its reference again, which makes it young again).
+const DefaultAuditMinAge = 7 * 24 * time.Hour
+
+// AuditOptions tunes AuditRefs.
+type AuditOptions struct {
+	// MinAge: younger references are never reported (default
+	// DefaultAuditMinAge); see DefaultAuditMinAge.
+	MinAge time.Duration
+	// Drop removes the leaked references found.
+	Drop bool
+	// Now is the audit's clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// LeakedRef is a reference of this site that no record on the site names.
+type LeakedRef struct {
+	Target  string    `json:"target"`
+	Key     string    `json:"key"`  // refs/<sha256>/<ref>
+	Path    string    `json:"path"` // the file that wrote it, as it was named then
+	Written time.Time `json:"written"`
+	Dropped bool      `json:"dropped"`
+}
+
+// AuditResult says what AuditRefs found.
+type AuditResult struct {
+	Records int         `json:"records"` // records on the site that name a reference
+	Refs    int         `json:"refs"`    // references on the targets, of any site
+	Ours    int         `json:"ours"`    // of them, written by this site
+	Young   int         `json:"young"`   // of ours without a record, too young to report
+	Unowned int         `json:"unowned"` // references without an owner (written before owners were recorded): never reported
+	Leaked  []LeakedRef `json:"leaked"`
+}
+
+// AuditRefs lists the references this site wrote on the given targets
+// that no record on the site names any more: a stub removed with rm, a
+// file overwritten by its user, a stub replaced outside the hub. Such a
+// reference keeps its content on the target for ever. With opts.Drop they
+// are removed; dropping a reference never deletes data, the collector
+// trashes content nothing refers to and deletes it only after its grace
+// period.
+//
+// A reference is written before its record (see addRef), so a reference
+// without a record may be a step in flight: only references older than
+// opts.MinAge are reported. A file renamed while the site is walked can
+// be missed by the walk; before dropping anything the site is walked a
+// second time, and only references missing from both walks go.
+// References written by other sites sharing a target (their owner MAC is
+// not this site's) and references from before owners were recorded are
+// never reported.
+func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Driver, opts AuditOptions) (AuditResult, error) {
+	if opts.MinAge <= 0 {
+		opts.MinAge = DefaultAuditMinAge
+	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	res := AuditResult{Leaked: []LeakedRef{}}
+	live, err := liveRefs(ctx, root)
+	if err != nil {
+		return res, err
+	}
+	res.Records = len(live)
+	cutoff := now().Add(-opts.MinAge)
+	for _, name := range slices.Sorted(maps.Keys(drivers)) {
+		d := drivers[name]
+		err := eachObject(ctx, d, refsDir, func(o targets.Object) error {
+			sum, ref, ok := strings.Cut(strings.TrimPrefix(o.Key, refsDir), "/")
+			if !ok || strings.Contains(ref, "/") || sum == "" || ref == "" {
+				return nil // not a reference
+			}
+			res.Refs++
+			body, err := readRefBody(ctx, d, o.Key)
+			if errors.Is(err, targets.ErrNotFound) {
+				return nil // dropped since the listing
+			}
+			if err != nil {
+				return err
+			}
+			if body.Owner == "" {
+				res.Unowned++
+				return nil
+			}
+			mine, err := root.refOwner(sum, ref)
+			if err != nil {
+				return err
+			}
+			if !hmac.Equal([]byte(body.Owner), []byte(mine)) {
+				return nil // another site's
+			}
+			res.Ours++
+			if live[sum+"/"+ref] {
+				return nil
+			}
+			written := o.Mtime
+			if written.IsZero() {
+				written, _ = time.Parse(time.RFC3339, body.Created)
+			}
+			if written.IsZero() || written.After(cutoff) {
+				res.Young++
+				return nil
+			}
+			res.Leaked = append(res.Leaked, LeakedRef{Target: name, Key: o.Key, Path: body.Path, Written: written.UTC()})
+			return nil
+		})
+		if err != nil {
+			return res, fmt.Errorf("audit references on target %s: %w", name, err)
+		}
+	}
+	if !opts.Drop || len(res.Leaked) == 0 {
+		return res, nil
+	}
+	again, err := liveRefs(ctx, root)
+	if err != nil {
+		return res, err
+	}
+	for i := range res.Leaked {
+		l := &res.Leaked[i]
+		if again[strings.TrimPrefix(l.Key, refsDir)] {
+			continue // its file was moved during the first walk
+		}
+		if err := drivers[l.Target].Delete(ctx, l.Key); err != nil && !errors.Is(err, targets.ErrNotFound) {
+			return res, fmt.Errorf("drop reference %s on target %s: %w", l.Key, l.Target, err)
+		}
+		l.Dropped = true
+	}
+	return res, nil
+}
+
+// liveRefs walks the whole site and returns the references its records
+// name, as "<sha256>/<ref>". Every record counts, trusted or not: a
+// reference any record names is never called leaked.
+func liveRefs(ctx context.Context, root *Root) (map[string]bool, error) {
+	live := map[string]bool{}
+	files, _ := newFilter(WalkOptions{Types: []string{TypeFile}})
+	err := walkTree(ctx, root, []string{"/"}, walkConfig{filter: files}, func(items []item) error {
+		for _, it := range items {
+			if it.rec != nil && it.rec.Ref != "" {
+				live[it.rec.Checksum+"/"+it.rec.Ref] = true
+			}
+		}
+		return nil
+	})
+	return live, err
+}
+
+// readRefBody reads a reference marker's body.
+func readRefBody(ctx context.Context, d targets.Driver, key string) (refBody, error) {
+	var body refBody
+	rc, err := d.Get(ctx, key)
+	if err != nil {
+		return body, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, 64<<10))
+	if err != nil {
+		return body, err
+	}
+	_ = json.Unmarshal(b, &body) // a body that is not ours has no owner
+	return body, nil
+}

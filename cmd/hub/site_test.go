@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/activities/site"
+	"github.com/thehub/hub/activities/targets"
+)
+
+// TestSiteAuditRefs runs hub site audit-refs on a site with a stub
+// removed by hand: it lists exactly that stub's reference, --drop removes
+// it, and the other stub still recalls byte-identical.
+func TestSiteAuditRefs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, tdir := t.TempDir(), t.TempDir()
+	for name, data := range map[string]string{"keep.txt": "kept data", "gone.txt": "removed by hand"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644))
+	}
+	root, err := site.NewRoot(dir)
+	require.NoError(t, err)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	res, err := site.Migrate(ctx, root, []string{"/keep.txt", "/gone.txt"}, target, tdir, site.StepOptions{})
+	require.NoError(t, err)
+	for _, r := range res {
+		require.Equal(t, site.CodeOK, r.Code, r.Message)
+	}
+	_, rec, err := root.Stat("/gone.txt")
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(dir, "gone.txt")))
+
+	audit := func(extra ...string) site.AuditResult {
+		t.Helper()
+		var out bytes.Buffer
+		cmd := rootCmd()
+		cmd.SetOut(&out)
+		cmd.SetArgs(append([]string{"site", "audit-refs", "--root", dir, "--target-folder", tdir, "--min-age", "1ns"}, extra...))
+		require.NoError(t, cmd.ExecuteContext(ctx))
+		var got site.AuditResult
+		require.NoError(t, json.Unmarshal(out.Bytes(), &got), out.String())
+		return got
+	}
+	got := audit()
+	require.Len(t, got.Leaked, 1)
+	require.Equal(t, "refs/"+rec.Checksum+"/"+rec.Ref, got.Leaked[0].Key)
+	require.Equal(t, "/gone.txt", got.Leaked[0].Path)
+	require.False(t, got.Leaked[0].Dropped)
+
+	got = audit("--drop")
+	require.Len(t, got.Leaked, 1)
+	require.True(t, got.Leaked[0].Dropped)
+	require.Empty(t, audit().Leaked)
+
+	res, err = site.Recall(ctx, root, []string{"/keep.txt"}, func(string) (targets.Driver, error) { return target, nil }, site.StepOptions{})
+	require.NoError(t, err)
+	require.Equal(t, site.CodeOK, res[0].Code, res[0].Message)
+	b, err := os.ReadFile(filepath.Join(dir, "keep.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "kept data", string(b))
+
+	// Without a target it says what is missing.
+	cmd := rootCmd()
+	cmd.SetArgs([]string{"site", "audit-refs", "--root", dir})
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	require.ErrorContains(t, cmd.ExecuteContext(ctx), "--target-folder")
+}
