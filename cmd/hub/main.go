@@ -26,6 +26,9 @@ func main() {
 	}
 }
 
+// rootCmd is the hub command. Each command checks its configuration in
+// PreRunE (flags and HUB_* variables, nothing started), which the compose
+// test runs alone.
 func rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "hub",
@@ -33,7 +36,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(devCmd(), serveCmd(), workerCmd(), migrateCmd(), siteCmd(), versionCmd())
+	root.AddCommand(devCmd(), serveCmd(), workerCmd(), migrateCmd(), siteCmd(), versionCmd(), probeCmd())
 	return root
 }
 
@@ -44,13 +47,11 @@ func devCmd() *cobra.Command {
 		Use:   "dev",
 		Short: "Run the whole stack in one process: embedded Temporal and its UI, sqlite, the APIs, the hub worker and one site worker per dev site",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.finish(cmd.Flags()); err != nil {
-				return err
-			}
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.DevSites = devSites(sites)
-			return runDev(cmd.Context(), cfg)
+			return cfg.finish(cmd.Flags())
 		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), cfg) },
 	}
 	cfg.commonFlags(cmd.Flags())
 	cfg.serveFlags(cmd.Flags())
@@ -63,15 +64,11 @@ func devCmd() *cobra.Command {
 func serveCmd() *cobra.Command {
 	cfg := new(Config)
 	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Serve the hub API, the C+J API and its token server (production)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.finish(cmd.Flags()); err != nil {
-				return err
-			}
-			return runServe(cmd.Context(), cfg)
-		},
+		Use:     "serve",
+		Short:   "Serve the hub API, the C+J API and its token server (production)",
+		Args:    cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return cfg.finish(cmd.Flags()) },
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), cfg) },
 	}
 	cfg.commonFlags(cmd.Flags())
 	cfg.serveFlags(cmd.Flags())
@@ -85,15 +82,16 @@ func workerCmd() *cobra.Command {
 		Use:   "worker",
 		Short: "Run the hub worker (--hub) and/or a site worker (--site S --queue Q --root DIR)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cfg.finish(cmd.Flags()); err != nil {
 				return err
 			}
 			if !cfg.Hub && cfg.Site == "" {
 				return fmt.Errorf("say which worker to run: --hub, or --site NAME (with --queue and --root)")
 			}
-			return runWorker(cmd.Context(), cfg)
+			return nil
 		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runWorker(cmd.Context(), cfg) },
 	}
 	cfg.commonFlags(cmd.Flags())
 	cfg.siteFlags(cmd.Flags())

@@ -161,6 +161,9 @@ func TestDevMetricsDuringJob(t *testing.T) {
 	code, body = get(t, apiURL+"/readyz")
 	require.Equal(t, http.StatusOK, code, "probes answer on the API port too, unauthenticated")
 	require.JSONEq(t, `{"status":"ok","checks":{"database":"ok","temporal":"ok"}}`, string(body))
+	cmd := rootCmd()
+	cmd.SetArgs([]string{"probe", "readyz", "--ops-addr", ops})
+	require.NoError(t, cmd.Execute(), "hub probe readyz exits 0 on a ready process")
 	code, _ = get(t, apiURL+"/metrics")
 	require.Equal(t, http.StatusNotFound, code, "metrics stay on the ops listener")
 
@@ -245,6 +248,14 @@ func TestWorkerProbesWhileStarting(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &r))
 	require.Equal(t, "starting", r.Status)
 	require.NotEmpty(t, r.Detail)
+	// hub probe, the image's healthcheck, says the same by its exit code.
+	probe := func(what string) error {
+		cmd := rootCmd()
+		cmd.SetArgs([]string{"probe", what, "--ops-addr", ops})
+		return cmd.Execute()
+	}
+	require.NoError(t, probe("healthz"))
+	require.ErrorContains(t, probe("readyz"), "503 Service Unavailable")
 	time.Sleep(2 * time.Second) // several attempts
 	select {
 	case err := <-done:
