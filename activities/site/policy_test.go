@@ -3,6 +3,8 @@ package site
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -77,12 +80,19 @@ func writePolicyTree(t *testing.T, dir string, now time.Time, files []policyFixt
 // reads now and whose pools measure as the returned map says.
 func policyActivities(t *testing.T, now time.Time, files []policyFixture) (*Activities, map[string][2]int64) {
 	t.Helper()
+	return policyActivitiesOn(t, now, files, false)
+}
+
+// policyActivitiesOn is policyActivities with the state kept in the index
+// rather than in extended attributes when indexState is set.
+func policyActivitiesOn(t *testing.T, now time.Time, files []policyFixture, indexState bool) (*Activities, map[string][2]int64) {
+	t.Helper()
 	dir := t.TempDir()
 	writePolicyTree(t, dir, now, files)
 	require.NoError(t, os.Symlink("a.pdf", filepath.Join(dir, "link.pdf")))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "dir.pdf"), 0o755))
 	pools := map[string][2]int64{}
-	a := &Activities{Root: newRoot(t, dir, false), Site: "west",
+	a := &Activities{Root: newRoot(t, dir, indexState), Site: "west",
 		Now: func() time.Time { return now },
 		Utilisation: func(_ context.Context, pool string) (int64, int64, error) {
 			m, ok := pools[pool]
@@ -97,10 +107,12 @@ func policyActivities(t *testing.T, now time.Time, files []policyFixture) (*Acti
 	return a, pools
 }
 
-// discover runs the Discover activity as Temporal runs it.
-func discover(t *testing.T, a *Activities, in DiscoverInput) (*DiscoverOutput, error) {
+// discover runs the Discover activity as Temporal runs it (heartbeats
+// included), its log silenced: errors are returned.
+func discover(t testing.TB, a *Activities, in DiscoverInput) (*DiscoverOutput, error) {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
+	s.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(a)
 	val, err := env.ExecuteActivity(a.Discover, in)
@@ -413,9 +425,21 @@ func TestPolicyTriggers(t *testing.T) {
 // selected at all.
 func TestPolicyMigratedFilesDoNotCount(t *testing.T) {
 	t.Parallel()
+	for _, backend := range []string{"xattr", "index"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testPolicyMigratedFiles(t, backend == "index")
+		})
+	}
+}
+
+func testPolicyMigratedFiles(t *testing.T, indexState bool) {
 	now := time.Now()
 	files := tenFiles()
-	a, pools := policyActivities(t, now, files)
+	a, pools := policyActivitiesOn(t, now, files, indexState)
+	if !indexState && a.Root.StateBackend() != "xattr" {
+		t.Fatalf("this filesystem has no user extended attributes: the xattr case cannot run")
+	}
 	pools["system"] = [2]int64{900, 1000}
 	ctx := context.Background()
 	stubs := []string{"/p/f1", "/p/f2"}

@@ -128,9 +128,12 @@ func openStateStore(dir string, useXattr bool) *stateStore {
 }
 
 // get returns the record stored for the file, or nil.
-func (s *stateStore) get(abs, rel string) (*Record, error) {
+func (s *stateStore) get(abs, rel string) (*Record, error) { return s.getAt(entryAt{}, abs, rel) }
+
+// getAt is get for a file a walk found (see entryAt).
+func (s *stateStore) getAt(at entryAt, abs, rel string) (*Record, error) {
 	if s.xattr {
-		b, err := lgetxattr(abs, recordXattr)
+		b, err := lgetxattrAt(at, abs, recordXattr)
 		switch {
 		case err == nil:
 			var rec Record
@@ -142,6 +145,9 @@ func (s *stateStore) get(abs, rel string) (*Record, error) {
 		case !errors.Is(err, errNoAttr) && !errors.Is(err, errXattrUnsupported):
 			return nil, fmt.Errorf("state of %s: %w", apiPath(rel), err)
 		}
+	}
+	if at.noIndex {
+		return nil, nil
 	}
 	return s.index.get(rel)
 }

@@ -479,6 +479,8 @@ func (w *walker) readDir(job dirJob) error {
 		return fmt.Errorf("walk %s: %w", apiPath(job.rel), err)
 	}
 	defer d.Close()
+	dirfd := int(d.Fd()) // valid while d is open
+	noIndex := w.root.state.index.noRecordsBelow(job.rel)
 	for {
 		if err := w.ctx.Err(); err != nil {
 			return err
@@ -502,14 +504,15 @@ func (w *walker) readDir(job dirJob) error {
 			if !w.f.wants(rel, typ) {
 				continue
 			}
-			fi, lerr := de.Info()
+			at := entryAt{dirfd: dirfd, name: name, noIndex: noIndex}
+			fi, lerr := lstatAt(at, abs)
 			if lerr != nil {
 				if errors.Is(lerr, fs.ErrNotExist) {
 					continue
 				}
 				return fmt.Errorf("walk %s: %w", apiPath(rel), lerr)
 			}
-			if it := w.makeItem(rel, abs, typ, fi); w.f.wantsState(it.State) {
+			if it := w.makeItemAt(at, rel, abs, typ, fi); w.f.wantsState(it.State) {
 				items = append(items, it)
 			}
 		}
@@ -532,6 +535,12 @@ func (w *walker) readDir(job dirJob) error {
 // makeItem builds the reported item; an unreadable state record counts
 // as no record, as the file is then treated as resident everywhere.
 func (w *walker) makeItem(rel, abs, typ string, fi fs.FileInfo) item {
+	return w.makeItemAt(entryAt{}, rel, abs, typ, fi)
+}
+
+// makeItemAt is makeItem for an entry a walk found in a folder it holds
+// open.
+func (w *walker) makeItemAt(at entryAt, rel, abs, typ string, fi fs.FileInfo) item {
 	it := item{
 		Entry: Entry{Path: apiPath(rel), Type: typ, Mtime: fi.ModTime(), State: Resident},
 		ino:   inode(fi),
@@ -546,7 +555,7 @@ func (w *walker) makeItem(rel, abs, typ string, fi fs.FileInfo) item {
 	it.Size = fi.Size()
 	if typ == TypeFile {
 		it.atime, it.ctime = fileTimes(fi)
-		rec, _ := w.root.state.get(abs, rel)
+		rec, _ := w.root.state.getAt(at, abs, rel)
 		it.rec = rec
 		it.State = rec.effective(fi)
 		if it.State == Migrated {
