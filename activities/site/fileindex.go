@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // The file index is a site's catalogue of its files, for search: one row
@@ -425,6 +427,7 @@ func (x *FileIndex) scan(ctx context.Context, paths []string, progress func(n in
 			return nil
 		}
 		err := x.put(ctx, id, pending, keepMeta)
+		fsutil.Fault("fileindex.batch")
 		pending = pending[:0]
 		if progress != nil {
 			progress(n)

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // User metadata and tags are kept with the file, in extended attributes:
@@ -173,12 +175,14 @@ func writeXattrMeta(abs string, old, m Meta) (ok bool, err error) {
 		if err := set(metaXattrPrefix+k, []byte(v)); err != nil {
 			return notSupported(err)
 		}
+		fsutil.Fault("meta.xattr")
 	}
 	for k := range old.Fields {
 		if _, keep := m.Fields[k]; !keep {
 			if err := lremovexattr(abs, metaXattrPrefix+k); err != nil && !errors.Is(err, errNoAttr) {
 				return notSupported(err)
 			}
+			fsutil.Fault("meta.xattr")
 		}
 	}
 	if !slices.Equal(old.Tags, m.Tags) {
