@@ -61,6 +61,9 @@ type Config struct {
 	adminPasswordSet bool
 	secrets          *vocab.Cipher // from openSecrets
 	envErrs          []error       // bad HUB_* values, reported by finish
+	// waiting, when set, is told what the process waits for at start
+	// (the ops probes report it).
+	waiting func(string)
 }
 
 // env returns the HUB_* variable or def.

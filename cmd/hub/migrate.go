@@ -33,7 +33,9 @@ func migrateCmd() *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			if err := migrations.Up(cmd.Context(), db); err != nil {
+			// Wait for the database and for a hub process that is
+			// migrating now, as every process does at start.
+			if err := migrateUp(cmd.Context(), cfg, db, cfg.logger()); err != nil {
 				return err
 			}
 			fmt.Println("database is up to date")

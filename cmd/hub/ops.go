@@ -57,6 +57,7 @@ func startOps(cfg *Config, log *slog.Logger) (*opsRuntime, error) {
 	o.http = ops.NewHTTPMetrics(o.reg)
 	o.steps = site.NewStepMetrics(o.reg)
 	o.temporal, o.closer = ops.TemporalMetrics(o.reg, log)
+	cfg.waiting = o.probes.Starting
 	if cfg.OpsAddr == "" {
 		return o, nil
 	}

@@ -247,7 +247,11 @@ func TestWorkerProbesWhileStarting(t *testing.T) {
 	var r struct{ Status, Detail string }
 	require.NoError(t, json.Unmarshal(body, &r))
 	require.Equal(t, "starting", r.Status)
-	require.NotEmpty(t, r.Detail)
+	require.Eventually(t, func() bool {
+		_, body := get(t, base+"/readyz")
+		require.NoError(t, json.Unmarshal(body, &r))
+		return strings.Contains(r.Detail, "cannot connect to Temporal at") && strings.Contains(r.Detail, "attempt")
+	}, 30*time.Second, 100*time.Millisecond, "readyz says what the worker waits for: %s", r.Detail)
 	// hub probe, the image's healthcheck, says the same by its exit code.
 	probe := func(what string) error {
 		cmd := rootCmd()

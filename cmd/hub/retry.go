@@ -29,10 +29,11 @@ func (e errPermanent) Error() string { return e.err.Error() }
 func (e errPermanent) Unwrap() error { return e.err }
 
 // retry calls fn until it succeeds, returns an errPermanent, ctx ends or
-// timeout (0: none) passes, waiting longer after each failure. Each
-// failure is logged, so an operator sees what the process waits for.
-func retry(ctx context.Context, log *slog.Logger, timeout time.Duration, what string, fn func(context.Context) error) error {
-	if timeout > 0 {
+// cfg.StartTimeout (0: none) passes, waiting longer after each failure.
+// Each failure is logged and shown by /readyz (cfg.waiting), so an
+// operator sees what the process waits for.
+func retry(ctx context.Context, cfg *Config, log *slog.Logger, what string, fn func(context.Context) error) error {
+	if timeout := cfg.StartTimeout; timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
@@ -53,6 +54,9 @@ func retry(ctx context.Context, log *slog.Logger, timeout time.Duration, what st
 			return fmt.Errorf("gave up after %d attempts (HUB_START_TIMEOUT): %w", attempt, err)
 		}
 		sleep := wait/2 + rand.N(wait/2+1)
+		if cfg.waiting != nil {
+			cfg.waiting(fmt.Sprintf("cannot %s (attempt %d): %v", what, attempt, err))
+		}
 		log.Warn("cannot "+what+"; retrying", "attempt", attempt, "retry_in", sleep.Round(time.Millisecond), "error", err)
 		select {
 		case <-ctx.Done():
@@ -69,10 +73,10 @@ func retry(ctx context.Context, log *slog.Logger, timeout time.Duration, what st
 // than fail. A lock left by a process killed mid-migration is never freed
 // by itself: the warnings say how to clear it.
 func migrateUp(ctx context.Context, cfg *Config, db *bun.DB, log *slog.Logger) error {
-	if err := retry(ctx, log, cfg.StartTimeout, "reach the database", db.PingContext); err != nil {
+	if err := retry(ctx, cfg, log, "reach the database", db.PingContext); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
-	return retry(ctx, log, cfg.StartTimeout, "take the migration lock (held by another hub process; "+
+	return retry(ctx, cfg, log, "take the migration lock (held by another hub process; "+
 		"if none is running, one was killed mid-migration: check `hub migrate status` and delete the row of bun_migration_locks)",
 		func(ctx context.Context) error {
 			err := migrations.Up(ctx, db)

@@ -98,7 +98,7 @@ func dialTemporal(ctx context.Context, cfg *Config, metrics client.MetricsHandle
 		return nil, err
 	}
 	var tc client.Client
-	err = retry(ctx, log, cfg.StartTimeout, "connect to Temporal at "+cfg.TemporalAddr, func(ctx context.Context) error {
+	err = retry(ctx, cfg, log, "connect to Temporal at "+cfg.TemporalAddr, func(ctx context.Context) error {
 		tc, err = client.DialContext(ctx, opts)
 		return err
 	})
