@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,10 @@ import (
 // raceFor is how long each swap race below runs: long enough that a check
 // followed by a use by name loses the race many times over.
 const raceFor = 1500 * time.Millisecond
+
+// removalRaceFor is longer: a removal by name loses its race less often
+// (it must meet the swapped link twice, at its check and at its use).
+const removalRaceFor = 3 * time.Second
 
 // swapForLink swaps the folder dir for a symlink to target and back, over
 // and over, until the returned stop is called.
@@ -30,10 +35,12 @@ func swapForLink(dir, target string) (stop func()) {
 	})
 }
 
-// spin holds a swapped state for a few microseconds, about as long as
-// the hub takes from a check to its use, without yielding the core.
+// spin holds a swapped state for a few microseconds, from none to about
+// as long as the hub takes from a check to its use, without yielding the
+// core: the varying hold meets check-to-use windows of every length.
 func spin() {
-	for start := time.Now(); time.Since(start) < 5*time.Microsecond; {
+	hold := time.Duration(rand.IntN(40)) * time.Microsecond
+	for start := time.Now(); time.Since(start) < hold; {
 		runtime.Gosched()
 	}
 }
@@ -96,14 +103,18 @@ func TestSpaceRemovalSwapRace(t *testing.T) {
 	require.NoError(t, err)
 
 	stop := swapForLink(filepath.Join(a.Root.Dir(), cjSpacesDir), outside)
-	deadline := time.Now().Add(raceFor)
+	deadline := time.Now().Add(removalRaceFor)
 	for i := 0; time.Now().Before(deadline); i++ {
-		// Half the spaces hold a folder, so they go to the trash.
+		// Now and then the space is made again, holding a folder (so it
+		// goes to the trash) or not; most removals find it gone, which is
+		// when a removal by name would reach the folder outside.
 		sp := &CJSpace{Name: "s"}
-		if i%2 == 0 {
+		if i%32 == 0 {
 			sp.Directories = []string{"d"}
 		}
-		_, _ = a.CJApply(ctx, CJChange{Type: CJSpaces, Name: "s", Space: sp})
+		if i%16 == 0 {
+			_, _ = a.CJApply(ctx, CJChange{Type: CJSpaces, Name: "s", Space: sp})
+		}
 		_, _ = a.CJApply(ctx, CJChange{Type: CJSpaces, Name: "s", Space: sp, Delete: true})
 	}
 	stop()
@@ -122,9 +133,11 @@ func TestRemoveSpaceDirSwapRace(t *testing.T) {
 	require.NoError(t, os.Mkdir(filepath.Join(a.Root.Dir(), "sw"), 0o755))
 
 	stop := swapForLink(filepath.Join(a.Root.Dir(), "sw"), outside)
-	deadline := time.Now().Add(raceFor)
-	for time.Now().Before(deadline) {
-		_, _ = a.CreateSpaceDir(ctx, SpaceDirInput{Mountpoint: "/sw/m"})
+	deadline := time.Now().Add(removalRaceFor)
+	for i := 0; time.Now().Before(deadline); i++ {
+		if i%16 == 0 {
+			_, _ = a.CreateSpaceDir(ctx, SpaceDirInput{Mountpoint: "/sw/m"})
+		}
 		_, _ = a.RemoveSpaceDir(ctx, SpaceDirInput{Mountpoint: "/sw/m"})
 	}
 	stop()
