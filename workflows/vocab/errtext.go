@@ -1,6 +1,7 @@
 package vocab
 
 import (
+	"bytes"
 	"encoding/json"
 	"regexp"
 )
@@ -27,7 +28,9 @@ func CleanErrorText(s string) string {
 // object (a settings task's results); anything else is returned as it is.
 func CleanErrorField(raw json.RawMessage) json.RawMessage {
 	var all map[string]any
-	if json.Unmarshal(raw, &all) != nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // numbers come back as written
+	if dec.Decode(&all) != nil || dec.More() {
 		return raw
 	}
 	msg, ok := all["error"].(string)

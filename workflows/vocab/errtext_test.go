@@ -24,10 +24,11 @@ func TestCleanErrorText(t *testing.T) {
 
 func TestCleanErrorField(t *testing.T) {
 	t.Parallel()
-	raw := json.RawMessage(`{"error":"activity error (type: ApplySettings, scheduledEventID: 5, startedEventID: 6, identity: i): disk full (type: *fs.PathError, retryable: true)","set":["a"]}`)
+	raw := json.RawMessage(`{"error":"activity error (type: ApplySettings, scheduledEventID: 5, startedEventID: 6, identity: i): disk full (type: *fs.PathError, retryable: true)","set":["a"],"n":12345678901234567}`)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(CleanErrorField(raw), &got))
-	require.Equal(t, map[string]any{"error": "disk full", "set": []any{"a"}}, got)
+	require.Equal(t, map[string]any{"error": "disk full", "set": []any{"a"}, "n": float64(12345678901234567)}, got)
+	require.Contains(t, string(CleanErrorField(raw)), `"n":12345678901234567`, "numbers kept as written")
 	for _, keep := range []string{`{"set":["a"]}`, `null`, `not json`, `{"error":"plain"}`} {
 		require.Equal(t, keep, string(CleanErrorField(json.RawMessage(keep))))
 	}
