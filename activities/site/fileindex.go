@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/uptrace/bun/driver/sqliteshim"
+	_ "modernc.org/sqlite" // the "sqlite" driver: pure Go, no bun (site workers have no hub database)
 
 	"github.com/thehub/hub/activities/fsutil"
 )
@@ -105,7 +105,7 @@ func OpenFileIndex(root *Root, file string) (*FileIndex, error) {
 	// and the busy timeout covers other nodes' processes.
 	dsn := "file:" + file + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(30000)&_pragma=synchronous(NORMAL)" +
 		"&_pragma=cache_size(-65536)&_txlock=immediate"
-	db, err := sql.Open(sqliteshim.ShimName, dsn)
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("file index: %w", err)
 	}
