@@ -303,7 +303,27 @@ func (p *policyScan) matches(it *item) bool {
 	return false
 }
 
-func (g *matchGroup) matches(it *item) bool {
+// cannotMatch reports, from its lstat alone, that a file matches no group:
+// it checks every condition but the sizes, which for a stub depend on its
+// state record. The walk then skips the file's state lookup.
+func (p *policyScan) cannotMatch(rel string, fi fs.FileInfo) bool {
+	if len(p.groups) == 0 {
+		return false
+	}
+	it := item{Entry: Entry{Path: rel, Mtime: fi.ModTime()}}
+	it.atime, it.ctime = fileTimes(fi)
+	for i := range p.groups {
+		if p.groups[i].matchesBut(&it, true) {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *matchGroup) matches(it *item) bool { return g.matchesBut(it, false) }
+
+// matchesBut is matches, ignoring the size conditions when skipSizes.
+func (g *matchGroup) matchesBut(it *item, skipSizes bool) bool {
 	for _, d := range g.dates {
 		var t int64
 		switch d.field {
@@ -319,6 +339,9 @@ func (g *matchGroup) matches(it *item) bool {
 		}
 	}
 	for _, s := range g.sizes {
+		if skipSizes {
+			break
+		}
 		ok := it.Size < s.size
 		if s.greater {
 			ok = it.Size > s.size
@@ -552,7 +575,7 @@ func (a *Activities) discoverPolicy(ctx context.Context, in DiscoverInput, w *ba
 	}
 	sel := &selection{p: p, bounded: len(in.Policy.Triggers) > 0, need: c.premigrate}
 	seen := 0
-	err = walkTree(ctx, a.Root, walk, walkConfig{workers: in.Policy.Threads, filter: f}, func(items []item) error {
+	err = walkTree(ctx, a.Root, walk, walkConfig{workers: in.Policy.Threads, filter: f, skipFile: p.cannotMatch}, func(items []item) error {
 		for i := range items {
 			it := &items[i]
 			if p.matches(it) {

@@ -116,6 +116,9 @@ type walkConfig struct {
 	// btime fetches birth times, which tell a moved file from a new file
 	// that reuses a deleted file's inode.
 	btime bool
+	// skipFile, when set, drops a file found in a folder before its state
+	// is read: a cheap pre-selection (a policy's conditions).
+	skipFile func(rel string, fi fs.FileInfo) bool
 }
 
 // Walk reports every entry under the given root-relative paths exactly
@@ -299,7 +302,7 @@ func walkTree(ctx context.Context, root *Root, paths []string, cfg walkConfig, v
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	w := &walker{ctx: ctx, root: root, f: f, btime: cfg.btime, out: make(chan []item, 2*workers)}
+	w := &walker{ctx: ctx, root: root, f: f, btime: cfg.btime, skipFile: cfg.skipFile, out: make(chan []item, 2*workers)}
 	w.queue.cond = sync.NewCond(&w.queue.mu)
 
 	var rels []string
@@ -464,6 +467,8 @@ type walker struct {
 	btime bool
 	out   chan []item
 	queue dirQueue
+
+	skipFile func(rel string, fi fs.FileInfo) bool
 }
 
 // readDir reads one directory in chunks, queueing subdirectories and
@@ -511,6 +516,9 @@ func (w *walker) readDir(job dirJob) error {
 					continue
 				}
 				return fmt.Errorf("walk %s: %w", apiPath(rel), lerr)
+			}
+			if typ == TypeFile && w.skipFile != nil && w.skipFile(rel, fi) {
+				continue
 			}
 			if it := w.makeItemAt(at, rel, abs, typ, fi); w.f.wantsState(it.State) {
 				items = append(items, it)
