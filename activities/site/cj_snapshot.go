@@ -9,6 +9,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // cjSnapshotHeartbeatEvery is how many entries a snapshot copies between
@@ -25,56 +28,73 @@ func (a *Activities) cjSnapshot(ctx context.Context, s *CJSnapshot, del bool) (s
 	return a.snapshot(ctx, path.Join(cjSpacesDir, s.Space), s, del)
 }
 
+// snapshotsBuild is where snapshots are built before they are renamed
+// into place: inside the hub's own folder, which no user path reaches.
+const snapshotsBuild = hubDir + "/snapshots-build"
+
 // snapshot takes (or, with del, removes) snapshot s.Name of space
 // s.Space, whose folder is srcRel (root-relative), at
-// .snapshots/<space>/<name>.
+// .snapshots/<space>/<name>. The snapshot's folder is placed and removed
+// through descriptors opened beneath the root (renameat into the pinned
+// parent; removal by a move to the site trash): a .snapshots folder
+// swapped for a symlink cannot send a snapshot, or a removal, elsewhere.
 func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot, del bool) (string, error) {
 	if !cjNameRE.MatchString(s.Space) || !cjNameRE.MatchString(s.Name) {
 		return "", cjPermanent(fmt.Errorf("invalid space or snapshot name %q/%q", s.Space, s.Name))
 	}
 	parentRel := path.Join(cjSnapshotsDir, s.Space)
 	rel := path.Join(parentRel, s.Name)
-	dst, err := a.Root.Resolve(rel)
-	if err != nil {
-		return "", err
-	}
 	if del {
-		if err := cjRemoveTree(dst); err != nil {
+		trashed, err := a.Root.moveToTrash(rel, fmt.Sprintf("snapshot-%s-%s-%d", s.Space, s.Name, time.Now().UnixNano()))
+		if isNotExist(err) {
+			return rel + " already removed", nil
+		} else if err != nil {
 			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}
-		if parent, err := a.Root.Resolve(parentRel); err == nil {
-			_ = os.Remove(parent) // only when empty: other snapshots of the space stay
+		if err := cjRemoveTree(trashed); err != nil {
+			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}
+		_ = a.Root.removeDir(parentRel) // only when empty: other snapshots of the space stay
 		return "removed " + rel, nil
 	}
 
-	if fi, err := os.Lstat(dst); err == nil {
-		if !fi.IsDir() {
-			return "", cjPermanent(fmt.Errorf("cannot create %s: a %s is in the way", rel, cjKindOf(fi.Mode())))
+	if err := mkdirBeneath(a.Root.f, parentRel, 0o755); err != nil {
+		return "", err
+	}
+	parent, err := openBeneath(a.Root.f, parentRel, oDirPath, 0)
+	if err != nil {
+		return "", err
+	}
+	defer parent.Close()
+	if st, err := fstatat(fdOf(parent), s.Name); err == nil {
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return "", cjPermanent(fmt.Errorf("cannot create %s: something else is in the way", rel))
 		}
 		// Complete (renamed into place); make sure the top is read-only
 		// in case a previous attempt stopped right after the rename.
-		if err := os.Chmod(dst, 0o555); err != nil {
+		if err := unix.Fchmodat(fdOf(parent), s.Name, 0o555, 0); err != nil {
 			return "", err
 		}
 		return rel + " already taken", nil
 	}
-	src, err := a.Root.Resolve(srcRel)
+	// A missing space may still be being created: retried.
+	src, err := openBeneath(a.Root.f, srcRel, oDirPath, 0)
+	if err != nil {
+		return "", fmt.Errorf("space folder %s: %w", srcRel, err)
+	}
+	src.Close()
+
+	if err := mkdirBeneath(a.Root.f, snapshotsBuild, 0o750); err != nil {
+		return "", err
+	}
+	build, err := openBeneath(a.Root.f, snapshotsBuild, oDirPath, 0)
 	if err != nil {
 		return "", err
 	}
-	// A missing space may still be being created: retried.
-	if fi, err := os.Stat(src); err != nil {
-		return "", fmt.Errorf("space folder %s: %w", srcRel, err)
-	} else if !fi.IsDir() {
-		return "", cjPermanent(fmt.Errorf("space folder %s is not a directory", srcRel))
-	}
-
-	tmp := filepath.Join(filepath.Dir(dst), tmpPrefix+s.Name)
+	defer build.Close()
+	tmpName := s.Space + "-" + s.Name
+	tmp := filepath.Join(a.Root.Dir(), filepath.FromSlash(snapshotsBuild), tmpName)
 	if err := cjRemoveTree(tmp); err != nil { // a crashed attempt's leftovers
-		return "", err
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return "", err
 	}
 	files, bytes, err := cjCopyTree(ctx, a.Root, srcRel, tmp)
@@ -82,10 +102,10 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		err = cjReadOnly(tmp)
 	}
 	if err == nil {
-		err = os.Rename(tmp, dst)
+		err = unix.Renameat(fdOf(build), tmpName, fdOf(parent), s.Name)
 	}
 	if err == nil {
-		err = os.Chmod(dst, 0o555)
+		err = unix.Fchmodat(fdOf(parent), s.Name, 0o555, 0)
 	}
 	if err != nil {
 		_ = cjRemoveTree(tmp)

@@ -72,12 +72,16 @@ func (a *Activities) TakeSpaceSnapshot(ctx context.Context, in SpaceSnapshotInpu
 	if in.KeepFor <= 0 {
 		return res, nil
 	}
-	dir, err := a.Root.Resolve(path.Join(cjSnapshotsDir, in.Space))
-	if err != nil {
-		return nil, err
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil && !os.IsNotExist(err) {
+	var entries []os.DirEntry
+	dir, err := a.Root.openDir(path.Join(cjSnapshotsDir, in.Space))
+	switch {
+	case err == nil:
+		entries, err = dir.ReadDir(-1)
+		dir.Close()
+		if err != nil {
+			return nil, err
+		}
+	case !isNotExist(err):
 		return nil, err
 	}
 	var expired []string
