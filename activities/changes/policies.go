@@ -30,8 +30,20 @@ type PolicyInput struct {
 	RunImmediately  bool                    `json:"run_immediately"`
 	Order           *PolicyOrderInput       `json:"order"`
 	Schedule        *PolicyScheduleInput    `json:"schedule"` // null removes it
-	Triggers        *[]models.PolicyTrigger `json:"triggers"`
+	Triggers        *[]TriggerInput         `json:"triggers"`
 	ConditionGroups *[]ConditionGroupInput  `json:"condition_groups"`
+}
+
+// TriggerInput is a policy trigger as a client writes it (thresholds in
+// percent). premigrate_threshold omitted is lower_threshold: no
+// premigrate band.
+type TriggerInput struct {
+	PoolName            string   `json:"pool_name"`
+	IsCloud             bool     `json:"is_cloud"`
+	LowerThreshold      *float64 `json:"lower_threshold"`
+	UpperThreshold      *float64 `json:"upper_threshold"`
+	PremigrateThreshold *float64 `json:"premigrate_threshold"`
+	MaxUtilisation      float64  `json:"max_utilisation"`
 }
 
 // PolicyOrderInput orders the files a policy selects.
@@ -206,8 +218,7 @@ func (s *Service) applyPolicy(ctx context.Context, p *models.Policy, in PolicyIn
 		p.Schedule = nil
 	}
 	if in.Triggers != nil {
-		p.Triggers = append([]models.PolicyTrigger{}, *in.Triggers...)
-		checkTriggers(v, p.Triggers)
+		p.Triggers = triggers(v, *in.Triggers)
 	}
 	if in.ConditionGroups != nil {
 		p.ConditionGroups = conditionGroups(v, *in.ConditionGroups)
@@ -257,8 +268,23 @@ func policySchedule(v models.FieldErrors, in PolicyScheduleInput, siteRec *model
 	return ps
 }
 
-func checkTriggers(v models.FieldErrors, ts []models.PolicyTrigger) {
-	for i, t := range ts {
+func triggers(v models.FieldErrors, in []TriggerInput) []models.PolicyTrigger {
+	out := []models.PolicyTrigger{}
+	for i, t := range in {
+		f := fmt.Sprintf("triggers[%d].", i)
+		v.Check(t.LowerThreshold != nil, f+"lower_threshold", "This field is required.")
+		v.Check(t.UpperThreshold != nil, f+"upper_threshold", "This field is required.")
+		if t.LowerThreshold == nil || t.UpperThreshold == nil {
+			continue
+		}
+		pt := models.PolicyTrigger{PoolName: t.PoolName, IsCloud: t.IsCloud, LowerThreshold: *t.LowerThreshold,
+			UpperThreshold: *t.UpperThreshold, PremigrateThreshold: *t.LowerThreshold, MaxUtilisation: t.MaxUtilisation}
+		if t.PremigrateThreshold != nil {
+			pt.PremigrateThreshold = *t.PremigrateThreshold
+		}
+		out = append(out, pt)
+	}
+	for i, t := range out {
 		f := fmt.Sprintf("triggers[%d].", i)
 		v.Check(strings.TrimSpace(t.PoolName) != "", f+"pool_name", "This field is required.")
 		for name, x := range map[string]float64{"lower_threshold": t.LowerThreshold, "upper_threshold": t.UpperThreshold,
@@ -268,6 +294,7 @@ func checkTriggers(v models.FieldErrors, ts []models.PolicyTrigger) {
 		v.Check(t.LowerThreshold <= t.UpperThreshold, f+"lower_threshold", "Must not be above upper_threshold.")
 		v.Check(t.PremigrateThreshold <= t.LowerThreshold, f+"premigrate_threshold", "Must not be above lower_threshold.")
 	}
+	return out
 }
 
 func include(b *bool) bool { return b == nil || *b }
