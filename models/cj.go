@@ -248,16 +248,35 @@ func RemoveCJItem(ctx context.Context, db bun.IDB, id, generation int64) (bool, 
 }
 
 // RestoreCJItem makes an item whose deletion failed visible again, ERRORED,
-// so that its log explains why and the client can retry the DELETE.
+// so that its log explains why and the client can retry the DELETE. A
+// space's hub API side comes back in the same transaction
+// (RelinkHubSpace): its folder is still there, so both APIs show it.
 func RestoreCJItem(ctx context.Context, db bun.IDB, id, generation int64) (bool, error) {
-	res, err := db.NewUpdate().Model((*CJItem)(nil)).
-		Set("deleted = FALSE, status = ?, modified_at = ?", CJErrored, time.Now().UTC()).
-		Where("id = ? AND generation = ? AND deleted", id, generation).Exec(ctx)
-	if err != nil {
-		return false, dbErr(err)
-	}
-	n, _ := res.RowsAffected()
-	return n > 0, nil
+	var restored bool
+	err := runInTx(ctx, db, func(ctx context.Context, tx bun.IDB) error {
+		res, err := tx.NewUpdate().Model((*CJItem)(nil)).
+			Set("deleted = FALSE, status = ?, modified_at = ?", CJErrored, time.Now().UTC()).
+			Where("id = ? AND generation = ? AND deleted", id, generation).Exec(ctx)
+		if err != nil {
+			return dbErr(err)
+		}
+		n, _ := res.RowsAffected()
+		if restored = n > 0; !restored {
+			return nil
+		}
+		it, err := GetCJItemByID(ctx, tx, id)
+		if err != nil || it.Type != CJSpaces {
+			return err
+		}
+		if _, ok := it.Data[CJKeepFolder]; ok {
+			delete(it.Data, CJKeepFolder)
+			if _, err := tx.NewUpdate().Model(it).Column("data").WherePK().Exec(ctx); err != nil {
+				return dbErr(err)
+			}
+		}
+		return RelinkHubSpace(ctx, tx, it)
+	})
+	return restored, err
 }
 
 // SyncCJItems makes a site's items of typ exactly the named documents given

@@ -265,30 +265,40 @@ func SetSiteSpaces(ctx context.Context, db bun.IDB, site *Site, names []string) 
 }
 
 // DeleteSpace removes a space and returns it with its sites as they were,
-// so that the caller can remove its directories. A space with shares is
-// ErrInUse.
-func DeleteSpace(ctx context.Context, db bun.IDB, id int64) (*Space, error) {
+// so that the caller can remove its directories, and the C+J space items
+// of its folder marked deleted (their changes remove the folder where
+// they exist; the caller owes them). A space still used — by shares,
+// schedules or policies of the hub API, or by C+J exposers or snapshots
+// of its folder on one of its sites — is ErrInUse: the folder must not go
+// while a record of either API points at it.
+func DeleteSpace(ctx context.Context, db bun.IDB, id int64) (*Space, []*CJItem, error) {
 	var sp *Space
+	var items []*CJItem
 	err := runInTx(ctx, db, func(ctx context.Context, tx bun.IDB) error {
 		var err error
 		if sp, err = GetSpace(ctx, tx, id, SpaceFilter{}); err != nil {
 			return err
 		}
-		nfs, err := tx.NewSelect().Model((*NFSShare)(nil)).Where("space_id = ?", id).Count(ctx)
+		users, err := SpaceHubUsers(ctx, tx, id)
 		if err != nil {
-			return dbErr(err)
+			return err
 		}
-		smb, err := tx.NewSelect().Model((*SMBShare)(nil)).Where("space_id = ?", id).Count(ctx)
-		if err != nil {
-			return dbErr(err)
+		if users != "" {
+			return fmt.Errorf("%w: it has %s", ErrInUse, users)
 		}
-		if nfs+smb > 0 {
-			return fmt.Errorf("%w: the space has %d NFS and %d SMB share(s)", ErrInUse, nfs, smb)
+		for _, l := range sp.Links {
+			it, err := DropSpaceCJItem(ctx, tx, sp, l.Site.Name)
+			if err != nil {
+				return err
+			}
+			if it != nil {
+				items = append(items, it)
+			}
 		}
 		res, err := tx.NewDelete().Model((*Space)(nil)).Where("id = ?", id).Exec(ctx)
 		return deleted(res, err)
 	})
-	return sp, err
+	return sp, items, err
 }
 
 // RecordSpaceSite stores the outcome of creating a space's directory on a

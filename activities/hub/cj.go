@@ -90,6 +90,24 @@ func (a *Activities) CJFinishChange(ctx context.Context, out workflows.CJOutcome
 	if err != nil {
 		return fmt.Errorf("finish change %d of C+J item %d: %w", out.Generation, out.ItemID, err)
 	}
+	if out.Delete {
+		return nil
+	}
+	// The C+J change makes the folder of a space both APIs share, so it
+	// says on the hub space's link whether the folder is ready.
+	it, err := models.GetCJItemByID(ctx, a.DB, out.ItemID)
+	if errors.Is(err, models.ErrNotFound) || (err == nil && (it.Type != models.CJSpaces || it.Generation != out.Generation)) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("load C+J item %d: %w", out.ItemID, err)
+	}
+	state := vocab.SpaceSiteReady
+	if out.Error != "" {
+		state = vocab.SpaceSiteError
+	}
+	if err := models.RecordCJSpaceSite(ctx, a.DB, it.Site, it.Name, state, out.Error); err != nil {
+		return fmt.Errorf("record the folder of C+J space %s: %w", it.Name, err)
+	}
 	return nil
 }
 
@@ -118,7 +136,12 @@ func (a *Activities) cjSiteChange(ctx context.Context, it *models.CJItem) (site.
 	d := it.Data
 	switch it.Type {
 	case models.CJSpaces:
-		sp := &site.CJSpace{Name: it.Name, Quota: cjIntPtr(d["quota"])}
+		sp := &site.CJSpace{Name: it.Name, Quota: cjIntPtr(d["quota"]), KeepNonEmpty: d[models.CJKeepFolder] == true}
+		if hub, err := models.SpaceByMountpoint(ctx, a.DB, models.CJSpaceMountpoint(it.Name)); err == nil {
+			sp.Mode = hub.PermissionMode
+		} else if !errors.Is(err, models.ErrNotFound) {
+			return ch, false, fmt.Errorf("load the hub API space of %s: %w", it.Name, err)
+		}
 		if !it.Deleted {
 			dirs, err := a.cjTemplateDirectories(ctx, it.Site, d["templates"])
 			if err != nil {

@@ -62,6 +62,12 @@ type CJSpace struct {
 	// Directories are created inside the space (its templates' structure):
 	// relative paths, never leaving the space.
 	Directories []string
+	// Mode is the hub API space's permission_mode: an octal mode is set on
+	// the folder; anything else leaves it as mkdir made it.
+	Mode string
+	// KeepNonEmpty, on a deletion made through the hub API, keeps a
+	// folder holding data where it is instead of moving it to the trash.
+	KeepNonEmpty bool
 }
 
 // CJExposer exports a space (or a folder inside it) to clients.

@@ -6,8 +6,11 @@ import (
 	"os"
 	"path"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // cjSpace creates a space's directory with its templates' folders and
@@ -20,13 +23,16 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 	}
 	if del {
 		// Never destroy data: an empty directory goes, one holding files is
-		// moved to the site's trash for an operator to purge or restore.
+		// moved to the site's trash for an operator to purge or restore
+		// (or, for a deletion made through the hub API, left in place).
 		// Both act on the folder in its parent held open beneath the root
 		// (rmdir, rename), never on its name.
 		moved := ""
 		err := a.Root.removeDir(rel)
 		switch {
 		case err == nil, isNotExist(err) && !errors.Is(err, syscall.ENOTDIR):
+		case (errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST)) && s.KeepNonEmpty:
+			moved = " (kept in place: not empty, its data stays where it is)"
 		case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
 			trash, err := a.Root.moveToTrash(rel, fmt.Sprintf("%s-%d", s.Name, time.Now().UnixNano()))
 			if err != nil {
@@ -38,6 +44,9 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 		default:
 			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}
+		// A crash here leaves the quota of a folder that is gone; the
+		// retried change finds the folder gone and removes the quota.
+		fsutil.Fault("cj.space.removed")
 		if err := a.cjRemoveFile(quota); err != nil {
 			return "", fmt.Errorf("remove quota of %s: %w", rel, err)
 		}
@@ -51,6 +60,18 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 	}
 	if err := a.Root.mkdirAll(rel); err != nil {
 		return "", fmt.Errorf("create %s: %w", rel, err)
+	}
+	if mode, err := strconv.ParseUint(strings.TrimSpace(s.Mode), 8, 32); err == nil && mode <= 0o7777 {
+		// Set through the folder's descriptor, never by a name a user
+		// could swap for a link.
+		d, err := openBeneath(a.Root.f, rel, os.O_RDONLY|oDirectory, 0)
+		if err == nil {
+			err = d.Chmod(fileMode(mode))
+			d.Close()
+		}
+		if err != nil {
+			return "", fmt.Errorf("set mode %s on %s: %w", s.Mode, rel, err)
+		}
 	}
 	for _, d := range s.Directories {
 		if _, err := a.cjSub(rel, d); err != nil {

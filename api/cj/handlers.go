@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/thehub/hub/activities/changes"
+	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/cj/cjdoc"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // relLog is the relation of an item's link to its job log.
@@ -110,6 +112,17 @@ func (s *Server) create(k *call) error {
 	}
 	it, subs := newItems(k, doc)
 	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
+		if it.Type == models.CJSpaces {
+			// The hub API's space of the folder gains this site, or is
+			// made, in the same transaction (docs/spaces-one-object.md).
+			ch, err := models.JoinHubSpace(ctx, tx, it)
+			if err != nil {
+				return hubSpaceError(err)
+			}
+			if err := oweHubSide(ctx, tx, it, ch, true); err != nil {
+				return err
+			}
+		}
 		for _, x := range append([]*models.CJItem{it}, subs...) {
 			if err := models.CreateCJItem(ctx, tx, x); err != nil {
 				return err
@@ -172,6 +185,17 @@ func (s *Server) update(k *call) error {
 		if err := models.UpdateCJItem(ctx, tx, it, etag); err != nil {
 			return err
 		}
+		if it.Type == models.CJSpaces {
+			// The quota and profile are the hub API space's too, and those
+			// of its items on its other sites.
+			ch, err := models.SpreadCJSpace(ctx, tx, it)
+			if err != nil {
+				return hubSpaceError(err)
+			}
+			if err := oweHubSide(ctx, tx, it, ch, false); err != nil {
+				return err
+			}
+		}
 		return oweChange(ctx, tx, it)
 	})
 	if errors.Is(err, models.ErrConflict) {
@@ -206,6 +230,19 @@ func (s *Server) remove(k *call) error {
 	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
 		if err := models.MarkCJItemDeleted(ctx, tx, it, etag); err != nil {
 			return err
+		}
+		if it.Type == models.CJSpaces {
+			// The site leaves the hub API space of the folder, which goes
+			// when no site is left, unless the hub API still uses it.
+			ch, err := models.LeaveHubSpace(ctx, tx, it)
+			if err != nil {
+				return hubSpaceError(err)
+			}
+			if ch.Deleted {
+				if err := tx.OweScheduleSync(ctx, ch.Space.ID, workflows.SnapshotTemporalID(ch.Space.ID)); err != nil {
+					return err
+				}
+			}
 		}
 		return oweChange(ctx, tx, it)
 	})
@@ -358,6 +395,63 @@ func oweChange(ctx context.Context, tx *changes.Tx, it *models.CJItem) error {
 	return tx.Owe(ctx, changes.KindCJChange, it.ID, changes.CJChange{Site: it.Site, Type: it.Type, Generation: it.Generation})
 }
 
+// hubSpaceError answers what keeps a C+J space write from being the hub
+// API space's too: 409 for a space the hub API still uses or marks
+// immutable, 422 on name for a name or folder another hub space has.
+func hubSpaceError(err error) error {
+	detail := func(sentinel error) string {
+		return strings.TrimPrefix(err.Error(), sentinel.Error()+": ")
+	}
+	switch {
+	case errors.Is(err, models.ErrInUse):
+		return conflict("The space cannot be deleted while %s; delete that first (the folder is kept).", detail(models.ErrInUse))
+	case errors.Is(err, models.ErrImmutableSpace):
+		return conflict("The space cannot be changed or deleted: %s.", detail(models.ErrImmutableSpace))
+	case errors.Is(err, models.ErrConflict):
+		return &cjdoc.ValidationError{Fields: []cjdoc.FieldError{{Name: "name", Message: detail(models.ErrConflict)}}}
+	}
+	return err
+}
+
+// oweHubSide commits what a C+J space write owes beside its own change:
+// the changes of the space's items on other sites that took its quota or
+// profile and, for a site joining the hub space (join), that site's share
+// files.
+func oweHubSide(ctx context.Context, tx *changes.Tx, it *models.CJItem, ch models.CJSpaceChange, join bool) error {
+	for _, sib := range ch.Siblings {
+		if err := oweChange(ctx, tx, sib); err != nil {
+			return err
+		}
+	}
+	if !join || ch.Space == nil {
+		return nil
+	}
+	id := ch.Space.ID
+	nfs, err := models.NFSShares(ctx, tx, &id)
+	if err != nil {
+		return err
+	}
+	smb, err := models.SMBShares(ctx, tx, &id)
+	if err != nil {
+		return err
+	}
+	var ops []workflows.SpaceOp
+	share := func(kind string, shareID int64) {
+		ops = append(ops, workflows.SpaceOp{Site: it.Site, Queue: vocab.DefaultQueue, Action: workflows.ShareSync,
+			Share: workflows.ShareRef{Kind: kind, ID: shareID, Site: it.Site}})
+	}
+	for _, sh := range nfs {
+		share(site.ShareNFS, sh.ID)
+	}
+	for _, sh := range smb {
+		share(site.ShareSMB, sh.ID)
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	return tx.Owe(ctx, changes.KindSpaceOps, id, workflows.SpaceOps{Ops: ops})
+}
+
 // refreshDatastores asks the site for fresh pool figures, at most every
 // few seconds, and waits a bounded time: a slow or absent site leaves the
 // stored figures, which are served as they are.
@@ -416,6 +510,13 @@ func (s *Server) docs(ctx context.Context, k *call, items []models.CJItem) ([]ma
 			d["exposers"] = exps
 			if _, ok := d["profile"]; !ok {
 				d["profile"] = nil // every space shows its profile, none included
+			}
+			// The hub API's side of the same space (its id and name there).
+			d["hub_space"] = nil
+			if hub, err := models.SpaceByMountpoint(ctx, s.DB, models.CJSpaceMountpoint(items[i].Name)); err == nil {
+				d["hub_space"] = map[string]any{"id": hub.ID, "name": hub.Name}
+			} else if !errors.Is(err, models.ErrNotFound) {
+				return nil, err
 			}
 		}
 		docs[i] = d

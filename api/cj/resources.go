@@ -130,7 +130,7 @@ var resources = []*resource{
 		schema: cjdoc.Schema{Type: models.CJSpaces, Fields: metaFields(
 			nameField(true),
 			cjdoc.Field{Name: "quota", Prompt: "Quota in bytes", Type: cjdoc.TypeInteger},
-			cjdoc.Field{Name: "profile", Prompt: "Profile ({\"name\": ...} or its name)", Immutable: true},
+			cjdoc.Field{Name: "profile", Prompt: "Profile ({\"name\": ...} or its name)"},
 			cjdoc.Field{Name: "templates", Prompt: "Template ids", Type: cjdoc.TypeList, Immutable: true, Default: []any{}},
 			cjdoc.Field{Name: "exposers", Prompt: "Exposers to create ([{\"name\": ..., \"type\": ...}])", Type: cjdoc.TypeList, Immutable: true},
 		)},

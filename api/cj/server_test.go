@@ -162,7 +162,7 @@ func TestStatusCodes(t *testing.T) {
 		for _, d := range r.Doc().Collection.Template.Data {
 			updatable = append(updatable, d.Name)
 		}
-		require.Equal(t, []string{"quota", "comment", "extras"}, updatable)
+		require.Equal(t, []string{"quota", "profile", "comment", "extras"}, updatable)
 		require.Equal(t, `"`+r.Item()["_etag"].(string)+`"`, r.Header.Get("ETag"))
 
 		// The create answer: 202, Location, status NEW; the collection's

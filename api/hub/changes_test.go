@@ -165,7 +165,9 @@ func TestSpaceOpsDeliveredTwiceRunOnce(t *testing.T) {
 		// The ops reach Temporal, and the hub dies before recording it: the
 		// reconciler delivers them again before the workflow (no hub worker
 		// yet) has claimed them.
-		r := e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "twice", "mountpoint": "/spaces/twice",
+		// Outside /spaces/: a space the hub API alone manages, whose folder
+		// its SpaceWorkflow makes (docs/spaces-one-object.md).
+		r := e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "twice", "mountpoint": "/projects/twice",
 			"sites": []any{map[string]any{"name": "west", "label": "Twice"}}})
 		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
 		spaceID := int64(r.Map()["id"].(float64))
@@ -180,7 +182,7 @@ func TestSpaceOpsDeliveredTwiceRunOnce(t *testing.T) {
 		e.StartHubWorker()
 		require.Eventually(t, func() bool { return len(owed(t, e)) == 0 }, 30*time.Second, 20*time.Millisecond, "the workflow claims the ops")
 		require.Eventually(t, func() bool {
-			_, err := os.Stat(filepath.Join(s.root, "spaces", "twice"))
+			_, err := os.Stat(filepath.Join(s.root, "projects", "twice"))
 			return err == nil
 		}, 30*time.Second, 20*time.Millisecond, "the folder is made")
 		require.Equal(t, 1, activityCount(t, e, workflows.SpaceWorkflowID(spaceID), "CreateSpaceDir"), "the folder was made once")

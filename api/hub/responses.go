@@ -389,6 +389,7 @@ type spaceResponse struct {
 	Immutable        bool                      `json:"immutable"`
 	OnSites          map[string]any            `json:"on_sites"`
 	SnapshotSchedule *snapshotScheduleResponse `json:"snapshot_schedule"`
+	Profile          *string                   `json:"profile" doc:"The storage-management (C+J) profile of a space at /spaces/<name>, shared with its C+J items; null when none."`
 }
 
 type spaceSiteResponse struct {

@@ -55,6 +55,9 @@ type spaceInput struct {
 	OnSites          *map[string]any                 `json:"on_sites"`
 	Sites            *[]spaceSiteInput               `json:"sites"`
 	SnapshotSchedule nullable[snapshotScheduleInput] `json:"snapshot_schedule"`
+	// Profile is the storage-management (C+J) profile of a space at
+	// /spaces/<name>, kept on its C+J items (docs/spaces-one-object.md).
+	Profile nullable[string] `json:"profile"`
 }
 
 var errImmutableSpace = web.Errorf(http.StatusConflict, "This space is immutable: it cannot be updated or deleted.")
@@ -84,13 +87,21 @@ func nested(a, b string) bool {
 	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
 }
 
-// apply validates in onto sp and returns the schedule (nil: unchanged) and
-// site links (nil: unchanged) to save.
-func (in *spaceInput) apply(ctx context.Context, db bun.IDB, sp *models.Space, create bool) (*models.SnapshotSchedule, []models.SpaceLink, error) {
+// spaceWrite is what a valid space input changes beside the record: the
+// schedule (nil: unchanged), the site links (nil: unchanged) and the C+J
+// profile (nil: unchanged, "": none).
+type spaceWrite struct {
+	sched   *models.SnapshotSchedule
+	links   []models.SpaceLink
+	profile *string
+}
+
+// apply validates in onto sp and returns what else to save.
+func (in *spaceInput) apply(ctx context.Context, db bun.IDB, sp *models.Space, create bool) (spaceWrite, error) {
 	v := web.ValidationError{}
 	if in.Name != nil || create {
 		if err := checkUniqueName(ctx, db, v, (*models.Space)(nil), deref(in.Name), sp.Name, "A space with this name already exists.", nil, ""); err != nil {
-			return nil, nil, err
+			return spaceWrite{}, err
 		}
 		sp.Name = deref(in.Name)
 	}
@@ -101,7 +112,7 @@ func (in *spaceInput) apply(ctx context.Context, db bun.IDB, sp *models.Space, c
 		} else {
 			var others []string
 			if err := db.NewSelect().Model((*models.Space)(nil)).Column("mountpoint").Scan(ctx, &others); err != nil {
-				return nil, nil, err
+				return spaceWrite{}, err
 			}
 			for _, o := range others {
 				if nested(m, o) {
@@ -173,12 +184,63 @@ func (in *spaceInput) apply(ctx context.Context, db bun.IDB, sp *models.Space, c
 				v.Add(field+".name", "Object with name="+name+" does not exist.")
 				continue
 			} else if err != nil {
-				return nil, nil, err
+				return spaceWrite{}, err
 			}
 			links = append(links, models.SpaceLink{SiteID: site.ID, Label: label, Usage: deref(si.Usage)})
 		}
 	}
-	return sched, links, v.Err()
+	w := spaceWrite{sched: sched, links: links}
+	if in.Profile.Set {
+		var err error
+		if w.profile, err = in.checkProfile(ctx, db, v, sp, links); err != nil {
+			return w, err
+		}
+	}
+	return w, v.Err()
+}
+
+// checkProfile validates a profile sent for sp: only a space at
+// /spaces/<name> has one (its C+J items hold it), and the profile must
+// exist on each of the space's sites (links when they change).
+func (in *spaceInput) checkProfile(ctx context.Context, db bun.IDB, v web.ValidationError, sp *models.Space, links []models.SpaceLink) (*string, error) {
+	name := ""
+	if p := in.Profile.value(); p != nil {
+		name = *p
+	}
+	if name == "" {
+		return &name, nil
+	}
+	if models.CJSpaceName(sp.Mountpoint) == "" {
+		v.Add("profile", "Only a space whose mountpoint is /spaces/<name> (a space of the storage-management API) has a profile.")
+		return nil, nil
+	}
+	var sites []string
+	if links != nil {
+		for _, l := range links {
+			site, err := models.GetSite(ctx, db, l.SiteID)
+			if err != nil {
+				return nil, err
+			}
+			sites = append(sites, site.Name)
+		}
+	} else {
+		for _, l := range sp.Links {
+			sites = append(sites, l.Site.Name)
+		}
+	}
+	if len(sites) == 0 {
+		v.Add("profile", "The space has no site to hold its profile: give it a site first.")
+		return nil, nil
+	}
+	for _, site := range sites {
+		if _, err := models.FindCJItem(ctx, db, site, models.CJProfiles, "", name); isNotFound(err) {
+			v.Add("profile", fmt.Sprintf("No profile is named %q on site %s (profiles are made through the storage-management API).", name, site))
+			return nil, nil
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return &name, nil
 }
 
 func validTimeOfDay(s string) bool {
@@ -195,10 +257,12 @@ type spaceView struct {
 	pools map[int64]string // site id → default pool name
 	nfs   map[int64][]models.NFSShare
 	smb   map[int64][]models.SMBShare
+	// profile is the C+J profile of each space at /spaces/<name> that has one.
+	profile map[int64]string
 }
 
 func (s *Server) loadSpaceView(ctx context.Context, spaces []models.Space) (*spaceView, error) {
-	v := &spaceView{pools: map[int64]string{}, nfs: map[int64][]models.NFSShare{}, smb: map[int64][]models.SMBShare{}}
+	v := &spaceView{pools: map[int64]string{}, nfs: map[int64][]models.NFSShare{}, smb: map[int64][]models.SMBShare{}, profile: map[int64]string{}}
 	var pools []models.StoragePool
 	if err := s.DB.NewSelect().Model(&pools).Where("is_default = ?", true).Scan(ctx); err != nil {
 		return nil, err
@@ -212,6 +276,9 @@ func (s *Server) loadSpaceView(ctx context.Context, spaces []models.Space) (*spa
 			return nil, err
 		}
 		v.nfs[sp.ID], v.smb[sp.ID] = nfs, smb
+		if v.profile[sp.ID], err = models.SpaceProfile(ctx, s.DB, &sp); err != nil {
+			return nil, err
+		}
 	}
 	return v, nil
 }
@@ -247,6 +314,10 @@ func (v *spaceView) render(c *gin.Context, sp *models.Space) spaceResponse {
 	if color == nil {
 		color = []int64{}
 	}
+	var profile *string
+	if p := v.profile[sp.ID]; p != "" {
+		profile = &p
+	}
 	return spaceResponse{
 		ID: sp.ID, UUID: sp.UUID, URL: recordURL(c, "spaces", sp.ID), Name: sp.Name, Mountpoint: sp.Mountpoint,
 		Size: sp.Size, PermissionMode: sp.PermissionMode, Color: color, Created: sp.Created,
@@ -254,6 +325,7 @@ func (v *spaceView) render(c *gin.Context, sp *models.Space) spaceResponse {
 		NestedShares:  shares,
 		Relationships: spaceRelationships{Sites: len(sp.Links), NFSShares: len(v.nfs[sp.ID]), SMBShares: len(v.smb[sp.ID])},
 		Sites:         sites, Immutable: sp.Immutable, OnSites: nonNilMap(sp.OnSites), SnapshotSchedule: sched,
+		Profile: profile,
 	}
 }
 
@@ -347,18 +419,18 @@ func (s *Server) saveSpace(c *gin.Context) error {
 				return errImmutableSpace
 			}
 		}
-		sched, links, err := in.apply(ctx, tx, sp, create)
+		w, err := in.apply(ctx, tx, sp, create)
 		if err != nil {
 			return err
 		}
-		if create && links == nil {
-			links = []models.SpaceLink{}
+		if create && w.links == nil {
+			w.links = []models.SpaceLink{}
 		}
-		change, err := models.SaveSpace(ctx, tx, sp, sched, links)
+		change, err := models.SaveSpace(ctx, tx, sp, w.sched, w.links)
 		if err != nil {
 			return err
 		}
-		if sched != nil { // the snapshot schedule changed
+		if w.sched != nil { // the snapshot schedule changed
 			if err := tx.OweScheduleSync(ctx, sp.ID, workflows.SnapshotTemporalID(sp.ID)); err != nil {
 				return err
 			}
@@ -367,21 +439,30 @@ func (s *Server) saveSpace(c *gin.Context) error {
 			return err
 		}
 		var ops []workflows.SpaceOp
-		for _, l := range sp.Links {
-			if l.State != vocab.SpaceSiteReady {
-				join, err := siteJoinsSpace(ctx, tx, sp, l.Site.Name)
-				if err != nil {
-					return err
-				}
-				ops = append(ops, join...)
-			}
-		}
 		for _, site := range change.Removed {
 			leave, err := siteLeavesSpace(ctx, tx, sp, site.Name)
 			if err != nil {
 				return err
 			}
 			ops = append(ops, leave...)
+		}
+		for _, l := range sp.Links {
+			if l.State != vocab.SpaceSiteReady {
+				join, err := joinSite(ctx, tx, sp, l.Site.Name, w.profile)
+				if err != nil {
+					return err
+				}
+				ops = append(ops, join...)
+				continue
+			}
+			// A ready site: its C+J item takes the new size or profile.
+			it, err := models.SyncSpaceCJItem(ctx, tx, sp, l.Site.Name, w.profile, false)
+			if err != nil {
+				return spaceConflict(err)
+			}
+			if err := oweCJChange(ctx, tx, it); err != nil {
+				return err
+			}
 		}
 		return oweSpaceOps(ctx, tx, sp.ID, ops)
 	})
@@ -411,21 +492,32 @@ func (s *Server) deleteSpace(c *gin.Context) error {
 		return errImmutableSpace
 	}
 	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
-		sp, err := models.DeleteSpace(ctx, tx, id)
+		sp, items, err := models.DeleteSpace(ctx, tx, id)
 		if err != nil {
 			return err
 		}
 		if err := tx.OweScheduleSync(ctx, sp.ID, workflows.SnapshotTemporalID(sp.ID)); err != nil {
 			return err
 		}
+		// A site with a C+J item has its folder removed by the item's
+		// deletion, and only by it: the folder is handled once.
+		byCJ := map[string]bool{}
+		for _, it := range items {
+			byCJ[it.Site] = true
+			if err := oweCJChange(ctx, tx, it); err != nil {
+				return err
+			}
+		}
 		var ops []workflows.SpaceOp
 		for _, l := range sp.Links {
-			ops = append(ops, workflows.SpaceOp{Site: l.Site.Name, Queue: vocab.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint})
+			if !byCJ[l.Site.Name] {
+				ops = append(ops, workflows.SpaceOp{Site: l.Site.Name, Queue: vocab.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint})
+			}
 		}
 		return oweSpaceOps(ctx, tx, sp.ID, ops)
 	})
 	if errors.Is(err, models.ErrInUse) {
-		return web.Errorf(http.StatusConflict, "This space cannot be deleted while it is shared (%s): delete its shares first.", inUseDetail(err))
+		return web.Errorf(http.StatusConflict, "This space cannot be deleted while %s: remove that first; its folder is kept.", strings.TrimPrefix(inUseDetail(err), "it has "))
 	}
 	if err != nil {
 		return err
@@ -434,19 +526,72 @@ func (s *Server) deleteSpace(c *gin.Context) error {
 	return nil
 }
 
-// siteJoinsSpace: a site joining a space gets its folder, then its shares.
-func siteJoinsSpace(ctx context.Context, db bun.IDB, sp *models.Space, siteName string) ([]workflows.SpaceOp, error) {
-	shares, err := spaceShareOps(ctx, db, sp.ID, siteName)
+// siteJoinsSpace: a site joining a space gets its folder, then its
+// shares. The folder of a space at /spaces/<name> is made by its C+J item
+// on that site (created or applied again here), so that one workflow per
+// site makes and removes it.
+func siteJoinsSpace(ctx context.Context, tx *changes.Tx, sp *models.Space, siteName string) ([]workflows.SpaceOp, error) {
+	return joinSite(ctx, tx, sp, siteName, nil)
+}
+
+func joinSite(ctx context.Context, tx *changes.Tx, sp *models.Space, siteName string, profile *string) ([]workflows.SpaceOp, error) {
+	shares, err := spaceShareOps(ctx, tx, sp.ID, siteName)
+	if err != nil {
+		return nil, err
+	}
+	if models.CJSpaceName(sp.Mountpoint) != "" {
+		full, err := models.GetSpace(ctx, tx, sp.ID, models.SpaceFilter{}) // with its sites
+		if err != nil {
+			return nil, err
+		}
+		it, err := models.SyncSpaceCJItem(ctx, tx, full, siteName, profile, true)
+		if err != nil {
+			return nil, spaceConflict(err)
+		}
+		return shares, oweCJChange(ctx, tx, it)
+	}
 	op := workflows.SpaceOp{Site: siteName, Queue: vocab.DefaultQueue, Action: workflows.SpaceCreate, Mountpoint: sp.Mountpoint, Mode: sp.PermissionMode}
-	return append([]workflows.SpaceOp{op}, shares...), err
+	return append([]workflows.SpaceOp{op}, shares...), nil
 }
 
 // siteLeavesSpace: a site leaving a space loses its shares, then its
-// folder (kept when it holds data).
-func siteLeavesSpace(ctx context.Context, db bun.IDB, sp *models.Space, siteName string) ([]workflows.SpaceOp, error) {
-	shares, err := spaceShareOps(ctx, db, sp.ID, siteName)
+// folder (kept when it holds data). The folder of a space at
+// /spaces/<name> goes with its C+J item on that site, which may not go
+// while C+J exposers or snapshots use it (409).
+func siteLeavesSpace(ctx context.Context, tx *changes.Tx, sp *models.Space, siteName string) ([]workflows.SpaceOp, error) {
+	shares, err := spaceShareOps(ctx, tx, sp.ID, siteName)
+	if err != nil {
+		return nil, err
+	}
+	it, err := models.DropSpaceCJItem(ctx, tx, sp, siteName)
+	if errors.Is(err, models.ErrInUse) {
+		return nil, web.Errorf(http.StatusConflict, "The site %s cannot leave the space %q while %s use its folder: delete them first.", siteName, sp.Name, inUseDetail(err))
+	} else if err != nil {
+		return nil, err
+	}
+	if it != nil {
+		return shares, oweCJChange(ctx, tx, it)
+	}
 	op := workflows.SpaceOp{Site: siteName, Queue: vocab.DefaultQueue, Action: workflows.SpaceRemove, Mountpoint: sp.Mountpoint}
-	return append(shares, op), err
+	return append(shares, op), nil
+}
+
+// spaceConflict answers a C+J item that cannot be made yet (the folder is
+// still being removed) with 409 and the reason.
+func spaceConflict(err error) error {
+	if errors.Is(err, models.ErrConflict) {
+		return web.Errorf(http.StatusConflict, "%s.", strings.TrimPrefix(err.Error(), models.ErrConflict.Error()+": "))
+	}
+	return err
+}
+
+// oweCJChange commits, with the space's change, the change of its C+J
+// item it (nil: none) for the item's workflow, as the C+J API does.
+func oweCJChange(ctx context.Context, tx *changes.Tx, it *models.CJItem) error {
+	if it == nil {
+		return nil
+	}
+	return tx.Owe(ctx, changes.KindCJChange, it.ID, changes.CJChange{Site: it.Site, Type: it.Type, Generation: it.Generation})
 }
 
 // oweSpaceOps commits ops for the space's workflow with the change that

@@ -189,10 +189,13 @@ func TestSpaceDirectories(t *testing.T) {
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
 		rootA, rootB := sitesAB(t, e)
 		both := []any{map[string]any{"name": "a", "label": "A"}, map[string]any{"name": "b", "label": "B"}}
-		r := e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "team", "mountpoint": "/spaces/team", "sites": both, "permission_mode": "0750"})
+		// Outside /spaces/: a space of the hub API alone, whose folder its
+		// SpaceWorkflow makes and removes (spaces_shared_test.go has the
+		// spaces both APIs share).
+		r := e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "team", "mountpoint": "/projects/team", "sites": both, "permission_mode": "0750"})
 		requireStatus(t, http.StatusCreated, r)
 		id := recordID(t, r)
-		dirA, dirB := filepath.Join(rootA, "spaces", "team"), filepath.Join(rootB, "spaces", "team")
+		dirA, dirB := filepath.Join(rootA, "projects", "team"), filepath.Join(rootB, "projects", "team")
 		require.Eventually(t, func() bool {
 			r := e.AsAdmin(http.MethodGet, pathOf("spaces", id), nil).Map()
 			return r["is_ready"] == true
