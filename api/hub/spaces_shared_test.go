@@ -285,3 +285,50 @@ func TestOneSpaceNamesAndSites(t *testing.T) {
 		waitReady(t, e, two)
 	})
 }
+
+// TestOneSpaceDeleteSurvivesTheHubKilled: the hub process serving a DELETE
+// of a space both APIs share dies (SIGKILL) right after the commit, before
+// it could hand the folder's removal to Temporal. Both records are gone
+// together, the removal is owed; the reconciler delivers it, and the
+// folder goes once: record and folder agree.
+func TestOneSpaceDeleteSurvivesTheHubKilled(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		rootA, _ := sitesAB(t, e)
+		c := startCJ(t, e, "a")
+		r := e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "doomed", "mountpoint": "/spaces/doomed", "size": 100,
+			"sites": []any{map[string]any{"name": "a", "label": "A"}}})
+		requireStatus(t, http.StatusCreated, r)
+		id := recordID(t, r)
+		waitReady(t, e, id)
+		_, itemPath := cjSpace(t, c, "doomed")
+		c.WaitStatus(itemPath, models.CJActive)
+		dir := filepath.Join(rootA, "spaces", "doomed")
+		require.DirExists(t, dir)
+
+		url := e.StartAPIProcess("HUB_FAULT_POINT=changes.committed@1")
+		_, err := e.DoURL(url, http.MethodDelete, pathOf("spaces", id), apitest.Bearer(e.Admin), nil)
+		require.Error(t, err, "the process died before answering")
+
+		// Committed together: neither API shows the space, the folder is
+		// still there, and its removal is owed.
+		requireStatus(t, http.StatusNotFound, e.AsAdmin(http.MethodGet, pathOf("spaces", id), nil))
+		item, _ := cjSpace(t, c, "doomed")
+		require.Nil(t, item)
+		require.DirExists(t, dir)
+		var kinds []string
+		for _, in := range owed(t, e) {
+			kinds = append(kinds, in.Kind)
+		}
+		require.Contains(t, kinds, "cj.change", "the item's removal is owed")
+
+		require.Positive(t, deliverAll(t, e))
+		c.WaitGone(itemPath)
+		requireGone(t, dir)
+		require.Empty(t, readQuota(t, rootA, "doomed"))
+		n, err := e.DB.NewSelect().Model((*models.CJItem)(nil)).Where("type = ? AND name = ?", models.CJSpaces, "doomed").Count(t.Context())
+		require.NoError(t, err)
+		require.Zero(t, n, "no record of the folder is left")
+		require.Empty(t, owed(t, e))
+	})
+}
