@@ -62,12 +62,9 @@ func (s *Server) savePolicy(c *gin.Context) error {
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
-	var id int64
-	if c.Request.Method != http.MethodPost {
-		var err error
-		if id, err = web.PathID(c, "id"); err != nil {
-			return err
-		}
+	id, err := targetID(c)
+	if err != nil {
+		return err
 	}
 	p, job, err := s.Changes.SavePolicy(c.Request.Context(), id, in)
 	if err != nil {
@@ -81,17 +78,7 @@ func (s *Server) savePolicy(c *gin.Context) error {
 	return nil
 }
 
-func (s *Server) deletePolicy(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := s.Changes.DeletePolicy(c.Request.Context(), id); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
-}
+func (s *Server) deletePolicy(c *gin.Context) error { return deleteThrough(c, s.Changes.DeletePolicy) }
 
 // runPolicy starts a run of the policy now: 202 with the id of its job.
 func (s *Server) runPolicy(c *gin.Context) error {

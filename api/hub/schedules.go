@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sort"
@@ -76,12 +77,9 @@ func (s *Server) saveSchedule(c *gin.Context) error {
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
-	var id int64
-	if c.Request.Method != http.MethodPost {
-		var err error
-		if id, err = web.PathID(c, "id"); err != nil {
-			return err
-		}
+	id, err := targetID(c)
+	if err != nil {
+		return err
 	}
 	sch, err := s.Changes.SaveSchedule(c.Request.Context(), id, in)
 	if err != nil {
@@ -91,17 +89,7 @@ func (s *Server) saveSchedule(c *gin.Context) error {
 	return nil
 }
 
-func (s *Server) deleteSchedule(c *gin.Context) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := s.Changes.DeleteSchedule(c.Request.Context(), id); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
-}
+func (s *Server) deleteSchedule(c *gin.Context) error { return deleteThrough(c, s.Changes.DeleteSchedule) }
 
 // runSchedule fires a schedule now (changes.RunSchedule) and answers the
 // schedule (200).
@@ -189,6 +177,28 @@ func createdOrOK(c *gin.Context) int {
 		return http.StatusCreated
 	}
 	return http.StatusOK
+}
+
+// targetID is the record a save writes: 0 for a POST (a new record), the
+// path's id otherwise.
+func targetID(c *gin.Context) (int64, error) {
+	if c.Request.Method == http.MethodPost {
+		return 0, nil
+	}
+	return web.PathID(c, "id")
+}
+
+// deleteThrough answers 204 once del (a function of changes) removed the path's record.
+func deleteThrough(c *gin.Context, del func(ctx context.Context, id int64) error) error {
+	id, err := web.PathID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := del(c.Request.Context(), id); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
 }
 
 // listAutomatedSchedules is one read-only list of every recurring thing:

@@ -101,15 +101,7 @@ func saved(c *gin.Context, create bool, record any) error {
 // deleteByID is the body of DELETE /<resource>/{id}/: 204, or 404 for an
 // unknown id.
 func deleteByID(c *gin.Context, db bun.IDB, del func(context.Context, bun.IDB, int64) error) error {
-	id, err := web.PathID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := del(c.Request.Context(), db, id); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
+	return deleteThrough(c, func(ctx context.Context, id int64) error { return del(ctx, db, id) })
 }
 
 // checkUniqueName validates a required name of at most web.MaxNameLen characters that
