@@ -279,8 +279,9 @@ var routeDocs = map[string]routeDoc{
 	"DELETE /api/policies/{}/":               docDelete("policies", "Delete a policy"),
 	"POST /api/policies/{}/run/":             docOne("policies", "Run a policy now", policyRunResponse{}).with(http.StatusAccepted),
 
+	"GET /api/filesets/": docList("storage", "A site's filesets: its spaces' folders", filesetResponse{}, "site"),
+
 	// Routes of the spec not served yet.
-	"GET /api/filesets/":               docOne("files", "File sets", nil, "site"),
 	"GET /api/analytics/":              docPage("files", "Storage analytics", nil, "path", "site", "children", "cache_ttl", "custom_timeout", "raise_exception", "download"),
 	"POST /api/search/":                docOne("search", "Start a search across sites", searchResponse{}).in(changes.SearchRequest{}),
 	"GET /api/search/{}/":              docPage("search", "Results of a search so far (?group_by_name=true: one row per name)", anyOf{searchResultResponse{}, searchNameResponse{}}, "sort", "group_by_name").extra(searchPage{}),

@@ -392,6 +392,22 @@ type spaceResponse struct {
 	Profile          *string                   `json:"profile" doc:"The storage-management (C+J) profile of a space at /spaces/<name>, shared with its C+J items; null when none."`
 }
 
+// filesetResponse is one fileset of a site (GET /filesets/): without GPFS,
+// the folder of one of the site's spaces.
+type filesetResponse struct {
+	Name       string `json:"name" doc:"The fileset's name: the last part of its path."`
+	Path       string `json:"path" doc:"Its junction path inside the site root: the space's mountpoint."`
+	Site       string `json:"site"`
+	Space      int64  `json:"space" doc:"The id of the space whose folder it is."`
+	SpaceName  string `json:"space_name"`
+	CJSpace    bool   `json:"cj_space" doc:"Whether it is also a space of the storage-management (C+J) API (its path is /spaces/<name>)."`
+	State      string `json:"state" doc:"pending, ready or error: whether the folder is made on the site."`
+	Error      string `json:"error" doc:"Why making the folder failed, empty otherwise."`
+	Quota      *int64 `json:"quota" doc:"The space's size in bytes; null: as large as the system allows."`
+	Pool       string `json:"pool" doc:"The site's default storage pool, empty until the site is refreshed."`
+	Filesystem string `json:"filesystem" doc:"The filesystem of that pool (ext4, xfs, gpfs, ...)."`
+}
+
 type spaceSiteResponse struct {
 	ID    string  `json:"id" doc:"The site's id, as a string."`
 	Name  string  `json:"name"`

@@ -29,6 +29,8 @@ func (s *Server) spaceRoutes(r *gin.RouterGroup) {
 	r.GET("/spaces/:id/", perm, handle(s.getSpace))
 	r.PATCH("/spaces/:id/", perm, handle(s.saveSpace))
 	r.DELETE("/spaces/:id/", perm, handle(s.deleteSpace))
+	// A site's filesets are its spaces' folders (filesets.go).
+	r.GET("/filesets/", auth.CRUD("space"), handle(s.listFilesets))
 }
 
 type spaceSiteInput struct {
