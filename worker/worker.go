@@ -58,6 +58,7 @@ func RegisterWorkflows(r interface {
 		workflows.SearchWorkflowName:         workflows.SearchWorkflow,
 		workflows.SetMetadataWorkflowName:    workflows.SetMetadataWorkflow,
 		workflows.ScanFileIndexWorkflowName:  workflows.ScanFileIndexWorkflow,
+		workflows.AnalyticsWorkflowName:      workflows.AnalyticsWorkflow,
 	} {
 		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
 	}

@@ -46,6 +46,7 @@ const (
 // HubActivityNames lists every hub activity a workflow calls.
 var HubActivityNames = []string{
 	actStoreSearchPage, actFinishSearchSite, actFinishSearch,
+	actStoreAnalytics,
 	actDeliverChanges,
 	actClaimChange,
 	actBucketSites,

@@ -3,8 +3,11 @@ package site
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -21,6 +24,12 @@ type ListDirInput struct {
 	Offset  int
 	Limit   int // 0 = all
 	Details bool
+	// Types keeps only children of these types (file, directory,
+	// symlink); empty keeps all. Filtered before paging.
+	Types []string `json:",omitempty"`
+	// Restricted keeps only restricted children (true) or only the others
+	// (false); nil keeps all. Filtered before paging.
+	Restricted *bool `json:",omitempty"`
 }
 
 // FileInfo is a file or directory as the file browser shows it.
@@ -39,6 +48,12 @@ type FileInfo struct {
 	Status          string         `json:"status"`
 	RemoteLocations map[string]any `json:"remote_locations"`
 	Error           string         `json:"error,omitempty"`
+	// Metadata is the user metadata (fields, and "tags" when the entry
+	// has tags), from its attributes or the file index.
+	Metadata map[string]any `json:"metadata,omitempty"`
+	// Restricted: the hub does not act on this entry (a symlink, which it
+	// never follows, or a special file: fifo, socket, device).
+	Restricted bool `json:"restricted,omitempty"`
 }
 
 // ListDirOutput is the directory itself and one page of its children,
@@ -81,6 +96,9 @@ func (a *Activities) ListDir(ctx context.Context, in ListDirInput) (*ListDirOutp
 		if (entry.Path == "/" && de.Name() == hubDir) || strings.HasPrefix(de.Name(), tmpPrefix) {
 			continue
 		}
+		if !in.keeps(de.Type()) {
+			continue
+		}
 		names = append(names, de.Name())
 	}
 	sort.Strings(names)
@@ -95,16 +113,80 @@ func (a *Activities) ListDir(ctx context.Context, in ListDirInput) (*ListDirOutp
 	for _, n := range names[lo:hi] {
 		fi, err := a.fileInfo(path.Join(entry.Path, n), in.Details)
 		if err != nil {
-			fi = FileInfo{Path: path.Join(entry.Path, n), Name: n, Error: err.Error()}
+			fi = FileInfo{Path: path.Join(entry.Path, n), Name: n, Error: err.Error(), RemoteLocations: map[string]any{},
+				Restricted: errors.Is(err, errUnsupportedType)}
 		}
+		fi.Metadata = a.browseMeta(ctx, fi)
 		out.Children = append(out.Children, fi)
 	}
+	out.Entry.Metadata = a.browseMeta(ctx, out.Entry)
 	return out, nil
+}
+
+// keeps tells whether a child of this mode passes the type and
+// restricted filters (read from the folder entry: no stat per child).
+func (in ListDirInput) keeps(mode fs.FileMode) bool {
+	typ := ""
+	switch {
+	case mode.IsDir():
+		typ = TypeDirectory
+	case mode&fs.ModeSymlink != 0:
+		typ = TypeSymlink
+	case mode.IsRegular():
+		typ = TypeFile
+	}
+	if len(in.Types) > 0 && !slices.Contains(in.Types, typ) {
+		return false
+	}
+	if in.Restricted != nil {
+		restricted := typ == "" || typ == TypeSymlink
+		return restricted == *in.Restricted
+	}
+	return true
+}
+
+// errUnsupportedType marks a special file (fifo, socket, device), which
+// the hub lists as restricted but never handles.
+var errUnsupportedType = errors.New("the hub handles no special files (fifo, socket, device)")
+
+// browseMeta is the user metadata of a listed entry: its attributes'
+// where the root keeps them, else the file index's (when it has one).
+func (a *Activities) browseMeta(ctx context.Context, fi FileInfo) map[string]any {
+	if fi.Error != "" || fi.Type == "" {
+		return nil
+	}
+	var m Meta
+	if a.Root.state.xattr && fi.Type != TypeSymlink {
+		l, err := a.Root.locate(fi.Path)
+		if err != nil {
+			return nil
+		}
+		m, _, _ = readXattrMeta(l.path())
+		l.close()
+	} else if _, err := os.Stat(filepath.Join(a.Root.dir, hubDir, fileIndexName)); err == nil {
+		if x, err := a.Root.Files(); err == nil {
+			m, _ = x.storedMeta(ctx, fi.Path)
+		}
+	}
+	if m.empty() {
+		return nil
+	}
+	out := make(map[string]any, len(m.Fields)+1)
+	for k, v := range m.Fields {
+		out[k] = v
+	}
+	if len(m.Tags) > 0 {
+		out["tags"] = m.Tags
+	}
+	return out
 }
 
 func (a *Activities) fileInfo(p string, details bool) (FileInfo, error) {
 	e, rec, err := a.Root.Stat(p)
 	if err != nil {
+		if st, lerr := a.Root.lstat(p); lerr == nil && typeOf(st.Mode()) == "" {
+			return FileInfo{}, errUnsupportedType
+		}
 		return FileInfo{}, badPath(err)
 	}
 	fi := FileInfo{Path: e.Path, Name: path.Base(e.Path), Type: e.Type, Size: e.Size, Mtime: e.Mtime,
@@ -117,6 +199,7 @@ func (a *Activities) fileInfo(p string, details bool) (FileInfo, error) {
 		fi.RemoteLocations[rec.Target] = map[string]any{"key": rec.Key, "checksum": rec.Checksum}
 	}
 	if e.Type == TypeSymlink {
+		fi.Restricted = true
 		return fi, nil // a link is shown, never followed
 	}
 	st, err := a.Root.lstat(p)

@@ -199,7 +199,7 @@ var routeDocs = map[string]routeDoc{
 	"GET /api/spaces/{}/":                 docOne("spaces", "Get a space", spaceResponse{}, "site_id", "search_keyword"),
 	"PATCH /api/spaces/{}/":               docOne("spaces", "Update a space", spaceResponse{}).in(spaceInput{}).errs(conflict...),
 	"DELETE /api/spaces/{}/":              docDelete("spaces", "Delete a space (not an immutable or shared one)").errs(conflict...),
-	"GET /api/spaces/{}/files/":           docPage("spaces", "Browse a space's files on its sites (a site that fails is an entry with its error)", anyOf{fileResponse{}, fileErrorResponse{}}, "path", "site", "details", "custom_timeout", "raise_exception").errs(siteWaits...),
+	"GET /api/spaces/{}/files/":           docPage("spaces", "Browse a space's files on its sites (a site that fails is an entry with its error)", anyOf{fileResponse{}, fileErrorResponse{}}, "path", "site", "details", "custom_timeout", "raise_exception", "type", "restricted", "cache_ttl", "custom_refresh_period", "check_available_sites").errs(siteWaits...),
 	"GET /api/storagepools/":              docPage("storage", "List storage pools", storagePoolResponse{}, "site"),
 	"GET /api/storagepools/{}/":           docOne("storage", "Get a storage pool", storagePoolResponse{}),
 	"GET /api/servers/":                   docPage("storage", "List servers", serverResponse{}, "site"),
@@ -258,7 +258,8 @@ var routeDocs = map[string]routeDoc{
 	"GET /api/tasks/":                docPage("jobs", "List tasks", taskResponse{}, "tasktype", "task_id", "state", "job_id", "internal"),
 	"GET /api/tasks/{}/":             docOne("jobs", "Get a task", taskDetailResponse{}),
 	"GET /api/tasks/{}/files/":       docOne("jobs", "A task with a page of the outcomes of its paths", taskFilesResponse{}, "page", "page_size", "state", "type", "site"),
-	"GET /api/file/":                 docPage("files", "Browse a directory of a site", fileResponse{}, "path", "site", "details", "custom_timeout").extra(browsePage{}).errs(siteWaits...),
+	"GET /api/analytics/":            docPage("files", "What fills a folder of a site: files and bytes by state, age, size and type; its largest children (children=true); download=csv answers CSV", analyticsChildResponse{}, "path", "site", "children", "cache_ttl", "custom_timeout", "raise_exception", "download").extra(analyticsPage{}).media("application/json", "text/csv").errs(siteWaits...),
+	"GET /api/file/":                 docPage("files", "Browse a directory of a site", fileResponse{}, "path", "site", "details", "custom_timeout", "type", "restricted", "cache_ttl").extra(browsePage{}).errs(siteWaits...),
 
 	"GET /api/schedules/":                    docPage("schedules", "List schedules", scheduleResponse{}, "site_id", "space_id"),
 	"POST /api/schedules/":                   docOne("schedules", "Create a schedule", scheduleResponse{}).in(changes.ScheduleInput{}),
@@ -282,7 +283,6 @@ var routeDocs = map[string]routeDoc{
 	"GET /api/filesets/": docList("storage", "A site's filesets: its spaces' folders", filesetResponse{}, "site"),
 
 	// Routes of the spec not served yet.
-	"GET /api/analytics/":              docPage("files", "Storage analytics", nil, "path", "site", "children", "cache_ttl", "custom_timeout", "raise_exception", "download"),
 	"POST /api/search/":                docOne("search", "Start a search across sites", searchResponse{}).in(changes.SearchRequest{}),
 	"GET /api/search/{}/":              docPage("search", "Results of a search so far (?group_by_name=true: one row per name)", anyOf{searchResultResponse{}, searchNameResponse{}}, "sort", "group_by_name").extra(searchPage{}),
 	"DELETE /api/search/{}/":           docDelete("search", "Stop and delete a search"),

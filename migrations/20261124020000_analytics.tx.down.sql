@@ -1,0 +1,3 @@
+ALTER TABLE job_stats DROP COLUMN size;
+--bun:split
+DROP TABLE site_answers;
