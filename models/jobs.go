@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -150,6 +151,9 @@ type JobStat struct {
 	Code    string    `bun:"code"`
 	Message string    `bun:"message"`
 	Updated time.Time `bun:"updated"`
+	// Size is the path's logical size in bytes as the site found it
+	// (null for outcomes recorded before sizes were).
+	Size *int64 `bun:"size"`
 }
 
 // JobStatHistory is every outcome a path had, one row per task.
@@ -314,6 +318,7 @@ type PathOutcome struct {
 	State   string
 	Code    string
 	Message string
+	Size    int64 // logical bytes of the path (0 for folders, links and unknown)
 }
 
 // RecordOutcomes upserts the latest outcome of each path into job_stats and
@@ -368,12 +373,13 @@ func recordOutcomesInsert(ctx context.Context, tx bun.Tx, jobID, taskID int64, o
 		stats := make([]JobStat, len(part))
 		hist := make([]JobStatHistory, len(part))
 		for i, o := range part {
-			stats[i] = JobStat{JobID: jobID, TaskID: &taskID, Path: o.Path, State: o.State, Code: o.Code, Message: o.Message, Updated: now}
+			size := o.Size
+			stats[i] = JobStat{JobID: jobID, TaskID: &taskID, Path: o.Path, State: o.State, Code: o.Code, Message: o.Message, Updated: now, Size: &size}
 			hist[i] = JobStatHistory{JobID: jobID, TaskID: &taskID, Path: o.Path, State: o.State, Code: o.Code, Message: o.Message, Created: now}
 		}
 		_, err := tx.NewInsert().Model(&stats).On("CONFLICT (job_id, path) DO UPDATE").
 			Set("task_id = EXCLUDED.task_id, state = EXCLUDED.state, code = EXCLUDED.code").
-			Set("message = EXCLUDED.message, updated = EXCLUDED.updated").Exec(ctx)
+			Set("message = EXCLUDED.message, updated = EXCLUDED.updated, size = EXCLUDED.size").Exec(ctx)
 		if err != nil {
 			return err
 		}
@@ -388,7 +394,7 @@ func recordOutcomesCopy(ctx context.Context, db *bun.DB, jobID, taskID int64, ou
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
 	for _, o := range outs {
-		_ = w.Write([]string{o.Path, o.State, o.Code, o.Message})
+		_ = w.Write([]string{o.Path, o.State, o.Code, o.Message, strconv.FormatInt(o.Size, 10)})
 	}
 	w.Flush()
 	conn, err := db.Conn(ctx)
@@ -397,7 +403,7 @@ func recordOutcomesCopy(ctx context.Context, db *bun.DB, jobID, taskID int64, ou
 	}
 	defer conn.Close()
 	return conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE outcomes (path TEXT, state TEXT, code TEXT, message TEXT) ON COMMIT DROP`); err != nil {
+		if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE outcomes (path TEXT, state TEXT, code TEXT, message TEXT, size BIGINT) ON COMMIT DROP`); err != nil {
 			return err
 		}
 		if _, err := pgdriver.CopyFrom(ctx, conn, &buf, `COPY outcomes FROM STDIN WITH (FORMAT csv, FORCE_NOT_NULL (path, state, code, message))`); err != nil {
@@ -407,10 +413,10 @@ func recordOutcomesCopy(ctx context.Context, db *bun.DB, jobID, taskID int64, ou
 		if _, err := tx.ExecContext(ctx, `DELETE FROM job_stat_history WHERE task_id = ?`, taskID); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO job_stats (job_id, task_id, path, state, code, message, updated)
-			SELECT ?, ?, path, state, code, message, ? FROM outcomes
+		if _, err := tx.ExecContext(ctx, `INSERT INTO job_stats (job_id, task_id, path, state, code, message, updated, size)
+			SELECT ?, ?, path, state, code, message, ?, size FROM outcomes
 			ON CONFLICT (job_id, path) DO UPDATE SET task_id = EXCLUDED.task_id, state = EXCLUDED.state,
-			code = EXCLUDED.code, message = EXCLUDED.message, updated = EXCLUDED.updated`, jobID, taskID, now); err != nil {
+			code = EXCLUDED.code, message = EXCLUDED.message, updated = EXCLUDED.updated, size = EXCLUDED.size`, jobID, taskID, now); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO job_stat_history (job_id, task_id, path, state, code, message, created)

@@ -295,6 +295,10 @@ type JobStatistics struct {
 	Tasks       int64
 	TaskByState map[string]int64
 	TaskByType  map[string]int64
+	// Bytes adds up the logical sizes of those paths; BytesByState by
+	// their latest state.
+	Bytes        int64
+	BytesByState map[string]int64
 }
 
 type groupCount struct {
@@ -328,6 +332,17 @@ func GetJobStatistics(ctx context.Context, db bun.IDB, jobID int64) (*JobStatist
 	}
 	if s.ByCode, _, err = countBy(ctx, db, (*JobStat)(nil), "code", jobID); err != nil {
 		return nil, err
+	}
+	var bytes []groupCount
+	err = db.NewSelect().Model((*JobStat)(nil)).ColumnExpr("state AS k, COALESCE(SUM(size), 0) AS n").
+		Where("job_id = ?", jobID).GroupExpr("state").Scan(ctx, &bytes)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	s.BytesByState = map[string]int64{}
+	for _, b := range bytes {
+		s.BytesByState[b.Key] = b.N
+		s.Bytes += b.N
 	}
 	if s.TaskByState, s.Tasks, err = countBy(ctx, db, (*Task)(nil), "state", jobID); err != nil {
 		return nil, err

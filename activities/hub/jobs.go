@@ -387,7 +387,7 @@ func (a *Activities) FinishTask(ctx context.Context, e workflows.TaskEnd) (workf
 func outcomes(in []site.Outcome) []models.PathOutcome {
 	out := make([]models.PathOutcome, len(in))
 	for i, o := range in {
-		out[i] = models.PathOutcome{Path: o.Path, State: o.State, Code: codeOf(o.State), Message: o.Message}
+		out[i] = models.PathOutcome{Path: o.Path, State: o.State, Code: codeOf(o.State), Message: o.Message, Size: o.Size}
 	}
 	return out
 }

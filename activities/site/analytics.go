@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"sort"
 	"strings"
@@ -135,7 +136,7 @@ func (a *Activities) Analytics(ctx context.Context, in AnalyticsInput) (*Analyti
 	switch {
 	case err == nil:
 	case isNotExist(err):
-		return nil, badPath(err)
+		return nil, badPath(fmt.Errorf("%s: %w", in.Path, os.ErrNotExist))
 	case errors.Is(err, ErrOutsideRoot), errors.Is(err, ErrReserved):
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrBadListPath, err)
 	default:

@@ -37,6 +37,7 @@ type Outcome struct {
 	State   string    `json:"s"`
 	Message string    `json:"m,omitempty"`
 	Sent    *SentFile `json:"f,omitempty"` // send/site_sync: what the destination needs
+	Size    int64     `json:"b,omitempty"` // logical bytes of the path, from its batch entry (job statistics)
 }
 
 // RuleFilter is the selection part of a workflow definition's filter rule.
@@ -439,7 +440,7 @@ func (a *Activities) RunStep(ctx context.Context, in StepInput) (*StepOutput, er
 		done = append(done, outs...)
 		activity.RecordHeartbeat(ctx, len(done))
 	}
-	return &StepOutput{Outcomes: done}, nil
+	return &StepOutput{Outcomes: withSizes(done, entries)}, nil
 }
 
 type chunkFunc func(ctx context.Context, chunk []batchEntry) ([]Outcome, error)

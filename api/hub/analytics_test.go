@@ -18,8 +18,8 @@ import (
 
 // analyticsTree writes a tree of chosen sizes, types and ages under
 // <root>/proj, makes one file premigrated and one migrated through jobs,
-// and returns the root.
-func analyticsTree(t *testing.T, e *apitest.Env, js *jobSite) {
+// and returns the ids of the two jobs.
+func analyticsTree(t *testing.T, e *apitest.Env, js *jobSite) (premigrate, migrate int64) {
 	t.Helper()
 	now := time.Now()
 	day := 24 * time.Hour
@@ -42,8 +42,11 @@ func analyticsTree(t *testing.T, e *apitest.Env, js *jobSite) {
 		require.NoError(t, os.Chtimes(abs, now.Add(-f.atime), now.Add(-f.mtime)))
 	}
 	require.NoError(t, os.Symlink("a/small.txt", filepath.Join(js.root, "proj", "link")))
-	require.Equal(t, "SUCCESS", runJob(t, e, js.name, "premigrate", []string{"/proj/b/mid.dat", "/proj/b/old.dat"}, nil)["state"])
-	require.Equal(t, "SUCCESS", runJob(t, e, js.name, "migrate", []string{"/proj/b/old.dat"}, nil)["state"])
+	j1 := runJob(t, e, js.name, "premigrate", []string{"/proj/b/mid.dat", "/proj/b/old.dat"}, nil)
+	require.Equal(t, "SUCCESS", j1["state"])
+	j2 := runJob(t, e, js.name, "migrate", []string{"/proj/b/old.dat"}, nil)
+	require.Equal(t, "SUCCESS", j2["state"])
+	return int64(j1["id"].(float64)), int64(j2["id"].(float64))
 }
 
 func bucketMap(t *testing.T, page map[string]any, key string) map[string][2]float64 {
@@ -68,7 +71,14 @@ func TestAnalytics(t *testing.T) {
 		east := newJobSite(t, e, "east")
 		_, err := models.EnsureSite(ctx, e.DB, "west") // no worker: offline
 		require.NoError(t, err)
-		analyticsTree(t, e, east)
+		premigrate, migrate := analyticsTree(t, e, east)
+		// The jobs' statistics report the bytes of their paths.
+		for id, want := range map[int64]float64{premigrate: 17000, migrate: 9000} {
+			r := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/%d/statistics/", id), nil)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+			require.Equal(t, want, r.Map()["bytes"], string(r.Body))
+			require.Equal(t, map[string]any{"SUCCESS": want}, r.Map()["files"].(map[string]any)["bytes_by_state"])
+		}
 		outside := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600))
 		require.NoError(t, os.Symlink(outside, filepath.Join(east.root, "escape")))

@@ -331,8 +331,8 @@ func (s *Server) jobStatistics(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, jobStatisticsResponse{ID: j.ID, State: j.State,
-		Files: fileStatistics{Total: st.Files, ByState: st.ByState, ByCode: st.ByCode},
+	c.JSON(http.StatusOK, jobStatisticsResponse{ID: j.ID, State: j.State, Bytes: st.Bytes,
+		Files: fileStatistics{Total: st.Files, ByState: st.ByState, ByCode: st.ByCode, BytesByState: st.BytesByState},
 		Tasks: taskStatistics{Total: st.Tasks, ByState: st.TaskByState, ByType: st.TaskByType}})
 	return nil
 }

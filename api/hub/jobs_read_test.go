@@ -106,7 +106,8 @@ func seedJobFixture(t *testing.T, e *apitest.Env) *jobFixture {
 	require.NoError(t, models.CreateTask(ctx, e.DB, task))
 	var outs []models.PathOutcome
 	for i := range 10 {
-		o := models.PathOutcome{Path: fmt.Sprintf("/data/projects/a/f%02d", i), State: vocab.TaskSuccess, Code: "ok", Message: "done"}
+		o := models.PathOutcome{Path: fmt.Sprintf("/data/projects/a/f%02d", i), State: vocab.TaskSuccess, Code: "ok", Message: "done",
+			Size: int64(1000 * (i + 1))}
 		switch i {
 		case 8:
 			o.State, o.Code = vocab.TaskFailure, "failed"
@@ -395,9 +396,10 @@ func TestJobsProgressStatisticsFiles(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 		require.Equal(t, map[string]any{"id": float64(f.j1.ID), "state": "SUCCESS",
 			"files": map[string]any{"total": float64(10),
-				"by_state": map[string]any{"SUCCESS": float64(8), "FAILURE": float64(1), "SKIPPED": float64(1)},
-				"by_code":  map[string]any{"ok": float64(8), "failed": float64(1), "skipped": float64(1)}},
-			"bytes": nil,
+				"by_state":       map[string]any{"SUCCESS": float64(8), "FAILURE": float64(1), "SKIPPED": float64(1)},
+				"by_code":        map[string]any{"ok": float64(8), "failed": float64(1), "skipped": float64(1)},
+				"bytes_by_state": map[string]any{"SUCCESS": float64(36000), "FAILURE": float64(9000), "SKIPPED": float64(10000)}},
+			"bytes": float64(55000),
 			"tasks": map[string]any{"total": float64(1), "by_state": map[string]any{"FAILURE": float64(1)},
 				"by_type": map[string]any{"copy": float64(1)}},
 		}, r.Map())

@@ -750,14 +750,15 @@ type jobStatisticsResponse struct {
 	ID    int64          `json:"id"`
 	State string         `json:"state" enum:"job_state"`
 	Files fileStatistics `json:"files"`
-	Bytes *int64         `json:"bytes" doc:"Always null: the hub records no sizes of the paths it processed."`
+	Bytes int64          `json:"bytes" doc:"Logical bytes of the job's paths, as the site found them (a migrated file counts its original size; folders count 0); paths recorded before sizes were count 0."`
 	Tasks taskStatistics `json:"tasks"`
 }
 
 type fileStatistics struct {
-	Total   int64            `json:"total"`
-	ByState map[string]int64 `json:"by_state"`
-	ByCode  map[string]int64 `json:"by_code"`
+	Total        int64            `json:"total"`
+	ByState      map[string]int64 `json:"by_state"`
+	ByCode       map[string]int64 `json:"by_code"`
+	BytesByState map[string]int64 `json:"bytes_by_state" doc:"Bytes of the paths by their latest state."`
 }
 
 type taskStatistics struct {
