@@ -192,6 +192,20 @@ func TestScheduleRunsItsWorkflows(t *testing.T) {
 		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("%s%d/", base, wid), map[string]any{"fields": map[string]any{}})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 
+		// A schedule-only workflow is refused outside a schedule, and runs
+		// inside one.
+		var premigrate int64
+		for _, w := range e.AsAdmin(http.MethodGet, "/api/workflows/?page_size=100", nil).Map()["results"].([]any) {
+			if w.(map[string]any)["name"] == "premigrate" {
+				premigrate = int64(w.(map[string]any)["id"].(float64))
+			}
+		}
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/workflows/%d/", premigrate), map[string]any{"schedule_only": true})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r = e.AsAdmin(http.MethodPost, "/api/file/workflow/", map[string]any{"site": "east", "workflow": "premigrate", "paths": []string{"/data"}})
+		require.Equal(t, http.StatusBadRequest, r.Status, string(r.Body))
+		require.Contains(t, r.Map()["workflow"], "This workflow can only run inside a schedule.")
+
 		// Run now: one job, the system's, with the schedule set.
 		r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/run/", id), nil)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
