@@ -55,6 +55,9 @@ func FreshSiteAnswer(ctx context.Context, db bun.IDB, kind, site, path, variant 
 	return a, err == nil, dbErr(err)
 }
 
+// SiteAnswersKept is how long the maintenance pass keeps an answer.
+const SiteAnswersKept = 7 * 24 * time.Hour
+
 // PruneSiteAnswers removes answers computed before cutoff.
 func PruneSiteAnswers(ctx context.Context, db bun.IDB, cutoff time.Time) (int64, error) {
 	res, err := db.NewDelete().Model((*SiteAnswer)(nil)).Where("computed_at < ?", cutoff.UTC()).Exec(ctx)

@@ -106,6 +106,11 @@ func (a *Activities) Maintain(ctx context.Context) (workflows.MaintenanceResult,
 			return res, err
 		}
 	}
+	// Answers kept for cache_ttl (analytics, listings): a week back is
+	// more than any cache_ttl worth asking for (docs/search-analytics.md).
+	if _, err := models.PruneSiteAnswers(ctx, a.DB, now.Add(-models.SiteAnswersKept)); err != nil {
+		return res, err
+	}
 	check := func(enabled bool, threshold int64, state []string, column, name, what string, count *int) error {
 		if !enabled || threshold <= 0 {
 			return nil
