@@ -86,6 +86,10 @@ func Site(c client.Client, cfg SiteConfig) (sdkworker.Worker, error) {
 	w := sdkworker.New(c, workflows.SiteTaskQueue(cfg.Site, cfg.Queue), sdkworker.Options{
 		// The default two pollers measurably starve busy site queues.
 		MaxConcurrentActivityTaskPollers: 8,
+		// Steps heartbeat their progress (site.StepProgress) at most once a
+		// second; without this the SDK would hold them back for 80% of the
+		// heartbeat timeout (16 s) and a job's live progress would lag.
+		MaxHeartbeatThrottleInterval: time.Second,
 	})
 	w.RegisterActivity(acts)
 	return w, nil

@@ -62,6 +62,11 @@ type JobProgress struct {
 	BatchesDone int
 	InFlight    int
 	Paused      bool
+	// FilesUnrecorded counts the paths of batches whose first step has
+	// ended and whose outcomes are not recorded at the hub yet: the live
+	// progress counts them between the step's last heartbeat and the
+	// stored counters.
+	FilesUnrecorded int64
 }
 
 // Tunables, each with the reason for its value.
@@ -162,9 +167,12 @@ type jobRun struct {
 	sinceRun  int
 	cancelled []vocab.BatchRef
 	wake      int // bumped by signals and finished batches
-	hub       workflow.Context
-	pause     workflow.ReceiveChannel
-	resume    workflow.ReceiveChannel
+	// unrecorded: paths of first steps ended, outcomes not yet recorded
+	// (the progress query's FilesUnrecorded); no command depends on it.
+	unrecorded int64
+	hub        workflow.Context
+	pause      workflow.ReceiveChannel
+	resume     workflow.ReceiveChannel
 }
 
 func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
@@ -175,7 +183,7 @@ func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
 	j.hub = workflow.WithActivityOptions(dctx, hubOptions)
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (JobProgress, error) {
 		return JobProgress{JobID: j.jobID, State: j.state, Batches: len(j.c.Queue), BatchesDone: j.c.Done,
-			InFlight: j.inFlight, Paused: j.c.Paused}, nil
+			InFlight: j.inFlight, Paused: j.c.Paused, FilesUnrecorded: j.unrecorded}, nil
 	}); err != nil {
 		return err
 	}
@@ -451,6 +459,11 @@ func (j *jobRun) runBatch(ctx workflow.Context, b vocab.BatchRef) error {
 		}
 		stepErr := workflow.ExecuteActivity(sctx, s.RunStep, site.StepInput{JobID: j.jobID, Run: b.Run, Batch: b.Index,
 			Step: k, Name: step.Name, Params: step.Params, Targets: targets}).Get(ctx, &out)
+		var unrecorded int64
+		if k == 0 && stepErr == nil {
+			unrecorded = int64(len(out.Outcomes))
+			j.unrecorded += unrecorded
+		}
 		if stepErr == nil && step.DestSite != "" {
 			out.Outcomes, stepErr = j.receive(ctx, step, out.Outcomes)
 		}
@@ -466,7 +479,9 @@ func (j *jobRun) runBatch(ctx workflow.Context, b vocab.BatchRef) error {
 					stepOptions(p, p.StepTimeout).ScheduleToCloseTimeout, p.Site)
 			}
 		}
-		if err := workflow.ExecuteActivity(hctx, actFinishTask, end).Get(hctx, nil); err != nil {
+		err = workflow.ExecuteActivity(hctx, actFinishTask, end).Get(hctx, nil)
+		j.unrecorded -= unrecorded
+		if err != nil {
 			return err
 		}
 		if stepErr != nil {

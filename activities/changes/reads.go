@@ -6,7 +6,9 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
+	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/workflows"
 )
 
@@ -80,6 +82,34 @@ func (s *Service) JobProgress(ctx context.Context, id int64, wait time.Duration)
 	}
 	return p, true
 }
+
+// JobSteps reads the progress of job id's steps in flight from the
+// heartbeat details of its pending RunStep activities (site.StepProgress):
+// the workflow cannot see them, the server keeps the latest of each. ok is
+// false when there is no answer (no such workflow, Temporal down).
+func (s *Service) JobSteps(ctx context.Context, id int64, wait time.Duration) (steps []site.StepProgress, ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	d, err := s.Temporal.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(id), "")
+	if err != nil {
+		return nil, false
+	}
+	dc := converter.GetDefaultDataConverter()
+	for _, a := range d.GetPendingActivities() {
+		if a.GetActivityType().GetName() != stepActivity || a.GetHeartbeatDetails() == nil {
+			continue
+		}
+		var p site.StepProgress
+		// A step of a worker from before StepProgress heartbeats a bare count.
+		if dc.FromPayloads(a.GetHeartbeatDetails(), &p) == nil && p.Files > 0 {
+			steps = append(steps, p)
+		}
+	}
+	return steps, true
+}
+
+// stepActivity is the registered name of site.Activities.RunStep.
+const stepActivity = "RunStep"
 
 // TemporalHealthy tells whether the Temporal frontend answers.
 func (s *Service) TemporalHealthy(ctx context.Context) error {

@@ -425,6 +425,14 @@ func (a *Activities) RunStep(ctx context.Context, in StepInput) (*StepOutput, er
 	}
 	defer a.Metrics.timed(a.Site, in.Name)()
 	run = a.Metrics.counted(a.Site, in.Name, run)
+	// The heartbeat says how far the step is, path by path (StepProgress).
+	rep := newStepReporter(ctx, in, entries)
+	size := make(map[string]int64, len(entries))
+	for _, e := range entries {
+		size[e.Path] = e.Size
+	}
+	rep.journaled(done, size)
+	ctx = context.WithValue(ctx, stepReporterKey{}, rep)
 	for lo := 0; lo < len(todo); lo += stepChunk {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -438,7 +446,7 @@ func (a *Activities) RunStep(ctx context.Context, in StepInput) (*StepOutput, er
 			return nil, err
 		}
 		done = append(done, outs...)
-		activity.RecordHeartbeat(ctx, len(done))
+		rep.journaled(outs, size)
 	}
 	return &StepOutput{Outcomes: withSizes(done, entries)}, nil
 }
@@ -454,9 +462,7 @@ func (a *Activities) stepFunc(in StepInput) (chunkFunc, error) {
 		DeleteRemote:   boolParam(in.Params, "remote"),
 	}
 	drivers := newDriverSet(in.Targets, a.Cipher)
-	heartbeat := func(ctx context.Context) func(int) {
-		return func(n int) { activity.RecordHeartbeat(ctx, n) }
-	}
+	heartbeat := stepBeat
 	byPath := func(f func(ctx context.Context, paths []string, o StepOptions) ([]Result, error)) chunkFunc {
 		return func(ctx context.Context, chunk []batchEntry) ([]Outcome, error) {
 			o := opts

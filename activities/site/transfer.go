@@ -70,7 +70,7 @@ func (a *Activities) sendChunk(in StepInput, drivers *driverSet) chunkFunc {
 		if err != nil {
 			return append(outs, failAll(upload, err)...), nil
 		}
-		res, err := Premigrate(ctx, a.Root, upload, d, shared, StepOptions{Progress: func(n int) { activity.RecordHeartbeat(ctx, n) }})
+		res, err := Premigrate(ctx, a.Root, upload, d, shared, StepOptions{Progress: stepBeat(ctx)})
 		if err != nil {
 			return nil, err
 		}

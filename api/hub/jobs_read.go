@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
 
+	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -293,27 +294,65 @@ func (s *Server) jobTypeChoices(c *gin.Context) error {
 }
 
 // jobProgress answers the stored counters and, while the job's workflow
-// runs, its live progress query.
+// runs, its live progress: the workflow's query and the heartbeats of its
+// steps in flight. A path's count moves from a step's heartbeat to the
+// workflow (step done, outcomes not yet recorded) to the stored counters;
+// reading them in that order counts a path on its way at worst twice for
+// an instant (progress is capped at 100), never not at all, so the
+// answer does not fall back while a batch's outcomes are being recorded.
 func (s *Server) jobProgress(c *gin.Context) error {
+	ctx := c.Request.Context()
 	j, err := s.jobFromPath(c)
 	if err != nil {
 		return err
+	}
+	var live *liveProgress
+	if !vocab.JobFinished(j.State) {
+		steps, stepsOK := s.Changes.JobSteps(ctx, j.ID, liveQueryTimeout)
+		if p, ok := s.liveProgress(ctx, j.ID); ok {
+			live = &liveProgress{JobID: p.JobID, State: p.State, Batches: p.Batches, BatchesDone: p.BatchesDone,
+				InFlight: p.InFlight, Paused: p.Paused, Steps: []liveStep{}, FilesUnrecorded: p.FilesUnrecorded}
+			if stepsOK {
+				live.Steps, live.FilesDone, live.BytesDone = liveSteps(steps)
+			}
+			if j, err = models.GetJob(ctx, s.DB, j.ID); err != nil { // the counters after the live answers
+				return err
+			}
+			if vocab.JobFinished(j.State) {
+				live = nil
+			}
+		}
 	}
 	progress := math.Round(min(max(j.Progress, 0), 100)*100) / 100
 	if j.State == vocab.JobSuccess {
 		progress = 100 // a job with no files never moves its counter
 	}
-	out := jobProgressResponse{ID: j.ID, State: j.State, Progress: progress, DirWalkComplete: j.DirWalkComplete,
+	if live != nil && j.NumFiles > 0 && live.FilesDone+live.FilesUnrecorded > 0 {
+		// Paths the first steps of batches in flight have finished are not
+		// in the stored counters yet (those of later steps already are).
+		n := j.NumProcessedFiles + j.NumFailedFiles + j.NumSkippedFiles + live.FilesDone + live.FilesUnrecorded
+		progress = max(progress, math.Round(min(100*float64(n)/float64(j.NumFiles), 100)*100)/100)
+	}
+	c.JSON(http.StatusOK, jobProgressResponse{ID: j.ID, State: j.State, Progress: progress, DirWalkComplete: j.DirWalkComplete,
 		NumFiles: j.NumFiles, NumProcessedFiles: j.NumProcessedFiles, NumFailedFiles: j.NumFailedFiles,
-		NumSkippedFiles: j.NumSkippedFiles, NumAbortedFiles: j.NumAbortedFiles, NumCancelledFiles: j.NumCancelledFiles}
-	if !vocab.JobFinished(j.State) {
-		if p, ok := s.liveProgress(c.Request.Context(), j.ID); ok {
-			out.Live = &liveProgress{JobID: p.JobID, State: p.State, Batches: p.Batches, BatchesDone: p.BatchesDone,
-				InFlight: p.InFlight, Paused: p.Paused}
+		NumSkippedFiles: j.NumSkippedFiles, NumAbortedFiles: j.NumAbortedFiles, NumCancelledFiles: j.NumCancelledFiles,
+		Live: live})
+	return nil
+}
+
+// liveSteps renders the steps in flight and sums what the first steps of
+// their batches have finished.
+func liveSteps(steps []site.StepProgress) (out []liveStep, files, bytes int64) {
+	out = []liveStep{}
+	for _, p := range steps {
+		out = append(out, liveStep{Step: p.Step, StepIndex: p.StepIndex, Run: p.Run, Batch: p.Batch,
+			Files: p.Files, FilesDone: p.FilesDone, Bytes: p.Bytes, BytesDone: p.BytesDone})
+		bytes += p.BytesDone
+		if p.StepIndex == 0 {
+			files += int64(p.FilesDone)
 		}
 	}
-	c.JSON(http.StatusOK, out)
-	return nil
+	return out, files, bytes
 }
 
 // liveProgress asks the job's workflow for its progress; any failure (no

@@ -744,6 +744,24 @@ type liveProgress struct {
 	BatchesDone int    `json:"batches_done"`
 	InFlight    int    `json:"in_flight"`
 	Paused      bool   `json:"paused"`
+	// What the steps in flight report in their heartbeats.
+	Steps     []liveStep `json:"steps" doc:"The job's steps running at its site, each with how far it is in its batch."`
+	FilesDone int64      `json:"files_done" doc:"Paths the first steps in flight have finished; progress counts them."`
+	BytesDone int64      `json:"bytes_done" doc:"Bytes of the paths the steps in flight have finished."`
+	// FilesUnrecorded counts paths whose first step has ended while
+	// their outcomes are being recorded.
+	FilesUnrecorded int64 `json:"files_unrecorded" doc:"Paths whose batch's first step has ended and whose outcomes are being recorded; progress counts them."`
+}
+
+type liveStep struct {
+	Step      string `json:"step"`
+	StepIndex int    `json:"step_index" doc:"Index of the step in its batch's chain."`
+	Run       int    `json:"run"`
+	Batch     int    `json:"batch"`
+	Files     int    `json:"files" doc:"Paths this step handles in the batch."`
+	FilesDone int    `json:"files_done" doc:"Paths it has finished, whatever their outcome."`
+	Bytes     int64  `json:"bytes" doc:"Sizes of those paths when the batch was discovered."`
+	BytesDone int64  `json:"bytes_done" doc:"Sizes of the finished paths, moving a chunk of 100 paths at a time."`
 }
 
 type jobStatisticsResponse struct {
