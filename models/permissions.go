@@ -160,15 +160,21 @@ func UserPermissions(ctx context.Context, db bun.IDB, u *User) (group, direct []
 	return group, direct, dbErr(err)
 }
 
-// PermissionSet returns the codenames a user holds.
+// PermissionSet returns the codenames a user holds, in one query of
+// codenames alone (it runs on every authenticated request).
 func PermissionSet(ctx context.Context, db bun.IDB, u *User) (map[string]bool, error) {
-	group, direct, err := UserPermissions(ctx, db, u)
-	if err != nil {
-		return nil, err
+	var codenames []string
+	q := db.NewSelect().Model((*Permission)(nil)).Column("p.codename")
+	if !u.IsSuperuser {
+		q.Where("p.id IN (SELECT gp.permission_id FROM group_permissions AS gp JOIN user_groups AS ug ON ug.group_id = gp.group_id WHERE ug.user_id = ?)", u.ID).
+			WhereOr("p.id IN (SELECT up.permission_id FROM user_permissions AS up WHERE up.user_id = ?)", u.ID)
 	}
-	set := make(map[string]bool, len(group)+len(direct))
-	for _, p := range append(group, direct...) {
-		set[p.Codename] = true
+	if err := q.Scan(ctx, &codenames); err != nil {
+		return nil, dbErr(err)
+	}
+	set := make(map[string]bool, len(codenames))
+	for _, c := range codenames {
+		set[c] = true
 	}
 	return set, nil
 }
