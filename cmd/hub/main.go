@@ -22,7 +22,7 @@ func main() {
 	worker.Version = buildVersion()
 	if err := rootCmd().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "hub:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -36,7 +36,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(devCmd(), serveCmd(), workerCmd(), migrateCmd(), siteCmd(), versionCmd(), probeCmd())
+	root.AddCommand(devCmd(), serveCmd(), workerCmd(), migrateCmd(), siteCmd(), versionCmd(), probeCmd(), clientCmd())
 	return root
 }
 
