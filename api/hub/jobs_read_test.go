@@ -390,7 +390,8 @@ func TestJobsProgressStatisticsFiles(t *testing.T) {
 		})
 		require.Eventually(t, func() bool { return get(p5).Map()["live"] != nil }, 20*time.Second, 100*time.Millisecond)
 		require.Equal(t, map[string]any{"job_id": float64(f.j5.ID), "state": "STARTED", "batches": float64(4),
-			"batches_done": float64(1), "in_flight": float64(2), "paused": false}, get(p5).Map()["live"])
+			"batches_done": float64(1), "in_flight": float64(2), "paused": false, "steps": []any{}, "files_done": float64(0),
+			"bytes_done": float64(0), "files_unrecorded": float64(0)}, get(p5).Map()["live"])
 
 		r = get(fmt.Sprintf("/api/jobs/%d/statistics/", f.j1.ID))
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
