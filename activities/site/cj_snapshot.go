@@ -9,9 +9,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // cjSnapshotHeartbeatEvery is how many entries a snapshot copies between
@@ -26,6 +29,34 @@ const cjSnapshotHeartbeatEvery = 200
 // an existing snapshot is always complete and taking it again is a no-op.
 func (a *Activities) cjSnapshot(ctx context.Context, s *CJSnapshot, del bool) (string, error) {
 	return a.snapshot(ctx, path.Join(cjSpacesDir, s.Space), s, del)
+}
+
+// trashedSnapshotPrefix names snapshot name of space in the site trash.
+func trashedSnapshotPrefix(space, name string) string { return "snapshot-" + space + "-" + name + "-" }
+
+// emptySnapshotTrash removes the site trash's entries named with prefix:
+// snapshots moved there for removal (never a space's data, whose trash
+// entries are named otherwise).
+func (a *Activities) emptySnapshotTrash(prefix string) error {
+	trash, err := openBeneath(a.Root.f, trashFolder, os.O_RDONLY|oDirectory, 0)
+	if isNotExist(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	names, err := trash.Readdirnames(-1)
+	trash.Close()
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			if err := cjRemoveTree(filepath.Join(a.Root.Dir(), filepath.FromSlash(trashFolder), n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // snapshotsBuild is where snapshots are built before they are renamed
@@ -45,16 +76,19 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 	parentRel := path.Join(cjSnapshotsDir, s.Space)
 	rel := path.Join(parentRel, s.Name)
 	if del {
-		trashed, err := a.Root.moveToTrash(rel, fmt.Sprintf("snapshot-%s-%s-%d", s.Space, s.Name, time.Now().UnixNano()))
-		if isNotExist(err) {
-			return rel + " already removed", nil
-		} else if err != nil {
+		_, err := a.Root.moveToTrash(rel, trashedSnapshotPrefix(s.Space, s.Name)+fmt.Sprint(time.Now().UnixNano()))
+		if err != nil && !isNotExist(err) {
 			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}
-		if err := cjRemoveTree(trashed); err != nil {
+		// Empty the trash of this snapshot, also of an attempt killed
+		// after its move.
+		if err := a.emptySnapshotTrash(trashedSnapshotPrefix(s.Space, s.Name)); err != nil {
 			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}
 		_ = a.Root.removeDir(parentRel) // only when empty: other snapshots of the space stay
+		if err != nil {
+			return rel + " already removed", nil
+		}
 		return "removed " + rel, nil
 	}
 
@@ -102,9 +136,11 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		err = cjReadOnly(tmp)
 	}
 	if err == nil {
+		fsutil.Fault("snapshot.copied")
 		err = unix.Renameat(fdOf(build), tmpName, fdOf(parent), s.Name)
 	}
 	if err == nil {
+		fsutil.Fault("snapshot.placed")
 		err = unix.Fchmodat(fdOf(parent), s.Name, 0o555, 0)
 	}
 	if err != nil {

@@ -69,6 +69,11 @@ func (a *Activities) TakeSpaceSnapshot(ctx context.Context, in SpaceSnapshotInpu
 		}
 		res.Taken = name
 	}
+	// Scheduled snapshots of the space an earlier attempt was killed
+	// removing are still in the site trash.
+	if err := a.emptySnapshotTrash("snapshot-" + in.Space + "-" + scheduledPrefix); err != nil {
+		return nil, err
+	}
 	if in.KeepFor <= 0 {
 		return res, nil
 	}
