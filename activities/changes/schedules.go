@@ -44,8 +44,8 @@ type ScheduleSync struct{ ID string }
 // one).
 const scheduleCatchup = time.Hour
 
-// triggerCheckEvery is how often a policy with triggers but no schedule
-// of its own measures its pools.
+// triggerCheckEvery is how often a policy with triggers measures its
+// pools (besides its own schedule's times, if it has one).
 const triggerCheckEvery = 10 * time.Minute
 
 // recurring is what a record wants of its Temporal Schedule.
@@ -143,17 +143,20 @@ func (s *Service) wanted(ctx context.Context, id string) (*recurring, error) {
 		}
 		r := &recurring{TimeZone: siteTZ(p.Site), Workflow: workflows.PolicyWorkflowName,
 			ActionID: id + "-run", Input: workflows.Fire{ID: p.ID}}
-		switch {
-		case p.Schedule != nil:
+		if p.Schedule == nil && len(p.Triggers) == 0 {
+			return nil, nil // runs only when asked (POST /policies/{id}/run/)
+		}
+		if p.Schedule != nil {
 			r.Cron = PolicyCron(p.Schedule).Line()
-			r.Once = p.Schedule.FirstOccur
+			r.Once = p.Schedule.FirstOccur && len(p.Triggers) == 0
 			if p.Schedule.Timezone != "" {
 				r.TimeZone = p.Schedule.Timezone
 			}
-		case len(p.Triggers) > 0:
+		}
+		if len(p.Triggers) > 0 {
+			// Triggers are checked on a schedule of their own, beside
+			// the policy's: every firing measures them first.
 			r.Every = triggerCheckEvery
-		default:
-			return nil, nil // runs only when asked (POST /policies/{id}/run/)
 		}
 		r.pausedBecause(p.Enabled, conf)
 		if f, err := models.GetFeature(ctx, s.DB, FeaturePolicies); err == nil && !f.Enabled && !r.Paused {

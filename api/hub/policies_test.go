@@ -100,10 +100,13 @@ func TestPolicyRecords(t *testing.T) {
 		d := describeSchedule(t, e, workflows.PolicyTemporalID(id))
 		require.NotNil(t, d)
 		require.Equal(t, "America/New_York", d.Schedule.Spec.TimeZoneName)
-		ny, _ := time.LoadLocation("America/New_York")
-		next := d.Info.NextActionTimes[0].In(ny)
-		require.Equal(t, []int{3, 15}, []int{next.Hour(), next.Minute()})
-		require.Equal(t, time.Sunday, next.Weekday())
+		require.Len(t, d.Schedule.Spec.Intervals, 1, "triggers are checked on a schedule of their own")
+		require.Equal(t, 10*time.Minute, d.Schedule.Spec.Intervals[0].Every)
+		require.Len(t, d.Schedule.Spec.Calendars, 1, "beside the policy's own schedule")
+		cal := d.Schedule.Spec.Calendars[0]
+		require.Equal(t, []client.ScheduleRange{{Start: 15, End: 15, Step: 1}}, cal.Minute, "%+v", cal)
+		require.Equal(t, []client.ScheduleRange{{Start: 3, End: 3, Step: 1}}, cal.Hour, "%+v", cal)
+		require.Equal(t, []client.ScheduleRange{{Start: 0, End: 0, Step: 1}}, cal.DayOfWeek, "%+v", cal)
 
 		// PATCH, the list, the automated list, disabling, deleting.
 		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", id), map[string]any{"enabled": false, "threads": 4})
