@@ -20,18 +20,18 @@ import (
 // value (a create starts from the defaults). Nested lists are replaced
 // whole.
 type PolicyInput struct {
-	Name            *string                 `json:"name"`
-	Enabled         *bool                   `json:"enabled"`
-	PolicyType      *string                 `json:"policy_type" doc:"migration or premigration."`
-	Filesystem      *string                 `json:"filesystem"`
-	Site            *int64                  `json:"site"`
-	Spaces          *[]int64                `json:"spaces"`
-	Threads         *int                    `json:"threads"`
-	RunImmediately  bool                    `json:"run_immediately"`
-	Order           *PolicyOrderInput       `json:"order"`
-	Schedule        *PolicyScheduleInput    `json:"schedule"` // null removes it
-	Triggers        *[]TriggerInput         `json:"triggers"`
-	ConditionGroups *[]ConditionGroupInput  `json:"condition_groups"`
+	Name            *string                `json:"name"`
+	Enabled         *bool                  `json:"enabled"`
+	PolicyType      *string                `json:"policy_type" doc:"migration or premigration."`
+	Filesystem      *string                `json:"filesystem"`
+	Site            *int64                 `json:"site"`
+	Spaces          *[]int64               `json:"spaces"`
+	Threads         *int                   `json:"threads"`
+	RunImmediately  bool                   `json:"run_immediately"`
+	Order           *PolicyOrderInput      `json:"order"`
+	Schedule        *PolicyScheduleInput   `json:"schedule"` // null removes it
+	Triggers        *[]TriggerInput        `json:"triggers"`
+	ConditionGroups *[]ConditionGroupInput `json:"condition_groups"`
 }
 
 // TriggerInput is a policy trigger as a client writes it (thresholds in
@@ -361,7 +361,7 @@ func (s *Service) RunPolicy(ctx context.Context, id int64, key string) (*models.
 	if err != nil {
 		return nil, err
 	}
-	j, err := PolicyJob(ctx, s, p)
+	j, err := s.policyJob(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -374,19 +374,19 @@ func (s *Service) RunPolicy(ctx context.Context, id int64, key string) (*models.
 	return j, nil
 }
 
-// PolicyJob builds the record of a run of policy p: its workflow's steps
+// policyJob builds the record of a run of policy p: its workflow's steps
 // for what the scan selects (rule 0), premigrate for what the premigrate
 // band of its triggers selects (rule 1), over its spaces' folders.
-func PolicyJob(ctx context.Context, s *Service, p *models.Policy) (*models.Job, error) {
+func (s *Service) policyJob(ctx context.Context, p *models.Policy) (*models.Job, error) {
 	if p.Site == nil {
 		return nil, models.Invalid("site", "The policy's site no longer exists.")
 	}
 	wfName := models.PolicyWorkflows[p.PolicyType]
-	action, err := fileChain(ctx, s, wfName)
+	action, err := s.fileChain(ctx, wfName)
 	if err != nil {
 		return nil, err
 	}
-	premigrate, err := fileChain(ctx, s, "premigrate")
+	premigrate, err := s.fileChain(ctx, "premigrate")
 	if err != nil {
 		return nil, err
 	}
@@ -420,7 +420,7 @@ func PolicyJob(ctx context.Context, s *Service, p *models.Policy) (*models.Job, 
 }
 
 // fileChain is the chain of steps workflow name applies to files.
-func fileChain(ctx context.Context, s *Service, name string) ([]models.StepSpec, error) {
+func (s *Service) fileChain(ctx context.Context, name string) ([]models.StepSpec, error) {
 	wf, err := models.GetWorkflowByName(ctx, s.DB, name)
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s: %w", name, err)

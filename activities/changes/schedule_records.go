@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,14 +86,14 @@ func (s *Service) SaveSchedule(ctx context.Context, id int64, in ScheduleInput) 
 	setIf(&sch.MonthOfYear, in.MonthOfYear)
 	CheckCron(v, "", sch.Cron)
 	setIf(&sch.Discovery, in.Discovery)
-	v.Check(contains(scheduleDiscoveries, sch.Discovery), "discovery", "Use "+strings.Join(scheduleDiscoveries, ", ")+".")
+	v.Check(slices.Contains(scheduleDiscoveries, sch.Discovery), "discovery", "Use "+strings.Join(scheduleDiscoveries, ", ")+".")
 	if in.DiscoveryOptions != nil {
 		sch.DiscoveryOptions = nonNil(*in.DiscoveryOptions)
 	}
 	if in.ManagedPaths != nil {
 		sch.ManagedPaths = nonNil(*in.ManagedPaths)
 	}
-	CheckPaths(v, "managed_paths", sortedKeys(sch.ManagedPaths))
+	CheckPaths(v, "managed_paths", slices.Sorted(maps.Keys(sch.ManagedPaths)))
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
@@ -278,22 +279,4 @@ func nonNil(m map[string]any) map[string]any {
 		return map[string]any{}
 	}
 	return m
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -3,8 +3,9 @@ package hub
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -89,7 +90,9 @@ func (s *Server) saveSchedule(c *gin.Context) error {
 	return nil
 }
 
-func (s *Server) deleteSchedule(c *gin.Context) error { return deleteThrough(c, s.Changes.DeleteSchedule) }
+func (s *Server) deleteSchedule(c *gin.Context) error {
+	return deleteThrough(c, s.Changes.DeleteSchedule)
+}
 
 // runSchedule fires a schedule now (changes.RunSchedule) and answers the
 // schedule (200).
@@ -225,7 +228,7 @@ func (s *Server) listAutomatedSchedules(c *gin.Context) error {
 		for _, w := range sch.Workflows {
 			wfs = append(wfs, w.Workflow)
 		}
-		paths := strings.Join(sortedMapKeys(sch.ManagedPaths), ",")
+		paths := strings.Join(slices.Sorted(maps.Keys(sch.ManagedPaths)), ",")
 		names := strings.Join(wfs, ",")
 		r := automatedScheduleResponse{Name: sch.Name, ScheduleType: "schedule", Enabled: sch.Enabled,
 			Minute: sch.Minute, Hour: sch.Hour, DayOfMonth: sch.DayOfMonth, DayOfWeek: sch.DayOfWeek, MonthOfYear: sch.MonthOfYear,
@@ -289,13 +292,4 @@ func (s *Server) listAutomatedSchedules(c *gin.Context) error {
 		out = []automatedScheduleResponse{}
 	}
 	return web.PaginateSlice(c, out, func(r *automatedScheduleResponse) any { return *r })
-}
-
-func sortedMapKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
