@@ -26,7 +26,7 @@ var fallbackTests = []string{
 	"TestSpaceRemovalSwapRace", "TestRemoveSpaceDirSwapRace", "TestListDirSwapRace",
 	"TestExposerCheckSwapRace", "TestShareCheckSwapRace", "TestConfigWriteSwapRace",
 	"TestCJSpaceStaysInside", "TestCJSnapshotNeverCopiesFromOutside", "TestCJCopyFileRefusesASwappedLink",
-	"TestSpaceDirs", "TestWalkErrors", "TestLifecycle", "TestCopyInAndRemovePath", "TestTamperedRecordsAreRefused",
+	"TestSpaceDirs", "TestWalkErrors", "TestLifecycle", "TestCopyInAndRemovePath", "TestTamperedRecordsAreRefused", "TestXattrReadsFollowTheFolder",
 }
 
 // TestBeneathFallback runs the containment and race tests again in a
