@@ -4,7 +4,10 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
+	"runtime"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -75,9 +78,17 @@ type SiteConfig struct {
 	Metrics *site.StepMetrics
 }
 
+// unsafePathsEnv lets a site worker run where paths cannot be opened
+// race-free (see Site).
+const unsafePathsEnv = "HUB_SITE_UNSAFE_PATHS"
+
 // Site returns a worker polling the site's queue with the site activities
 // over cfg.Root.
 func Site(c client.Client, cfg SiteConfig) (sdkworker.Worker, error) {
+	if runtime.GOOS != "linux" && os.Getenv(unsafePathsEnv) != "1" {
+		return nil, fmt.Errorf("site workers reach files race-free only on Linux (openat2 and /proc/self/fd); "+
+			"on %s a step reaches a file by name after checking it: set %s=1 to accept that", runtime.GOOS, unsafePathsEnv)
+	}
 	acts, err := site.NewActivities(cfg.Site, cfg.Queue, cfg.Node, cfg.Root, cfg.ConfigDir)
 	if err != nil {
 		return nil, err
