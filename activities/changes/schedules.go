@@ -274,7 +274,7 @@ func (s *Service) SyncSchedule(ctx context.Context, id string) error {
 		}
 		_, err := sc.Create(ctx, opts)
 		return err
-	case want.upToDate(desc.Schedule.State.Note, desc.Schedule.State.Paused):
+	case want.upToDate(desc.Schedule.State.Note, desc.Schedule.State.Paused) && want.firesAt(desc.Info.NextActionTimes, time.Now()):
 		return nil
 	}
 	return h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
@@ -339,6 +339,7 @@ func (s *Service) ReconcileSchedules(ctx context.Context) (int, error) {
 	type seen struct {
 		note   string
 		paused bool
+		next   []time.Time
 	}
 	listed := map[string]seen{}
 	it, err := s.Temporal.ScheduleClient().List(ctx, client.ScheduleListOptions{PageSize: 1000})
@@ -351,7 +352,7 @@ func (s *Service) ReconcileSchedules(ctx context.Context) (int, error) {
 			return 0, err
 		}
 		if ours(e.ID) {
-			listed[e.ID] = seen{e.Note, e.Paused}
+			listed[e.ID] = seen{e.Note, e.Paused, e.NextActionTimes}
 		}
 	}
 	ids, err := recurringIDs(ctx, s.DB)
@@ -369,6 +370,7 @@ func (s *Service) ReconcileSchedules(ctx context.Context) (int, error) {
 	}
 	changed := 0
 	var errs []error
+	now := time.Now()
 	for _, id := range ids {
 		if wantIDs[id] {
 			want, err := s.wanted(ctx, id)
@@ -377,7 +379,7 @@ func (s *Service) ReconcileSchedules(ctx context.Context) (int, error) {
 				continue
 			}
 			l, ok := listed[id]
-			if (want == nil && !ok) || (want != nil && ok && want.upToDate(l.note, l.paused)) {
+			if (want == nil && !ok) || (want != nil && ok && want.upToDate(l.note, l.paused) && want.firesAt(l.next, now)) {
 				continue
 			}
 		}

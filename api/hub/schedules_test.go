@@ -155,6 +155,28 @@ func TestScheduleDriftIsReconciled(t *testing.T) {
 			return err == nil && d != nil && !d.Schedule.State.Paused
 		}, 30*time.Second, 200*time.Millisecond)
 
+		// In step, the pass leaves it alone, even for a cron with both a
+		// day of month and a day of week.
+		r := e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/schedules/%d/", id), map[string]any{"day_of_month": "1-7", "day_of_week": "1", "hour": "*/6"})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.Eventually(t, func() bool {
+			n, err := e.API.Changes.ReconcileSchedules(ctx)
+			return err == nil && n == 0
+		}, 30*time.Second, 500*time.Millisecond, "a schedule in step is not written again")
+
+		// Its spec edited by hand (the note untouched): the record's is
+		// written back.
+		h := e.Temporal.ScheduleClient().GetHandle(ctx, tid)
+		require.NoError(t, h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			in.Description.Schedule.Spec = &client.ScheduleSpec{CronExpressions: []string{"15 4 * * *"}}
+			return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
+		}}))
+		require.Eventually(t, func() bool {
+			_, err := e.API.Changes.ReconcileSchedules(ctx)
+			d := describeSchedule(t, e, tid)
+			return err == nil && d != nil && len(d.Info.NextActionTimes) > 0 && d.Info.NextActionTimes[0].Minute() == 0
+		}, 30*time.Second, 500*time.Millisecond, "the hand-edited spec is replaced")
+
 		// A Temporal Schedule whose record is gone is deleted.
 		require.NoError(t, models.DeleteSchedule(ctx, e.DB, id))
 		require.Eventually(t, func() bool {
@@ -234,24 +256,46 @@ func TestScheduleRunsItsWorkflows(t *testing.T) {
 	})
 }
 
-// TestScheduleFiresByItself lets a real Temporal Schedule fire on its cron
-// (every minute: the finest a schedule's cron fields can say) and finds
-// the job it started, finished, through schedule_ids.
+// TestScheduleFiresByItself lets a real Temporal Schedule fire on its
+// own and finds the job it started, finished, through schedule_ids. A
+// record's cron cannot say seconds, so the test narrows the Temporal
+// Schedule's spec to every 2 s by hand, as an operator could in the Web
+// UI; the action (workflow, input, overlap policy) stays as the hub made
+// it. The reconciling pass then sees the spec differs from the record's
+// (the times Temporal lists are not the cron's) and writes it back.
 func TestScheduleFiresByItself(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
 		e.StartHubWorker()
 		s := newJobSite(t, e, "east")
 		makeTree(t, s.root, 5)
-		id := createSchedule(t, e, map[string]any{"name": "every-minute", "site": "east", "minute": "*", "hour": "*",
+		id := createSchedule(t, e, map[string]any{"name": "nightly", "site": "east", "minute": "30", "hour": "2",
 			"managed_paths": map[string]any{"/data": map[string]any{}}})
 		r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/workflows/", id), map[string]any{"workflow": "premigrate"})
 		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+
+		h := e.Temporal.ScheduleClient().GetHandle(ctx, workflows.ScheduleTemporalID(id))
+		require.NoError(t, h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			in.Description.Schedule.Spec = &client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: 2 * time.Second}}}
+			return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
+		}}))
 		var jobs map[string]any
 		require.Eventually(t, func() bool {
 			jobs = e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/?schedule_ids=%d&state=SUCCESS", id), nil).Map()
 			return jobs["count"] != float64(0)
-		}, 150*time.Second, time.Second, "a job fired by the schedule: %v", jobs)
-		require.Equal(t, "every-minute", jobs["results"].([]any)[0].(map[string]any)["schedule"])
+		}, 60*time.Second, 500*time.Millisecond, "a job fired by the schedule: %v", jobs)
+		job := jobs["results"].([]any)[0].(map[string]any)
+		require.Equal(t, "nightly", job["schedule"])
+		require.Equal(t, "premigrate", job["workflow"])
+
+		// The reconciler puts the record's spec back: next firing 02:30 in
+		// the site's zone, no interval.
+		require.Eventually(t, func() bool {
+			_, err := e.API.Changes.ReconcileSchedules(ctx)
+			d := describeSchedule(t, e, workflows.ScheduleTemporalID(id))
+			return err == nil && d != nil && len(d.Schedule.Spec.Intervals) == 0 && len(d.Info.NextActionTimes) > 0 &&
+				d.Info.NextActionTimes[0].UTC().Minute() == 30
+		}, 30*time.Second, 500*time.Millisecond)
 	})
 }
