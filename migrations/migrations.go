@@ -39,6 +39,7 @@ func NewMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	if err := ms.Discover(files); err != nil {
 		return nil, fmt.Errorf("discover migrations: %w", err)
 	}
+	registerAuthGeneration(ms) // a Go migration: its triggers differ per dialect
 	return migrate.NewMigrator(db, ms, migrate.WithTemplateData(typesFor(db)), migrate.WithMarkAppliedOnSuccess(true)), nil
 }
 

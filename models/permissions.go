@@ -178,3 +178,13 @@ func PermissionSet(ctx context.Context, db bun.IDB, u *User) (map[string]bool, e
 	}
 	return set, nil
 }
+
+// AuthGeneration is a number that moves whenever a user, group,
+// permission or client key changes (database triggers move it, whoever
+// writes): an authenticated caller cached at one generation is still
+// valid while it stays the same.
+func AuthGeneration(ctx context.Context, db bun.IDB) (int64, error) {
+	var n int64
+	err := db.NewSelect().Table("auth_generation").Column("n").Where("id = 1").Scan(ctx, &n)
+	return n, dbErr(err)
+}

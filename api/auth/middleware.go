@@ -3,6 +3,7 @@ package auth
 import (
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
@@ -32,10 +33,12 @@ func Current(c *gin.Context) *Principal {
 }
 
 // Authenticate accepts "Bearer <access token>" and "Api-Key <key>" and
-// answers 401 otherwise.
+// answers 401 otherwise. Callers are cached by credential (see
+// principalCache), so a request with a known token costs one small query.
 func Authenticate(db bun.IDB, tokens *Tokens) gin.HandlerFunc {
+	cache := &principalCache{}
 	return func(c *gin.Context) {
-		p, err := authenticate(c, db, tokens)
+		p, err := cache.authenticate(c, db, tokens)
 		if err != nil {
 			_ = c.Error(err)
 			c.Abort()
@@ -47,24 +50,38 @@ func Authenticate(db bun.IDB, tokens *Tokens) gin.HandlerFunc {
 	}
 }
 
-func authenticate(c *gin.Context, db bun.IDB, tokens *Tokens) (*Principal, error) {
+// authenticate is the request's caller, from the cache when the
+// credential is known and nothing about users, groups, permissions or
+// keys changed since (models.AuthGeneration), else from the database.
+func (pc *principalCache) authenticate(c *gin.Context, db bun.IDB, tokens *Tokens) (*Principal, error) {
 	scheme, cred, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
-	cred = strings.TrimSpace(cred)
-	if cred == "" {
+	scheme, cred = strings.ToLower(scheme), strings.TrimSpace(cred)
+	if cred == "" || (scheme != "bearer" && scheme != "api-key") {
 		return nil, web.ErrUnauthenticated
 	}
 	ctx := c.Request.Context()
+	gen, err := models.AuthGeneration(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	key := scheme + " " + cred
+	if p := pc.get(gen, key, tokens.now()); p != nil {
+		return p, nil
+	}
 	p := new(Principal)
-	switch strings.ToLower(scheme) {
-	case "bearer":
-		u, err := tokens.User(ctx, db, cred, TypeAccess)
+	var expires time.Time
+	if scheme == "bearer" {
+		claims, err := tokens.Parse(cred, TypeAccess)
+		if err == nil {
+			p.User, err = owner(ctx, db, claims)
+		}
 		if errors.Is(err, ErrBadToken) {
 			return nil, web.ErrUnauthenticated
 		} else if err != nil {
 			return nil, err
 		}
-		p.User = u
-	case "api-key":
+		expires = claims.ExpiresAt.Time
+	} else {
 		k, err := models.ClientKeyUser(ctx, db, cred)
 		if errors.Is(err, models.ErrNotFound) || (err == nil && !k.User.IsActive) {
 			return nil, web.ErrUnauthenticated
@@ -72,17 +89,13 @@ func authenticate(c *gin.Context, db bun.IDB, tokens *Tokens) (*Principal, error
 			return nil, err
 		}
 		p.User, p.ClientKey = k.User, k
-	default:
-		return nil, web.ErrUnauthenticated
 	}
-	if p.User.IsSuperuser {
-		return p, nil // Can grants a superuser everything
+	if !p.User.IsSuperuser { // Can grants a superuser everything
+		if p.perms, err = models.PermissionSet(ctx, db, p.User); err != nil {
+			return nil, err
+		}
 	}
-	perms, err := models.PermissionSet(ctx, db, p.User)
-	if err != nil {
-		return nil, err
-	}
-	p.perms = perms
+	pc.put(gen, key, p, expires)
 	return p, nil
 }
 

@@ -141,6 +141,11 @@ func (t *Tokens) User(ctx context.Context, db bun.IDB, token, typ string) (*mode
 	if err != nil {
 		return nil, err
 	}
+	return owner(ctx, db, claims)
+}
+
+// owner is the user verified claims name, who must exist and be active.
+func owner(ctx context.Context, db bun.IDB, claims *Claims) (*models.User, error) {
 	id, err := strconv.ParseInt(claims.Subject, 10, 64)
 	if err != nil {
 		return nil, ErrBadToken
