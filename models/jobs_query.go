@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -197,6 +198,9 @@ func JobOwners(ctx context.Context, db bun.IDB, f JobFilter) ([]JobOwner, error)
 		OwnerID   *int64 `bun:"owner_id"`
 		OwnerName string `bun:"owner_name"`
 	}
+	if f.empty() {
+		return allJobOwners(ctx, db)
+	}
 	q := db.NewSelect().Model((*Job)(nil)).ColumnExpr("j.owner_type, j.owner_id, MAX(j.owner_name) AS owner_name")
 	err := f.apply(db, q).Group("j.owner_type", "j.owner_id").Scan(ctx, &rows)
 	if err != nil {
@@ -214,6 +218,46 @@ func JobOwners(ctx context.Context, db bun.IDB, f JobFilter) ([]JobOwner, error)
 			unknown = true
 		}
 	}
+	return ownersList(users, system, unknown), nil
+}
+
+// allJobOwners is JobOwners of every job, read from the jobs_owner index
+// by jumping from one owner to the next (a loose index scan written as a
+// recursive query: a few index probes per owner, whatever the number of
+// jobs) rather than grouping the whole table.
+func allJobOwners(ctx context.Context, db bun.IDB) ([]JobOwner, error) {
+	var users []JobOwner
+	err := db.NewRaw(`WITH RECURSIVE u(id) AS (
+		SELECT MIN(owner_id) FROM jobs WHERE owner_type = ?0
+		UNION ALL
+		SELECT (SELECT MIN(j.owner_id) FROM jobs j WHERE j.owner_type = ?0 AND j.owner_id > u.id) FROM u WHERE u.id IS NOT NULL
+	)
+	SELECT u.id, (SELECT MAX(j.owner_name) FROM jobs j WHERE j.owner_type = ?0 AND j.owner_id = u.id) AS name
+	FROM u WHERE u.id IS NOT NULL`, OwnerUser).Scan(ctx, &users)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	for i := range users {
+		users[i].Type = OwnerUser
+	}
+	var system, unknown bool
+	// Anything but a user with an id or the system is unknown: the
+	// owner types below, between and above the two, each an index range.
+	err = db.NewRaw(`SELECT
+		EXISTS (SELECT 1 FROM jobs WHERE owner_type = ?0),
+		EXISTS (SELECT 1 FROM jobs WHERE owner_type < ?0)
+		OR EXISTS (SELECT 1 FROM jobs WHERE owner_type > ?0 AND owner_type < ?1)
+		OR EXISTS (SELECT 1 FROM jobs WHERE owner_type > ?1)
+		OR EXISTS (SELECT 1 FROM jobs WHERE owner_type = ?1 AND owner_id IS NULL)`, OwnerSystem, OwnerUser).Scan(ctx, &system, &unknown)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	return ownersList(users, system, unknown), nil
+}
+
+// ownersList orders the owners as the API lists them: users by name,
+// then System, then Unknown.
+func ownersList(users []JobOwner, system, unknown bool) []JobOwner {
 	sort.Slice(users, func(a, b int) bool {
 		if users[a].Name != users[b].Name {
 			return users[a].Name < users[b].Name
@@ -227,7 +271,7 @@ func JobOwners(ctx context.Context, db bun.IDB, f JobFilter) ([]JobOwner, error)
 	if unknown {
 		out = append(out, JobOwner{Type: OwnerUnknown, ID: OwnerUnknownID, Name: "Unknown"})
 	}
-	return out, nil
+	return out
 }
 
 // JobFileCounts sums the per-file counters of jobs.
@@ -487,3 +531,6 @@ func JobStatHistoryQuery(db bun.IDB, dest *[]JobStatHistoryRow, f JobStatFilter)
 		ColumnExpr("(SELECT ls.id FROM job_stats AS ls WHERE ls.job_id = jh.job_id AND ls.path = jh.path) AS jobstat_id")
 	return f.apply(q, "jh").Order("jh.id")
 }
+
+// empty tells whether f selects every job.
+func (f JobFilter) empty() bool { return reflect.ValueOf(f).IsZero() }

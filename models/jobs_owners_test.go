@@ -1,0 +1,73 @@
+package models_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/models/dbtest"
+	"github.com/thehub/hub/workflows/vocab"
+)
+
+// TestJobOwnersIndexJump: the owners of all jobs, read by jumping through
+// the owner index, are exactly what grouping the matching rows gives (a
+// filter that matches every job takes the grouping path): users by name
+// with their latest-sorting name, System, and Unknown for the unknown
+// type, a user row without an id and a type the hub does not know.
+func TestJobOwnersIndexJump(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		site, err := models.EnsureSite(ctx, db, "east")
+		require.NoError(t, err)
+		id := func(n int64) *int64 { return &n }
+		at := time.Now().UTC()
+		job := func(typ string, owner *int64, name string) models.Job {
+			return models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: vocab.DefaultQueue,
+				State: vocab.JobSuccess, Created: at, Updated: at, Run: 1, OwnerType: typ, OwnerID: owner, OwnerName: name,
+				Fields: map[string]any{}, Paths: []string{"/data"}}
+		}
+		all := models.JobFilter{Created: models.TimeRange{From: func() *time.Time { t := at.Add(-time.Hour); return &t }()}}
+		check := func(want ...string) {
+			t.Helper()
+			fast, err := models.JobOwners(ctx, db, models.JobFilter{})
+			require.NoError(t, err)
+			grouped, err := models.JobOwners(ctx, db, all)
+			require.NoError(t, err)
+			require.Equal(t, grouped, fast)
+			var names []string
+			for _, o := range fast {
+				names = append(names, o.Name)
+			}
+			require.Equal(t, want, names)
+		}
+		check()
+
+		jobs := []models.Job{job(models.OwnerUser, id(7), "zed"), job(models.OwnerUser, id(3), "amy"), job(models.OwnerUser, id(7), "zed"),
+			job(models.OwnerUser, id(3), "amy2"), job(models.OwnerUser, id(12), "bob")}
+		_, err = db.NewInsert().Model(&jobs).Exec(ctx)
+		require.NoError(t, err)
+		check("amy2", "bob", "zed")
+
+		for _, j := range []models.Job{job(models.OwnerSystem, nil, "System"), job(models.OwnerUser, nil, "ghost")} {
+			_, err = db.NewInsert().Model(&j).Exec(ctx)
+			require.NoError(t, err)
+		}
+		check("amy2", "bob", "zed", "System", "Unknown")
+
+		_, err = db.NewDelete().Model((*models.Job)(nil)).Where("owner_id IS NULL AND owner_type = ?", models.OwnerUser).Exec(ctx)
+		require.NoError(t, err)
+		check("amy2", "bob", "zed", "System")
+		for _, typ := range []string{"robot", "aaa", models.OwnerUnknown, "zzz"} {
+			j := job(typ, nil, typ)
+			_, err = db.NewInsert().Model(&j).Exec(ctx)
+			require.NoError(t, err)
+			check("amy2", "bob", "zed", "System", "Unknown")
+			_, err = db.NewDelete().Model((*models.Job)(nil)).Where("owner_type = ?", typ).Exec(ctx)
+			require.NoError(t, err)
+		}
+	})
+}
