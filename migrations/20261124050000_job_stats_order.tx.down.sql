@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS job_stats_job_order;
