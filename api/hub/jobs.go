@@ -185,7 +185,17 @@ func (s *Server) getJob(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, renderJob(c, j))
+	out := renderJob(c, j)
+	if !vocab.JobFinished(j.State) {
+		// A running job's progress moves as files finish inside a batch
+		// (lists show the stored figure, which moves per batch).
+		p, err := s.progressOf(c.Request.Context(), j)
+		if err != nil {
+			return err
+		}
+		out.Progress = p.Progress
+	}
+	c.JSON(http.StatusOK, out)
 	return nil
 }
 

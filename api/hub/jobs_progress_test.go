@@ -19,7 +19,8 @@ import (
 )
 
 // TestJobLiveProgress: a job of a few hundred files in one batch shows
-// progress strictly between 0 and 100 while its step runs, read from the
+// progress strictly between 0 and 100 while its step runs (in its
+// progress answer and in the job itself), read from the
 // step's heartbeat (files and bytes done of the batch), not only when the
 // batch ends. The target is an S3 server that takes a little while over
 // each upload, as a remote one does, so the batch lasts a few seconds.
@@ -34,15 +35,21 @@ func TestJobLiveProgress(t *testing.T) {
 		id := startJob(t, e, "live", "premigrate", []string{"/data"})
 
 		var mid map[string]any // a progress answer strictly between 0 and 100
-		var seen []float64
+		var seen, jobSeen []float64
+		var jobMid float64 // the job's own progress strictly between 0 and 100
 		deadline := time.Now().Add(3 * time.Minute)
-		for mid == nil && time.Now().Before(deadline) {
+		for (mid == nil || jobMid == 0) && time.Now().Before(deadline) {
+			j := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/%d/", id), nil).Map()
+			if v := j["progress"].(float64); jobMid == 0 && v > 0 && v < 100 {
+				jobMid = v
+			}
+			jobSeen = append(jobSeen, j["progress"].(float64))
 			r := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/%d/progress/", id), nil)
 			require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 			p := r.Map()
 			v := p["progress"].(float64)
 			seen = append(seen, v)
-			if v > 0 && v < 100 {
+			if mid == nil && v > 0 && v < 100 {
 				mid = p
 			}
 			if vocab.JobFinished(p["state"].(string)) {
@@ -64,6 +71,8 @@ func TestJobLiveProgress(t *testing.T) {
 		require.Equal(t, done, live["files_done"])
 		require.InDelta(t, 100*done/n, mid["progress"], 0.01)
 		require.Zero(t, mid["numprocessedfiles"], "the batch's task has not finished: the stored counters have not moved")
+		require.Greater(t, jobMid, 0.0, "GET /jobs/{id}/ shows progress inside the batch: %v", jobSeen)
+		require.Less(t, jobMid, 100.0)
 
 		job := waitJob(t, e, id)
 		require.Equal(t, "SUCCESS", job["state"], job)

@@ -301,11 +301,20 @@ func (s *Server) jobTypeChoices(c *gin.Context) error {
 // an instant (progress is capped at 100), never not at all, so the
 // answer does not fall back while a batch's outcomes are being recorded.
 func (s *Server) jobProgress(c *gin.Context) error {
-	ctx := c.Request.Context()
 	j, err := s.jobFromPath(c)
 	if err != nil {
 		return err
 	}
+	p, err := s.progressOf(c.Request.Context(), j)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, p)
+	return nil
+}
+
+// progressOf is the progress answer of job j (see jobProgress).
+func (s *Server) progressOf(ctx context.Context, j *models.Job) (*jobProgressResponse, error) {
 	var live *liveProgress
 	if !vocab.JobFinished(j.State) {
 		steps, stepsOK := s.Changes.JobSteps(ctx, j.ID, liveQueryTimeout)
@@ -315,8 +324,9 @@ func (s *Server) jobProgress(c *gin.Context) error {
 			if stepsOK {
 				live.Steps, live.FilesDone, live.BytesDone = liveSteps(steps)
 			}
+			var err error
 			if j, err = models.GetJob(ctx, s.DB, j.ID); err != nil { // the counters after the live answers
-				return err
+				return nil, err
 			}
 			if vocab.JobFinished(j.State) {
 				live = nil
@@ -333,11 +343,10 @@ func (s *Server) jobProgress(c *gin.Context) error {
 		n := j.NumProcessedFiles + j.NumFailedFiles + j.NumSkippedFiles + live.FilesDone + live.FilesUnrecorded
 		progress = max(progress, math.Round(min(100*float64(n)/float64(j.NumFiles), 100)*100)/100)
 	}
-	c.JSON(http.StatusOK, jobProgressResponse{ID: j.ID, State: j.State, Progress: progress, DirWalkComplete: j.DirWalkComplete,
+	return &jobProgressResponse{ID: j.ID, State: j.State, Progress: progress, DirWalkComplete: j.DirWalkComplete,
 		NumFiles: j.NumFiles, NumProcessedFiles: j.NumProcessedFiles, NumFailedFiles: j.NumFailedFiles,
 		NumSkippedFiles: j.NumSkippedFiles, NumAbortedFiles: j.NumAbortedFiles, NumCancelledFiles: j.NumCancelledFiles,
-		Live: live})
-	return nil
+		Live: live}, nil
 }
 
 // liveSteps renders the steps in flight and sums what the first steps of
