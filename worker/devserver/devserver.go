@@ -352,6 +352,14 @@ func newTemporal(logger slogLogger, sqlConf *config.SQL, feBind string, fePort i
 		// The UI lists and counts workflows constantly.
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
+		// The history queues are read at most 20 times a second per shard
+		// by default: with the one shard here, every hop of a job (an
+		// activity done, the next workflow task handed out) waited up to
+		// 50 ms for the next read, ~45 ms a hop measured, ~600 ms for a
+		// one-file job. Sized for clusters of many shards, not one.
+		dynamicconfig.TransferProcessorMaxPollRPS.Key():   1000,
+		dynamicconfig.TimerProcessorMaxPollRPS.Key():      1000,
+		dynamicconfig.VisibilityProcessorMaxPollRPS.Key(): 1000,
 	}
 
 	// Building the server binds the gRPC listeners; a failure there reaches
