@@ -1,12 +1,14 @@
 package hub_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -19,18 +21,26 @@ import (
 // in the same run, `cp -r` of the same tree followed by `sync -f` (the
 // issue's baseline), so the ratio is meaningful on a noisy machine.
 // Reported: files/s.
+//
+// HUB_BENCH_JOB_FILES sets the number of files (e.g. 100000, the issue's
+// case).
 func BenchmarkJobPremigrate(b *testing.B) {
-	const n = 2000
+	n := 2000
+	if v, err := strconv.Atoi(os.Getenv("HUB_BENCH_JOB_FILES")); err == nil && v > 0 {
+		n = v
+	}
 	e := apitest.New(b, "sqlite")
 	e.StartHubWorker()
 	s := newJobSiteB(b, e, "bench")
 	// Writing the files again makes them resident (a premigrated record
 	// no longer matches a rewritten file), so each round does full work.
+	// Every file has content of its own, as real files do (identical
+	// files would share one remote copy).
 	writeTree := func(round int) {
 		data := make([]byte, 4096)
-		data[0] = byte(round)
 		for i := 0; i < n; i++ {
-			dir := filepath.Join(s.root, "data", fmt.Sprintf("d%02d", i%40))
+			binary.LittleEndian.PutUint64(data, uint64(round)<<40|uint64(i))
+			dir := filepath.Join(s.root, "data", fmt.Sprintf("d%03d", i/1000))
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				b.Fatal(err)
 			}
@@ -57,7 +67,7 @@ func BenchmarkJobPremigrate(b *testing.B) {
 			for {
 				j := jobState(e, id)
 				if vocab.JobFinished(j["state"].(string)) {
-					if j["numprocessedfiles"].(float64) != n {
+					if j["numprocessedfiles"].(float64) != float64(n) {
 						b.Fatalf("job %v", j)
 					}
 					break
