@@ -322,25 +322,76 @@ type PathOutcome struct {
 }
 
 // RecordOutcomes upserts the latest outcome of each path into job_stats and
-// appends each to the history, then refreshes the job's counters. It is
-// idempotent per task: a retried call leaves the same rows. On PostgreSQL
-// rows travel by COPY into a temporary table, then one upsert.
+// appends each to the history, and moves the job's counters by what these
+// rows changed, in the same transaction (so a batch costs its own rows,
+// not a recount of the whole job; FinishJob recounts once at the end). It
+// is idempotent per task: a retried call leaves the same rows and counts.
+// On PostgreSQL rows travel by COPY into a temporary table, then one
+// upsert.
 func RecordOutcomes(ctx context.Context, db *bun.DB, jobID, taskID int64, outs []PathOutcome) error {
 	outs = lastPerPath(outs)
-	if len(outs) > 0 {
-		var err error
-		if IsPostgres(db) {
-			err = recordOutcomesCopy(ctx, db, jobID, taskID, outs)
-		} else {
-			err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-				return recordOutcomesInsert(ctx, tx, jobID, taskID, outs)
-			})
-		}
-		if err != nil {
-			return fmt.Errorf("record outcomes of task %d: %w", taskID, err)
-		}
+	if len(outs) == 0 {
+		return nil
 	}
-	return RefreshJobCounts(ctx, db, jobID)
+	var err error
+	if IsPostgres(db) {
+		err = recordOutcomesCopy(ctx, db, jobID, taskID, outs)
+	} else {
+		err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			return recordOutcomesInsert(ctx, tx, jobID, taskID, outs)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("record outcomes of task %d: %w", taskID, err)
+	}
+	return nil
+}
+
+// countsDelta is how a batch of outcomes moves a job's done counters:
+// the paths' new states counted in, the states their rows held before
+// counted out.
+type countsDelta struct{ success, failure, skipped int64 }
+
+func (d *countsDelta) add(state string, n int64) {
+	switch state {
+	case vocab.TaskSuccess:
+		d.success += n
+	case vocab.TaskFailure:
+		d.failure += n
+	case vocab.TaskSkipped:
+		d.skipped += n
+	}
+}
+
+// countOut subtracts the states the rows of q's query held (rows of
+// state and n).
+func (d *countsDelta) countOut(ctx context.Context, db bun.IDB, query string, args ...any) error {
+	var rows []struct {
+		State string `bun:"state"`
+		N     int64  `bun:"n"`
+	}
+	if err := db.NewRaw(query, args...).Scan(ctx, &rows); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		d.add(r.State, -r.N)
+	}
+	return nil
+}
+
+// apply moves the job's counters and progress by d.
+func (d *countsDelta) apply(ctx context.Context, db bun.IDB, jobID int64) error {
+	least := "LEAST" // the two-argument minimum is spelled differently
+	if !IsPostgres(db) {
+		least = "MIN"
+	}
+	_, err := db.NewUpdate().Model((*Job)(nil)).Where("id = ?", jobID).
+		Set("numprocessedfiles = numprocessedfiles + ?", d.success).Set("numfailedfiles = numfailedfiles + ?", d.failure).
+		Set("numskippedfiles = numskippedfiles + ?", d.skipped).Set("updated = ?", time.Now().UTC()).
+		Set("progress = CASE WHEN numfiles > 0 THEN "+least+"(100.0, 100.0 * (numprocessedfiles + numfailedfiles + numskippedfiles + ?) / numfiles) ELSE progress END",
+			d.success+d.failure+d.skipped).
+		Exec(ctx)
+	return dbErr(err)
 }
 
 // lastPerPath keeps the last outcome of each path: one upsert may not
@@ -368,10 +419,20 @@ func recordOutcomesInsert(ctx context.Context, tx bun.Tx, jobID, taskID int64, o
 		return err
 	}
 	const chunk = 500 // stays under sqlite's bound-parameter limit
+	var d countsDelta
 	for lo := 0; lo < len(outs); lo += chunk {
 		part := outs[lo:min(lo+chunk, len(outs))]
 		stats := make([]JobStat, len(part))
 		hist := make([]JobStatHistory, len(part))
+		paths := make([]string, len(part))
+		for i, o := range part {
+			paths[i] = o.Path
+			d.add(o.State, 1)
+		}
+		if err := d.countOut(ctx, tx, `SELECT state, COUNT(*) AS n FROM job_stats WHERE job_id = ? AND path IN (?) GROUP BY state`,
+			jobID, bun.In(paths)); err != nil {
+			return err
+		}
 		for i, o := range part {
 			size := o.Size
 			stats[i] = JobStat{JobID: jobID, TaskID: &taskID, Path: o.Path, State: o.State, Code: o.Code, Message: o.Message, Updated: now, Size: &size}
@@ -387,7 +448,7 @@ func recordOutcomesInsert(ctx context.Context, tx bun.Tx, jobID, taskID int64, o
 			return err
 		}
 	}
-	return nil
+	return d.apply(ctx, tx, jobID)
 }
 
 func recordOutcomesCopy(ctx context.Context, db *bun.DB, jobID, taskID int64, outs []PathOutcome) error {
@@ -407,6 +468,17 @@ func recordOutcomesCopy(ctx context.Context, db *bun.DB, jobID, taskID int64, ou
 			return err
 		}
 		if _, err := pgdriver.CopyFrom(ctx, conn, &buf, `COPY outcomes FROM STDIN WITH (FORMAT csv, FORCE_NOT_NULL (path, state, code, message))`); err != nil {
+			return err
+		}
+		var d countsDelta
+		for _, o := range outs {
+			d.add(o.State, 1)
+		}
+		if err := d.countOut(ctx, tx, `SELECT js.state, COUNT(*) AS n FROM job_stats AS js JOIN outcomes AS o ON o.path = js.path
+			WHERE js.job_id = ? GROUP BY js.state`, jobID); err != nil {
+			return err
+		}
+		if err := d.apply(ctx, tx, jobID); err != nil {
 			return err
 		}
 		now := time.Now().UTC()

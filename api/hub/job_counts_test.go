@@ -1,0 +1,50 @@
+package hub_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
+)
+
+// TestJobCountersMoveByDelta: recording a batch's outcomes moves the job's
+// counters by what its rows changed (not by recounting the job), and the
+// result is what a full recount gives, after every batch: new paths,
+// paths whose outcome changes in a later run, retried calls of the same
+// task, and duplicate paths inside one batch.
+func TestJobCountersMoveByDelta(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := t.Context()
+		j := seedJob(t, e, models.Job{Site: "alpha", Workflow: "migrate"}, vocab.JobStarted, time.Now().UTC())
+		_, err := e.DB.NewUpdate().Model((*models.Job)(nil)).Set("numfiles = 300").Where("id = ?", j.ID).Exec(ctx)
+		require.NoError(t, err)
+		counters := func() [4]float64 {
+			var got models.Job
+			require.NoError(t, e.DB.NewSelect().Model(&got).Where("j.id = ?", j.ID).Scan(ctx))
+			return [4]float64{float64(got.NumProcessedFiles), float64(got.NumFailedFiles), float64(got.NumSkippedFiles), got.Progress}
+		}
+		states := []string{vocab.TaskSuccess, vocab.TaskFailure, vocab.TaskSkipped, vocab.TaskCancelled}
+		rng := rand.New(rand.NewPCG(1, 2))
+		for run := 1; run <= 6; run++ {
+			task := seedTask(t, e, models.Task{JobID: j.ID, Site: j.Site, Queue: "default", TaskType: "copy",
+				TaskID: fmt.Sprintf("job-%d-r%d-b0-r1-s0", j.ID, run), State: vocab.TaskStarted, Run: run})
+			var outs []models.PathOutcome
+			for range 80 {
+				outs = append(outs, models.PathOutcome{Path: fmt.Sprintf("/d/f%03d", rng.IntN(300)), State: states[rng.IntN(len(states))], Code: "x"})
+			}
+			for attempt := range 2 { // the activity retried: same rows, same counts
+				require.NoError(t, models.RecordOutcomes(ctx, e.DB, j.ID, task.ID, outs))
+				byDelta := counters()
+				require.NoError(t, models.RefreshJobCounts(ctx, e.DB, j.ID))
+				require.Equal(t, counters(), byDelta, "run %d attempt %d", run, attempt)
+			}
+		}
+	})
+}
