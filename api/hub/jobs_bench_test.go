@@ -1,6 +1,7 @@
 package hub_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net/http"
@@ -9,8 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/workflows/vocab"
@@ -50,6 +54,7 @@ func BenchmarkJobPremigrate(b *testing.B) {
 		}
 	}
 	round := 0
+	var maxEvents int64
 	b.Run("job", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
@@ -74,8 +79,11 @@ func BenchmarkJobPremigrate(b *testing.B) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
+			maxEvents = max(maxEvents, longestRun(b, e, id))
 		}
 		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "files/s")
+		b.ReportMetric(float64(maxEvents), "max-run-events")
+		b.ReportMetric(float64(peakRSS(b))/(1<<20), "peak-rss-MiB")
 	})
 	writeTree(0)
 	b.Run("cp-r-sync", func(b *testing.B) {
@@ -134,4 +142,42 @@ func BenchmarkJobSingleFile(b *testing.B) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(took[len(took)*9/10].Microseconds())/1000, "p90-ms")
+}
+
+// longestRun is the most history events any run of job id's workflow
+// has (a run must stay under 10,240; the job continues as new before).
+func longestRun(b *testing.B, e *apitest.Env, id int64) int64 {
+	ctx := context.Background()
+	var most int64
+	var token []byte
+	for {
+		resp, err := e.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowId = 'job-%d'", id), NextPageToken: token})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, ex := range resp.Executions {
+			most = max(most, ex.HistoryLength)
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			return most
+		}
+	}
+}
+
+// peakRSS is the test process's peak resident memory (VmHWM): hub API,
+// hub worker, site worker and the embedded Temporal server together, so
+// a bound on it bounds the hub's.
+func peakRSS(b *testing.B) int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
