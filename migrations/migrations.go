@@ -39,7 +39,9 @@ func NewMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	if err := ms.Discover(files); err != nil {
 		return nil, fmt.Errorf("discover migrations: %w", err)
 	}
-	registerAuthGeneration(ms) // a Go migration: its triggers differ per dialect
+	// Go migrations: their triggers differ per dialect.
+	registerAuthGeneration(ms)
+	registerRowCounts(ms)
 	return migrate.NewMigrator(db, ms, migrate.WithTemplateData(typesFor(db)), migrate.WithMarkAppliedOnSuccess(true)), nil
 }
 

@@ -71,3 +71,44 @@ func TestJobOwnersIndexJump(t *testing.T) {
 		}
 	})
 }
+
+// TestJobsCountKept: the number of jobs the database keeps (row_counts)
+// follows inserts of one and of many rows, deletes of one and of many.
+func TestJobsCountKept(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		site, err := models.EnsureSite(ctx, db, "east")
+		require.NoError(t, err)
+		at := time.Now().UTC()
+		check := func(want int) {
+			t.Helper()
+			n, err := models.CountAllJobs(ctx, db)
+			require.NoError(t, err)
+			real, err := db.NewSelect().Model((*models.Job)(nil)).Count(ctx)
+			require.NoError(t, err)
+			require.Equal(t, want, int(real))
+			require.Equal(t, want, n)
+		}
+		check(0)
+		jobs := make([]models.Job, 250)
+		for i := range jobs {
+			jobs[i] = models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: vocab.DefaultQueue,
+				State: vocab.JobSuccess, Created: at, Updated: at, Run: 1, OwnerType: models.OwnerSystem, OwnerName: "System",
+				Fields: map[string]any{}, Paths: []string{"/data"}}
+		}
+		_, err = db.NewInsert().Model(&jobs).Exec(ctx)
+		require.NoError(t, err)
+		check(250)
+		one := jobs[0]
+		one.ID = 0
+		_, err = db.NewInsert().Model(&one).Exec(ctx)
+		require.NoError(t, err)
+		check(251)
+		_, err = db.NewDelete().Model((*models.Job)(nil)).Where("id = ?", one.ID).Exec(ctx)
+		require.NoError(t, err)
+		check(250)
+		_, err = db.NewDelete().Model((*models.Job)(nil)).Where("id <= ?", jobs[99].ID).Exec(ctx)
+		require.NoError(t, err)
+		check(150)
+	})
+}

@@ -198,7 +198,7 @@ func JobOwners(ctx context.Context, db bun.IDB, f JobFilter) ([]JobOwner, error)
 		OwnerID   *int64 `bun:"owner_id"`
 		OwnerName string `bun:"owner_name"`
 	}
-	if f.empty() {
+	if f.Empty() {
 		return allJobOwners(ctx, db)
 	}
 	q := db.NewSelect().Model((*Job)(nil)).ColumnExpr("j.owner_type, j.owner_id, MAX(j.owner_name) AS owner_name")
@@ -532,5 +532,13 @@ func JobStatHistoryQuery(db bun.IDB, dest *[]JobStatHistoryRow, f JobStatFilter)
 	return f.apply(q, "jh").Order("jh.id")
 }
 
-// empty tells whether f selects every job.
-func (f JobFilter) empty() bool { return reflect.ValueOf(f).IsZero() }
+// Empty tells whether f selects every job.
+func (f JobFilter) Empty() bool { return reflect.ValueOf(f).IsZero() }
+
+// CountAllJobs is the number of jobs, kept by the database (row_counts,
+// moved by triggers on every insert and delete), without reading them.
+func CountAllJobs(ctx context.Context, db bun.IDB) (int, error) {
+	var n int
+	err := db.NewSelect().Table("row_counts").Column("n").Where("name = 'jobs'").Scan(ctx, &n)
+	return n, dbErr(err)
+}

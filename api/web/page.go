@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -67,6 +68,34 @@ func PaginateWith[T any](c *gin.Context, extra map[string]any, query func(dest *
 	}
 	writeEnvelope(c, extra, p)
 	return nil
+}
+
+// PaginateCounted is PaginateWith for a list whose total is known
+// without counting the query's rows (a counter kept by the database):
+// count gives it.
+func PaginateCounted[T any](c *gin.Context, extra map[string]any, query func(dest *[]T) *bun.SelectQuery,
+	count func(ctx context.Context) (int, error), render func(*T) any) error {
+	page, size, err := pageParams(c)
+	if err != nil {
+		return err
+	}
+	var rows []T
+	q := query(&rows)
+	if size > 0 {
+		q = q.Limit(int64(size)).Offset(int64((page - 1) * size))
+	}
+	if err := q.Scan(c.Request.Context()); err != nil {
+		return err
+	}
+	n, err := count(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]any, len(rows))
+	for i := range rows {
+		out[i] = render(&rows[i])
+	}
+	return WritePageWith(c, extra, out, n, page, size)
 }
 
 // PageOf runs the query for the requested page like Paginate but returns
