@@ -85,6 +85,10 @@ type JobDefinition struct {
 	Fields           map[string]any `json:"fields,omitempty"`
 	FilterRules      []FilterRule   `json:"filter_rules"`
 	PreferredQueue   string         `json:"preferred_queue,omitempty"`
+	// DestSites are the ids of the sites its send and site_sync steps
+	// name, by the names given when the job was made: a destination
+	// renamed since is still found.
+	DestSites map[string]int64 `json:"dest_sites,omitempty"`
 	// Policy is the selection a policy's run asks its site for
 	// (discovery "policy").
 	Policy *PolicyRun `json:"policy,omitempty"`

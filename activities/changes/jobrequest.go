@@ -98,7 +98,8 @@ func NewJob(ctx context.Context, db bun.IDB, req JobRequest) (*models.Job, error
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkDestinations(ctx, db, v, wf, site, fields); err != nil {
+	dests, err := checkDestinations(ctx, db, v, wf, site, fields)
+	if err != nil {
 		return nil, err
 	}
 	queue := wf.PreferredQueue
@@ -120,7 +121,7 @@ func NewJob(ctx context.Context, db bun.IDB, req JobRequest) (*models.Job, error
 	j := &models.Job{Workflow: wf.Name, Site: site.Name, SiteID: site.ID, Queue: queue, Fields: fields, Paths: req.Paths,
 		Include: req.Include, Exclude: req.Exclude, IgnoreSiteIncludes: req.IgnoreSiteIncludes, IgnoreSiteExcludes: req.IgnoreSiteExcludes,
 		Definition: models.JobDefinition{Name: wf.Name, Discovery: discovery, DiscoveryOptions: wf.DiscoveryOptions,
-			FilterRules: wf.FilterRules, PreferredQueue: wf.PreferredQueue},
+			FilterRules: wf.FilterRules, PreferredQueue: wf.PreferredQueue, DestSites: dests},
 		FriendlyName: fmt.Sprintf("%s on %s", wf.Label, site.Name), IdempotencyKey: req.IdempotencyKey}
 	if discovery != "" {
 		j.Discovery = &discovery
@@ -244,8 +245,11 @@ func checkFields(v models.FieldErrors, defs map[string]models.WorkflowField, giv
 
 // checkDestinations refuses a send or site_sync whose destination site
 // (a literal or a "$field") does not exist or is the job's own site, or
-// whose destination queue is not a known queue of that site.
-func checkDestinations(ctx context.Context, db bun.IDB, v models.FieldErrors, wf *models.Workflow, site *models.Site, fields map[string]any) error {
+// whose destination queue is not a known queue of that site. It returns
+// the destination sites' ids by the names the job gives them, so that
+// the job keeps its destinations if they are renamed.
+func checkDestinations(ctx context.Context, db bun.IDB, v models.FieldErrors, wf *models.Workflow, site *models.Site, fields map[string]any) (map[string]int64, error) {
+	var ids map[string]int64
 	for _, r := range wf.FilterRules {
 		for _, st := range r.Action {
 			dest, _ := st.Params["destination_site"].(string)
@@ -263,11 +267,15 @@ func checkDestinations(ctx context.Context, db bun.IDB, v models.FieldErrors, wf
 				v.Add(field, fmt.Sprintf("Site %q does not exist.", dest))
 				continue
 			case err != nil:
-				return err
+				return nil, err
 			case dest == site.Name:
 				v.Add(field, "The destination must be another site.")
 				continue
 			}
+			if ids == nil {
+				ids = map[string]int64{}
+			}
+			ids[dest] = destSite.ID
 			queue, _ := st.Params["destination_queue"].(string)
 			qfield := "destination_queue"
 			if name, ok := strings.CutPrefix(queue, "$"); ok {
@@ -278,9 +286,9 @@ func checkDestinations(ctx context.Context, db bun.IDB, v models.FieldErrors, wf
 				queue = vocab.DefaultQueue
 			}
 			if err := CheckQueue(ctx, db, v, qfield, destSite, queue); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return ids, nil
 }

@@ -57,7 +57,7 @@ func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*workflows.J
 		for _, st := range r.Action {
 			sp := workflows.StepPlan{Name: st.Name, Params: resolveParams(st.Params, j.Fields)}
 			if st.Name == "send" || st.Name == "site_sync" {
-				if err := a.planTransfer(ctx, &sp, s.ID, p.Targets); err != nil {
+				if err := a.planTransfer(ctx, &sp, s.ID, p.Targets, j.Definition.DestSites); err != nil {
 					return nil, err
 				}
 			}
@@ -171,18 +171,26 @@ func distinctPaths(paths []string, nested bool) []string {
 	return out
 }
 
-// planTransfer resolves a send/site_sync step's destination and the
-// targets available on both sites.
-func (a *Activities) planTransfer(ctx context.Context, sp *workflows.StepPlan, srcID int64, src []site.TargetSpec) error {
+// planTransfer resolves a send/site_sync step's destination (by the id
+// recorded when the job was made, else by name) and the targets
+// available on both sites.
+func (a *Activities) planTransfer(ctx context.Context, sp *workflows.StepPlan, srcID int64, src []site.TargetSpec, ids map[string]int64) error {
 	sp.DestSite, _ = sp.Params["destination_site"].(string)
 	sp.DestQueue, _ = sp.Params["destination_queue"].(string)
 	if sp.DestQueue == "" {
 		sp.DestQueue = vocab.DefaultQueue
 	}
-	dest, err := models.GetSiteByName(ctx, a.DB, sp.DestSite)
+	var dest *models.Site
+	var err error
+	if id, ok := ids[sp.DestSite]; ok {
+		dest, err = models.GetSite(ctx, a.DB, id)
+	} else {
+		dest, err = models.GetSiteByName(ctx, a.DB, sp.DestSite)
+	}
 	if err != nil {
 		return notFoundIsFinal(fmt.Errorf("destination site %q: %w", sp.DestSite, err))
 	}
+	sp.DestSite = dest.Name
 	if dest.ID == srcID {
 		return temporal.NewNonRetryableApplicationError("the destination site is the job's own site", vocab.ErrBadInput, nil)
 	}

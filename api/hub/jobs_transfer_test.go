@@ -3,10 +3,12 @@ package hub_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -154,4 +156,38 @@ func TestSendRefusesBadDestination(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", dest, r.Body)
 		require.Contains(t, r.Map(), "fields.destination_site")
 	}
+}
+
+// TestSendAfterDestinationRename: a send keeps its destination site by
+// the id it had when the job was made. The first run is cancelled while
+// the destination's worker is away, the destination site is renamed (its
+// worker then serves the new name), and the resubmitted job sends there.
+func TestSendAfterDestinationRename(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	e.StartHubWorker()
+	src, dst := twoSites(t, e)
+	files := makeTree(t, src.root, 20)
+	dst.stopWorker()
+	r := e.AsAdmin(http.MethodPost, "/api/file/workflow/", map[string]any{"site": "src", "workflow": "send", "paths": []string{"/data"},
+		"fields": map[string]any{"destination_site": "dst", "hydrate": true}})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	id := int64(r.Map()["job"].(float64))
+	require.Eventually(t, func() bool { return jobState(e, id)["state"] == "STARTED" }, time.Minute, 20*time.Millisecond)
+	r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/cancel/", id), nil)
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	require.Equal(t, "CANCELLED", waitJob(t, e, id)["state"])
+
+	site, err := models.GetSiteByName(context.Background(), e.DB, "dst")
+	require.NoError(t, err)
+	r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/sites/%d/", site.ID), map[string]any{"name": "dst-renamed"})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	dst.name = "dst-renamed"
+	dst.startWorker()
+
+	r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/resubmit/", id), nil)
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	job := waitJob(t, e, id)
+	require.Equal(t, "SUCCESS", job["state"], job)
+	requireSameTree(t, files, dst.root)
 }
