@@ -290,6 +290,25 @@ var routeDocs = map[string]routeDoc{
 	"GET /api/search/metadata_fields/": docPage("search", "List the metadata fields in use", metadataFieldResponse{}),
 }
 
+// Parameters whose values are not plain text, by name (a name means the
+// same wherever the API takes it); the rest are strings.
+var (
+	integerParams = []string{"id", "page", "page_size", "site_id", "space_id", "queue_id", "job_id", "job", "datastore_id",
+		"cache_ttl", "custom_timeout", "analytics_timeout", "custom_refresh_period", "max_items"}
+	booleanParams = []string{"hide_noop", "history", "group_by_name", "raise_exception", "restricted", "check_available_sites",
+		"details", "flat", "internal", "recursive", "children"}
+)
+
+func paramSchema(name string) *openapi3.Schema {
+	switch {
+	case slices.Contains(integerParams, name):
+		return openapi3.NewInt64Schema()
+	case slices.Contains(booleanParams, name):
+		return openapi3.NewBoolSchema()
+	}
+	return openapi3.NewStringSchema()
+}
+
 // jobFilters are the query parameters of the job list, which its
 // statistics and recent jobs share.
 var jobFilters = []string{"created", "created_time_from", "created_time_to", "completed_time_from", "completed_time_to",
@@ -416,14 +435,14 @@ func (g *schemaGen) openAPIOperation(method, ginPath string) *openapi3.Operation
 		op.Extensions = map[string]any{"x-undocumented": true}
 	}
 	for _, m := range ginPathParam.FindAllStringSubmatch(ginPath, -1) {
-		op.AddParameter(openapi3.NewPathParameter(m[1]).WithSchema(openapi3.NewStringSchema()))
+		op.AddParameter(openapi3.NewPathParameter(m[1]).WithSchema(paramSchema(m[1])))
 	}
 	query := d.Query
 	if d.Shape == shapePage {
 		query = append([]string{"page", "page_size"}, query...)
 	}
 	for _, q := range query {
-		op.AddParameter(openapi3.NewQueryParameter(q).WithSchema(openapi3.NewStringSchema()))
+		op.AddParameter(openapi3.NewQueryParameter(q).WithSchema(paramSchema(q)))
 	}
 	if d.In != nil {
 		op.RequestBody = &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().
