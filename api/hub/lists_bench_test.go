@@ -6,15 +6,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
-	"time"
+
+	"github.com/uptrace/bun"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/models/dbtest"
-	"github.com/thehub/hub/workflows/vocab"
 )
 
 // BenchmarkLists times the list endpoints through the real HTTP path
@@ -30,37 +31,15 @@ func BenchmarkLists(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			const n = 100_000
-			jobs := make([]models.Job, 0, 1000)
-			created := time.Now().Add(-n * time.Second).UTC()
-			for i := 0; i < n; i++ {
-				at := created.Add(time.Duration(i) * time.Second)
-				jobs = append(jobs, models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: vocab.DefaultQueue,
-					State: vocab.JobSuccess, Created: at, Updated: at, Run: 1, OwnerType: models.OwnerSystem, OwnerName: "System",
-					Fields: map[string]any{}, Paths: []string{"/data"}})
-				if len(jobs) == cap(jobs) || i == n-1 {
-					if _, err := e.DB.NewInsert().Model(&jobs).Exec(ctx); err != nil {
-						b.Fatal(err)
-					}
-					jobs = jobs[:0]
-				}
+			n, perJob := 100_000, 100_000 // jobs; job stats of each of the statsJobs newest jobs
+			statsJobs := 1
+			if os.Getenv("HUB_BENCH_LARGE") == "1" { // the issue's scale: 1M jobs, 10M job stats
+				n, perJob, statsJobs = 1_000_000, 1_000_000, 10
 			}
-			// The last job gets 100,000 paths of job stats.
+			seedJobs(b, e.DB, kind, site, n, perJob, statsJobs)
 			var last models.Job
 			if err := e.DB.NewSelect().Model(&last).Order("j.id DESC").Limit(1).Scan(ctx); err != nil {
 				b.Fatal(err)
-			}
-			stats := make([]models.JobStat, 0, 1000)
-			for i := 0; i < n; i++ {
-				size := int64(i)
-				stats = append(stats, models.JobStat{JobID: last.ID, Path: fmt.Sprintf("/data/d%03d/f%06d", i%1000, i),
-					State: vocab.TaskSuccess, Updated: created, Size: &size})
-				if len(stats) == cap(stats) || i == n-1 {
-					if _, err := e.DB.NewInsert().Model(&stats).Exec(ctx); err != nil {
-						b.Fatal(err)
-					}
-					stats = stats[:0]
-				}
 			}
 			// Fresh statistics, as autovacuum would have after such a load
 			// (without them PostgreSQL plans the owners probes as scans).
@@ -94,6 +73,7 @@ func BenchmarkLists(b *testing.B) {
 				{"jobs-page-100", e.URL + "/api/jobs/?page_size=100", apitest.Bearer(e.Admin)},
 				{"jobs-page-100-last", fmt.Sprintf("%s/api/jobs/?page_size=100&page=%d", e.URL, n/100), apitest.Bearer(e.Admin)},
 				{"jobstats-page-100", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100", e.URL, last.ID), apitest.Bearer(e.Admin)},
+				{"tasks-page-100", e.URL + "/api/tasks/?page_size=100", apitest.Bearer(e.Admin)},
 			} {
 				b.Run(c.name, func(b *testing.B) {
 					for i := 0; i < b.N; i++ {
@@ -102,5 +82,38 @@ func BenchmarkLists(b *testing.B) {
 				})
 			}
 		})
+	}
+}
+
+// seedJobs writes n finished jobs of site, newest last, one task each,
+// and perJob job stats for each of the statsJobs newest, with set-based
+// SQL (a million rows take seconds, not the minutes of row inserts).
+func seedJobs(b *testing.B, db *bun.DB, kind string, site *models.Site, n, perJob, statsJobs int) {
+	ctx := context.Background()
+	series := `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) `
+	at := func(col string) string { // col seconds before now, in the form each database stores
+		return `strftime('%Y-%m-%d %H:%M:%S', 'now', '-' || (` + col + `) || ' seconds') || '+00:00'`
+	}
+	if kind == "postgres" {
+		series = `WITH c(x) AS (SELECT generate_series(1, ?)) `
+		at = func(col string) string { return `now() - make_interval(secs => ` + col + `)` }
+	}
+	stmts := []struct {
+		sql  string
+		args []any
+	}{
+		{series + `INSERT INTO jobs (workflow, definition, site, site_id, queue, fields, paths, state, created, updated, owner_type, owner_name, run)
+			SELECT 'premigrate', '{}', ?, ?, 'default', '{}', '["/data"]', 'SUCCESS', ` + at("? - x") + `, ` + at("? - x") + `, 'system', 'System', 1 FROM c`,
+			[]any{n, site.Name, site.ID, n, n}},
+		{`INSERT INTO tasks (job_id, site, queue, tasktype, task_id, state, created, run)
+			SELECT id, site, 'default', 'premigrate', 'job-' || id || '-r1-b0-r1-s0', 'SUCCESS', created, 1 FROM jobs`, nil},
+		{series + `INSERT INTO job_stats (job_id, path, state, code, updated, size)
+			SELECT j.id, '/data/d' || (x % 1000) || '/f' || x, 'SUCCESS', 'ok', j.created, x
+			FROM (SELECT id, created FROM jobs ORDER BY id DESC LIMIT ?) AS j CROSS JOIN c`, []any{perJob, statsJobs}},
+	}
+	for _, st := range stmts {
+		if _, err := db.ExecContext(ctx, st.sql, st.args...); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
