@@ -63,21 +63,9 @@ func BenchmarkJobPremigrate(b *testing.B) {
 			round++
 			writeTree(round)
 			b.StartTimer()
-			r := e.AsAdmin(http.MethodPost, "/api/file/workflow/", map[string]any{"site": "bench", "workflow": "premigrate",
-				"paths": []string{"/data"}, "fields": map[string]any{}})
-			if r.Status != http.StatusCreated {
-				b.Fatal(string(r.Body))
-			}
-			id := int64(r.Map()["job"].(float64))
-			for {
-				j := jobState(e, id)
-				if vocab.JobFinished(j["state"].(string)) {
-					if j["numprocessedfiles"].(float64) != float64(n) {
-						b.Fatalf("job %v", j)
-					}
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
+			id, j := premigrateJob(b, e, "bench", "/data", 20*time.Millisecond)
+			if j["numprocessedfiles"].(float64) != float64(n) {
+				b.Fatalf("job %v", j)
 			}
 			maxEvents = max(maxEvents, longestRun(b, e, id))
 		}
@@ -119,21 +107,8 @@ func BenchmarkJobSingleFile(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		r := e.AsAdmin(http.MethodPost, "/api/file/workflow/", map[string]any{"site": "single", "workflow": "premigrate",
-			"paths": []string{"/data/one.txt"}, "fields": map[string]any{}})
-		if r.Status != http.StatusCreated {
-			b.Fatal(string(r.Body))
-		}
-		id := int64(r.Map()["job"].(float64))
-		for {
-			j := jobState(e, id)
-			if vocab.JobFinished(j["state"].(string)) {
-				if j["state"] != vocab.JobSuccess {
-					b.Fatalf("job %v", j)
-				}
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
+		if _, j := premigrateJob(b, e, "single", "/data/one.txt", 5*time.Millisecond); j["state"] != vocab.JobSuccess {
+			b.Fatalf("job %v", j)
 		}
 		if i > 0 {
 			took = append(took, time.Since(start))
@@ -180,4 +155,21 @@ func peakRSS(b *testing.B) int64 {
 		}
 	}
 	return 0
+}
+
+// premigrateJob submits a premigrate job of path at site and polls it
+// every poll until it finishes; it returns the job's id and last state.
+func premigrateJob(b *testing.B, e *apitest.Env, site, path string, poll time.Duration) (int64, map[string]any) {
+	r := e.AsAdmin(http.MethodPost, "/api/file/workflow/", map[string]any{"site": site, "workflow": "premigrate",
+		"paths": []string{path}, "fields": map[string]any{}})
+	if r.Status != http.StatusCreated {
+		b.Fatal(string(r.Body))
+	}
+	id := int64(r.Map()["job"].(float64))
+	for {
+		if j := jobState(e, id); vocab.JobFinished(j["state"].(string)) {
+			return id, j
+		}
+		time.Sleep(poll)
+	}
 }
