@@ -182,6 +182,19 @@ func JobsQuery(db bun.IDB, dest any, f JobFilter) *bun.SelectQuery {
 	return f.apply(db, q).Order("j.created DESC", "j.id DESC")
 }
 
+// AllJobsPage selects a page of all jobs (limit 0: all of them) into
+// dest, newest first. The page's ids are found first in the (created, id)
+// index alone, then only their rows are read: a deep page skips index
+// entries, not whole rows.
+func AllJobsPage(db bun.IDB, dest any, limit, offset int) *bun.SelectQuery {
+	q := db.NewSelect().Model(dest).Order("j.created DESC", "j.id DESC")
+	if limit == 0 {
+		return q
+	}
+	ids := db.NewSelect().Table("jobs").Column("id").Order("created DESC", "id DESC").Limit(int64(limit)).Offset(int64(offset))
+	return q.Where("j.id IN (?)", ids)
+}
+
 // JobOwner is one distinct owner of a set of jobs; System and Unknown
 // have the ids OwnerSystemID and OwnerUnknownID.
 type JobOwner struct {

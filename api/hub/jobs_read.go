@@ -242,13 +242,13 @@ func (s *Server) listJobs(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	query := func(d *[]models.Job) *bun.SelectQuery { return models.JobsQuery(s.DB, d, f) }
 	render := func(j *models.Job) any { return renderJob(c, j) }
 	if f.Empty() { // every job: the database keeps their number
-		return web.PaginateCounted(c, gin.H{"owners": owners}, query,
+		return web.PaginateCounted(c, gin.H{"owners": owners},
+			func(d *[]models.Job, limit, offset int) *bun.SelectQuery { return models.AllJobsPage(s.DB, d, limit, offset) },
 			func(ctx context.Context) (int, error) { return models.CountAllJobs(ctx, s.DB) }, render)
 	}
-	return web.PaginateWith(c, gin.H{"owners": owners}, query, render)
+	return web.PaginateWith(c, gin.H{"owners": owners}, func(d *[]models.Job) *bun.SelectQuery { return models.JobsQuery(s.DB, d, f) }, render)
 }
 
 func (s *Server) jobsStats(c *gin.Context) error {

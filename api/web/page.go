@@ -71,20 +71,17 @@ func PaginateWith[T any](c *gin.Context, extra map[string]any, query func(dest *
 }
 
 // PaginateCounted is PaginateWith for a list whose total is known
-// without counting the query's rows (a counter kept by the database):
-// count gives it.
-func PaginateCounted[T any](c *gin.Context, extra map[string]any, query func(dest *[]T) *bun.SelectQuery,
+// without counting rows (a number the database keeps): count gives it,
+// and query selects the page itself (limit 0: every row), so that it may
+// find the page's rows its own way.
+func PaginateCounted[T any](c *gin.Context, extra map[string]any, query func(dest *[]T, limit, offset int) *bun.SelectQuery,
 	count func(ctx context.Context) (int, error), render func(*T) any) error {
 	page, size, err := pageParams(c)
 	if err != nil {
 		return err
 	}
 	var rows []T
-	q := query(&rows)
-	if size > 0 {
-		q = q.Limit(int64(size)).Offset(int64((page - 1) * size))
-	}
-	if err := q.Scan(c.Request.Context()); err != nil {
+	if err := query(&rows, size, (page-1)*size).Scan(c.Request.Context()); err != nil {
 		return err
 	}
 	n, err := count(c.Request.Context())
