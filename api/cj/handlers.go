@@ -14,13 +14,11 @@ import (
 	"time"
 
 	"github.com/thehub/hub/activities/changes"
-	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/cj/cjdoc"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
-	"github.com/thehub/hub/workflows/vocab"
 )
 
 // relLog is the relation of an item's link to its job log.
@@ -111,31 +109,7 @@ func (s *Server) create(k *call) error {
 		return err
 	}
 	it, subs := newItems(k, doc)
-	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
-		if it.Type == models.CJSpaces {
-			// The hub API's space of the folder gains this site, or is
-			// made, in the same transaction (docs/spaces-one-object.md).
-			ch, err := models.JoinHubSpace(ctx, tx, it)
-			if err != nil {
-				return hubSpaceError(err)
-			}
-			if err := oweHubSide(ctx, tx, it, ch, true); err != nil {
-				return err
-			}
-		}
-		for _, x := range append([]*models.CJItem{it}, subs...) {
-			if err := models.CreateCJItem(ctx, tx, x); err != nil {
-				return err
-			}
-			if err := oweChange(ctx, tx, x); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if errors.Is(err, models.ErrConflict) {
-		return &cjdoc.ValidationError{Fields: []cjdoc.FieldError{{Name: "name", Message: "is already in use"}}}
-	} else if err != nil {
+	if err := writeError(s.Changes.CreateCJItems(ctx, it, subs)); err != nil {
 		return err
 	}
 	k.c.Header("Location", itemHref(k, it.ID))
@@ -181,26 +155,7 @@ func (s *Server) update(k *call) error {
 	if it.Extras == nil {
 		it.Extras = map[string]any{}
 	}
-	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
-		if err := models.UpdateCJItem(ctx, tx, it, etag); err != nil {
-			return err
-		}
-		if it.Type == models.CJSpaces {
-			// The quota and profile are the hub API space's too, and those
-			// of its items on its other sites.
-			ch, err := models.SpreadCJSpace(ctx, tx, it)
-			if err != nil {
-				return hubSpaceError(err)
-			}
-			if err := oweHubSide(ctx, tx, it, ch, false); err != nil {
-				return err
-			}
-		}
-		return oweChange(ctx, tx, it)
-	})
-	if errors.Is(err, models.ErrConflict) {
-		return &cjdoc.ValidationError{Fields: []cjdoc.FieldError{{Name: "name", Message: "is already in use"}}}
-	} else if err != nil {
+	if err := writeError(s.Changes.UpdateCJItem(ctx, it, etag)); err != nil {
 		return err
 	}
 	return s.writeItem(k, http.StatusAccepted, it)
@@ -227,26 +182,7 @@ func (s *Server) remove(k *call) error {
 			return conflict("%s %q cannot be deleted while %s; delete that first.", strings.TrimSuffix(k.res.name, "s"), it.Name, msg)
 		}
 	}
-	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
-		if err := models.MarkCJItemDeleted(ctx, tx, it, etag); err != nil {
-			return err
-		}
-		if it.Type == models.CJSpaces {
-			// The site leaves the hub API space of the folder, which goes
-			// when no site is left, unless the hub API still uses it.
-			ch, err := models.LeaveHubSpace(ctx, tx, it)
-			if err != nil {
-				return hubSpaceError(err)
-			}
-			if ch.Deleted {
-				if err := tx.OweScheduleSync(ctx, ch.Space.ID, workflows.SnapshotTemporalID(ch.Space.ID)); err != nil {
-					return err
-				}
-			}
-		}
-		return oweChange(ctx, tx, it)
-	})
-	if err != nil {
+	if err := writeError(s.Changes.DeleteCJItem(ctx, it, etag)); err != nil {
 		return err
 	}
 	k.c.Status(http.StatusNoContent)
@@ -386,21 +322,19 @@ func cloneJSON(v any) any {
 	return v
 }
 
-// oweChange commits, with the item's change, the hand-over of its newest
-// generation to its workflow (changes.KindCJChange). If that can never
-// be delivered, the change is a job that failed to run: as the contract
-// says of job errors, the item becomes ERRORED with the cause in its log
-// (a deletion is undone), and an empty PATCH retries.
-func oweChange(ctx context.Context, tx *changes.Tx, it *models.CJItem) error {
-	return tx.Owe(ctx, changes.KindCJChange, it.ID, changes.CJChange{Site: it.Site, Type: it.Type, Generation: it.Generation})
-}
-
-// hubSpaceError answers what keeps a C+J space write from being the hub
-// API space's too: 409 for a space the hub API still uses or marks
-// immutable, 422 on name for a name or folder another hub space has.
-func hubSpaceError(err error) error {
+// writeError answers what keeps a write from being stored: 409 for a
+// space the hub API still uses or marks immutable, 422 on name for a name
+// or folder another space or item has.
+func writeError(err error) error {
+	var hs *changes.HubSpaceError
+	if !errors.As(err, &hs) {
+		if errors.Is(err, models.ErrConflict) {
+			return &cjdoc.ValidationError{Fields: []cjdoc.FieldError{{Name: "name", Message: "is already in use"}}}
+		}
+		return err
+	}
 	detail := func(sentinel error) string {
-		return strings.TrimPrefix(err.Error(), sentinel.Error()+": ")
+		return strings.TrimPrefix(hs.Err.Error(), sentinel.Error()+": ")
 	}
 	switch {
 	case errors.Is(err, models.ErrInUse):
@@ -411,45 +345,6 @@ func hubSpaceError(err error) error {
 		return &cjdoc.ValidationError{Fields: []cjdoc.FieldError{{Name: "name", Message: detail(models.ErrConflict)}}}
 	}
 	return err
-}
-
-// oweHubSide commits what a C+J space write owes beside its own change:
-// the changes of the space's items on other sites that took its quota or
-// profile and, for a site joining the hub space (join), that site's share
-// files.
-func oweHubSide(ctx context.Context, tx *changes.Tx, it *models.CJItem, ch models.CJSpaceChange, join bool) error {
-	for _, sib := range ch.Siblings {
-		if err := oweChange(ctx, tx, sib); err != nil {
-			return err
-		}
-	}
-	if !join || ch.Space == nil {
-		return nil
-	}
-	id := ch.Space.ID
-	nfs, err := models.NFSShares(ctx, tx, &id)
-	if err != nil {
-		return err
-	}
-	smb, err := models.SMBShares(ctx, tx, &id)
-	if err != nil {
-		return err
-	}
-	var ops []workflows.SpaceOp
-	share := func(kind string, shareID int64) {
-		ops = append(ops, workflows.SpaceOp{Site: it.Site, Queue: vocab.DefaultQueue, Action: workflows.ShareSync,
-			Share: workflows.ShareRef{Kind: kind, ID: shareID, Site: it.Site}})
-	}
-	for _, sh := range nfs {
-		share(site.ShareNFS, sh.ID)
-	}
-	for _, sh := range smb {
-		share(site.ShareSMB, sh.ID)
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	return tx.Owe(ctx, changes.KindSpaceOps, id, workflows.SpaceOps{Ops: ops})
 }
 
 // refreshDatastores asks the site for fresh pool figures, at most every
