@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 
@@ -61,84 +60,21 @@ func (s *Server) getGroup(c *gin.Context) error {
 	return getOne(c, s.DB, models.GetGroup, renderGroup)
 }
 
-// groupInput is the body of POST and PATCH /api/groups/.
-type groupInput struct {
-	Name        *string   `json:"name"`
-	Permissions *[]string `json:"permissions"`
-	Users       *[]string `json:"users"`
-}
-
-// saveGroup creates (POST) or updates (PATCH) a group. permissions are
-// codenames; users, when sent, replaces the group's members by username.
+// saveGroup creates (POST) or updates (PATCH) a group.
 func (s *Server) saveGroup(c *gin.Context) error {
-	var in groupInput
+	var in changes.GroupInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
-	ctx := c.Request.Context()
-	create := c.Request.Method == http.MethodPost
-	var g *models.Group
-	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
-		g = new(models.Group)
-		if !create {
-			id, err := web.PathID(c, "id")
-			if err != nil {
-				return err
-			}
-			if g, err = models.GetGroup(ctx, tx, id); err != nil {
-				return err
-			}
-		}
-		v := web.ValidationError{}
-		if in.Name != nil || create {
-			v.Check(deref(in.Name) != "", "name", "This field is required.")
-			v.Check(len(deref(in.Name)) <= 150, "name", "Ensure this field has no more than 150 characters.")
-			g.Name = deref(in.Name)
-		}
-		if err := v.Err(); err != nil {
-			return err
-		}
-		var perms []string
-		if in.Permissions != nil {
-			perms = append([]string{}, *in.Permissions...)
-		}
-		if err := models.SaveGroup(ctx, tx, g, perms); err != nil {
-			if isNotFound(err) {
-				return web.Invalid("permissions", err.Error())
-			}
-			return err
-		}
-		if in.Users != nil {
-			if err := setGroupUsers(ctx, tx, g, *in.Users); err != nil {
-				return err
-			}
-		}
-		var err error
-		g, err = models.GetGroup(ctx, tx, g.ID)
-		return err
-	})
+	id, err := targetID(c)
 	if err != nil {
 		return err
 	}
-	return saved(c, create, renderGroup(c, g))
-}
-
-func setGroupUsers(ctx context.Context, tx bun.IDB, g *models.Group, usernames []string) error {
-	if _, err := tx.NewDelete().Model((*models.UserGroup)(nil)).Where("group_id = ?", g.ID).Exec(ctx); err != nil {
+	g, err := s.Changes.SaveGroup(c.Request.Context(), id, in)
+	if err != nil {
 		return err
 	}
-	for _, name := range usernames {
-		u, err := models.GetUser(ctx, tx, name)
-		if isNotFound(err) {
-			return web.Invalid("users", "Object with username="+name+" does not exist.")
-		} else if err != nil {
-			return err
-		}
-		if _, err := tx.NewInsert().Model(&models.UserGroup{UserID: u.ID, GroupID: g.ID}).Exec(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	return saved(c, id == 0, renderGroup(c, g))
 }
 
 func (s *Server) deleteGroup(c *gin.Context) error {
