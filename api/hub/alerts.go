@@ -1,8 +1,6 @@
 package hub
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,11 +9,9 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
 
-	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
-	"github.com/thehub/hub/workflows"
 )
 
 func (s *Server) alertRoutes(r *gin.RouterGroup) {
@@ -134,33 +130,8 @@ func (s *Server) createAction(c *gin.Context) error {
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
-	action := strings.TrimSpace(deref(in.Action))
-	v := web.ValidationError{}
-	if action == "" {
-		v.Add("action", msgRequired)
-	} else if _, known := workflows.Actions[action]; !known {
-		v.Add("action", fmt.Sprintf("Unknown action %q; the actions are: %s.", action, strings.Join(workflows.ActionNames(), ", ")))
-	}
-	if err := v.Err(); err != nil {
-		return err
-	}
-	ctx := c.Request.Context()
-	var a *models.Action
-	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
-		var err error
-		if a, err = models.CreateAction(ctx, tx, action, auth.Current(c).User.ID); err != nil {
-			return err
-		}
-		start, err := changes.NewStart(workflows.ActionWorkflowID(a.ID), workflows.ActionWorkflowName, workflows.ActionInput{ID: a.ID, Action: action})
-		if err != nil {
-			return err
-		}
-		return tx.Owe(ctx, changes.KindAction, a.ID, start)
-	})
+	a, err := s.Changes.StartAction(c.Request.Context(), deref(in.Action), auth.Current(c).User.ID)
 	if err != nil {
-		return err
-	}
-	if a, err = models.GetAction(ctx, s.DB, a.ID); err != nil {
 		return err
 	}
 	c.JSON(http.StatusCreated, renderActionDetail(c, a))
