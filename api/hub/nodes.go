@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -127,7 +128,7 @@ func (s *Server) patchNode(c *gin.Context) error {
 			n.SiteID, n.Site = site.ID, site
 		}
 	}
-	if val, sent := rawJSONMember(in.LastHeartbeat); sent {
+	if val, sent := changes.RawMember(in.LastHeartbeat); sent {
 		str, ok := val.(string)
 		t, perr := time.Parse(time.RFC3339Nano, str)
 		switch {

@@ -181,9 +181,9 @@ var routeDocs = map[string]routeDoc{
 
 	// Workflow definitions.
 	"GET /api/workflows/":       docPage("workflows", "List workflow definitions", workflowResponse{}, "enabled", "visible"),
-	"POST /api/workflows/":      docOne("workflows", "Create a workflow definition", workflowResponse{}).in(workflowDefInput{}),
+	"POST /api/workflows/":      docOne("workflows", "Create a workflow definition", workflowResponse{}).in(changes.WorkflowDefInput{}),
 	"GET /api/workflows/{}/":    docOne("workflows", "Get a workflow definition", workflowResponse{}),
-	"PATCH /api/workflows/{}/":  docOne("workflows", "Update a workflow definition", workflowResponse{}).in(workflowDefInput{}),
+	"PATCH /api/workflows/{}/":  docOne("workflows", "Update a workflow definition", workflowResponse{}).in(changes.WorkflowDefInput{}),
 	"DELETE /api/workflows/{}/": docDelete("workflows", "Delete a workflow definition (not a built-in one)").errs(conflict...),
 
 	// Sites and storage.
