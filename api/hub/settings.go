@@ -11,12 +11,9 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
 
-	"github.com/thehub/hub/activities/changes"
-	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
-	"github.com/thehub/hub/workflows"
 )
 
 func (s *Server) settingsRoutes(r *gin.RouterGroup) {
@@ -104,108 +101,12 @@ func (in *settingsInput) values(globalOnly bool) ([]models.SettingValue, error) 
 	return out, v.Err()
 }
 
-func settingKeys(values []models.SettingValue) []string {
-	keys := make([]string, len(values))
-	for i, v := range values {
-		keys[i] = v.Key
-	}
-	return keys
-}
-
-// settingsJob is the work of one settings task before it exists.
-type settingsJob struct {
-	site    *models.Site
-	refresh bool
-	values  []models.SettingValue
-}
-
-// createSettingsTasks records one PENDING settings task per job and
-// returns the SettingsWorkflow input serving them all.
-func createSettingsTasks(ctx context.Context, db bun.IDB, jobs []settingsJob) ([]models.SettingsTask, workflows.SettingsWorkflowInput, error) {
-	var in workflows.SettingsWorkflowInput
-	tasks := make([]models.SettingsTask, 0, len(jobs))
-	for _, j := range jobs {
-		t := models.SettingsTask{TaskType: models.SettingsTaskApply, Site: j.site.Name, Request: json.RawMessage(`{}`)}
-		target := workflows.SettingsTarget{Site: j.site.Name, Refresh: j.refresh}
-		if j.refresh {
-			t.TaskType = models.SettingsTaskRefresh
-			t.FriendlyName = "Refresh settings from " + j.site.Name
-		} else {
-			t.FriendlyName = fmt.Sprintf("Apply %d setting(s) to %s", len(j.values), j.site.Name)
-			values := j.values
-			if values == nil {
-				values = []models.SettingValue{}
-			}
-			data, err := json.Marshal(map[string]any{"values": values})
-			if err != nil {
-				return nil, in, err
-			}
-			t.Request = data
-			for _, v := range values {
-				target.Values = append(target.Values, site.SettingValue{Key: v.Key, Value: v.Value})
-			}
-		}
-		if err := models.CreateSettingsTask(ctx, db, &t); err != nil {
-			return nil, in, err
-		}
-		target.TaskID = t.ID
-		tasks = append(tasks, t)
-		in.Targets = append(in.Targets, target)
-	}
-	if len(tasks) > 0 {
-		ids := make([]int64, len(tasks))
-		for i := range tasks {
-			ids[i] = tasks[i].ID
-		}
-		wfID := workflows.SettingsWorkflowID(ids[0])
-		if err := models.SetSettingsTasksWorkflow(ctx, db, ids, wfID); err != nil {
-			return nil, in, err
-		}
-		for i := range tasks {
-			tasks[i].TaskID = wfID
-		}
-	}
-	return tasks, in, nil
-}
-
-// runSettings stores what store stores, creates the tasks of the jobs it
-// returns and the SettingsWorkflow start they owe in the same
-// transaction (changes.KindSettings: the tasks fail if it never can start).
-func (s *Server) runSettings(ctx context.Context, store func(ctx context.Context, tx bun.Tx) ([]settingsJob, error)) ([]models.SettingsTask, error) {
-	var tasks []models.SettingsTask
-	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
-		jobs, err := store(ctx, tx.Tx)
-		if err != nil {
-			return err
-		}
-		var in workflows.SettingsWorkflowInput
-		if tasks, in, err = createSettingsTasks(ctx, tx, jobs); err != nil || len(tasks) == 0 {
-			return err
-		}
-		p := changes.Settings{}
-		if p.Start, err = changes.NewStart(tasks[0].TaskID, workflows.SettingsWorkflowName, in); err != nil {
-			return err
-		}
-		for _, t := range tasks {
-			p.TaskIDs = append(p.TaskIDs, t.ID)
-		}
-		return tx.Owe(ctx, changes.KindSettings, tasks[0].ID, p)
-	})
-	return tasks, err
-}
-
 func renderSettingsTaskRefs(tasks []models.SettingsTask) []settingsTaskRef {
 	out := make([]settingsTaskRef, len(tasks))
 	for i, t := range tasks {
 		out[i] = settingsTaskRef{Site: t.Site, TaskID: t.ID}
 	}
 	return out
-}
-
-func settingsSites(ctx context.Context, db bun.IDB) ([]models.Site, error) {
-	var sites []models.Site
-	err := models.SitesQuery(db, &sites).Scan(ctx)
-	return sites, err
 }
 
 // patchGlobalSettings stores global values (null deletes) and sends each
@@ -220,24 +121,7 @@ func (s *Server) patchGlobalSettings(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	tasks, err := s.runSettings(c.Request.Context(), func(ctx context.Context, tx bun.Tx) ([]settingsJob, error) {
-		if err := models.PutSettings(ctx, tx, nil, values); err != nil {
-			return nil, err
-		}
-		sites, err := settingsSites(ctx, tx)
-		if err != nil {
-			return nil, err
-		}
-		jobs := make([]settingsJob, len(sites))
-		for i := range sites {
-			vals, err := models.SiteValuesFor(ctx, tx, sites[i].ID, settingKeys(values))
-			if err != nil {
-				return nil, err
-			}
-			jobs[i] = settingsJob{site: &sites[i], values: vals}
-		}
-		return jobs, nil
-	})
+	tasks, err := s.Changes.PutGlobalSettings(c.Request.Context(), values)
 	if err != nil {
 		return err
 	}
@@ -248,37 +132,7 @@ func (s *Server) patchGlobalSettings(c *gin.Context) error {
 // syncSettings sends every site (or the one named by ?site=) all its
 // effective settings again. 202 with one task per site.
 func (s *Server) syncSettings(c *gin.Context) error {
-	name := c.Query("site")
-	tasks, err := s.runSettings(c.Request.Context(), func(ctx context.Context, tx bun.Tx) ([]settingsJob, error) {
-		var sites []models.Site
-		if name != "" {
-			one, err := models.GetSiteByName(ctx, tx, name)
-			if isNotFound(err) {
-				return nil, web.Invalid("site", "Object with name="+name+" does not exist.")
-			} else if err != nil {
-				return nil, err
-			}
-			sites = []models.Site{*one}
-		} else {
-			var err error
-			if sites, err = settingsSites(ctx, tx); err != nil {
-				return nil, err
-			}
-		}
-		jobs := make([]settingsJob, len(sites))
-		for i := range sites {
-			eff, err := models.EffectiveSiteSettings(ctx, tx, sites[i].ID)
-			if err != nil {
-				return nil, err
-			}
-			vals := make([]models.SettingValue, len(eff))
-			for k, st := range eff {
-				vals[k] = models.SettingValue{Key: st.Key, Value: st.Value}
-			}
-			jobs[i] = settingsJob{site: &sites[i], values: vals}
-		}
-		return jobs, nil
-	})
+	tasks, err := s.Changes.SyncSettings(c.Request.Context(), c.Query("site"))
 	if err != nil {
 		return err
 	}
@@ -332,27 +186,15 @@ func (s *Server) patchSiteSettings(c *gin.Context) error {
 		return err
 	}
 	ctx := c.Request.Context()
-	if _, err := settingsSite(ctx, c, s.DB); err != nil {
+	st, err := settingsSite(ctx, c, s.DB)
+	if err != nil {
 		return err
 	}
 	values, err := in.values(false)
 	if err != nil {
 		return err
 	}
-	tasks, err := s.runSettings(ctx, func(ctx context.Context, tx bun.Tx) ([]settingsJob, error) {
-		st, err := settingsSite(ctx, c, tx)
-		if err != nil {
-			return nil, err
-		}
-		if err := models.PutSettings(ctx, tx, &st.ID, values); err != nil {
-			return nil, err
-		}
-		vals, err := models.SiteValuesFor(ctx, tx, st.ID, settingKeys(values))
-		if err != nil {
-			return nil, err
-		}
-		return []settingsJob{{site: st, values: vals}}, nil
-	})
+	tasks, err := s.Changes.PutSiteSettings(ctx, st.ID, values)
 	if err != nil {
 		return err
 	}
@@ -363,13 +205,12 @@ func (s *Server) patchSiteSettings(c *gin.Context) error {
 // refreshSiteSettings reads what the site applies and creates, as the
 // site's own settings, the keys the hub does not know. 202 with the task id.
 func (s *Server) refreshSiteSettings(c *gin.Context) error {
-	tasks, err := s.runSettings(c.Request.Context(), func(ctx context.Context, tx bun.Tx) ([]settingsJob, error) {
-		st, err := settingsSite(ctx, c, tx)
-		if err != nil {
-			return nil, err
-		}
-		return []settingsJob{{site: st, refresh: true}}, nil
-	})
+	ctx := c.Request.Context()
+	st, err := settingsSite(ctx, c, s.DB)
+	if err != nil {
+		return err
+	}
+	tasks, err := s.Changes.RefreshSiteSettings(ctx, st.ID)
 	if err != nil {
 		return err
 	}
