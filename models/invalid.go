@@ -32,3 +32,7 @@ func (v FieldErrors) Err() error {
 
 // Invalid is a one-field FieldErrors.
 func Invalid(field, msg string) error { return FieldErrors{field: {msg}} }
+
+// MaxNameLen bounds names and the names that refer to records (sites,
+// spaces, users, queues, workflows, C+J items), in characters.
+const MaxNameLen = 150

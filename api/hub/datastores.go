@@ -1,11 +1,7 @@
 package hub
 
 import (
-	"context"
 	"net/http"
-	"net/netip"
-	"strconv"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
@@ -47,59 +43,20 @@ func (s *Server) seal(column, plaintext string) (string, error) {
 	return s.Secrets.Seal(column, plaintext)
 }
 
-// datastoreInput is the writable part of a data store. accesskey and
-// secretaccesskey are secrets: accepted, sealed, never returned.
-type datastoreInput struct {
-	Name            *string `json:"name"`
-	Type            *string `json:"type"`
-	AccessKey       *string `json:"accesskey"`
-	AccessKeyID     *string `json:"accesskeyid"`
-	SecretAccessKey *string `json:"secretaccesskey"`
-	Bucket          *string `json:"bucket"`
-	Container       *string `json:"container"`
-	CredentialsFile *string `json:"credentialsfile"`
-	Endpoint        *string `json:"endpoint"`
-	Region          *string `json:"region"`
-	StorageAccount  *string `json:"storageaccount"`
-}
-
-func (s *Server) applyDatastore(ctx context.Context, db bun.IDB, in *datastoreInput, d *models.Datastore, create bool) error {
-	v := web.ValidationError{}
-	if in.Name != nil || create {
-		if err := checkUniqueName(ctx, db, v, (*models.Datastore)(nil), deref(in.Name), d.Name, "A data store with this name already exists.", nil, ""); err != nil {
-			return err
-		}
-		d.Name = deref(in.Name)
-	}
-	if in.Type != nil || create {
-		if strings.TrimSpace(deref(in.Type)) == "" {
-			v.Add("type", msgRequired)
-		}
-		d.Type = deref(in.Type)
-	}
-	if err := v.Err(); err != nil {
-		return err
-	}
-	setIf(&d.AccessKeyID, in.AccessKeyID)
-	setIf(&d.Bucket, in.Bucket)
-	setIf(&d.Container, in.Container)
-	setIf(&d.CredentialsFile, in.CredentialsFile)
-	setIf(&d.Endpoint, in.Endpoint)
-	setIf(&d.Region, in.Region)
-	setIf(&d.StorageAccount, in.StorageAccount)
+// sealDatastoreSecrets seals the secrets a data store write carries.
+func (s *Server) sealDatastoreSecrets(in *changes.DatastoreInput) error {
 	for _, sec := range []struct {
-		in     *string
-		dst    *string
+		in     **string
 		column string
-	}{{in.AccessKey, &d.AccessKeyEnc, models.ColDatastoreAccessKey}, {in.SecretAccessKey, &d.SecretAccessKeyEnc, models.ColDatastoreSecretAccessKey}} {
-		if sec.in == nil {
+	}{{&in.AccessKey, models.ColDatastoreAccessKey}, {&in.SecretAccessKey, models.ColDatastoreSecretAccessKey}} {
+		if *sec.in == nil {
 			continue
 		}
-		sealed, err := s.seal(sec.column, *sec.in)
+		sealed, err := s.seal(sec.column, **sec.in)
 		if err != nil {
 			return err
 		}
-		*sec.dst = sealed
+		*sec.in = &sealed
 	}
 	return nil
 }
@@ -120,42 +77,26 @@ func (s *Server) getDatastore(c *gin.Context) error {
 }
 
 func (s *Server) saveDatastore(c *gin.Context) error {
-	var in datastoreInput
+	var in changes.DatastoreInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
-	ctx := c.Request.Context()
-	create := c.Request.Method == http.MethodPost
-	var d *models.Datastore
-	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
-		d = new(models.Datastore)
-		if !create {
-			id, err := web.PathID(c, "id")
-			if err != nil {
-				return err
-			}
-			if d, err = models.GetDatastore(ctx, tx, id); err != nil {
-				return err
-			}
-		}
-		if err := s.applyDatastore(ctx, tx, &in, d, create); err != nil {
-			return err
-		}
-		return models.SaveDatastore(ctx, tx, d)
-	})
+	id, err := targetID(c)
 	if err != nil {
 		return err
 	}
-	return saved(c, create, renderDatastore(c, d))
+	if err := s.sealDatastoreSecrets(&in); err != nil {
+		return err
+	}
+	d, err := s.Changes.SaveDatastore(c.Request.Context(), id, in)
+	if err != nil {
+		return err
+	}
+	return saved(c, id == 0, renderDatastore(c, d))
 }
 
 func (s *Server) deleteDatastore(c *gin.Context) error {
 	return deleteByID(c, s.DB, models.DeleteDatastore)
-}
-
-type ipAddressInput struct {
-	IPAddr    *string `json:"ipaddr"`
-	Datastore *int64  `json:"datastore"`
 }
 
 func renderIPAddress(c *gin.Context, a *models.IPAddress) ipAddressResponse {
@@ -184,71 +125,19 @@ func (s *Server) getIPAddress(c *gin.Context) error {
 }
 
 func (s *Server) saveIPAddress(c *gin.Context) error {
-	var in ipAddressInput
+	var in changes.IPAddressInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
-	ctx := c.Request.Context()
-	create := c.Request.Method == http.MethodPost
-	var a *models.IPAddress
-	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
-		a = new(models.IPAddress)
-		if !create {
-			id, err := web.PathID(c, "id")
-			if err != nil {
-				return err
-			}
-			if a, err = models.GetIPAddress(ctx, tx, id); err != nil {
-				return err
-			}
-		}
-		v := web.ValidationError{}
-		if in.IPAddr != nil || create {
-			addr, err := netip.ParseAddr(strings.TrimSpace(deref(in.IPAddr)))
-			switch {
-			case deref(in.IPAddr) == "":
-				v.Add("ipaddr", msgRequired)
-			case err != nil || !addr.Is4():
-				v.Add("ipaddr", "Enter a valid IPv4 address.")
-			default:
-				a.IPAddr = addr.String()
-			}
-		}
-		if in.Datastore != nil || create {
-			switch {
-			case in.Datastore == nil:
-				v.Add("datastore", msgRequired)
-			default:
-				if _, err := models.GetDatastore(ctx, tx, *in.Datastore); isNotFound(err) {
-					v.Add("datastore", "Invalid pk \""+strconv.FormatInt(*in.Datastore, 10)+"\" - object does not exist.")
-				} else if err != nil {
-					return err
-				}
-				a.DatastoreID = *in.Datastore
-			}
-		}
-		if len(v) == 0 {
-			n, err := tx.NewSelect().Model((*models.IPAddress)(nil)).
-				Where("datastore_id = ? AND ipaddr = ? AND id <> ?", a.DatastoreID, a.IPAddr, a.ID).Count(ctx)
-			if err != nil {
-				return err
-			}
-			v.Check(n == 0, "ipaddr", "This data store already has this IP address.")
-		}
-		if err := v.Err(); err != nil {
-			return err
-		}
-		if err := models.SaveIPAddress(ctx, tx, a); err != nil {
-			return err
-		}
-		var err error
-		a, err = models.GetIPAddress(ctx, tx, a.ID)
-		return err
-	})
+	id, err := targetID(c)
 	if err != nil {
 		return err
 	}
-	return saved(c, create, renderIPAddress(c, a))
+	a, err := s.Changes.SaveIPAddress(c.Request.Context(), id, in)
+	if err != nil {
+		return err
+	}
+	return saved(c, id == 0, renderIPAddress(c, a))
 }
 
 func (s *Server) deleteIPAddress(c *gin.Context) error {

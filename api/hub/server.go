@@ -3,13 +3,9 @@ package hub
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
@@ -104,29 +100,9 @@ func deleteByID(c *gin.Context, db bun.IDB, del func(context.Context, bun.IDB, i
 	return deleteThrough(c, func(ctx context.Context, id int64) error { return del(ctx, db, id) })
 }
 
-// checkUniqueName validates a required name of at most web.MaxNameLen characters that
-// must be unique among the rows of model (current is the record's own
-// name, "" for a new one) and, when pattern is set, match it (invalid is
-// the message otherwise), adding messages to v; taken is the message for a
-// name already in use.
-func checkUniqueName(ctx context.Context, db bun.IDB, v web.ValidationError, model any, name, current, taken string,
-	pattern *regexp.Regexp, invalid string) error {
-	switch {
-	case strings.TrimSpace(name) == "":
-		v.Add("name", msgRequired)
-	case utf8.RuneCountInString(name) > web.MaxNameLen:
-		v.Add("name", fmt.Sprintf("Ensure this field has no more than %d characters.", web.MaxNameLen))
-	case pattern != nil && !pattern.MatchString(name):
-		v.Add("name", invalid)
-	case name != current:
-		n, err := db.NewSelect().Model(model).Where("name = ?", name).Count(ctx)
-		if err != nil {
-			return err
-		}
-		v.Check(n == 0, "name", taken)
-	}
-	return nil
-}
+// checkUniqueName is changes.CheckName (the remaining handlers that
+// validate names themselves).
+var checkUniqueName = changes.CheckName
 
 // getOne answers GET of one record: the path's id, loaded with get and
 // shown with render.

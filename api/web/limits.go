@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/thehub/hub/models"
 )
 
 // Limits on the text a client may store, shared by the hub API (Bind)
@@ -15,7 +17,7 @@ import (
 const (
 	// MaxNameLen bounds names and the names that refer to records:
 	// sites, spaces, users, queues, workflows, C+J items.
-	MaxNameLen = 150
+	MaxNameLen = models.MaxNameLen
 	// MaxLabelLen bounds labels, titles, e-mail addresses and object keys.
 	MaxLabelLen = 255
 	// MaxTextLen bounds free text: descriptions, comments, messages, rules.
