@@ -233,18 +233,7 @@ func (s *Server) deleteBucket(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	wid := workflows.BucketDeleteWorkflowID(id)
-	start, err := changes.NewStart(wid, workflows.BucketDeleteWorkflowName, workflows.BucketDeleteInput{BucketID: id, Name: b.Name})
-	if err != nil {
-		return err
-	}
-	err = s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
-		changed, err := models.SetBucketSoftDeleting(ctx, tx, id, true)
-		if err != nil || !changed {
-			return err // already being deleted: its workflow runs
-		}
-		return tx.Owe(ctx, changes.KindBucketDelete, id, start)
-	})
+	wid, err := s.Changes.DeleteBucket(ctx, id, b.Name)
 	if err != nil {
 		return err
 	}
