@@ -36,3 +36,12 @@ func Invalid(field, msg string) error { return FieldErrors{field: {msg}} }
 // MaxNameLen bounds names and the names that refer to records (sites,
 // spaces, users, queues, workflows, C+J items), in characters.
 const MaxNameLen = 150
+
+// Refused is a write the record's state refuses (HTTP 409), with the
+// reason a client may read.
+type Refused struct{ Detail string }
+
+func (e *Refused) Error() string { return e.Detail }
+
+// Refusef is a Refused with a formatted reason.
+func Refusef(format string, args ...any) error { return &Refused{Detail: fmt.Sprintf(format, args...)} }

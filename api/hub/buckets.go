@@ -61,7 +61,7 @@ type locationInput struct {
 func (in *locationInput) apply(v web.ValidationError, loc *models.TargetLocation) {
 	setIf(&loc.Endpoint, in.Endpoint)
 	if in.Port.Set {
-		loc.Port = in.Port.value()
+		loc.Port = in.Port.Value()
 		if p := loc.Port; p != nil && (*p < 1 || *p > 65535) {
 			v.Add("port", "Enter a port between 1 and 65535.")
 		}
@@ -97,7 +97,7 @@ func (s *Server) applySecrets(in *secretsInput, table string, sec *models.Target
 		vocab.SecretSecretAccessKey: in.SecretAccessKey}
 	if in.CredentialsJSON.Set {
 		js := ""
-		if m := in.CredentialsJSON.value(); m != nil {
+		if m := in.CredentialsJSON.Value(); m != nil {
 			b, err := json.Marshal(*m)
 			if err != nil {
 				return err
@@ -374,7 +374,7 @@ func (s *Server) saveExternalTarget(c *gin.Context) error {
 		setIf(&t.BackupOnly, in.BackupOnly)
 		setIf(&t.DeleteOnRecall, in.DeleteOnRecall)
 		if in.BackupSite.Set {
-			t.BackupSiteID = in.BackupSite.value()
+			t.BackupSiteID = in.BackupSite.Value()
 			if t.BackupSiteID != nil {
 				if err := checkSiteID(ctx, tx, v, "backup_site", *t.BackupSiteID); err != nil {
 					return err
@@ -392,7 +392,7 @@ func (s *Server) saveExternalTarget(c *gin.Context) error {
 		}
 		if in.Bucket.Set {
 			t.BucketID = nil
-			if raw := in.Bucket.value(); raw != nil {
+			if raw := in.Bucket.Value(); raw != nil {
 				id, err := bucketRef(ctx, tx, v, *raw)
 				if err != nil {
 					return err

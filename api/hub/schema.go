@@ -68,9 +68,7 @@ var modelEnums = map[reflect.Type]map[string][]string{
 
 // schemaValuer is implemented by request wrappers, like nullable, whose
 // JSON is that of another type.
-type schemaValuer interface{ schemaType() reflect.Type }
-
-func (nullable[T]) schemaType() reflect.Type { return reflect.TypeFor[T]() }
+type schemaValuer interface{ SchemaType() reflect.Type }
 
 // anyOf documents a body that takes one of several shapes: a value of each
 // shape's type.
@@ -116,7 +114,7 @@ func (g *schemaGen) request(v any) *openapi3.SchemaRef { return g.ref(reflect.Ty
 
 func (g *schemaGen) ref(t reflect.Type, request bool) *openapi3.SchemaRef {
 	if sv, ok := reflect.Zero(t).Interface().(schemaValuer); ok {
-		return nullableRef(g.ref(sv.schemaType(), request))
+		return nullableRef(g.ref(sv.SchemaType(), request))
 	}
 	switch t {
 	case timeType:

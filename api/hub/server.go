@@ -128,3 +128,11 @@ func writeAll[T, R any](c *gin.Context, items []T, render func(*gin.Context, *T)
 	}
 	c.JSON(http.StatusOK, out)
 }
+
+// Input helpers that live with the writes below api/ (activities/changes).
+type nullable[T any] = changes.Nullable[T]
+
+var (
+	checkNotNeg = changes.CheckNotNeg
+	inUseDetail = changes.InUseDetail
+)

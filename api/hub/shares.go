@@ -152,7 +152,7 @@ func nfsClients(v web.ValidationError, in []nfsClientInput) []models.NFSClient {
 		if ci.OnSites != nil {
 			cl.OnSites = nonNilMap(*ci.OnSites)
 		}
-		cl.AnonymousGroupID, cl.AnonymousUserID, cl.FSID = ci.AnonymousGroupID.value(), ci.AnonymousUserID.value(), ci.FSID.value()
+		cl.AnonymousGroupID, cl.AnonymousUserID, cl.FSID = ci.AnonymousGroupID.Value(), ci.AnonymousUserID.Value(), ci.FSID.Value()
 		checkNotNeg(v, field+"anonymous_group_id", cl.AnonymousGroupID)
 		checkNotNeg(v, field+"anonymous_user_id", cl.AnonymousUserID)
 		checkNotNeg(v, field+"fsid", cl.FSID)
@@ -459,37 +459,11 @@ func pushShare(ctx context.Context, tx *changes.Tx, from, to int64, kind string,
 		}
 		var ops []workflows.SpaceOp
 		for _, l := range sp.Links {
-			ops = append(ops, shareOp(l.Site.Name, kind, id))
+			ops = append(ops, changes.ShareOp(l.Site.Name, kind, id))
 		}
-		if err := oweSpaceOps(ctx, tx, spaceID, ops); err != nil {
+		if err := changes.OweSpaceOps(ctx, tx, spaceID, ops); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func shareOp(siteName, kind string, id int64) workflows.SpaceOp {
-	return workflows.SpaceOp{Site: siteName, Queue: vocab.DefaultQueue, Action: workflows.ShareSync,
-		Share: workflows.ShareRef{Kind: kind, ID: id, Site: siteName}}
-}
-
-// spaceShareOps brings every share of a space up to date on one site: for
-// a site joining (or leaving) the space.
-func spaceShareOps(ctx context.Context, db bun.IDB, spaceID int64, siteName string) ([]workflows.SpaceOp, error) {
-	nfs, err := models.NFSShares(ctx, db, &spaceID)
-	if err != nil {
-		return nil, err
-	}
-	smb, err := models.SMBShares(ctx, db, &spaceID)
-	if err != nil {
-		return nil, err
-	}
-	var ops []workflows.SpaceOp
-	for _, sh := range nfs {
-		ops = append(ops, shareOp(siteName, site.ShareNFS, sh.ID))
-	}
-	for _, sh := range smb {
-		ops = append(ops, shareOp(siteName, site.ShareSMB, sh.ID))
-	}
-	return ops, nil
 }

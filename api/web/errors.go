@@ -80,6 +80,7 @@ func status(err error) (int, any) {
 	var ve ValidationError
 	var wf *changes.WorkflowError
 	var unavailable *serviceerror.Unavailable
+	var refused *models.Refused
 	if errors.As(err, &wf) {
 		err = workflowFailure(wf)
 	}
@@ -90,6 +91,8 @@ func status(err error) (int, any) {
 		return we.Status, gin.H{"detail": we.Detail}
 	case errors.Is(err, models.ErrNotFound):
 		return http.StatusNotFound, gin.H{"detail": ErrNotFound.Detail}
+	case errors.As(err, &refused):
+		return http.StatusConflict, gin.H{"detail": refused.Detail}
 	case errors.Is(err, models.ErrConflict):
 		return http.StatusConflict, gin.H{"detail": "A record with these values already exists."}
 	case errors.Is(err, changes.ErrJobNotRunning):
