@@ -226,14 +226,14 @@ var routeDocs = map[string]routeDoc{
 	"DELETE /api/external_targets/{}/":    docDelete("storage", "Delete an external target"),
 	"GET /api/external_targets/{}/files/": docOne("storage", "List an external target's contents", targetListingResponse{}, "path", "max_items", "marker").errs(append(conflict, siteWaits...)...),
 	"GET /api/nfsshares/":                 docList("storage", "List NFS shares", nfsShareResponse{}, "space"),
-	"POST /api/nfsshares/":                docOne("storage", "Create an NFS share", nfsShareResponse{}).in(nfsShareInput{}),
+	"POST /api/nfsshares/":                docOne("storage", "Create an NFS share", nfsShareResponse{}).in(changes.NFSShareInput{}),
 	"GET /api/nfsshares/{}/":              docOne("storage", "Get an NFS share", nfsShareResponse{}),
-	"PATCH /api/nfsshares/{}/":            docOne("storage", "Update an NFS share", nfsShareResponse{}).in(nfsShareInput{}),
+	"PATCH /api/nfsshares/{}/":            docOne("storage", "Update an NFS share", nfsShareResponse{}).in(changes.NFSShareInput{}),
 	"DELETE /api/nfsshares/{}/":           docDelete("storage", "Delete an NFS share"),
 	"GET /api/smbshares/":                 docList("storage", "List SMB shares", smbShareResponse{}, "space"),
-	"POST /api/smbshares/":                docOne("storage", "Create an SMB share", smbShareResponse{}).in(smbShareInput{}),
+	"POST /api/smbshares/":                docOne("storage", "Create an SMB share", smbShareResponse{}).in(changes.SMBShareInput{}),
 	"GET /api/smbshares/{}/":              docOne("storage", "Get an SMB share", smbShareResponse{}),
-	"PATCH /api/smbshares/{}/":            docOne("storage", "Update an SMB share", smbShareResponse{}).in(smbShareInput{}),
+	"PATCH /api/smbshares/{}/":            docOne("storage", "Update an SMB share", smbShareResponse{}).in(changes.SMBShareInput{}),
 	"DELETE /api/smbshares/{}/":           docDelete("storage", "Delete an SMB share"),
 
 	// Jobs and tasks.
