@@ -1,12 +1,9 @@
 package hub
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -41,96 +38,6 @@ func (s *Server) bucketRoutes(r *gin.RouterGroup) {
 	r.GET("/external_targets/:id/files/", auth.Require("view_externaltarget"), handle(s.externalTargetFiles))
 }
 
-// bucketNamePattern keeps bucket names usable as file names at the sites
-// (<config>/targets/<name>.json) and as S3 bucket names.
-var bucketNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
-
-// locationInput are the connection fields buckets and targets share.
-type locationInput struct {
-	Endpoint              *string         `json:"endpoint"`
-	Port                  nullable[int64] `json:"port"`
-	Scheme                *string         `json:"scheme"`
-	Region                *string         `json:"region"`
-	SSLVerify             *bool           `json:"ssl_verify"`
-	Container             *string         `json:"container"`
-	StorageAccount        *string         `json:"storage_account"`
-	MigrationTargetFolder *string         `json:"migration_target_folder"`
-	AdvancedSettings      *map[string]any `json:"advanced_settings"`
-}
-
-func (in *locationInput) apply(v web.ValidationError, loc *models.TargetLocation) {
-	setIf(&loc.Endpoint, in.Endpoint)
-	if in.Port.Set {
-		loc.Port = in.Port.Value()
-		if p := loc.Port; p != nil && (*p < 1 || *p > 65535) {
-			v.Add("port", "Enter a port between 1 and 65535.")
-		}
-	}
-	if in.Scheme != nil {
-		if sc := strings.ToLower(*in.Scheme); sc != "" && sc != "http" && sc != "https" {
-			v.Add("scheme", "Must be http or https.")
-		}
-		loc.Scheme = strings.ToLower(*in.Scheme)
-	}
-	setIf(&loc.Region, in.Region)
-	setIf(&loc.SSLVerify, in.SSLVerify)
-	setIf(&loc.Container, in.Container)
-	setIf(&loc.StorageAccount, in.StorageAccount)
-	setIf(&loc.MigrationTargetFolder, in.MigrationTargetFolder)
-	if in.AdvancedSettings != nil {
-		loc.AdvancedSettings = nonNilMap(*in.AdvancedSettings)
-	}
-}
-
-// secretsInput are the secret inputs: accepted, sealed, never returned. A
-// secret sent as "" (or credentials_json as null) clears it; one not sent
-// is kept.
-type secretsInput struct {
-	AccessKey       *string                  `json:"access_key"`
-	AccessKeyID     *string                  `json:"access_key_id"`
-	SecretAccessKey *string                  `json:"secret_access_key"`
-	CredentialsJSON nullable[map[string]any] `json:"credentials_json"`
-}
-
-func (s *Server) applySecrets(in *secretsInput, table string, sec *models.TargetSecrets) error {
-	vals := map[string]*string{vocab.SecretAccessKey: in.AccessKey, vocab.SecretAccessKeyID: in.AccessKeyID,
-		vocab.SecretSecretAccessKey: in.SecretAccessKey}
-	if in.CredentialsJSON.Set {
-		js := ""
-		if m := in.CredentialsJSON.Value(); m != nil {
-			b, err := json.Marshal(*m)
-			if err != nil {
-				return err
-			}
-			js = string(b)
-		}
-		vals[vocab.SecretCredentialsJSON] = &js
-	}
-	for _, f := range models.SecretFields {
-		val := vals[f]
-		if val == nil {
-			continue
-		}
-		sealed, err := s.seal(vocab.SecretColumn(table, f), *val)
-		if err != nil {
-			return err
-		}
-		*sec.Field(f) = sealed
-	}
-	return nil
-}
-
-// bucketInput is the writable part of a bucket: its own fields, and the
-// location and secret fields it shares with external targets.
-type bucketInput struct {
-	Name            *string `json:"name"`
-	Label           *string `json:"label"`
-	StorageType     *string `json:"storage_type"`
-	CredentialsFile *string `json:"credentials_file"`
-	locationInput
-	secretsInput
-}
-
 func renderLocation(loc *models.TargetLocation) locationResponse {
 	return locationResponse{Endpoint: loc.Endpoint, Port: loc.Port, Scheme: loc.Scheme, Region: loc.Region,
 		SSLVerify: loc.SSLVerify, Container: loc.Container, StorageAccount: loc.StorageAccount,
@@ -157,65 +64,53 @@ func (s *Server) getBucket(c *gin.Context) error {
 	return getOne(c, s.DB, models.GetBucket, renderBucket)
 }
 
-var errBucketDeleting = web.Errorf(http.StatusConflict, "This bucket is being deleted and cannot be changed.")
+// sealSecrets seals the secrets a bucket or target write carries (those
+// sent; "" clears one), for the columns of table.
+func (s *Server) sealSecrets(in *changes.SecretsInput, table string) (map[string]string, error) {
+	vals := map[string]*string{vocab.SecretAccessKey: in.AccessKey, vocab.SecretAccessKeyID: in.AccessKeyID,
+		vocab.SecretSecretAccessKey: in.SecretAccessKey}
+	if in.CredentialsJSON.Set {
+		js := ""
+		if m := in.CredentialsJSON.Value(); m != nil {
+			b, err := json.Marshal(*m)
+			if err != nil {
+				return nil, err
+			}
+			js = string(b)
+		}
+		vals[vocab.SecretCredentialsJSON] = &js
+	}
+	sealed := map[string]string{}
+	for f, val := range vals {
+		if val == nil {
+			continue
+		}
+		enc, err := s.seal(vocab.SecretColumn(table, f), *val)
+		if err != nil {
+			return nil, err
+		}
+		sealed[f] = enc
+	}
+	return sealed, nil
+}
 
 func (s *Server) saveBucket(c *gin.Context) error {
-	var in bucketInput
+	var in changes.BucketInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
-	ctx := c.Request.Context()
-	create := c.Request.Method == http.MethodPost
-	var b *models.Bucket
-	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
-		b = &models.Bucket{TargetLocation: models.TargetLocation{SSLVerify: true, AdvancedSettings: map[string]any{}}}
-		if !create {
-			id, err := web.PathID(c, "id")
-			if err != nil {
-				return err
-			}
-			if b, err = models.GetBucket(ctx, tx, id); err != nil {
-				return err
-			}
-			if b.SoftDeleting {
-				return errBucketDeleting
-			}
-		}
-		v := web.ValidationError{}
-		if in.Name != nil || create {
-			if err := checkUniqueName(ctx, tx, v, (*models.Bucket)(nil), deref(in.Name), b.Name, "A bucket with this name already exists.",
-				bucketNamePattern, "Enter a valid name: letters, digits, '.', '-' and '_', starting with a letter or digit."); err != nil {
-				return err
-			}
-			b.Name = deref(in.Name)
-		}
-		if in.StorageType != nil || create {
-			if strings.TrimSpace(deref(in.StorageType)) == "" {
-				v.Add("storage_type", msgRequired)
-			}
-			b.StorageType = deref(in.StorageType)
-		}
-		setIf(&b.Label, in.Label)
-		setIf(&b.CredentialsFile, in.CredentialsFile)
-		in.locationInput.apply(v, &b.TargetLocation)
-		if err := v.Err(); err != nil {
-			return err
-		}
-		if err := s.applySecrets(&in.secretsInput, "buckets", &b.TargetSecrets); err != nil {
-			return err
-		}
-		if err := models.SaveBucket(ctx, tx, b); errors.Is(err, models.ErrSoftDeleting) {
-			return errBucketDeleting
-		} else if err != nil {
-			return err
-		}
-		var err error
-		b, err = models.GetBucket(ctx, tx, b.ID)
-		return err
-	})
+	id, err := targetID(c)
 	if err != nil {
 		return err
 	}
+	if in.Sealed, err = s.sealSecrets(&in.SecretsInput, "buckets"); err != nil {
+		return err
+	}
+	b, err := s.Changes.SaveBucket(c.Request.Context(), id, in)
+	if err != nil {
+		return err
+	}
+	create := id == 0
 	return saved(c, create, renderBucket(c, b))
 }
 
@@ -242,20 +137,6 @@ func (s *Server) deleteBucket(c *gin.Context) error {
 	return nil
 }
 
-type externalTargetInput struct {
-	Name             *string                   `json:"name"`
-	StorageType      *string                   `json:"storage_type"`
-	LocalFileRegex   *string                   `json:"local_file_regex"`
-	Enabled          *bool                     `json:"enabled"`
-	BackupOnly       *bool                     `json:"backup_only"`
-	BackupSite       nullable[int64]           `json:"backup_site"`
-	AvailableOnSites *[]int64                  `json:"available_on_sites"`
-	DeleteOnRecall   *bool                     `json:"delete_on_recall"`
-	Bucket           nullable[json.RawMessage] `json:"bucket"`
-	locationInput
-	secretsInput
-}
-
 func renderExternalTarget(c *gin.Context, t *models.ExternalTarget) externalTargetResponse {
 	sites := make([]int64, len(t.Sites))
 	for i, s := range t.Sites {
@@ -270,31 +151,6 @@ func renderExternalTarget(c *gin.Context, t *models.ExternalTarget) externalTarg
 		StorageType: t.StorageType, LocalFileRegex: t.LocalFileRegex, Enabled: t.Enabled,
 		BackupOnly: t.BackupOnly, BackupSite: t.BackupSiteID, AvailableOnSites: sites,
 		DeleteOnRecall: t.DeleteOnRecall, Bucket: bucket, locationResponse: renderLocation(&t.TargetLocation)}
-}
-
-// bucketRef resolves the bucket input: an id (number or numeric string) or
-// a name; null detaches the target from its bucket.
-func bucketRef(ctx context.Context, db bun.IDB, v web.ValidationError, raw json.RawMessage) (*int64, error) {
-	var ref string
-	var num json.Number
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		if err := json.Unmarshal(raw, &num); err != nil {
-			v.Add("bucket", "Expected a bucket id or name.")
-			return nil, nil
-		}
-		ref = num.String()
-	}
-	b, err := models.FindBucket(ctx, db, ref)
-	if isNotFound(err) {
-		v.Add("bucket", "Bucket \""+ref+"\" does not exist.")
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	if b.SoftDeleting {
-		v.Add("bucket", "Bucket \""+b.Name+"\" is being deleted.")
-	}
-	return &b.ID, nil
 }
 
 func (s *Server) listExternalTargets(c *gin.Context) error {
@@ -320,104 +176,23 @@ func (s *Server) getExternalTarget(c *gin.Context) error {
 	return getOne(c, s.DB, models.GetExternalTarget, renderExternalTarget)
 }
 
-func checkSiteID(ctx context.Context, db bun.IDB, v web.ValidationError, field string, id int64) error {
-	n, err := db.NewSelect().Model((*models.Site)(nil)).Where("id = ?", id).Count(ctx)
-	if err != nil {
-		return err
-	}
-	v.Check(n > 0, field, "Invalid pk \""+strconv.FormatInt(id, 10)+"\" - object does not exist.")
-	return nil
-}
-
 func (s *Server) saveExternalTarget(c *gin.Context) error {
-	var in externalTargetInput
+	var in changes.ExternalTargetInput
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
-	ctx := c.Request.Context()
-	create := c.Request.Method == http.MethodPost
-	var t *models.ExternalTarget
-	err := s.Changes.Commit(ctx, func(ctx context.Context, tx *changes.Tx) error {
-		t = &models.ExternalTarget{Enabled: true, TargetLocation: models.TargetLocation{SSLVerify: true, AdvancedSettings: map[string]any{}}}
-		if !create {
-			id, err := web.PathID(c, "id")
-			if err != nil {
-				return err
-			}
-			if t, err = models.GetExternalTarget(ctx, tx, id); err != nil {
-				return err
-			}
-		}
-		v := web.ValidationError{}
-		if in.Name != nil || create {
-			if err := checkUniqueName(ctx, tx, v, (*models.ExternalTarget)(nil), deref(in.Name), t.Name, "An external target with this name already exists.", nil, ""); err != nil {
-				return err
-			}
-			t.Name = deref(in.Name)
-		}
-		if in.StorageType != nil || create {
-			if strings.TrimSpace(deref(in.StorageType)) == "" {
-				v.Add("storage_type", msgRequired)
-			}
-			t.StorageType = deref(in.StorageType)
-		}
-		if in.LocalFileRegex != nil || create {
-			re := deref(in.LocalFileRegex)
-			if re == "" {
-				v.Add("local_file_regex", msgRequired)
-			} else if _, err := regexp.Compile(re); err != nil {
-				v.Add("local_file_regex", "Enter a valid regular expression: "+strings.TrimPrefix(err.Error(), "error parsing regexp: "))
-			}
-			t.LocalFileRegex = re
-		}
-		setIf(&t.Enabled, in.Enabled)
-		setIf(&t.BackupOnly, in.BackupOnly)
-		setIf(&t.DeleteOnRecall, in.DeleteOnRecall)
-		if in.BackupSite.Set {
-			t.BackupSiteID = in.BackupSite.Value()
-			if t.BackupSiteID != nil {
-				if err := checkSiteID(ctx, tx, v, "backup_site", *t.BackupSiteID); err != nil {
-					return err
-				}
-			}
-		}
-		var siteIDs []int64
-		if in.AvailableOnSites != nil {
-			siteIDs = append([]int64{}, *in.AvailableOnSites...)
-			for _, id := range siteIDs {
-				if err := checkSiteID(ctx, tx, v, "available_on_sites", id); err != nil {
-					return err
-				}
-			}
-		}
-		if in.Bucket.Set {
-			t.BucketID = nil
-			if raw := in.Bucket.Value(); raw != nil {
-				id, err := bucketRef(ctx, tx, v, *raw)
-				if err != nil {
-					return err
-				}
-				t.BucketID = id
-			}
-		}
-		in.locationInput.apply(v, &t.TargetLocation)
-		if err := v.Err(); err != nil {
-			return err
-		}
-		if err := s.applySecrets(&in.secretsInput, "external_targets", &t.TargetSecrets); err != nil {
-			return err
-		}
-		t.Bucket, t.Sites = nil, nil
-		if err := models.SaveExternalTarget(ctx, tx, t, siteIDs); err != nil {
-			return err
-		}
-		var err error
-		t, err = models.GetExternalTarget(ctx, tx, t.ID)
-		return err
-	})
+	id, err := targetID(c)
 	if err != nil {
 		return err
 	}
+	if in.Sealed, err = s.sealSecrets(&in.SecretsInput, "external_targets"); err != nil {
+		return err
+	}
+	t, err := s.Changes.SaveExternalTarget(c.Request.Context(), id, in)
+	if err != nil {
+		return err
+	}
+	create := id == 0
 	return saved(c, create, renderExternalTarget(c, t))
 }
 

@@ -37,8 +37,8 @@ func TestAPIDoesNotCallTemporal(t *testing.T) {
 }
 
 // Transactions live below the API too: no file of it opens one itself
-// (RunInTx); a handler's writes go through changes.Commit or a function
-// of models.
+// (RunInTx) or passes its own work to changes.Commit; a handler calls one
+// named function of activities/changes (or of models for a plain record).
 func TestAPIOpensNoTransaction(t *testing.T) {
 	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
@@ -50,7 +50,10 @@ func TestAPIOpensNoTransaction(t *testing.T) {
 			return err
 		}
 		if strings.Contains(string(src), ".RunInTx(") {
-			t.Errorf("%s opens a transaction: use changes.Commit (or a function of models)", path)
+			t.Errorf("%s opens a transaction: call a function of activities/changes (or of models)", path)
+		}
+		if strings.Contains(string(src), ".Commit(") {
+			t.Errorf("%s commits its own change: move it into a function of activities/changes", path)
 		}
 		return nil
 	})
