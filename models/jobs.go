@@ -52,25 +52,27 @@ type Job struct {
 	// IdempotencyKey is the client's name for the request that created
 	// the job (the Idempotency-Key header): the same owner sending it
 	// again gets this job, not a second one.
-	IdempotencyKey    *string          `bun:"idempotency_key"`
-	OwnerName         string           `bun:"owner_name"`
-	ClientKeyID       *int64           `bun:"clientkey_id"`
-	ClientKeyName     string           `bun:"clientkey_name"`
-	ScheduleID        *int64           `bun:"schedule_id"`
-	ScheduleName      string           `bun:"schedule_name"`
-	PolicyID          *int64           `bun:"policy_id"` // the policy whose run this is
-	DirWalkComplete   bool             `bun:"dir_walk_complete"`
-	IsSettingsJob     bool             `bun:"is_settings_job"`
-	FriendlyName      string           `bun:"friendly_name"`
-	NumFiles          int64            `bun:"numfiles"`
-	NumProcessedFiles int64            `bun:"numprocessedfiles"`
-	NumFailedFiles    int64            `bun:"numfailedfiles"`
-	NumSkippedFiles   int64            `bun:"numskippedfiles"`
-	NumAbortedFiles   int64            `bun:"numabortedfiles"`
-	NumCancelledFiles int64            `bun:"numcancelledfiles"`
-	Progress          float64          `bun:"progress"`
-	Run               int              `bun:"run"`
-	Leftover          []vocab.BatchRef `bun:"leftover,type:jsonb"`
+	IdempotencyKey    *string `bun:"idempotency_key"`
+	OwnerName         string  `bun:"owner_name"`
+	ClientKeyID       *int64  `bun:"clientkey_id"`
+	ClientKeyName     string  `bun:"clientkey_name"`
+	ScheduleID        *int64  `bun:"schedule_id"`
+	ScheduleName      string  `bun:"schedule_name"`
+	PolicyID          *int64  `bun:"policy_id"` // the policy whose run this is
+	DirWalkComplete   bool    `bun:"dir_walk_complete"`
+	IsSettingsJob     bool    `bun:"is_settings_job"`
+	FriendlyName      string  `bun:"friendly_name"`
+	NumFiles          int64   `bun:"numfiles"`
+	NumProcessedFiles int64   `bun:"numprocessedfiles"`
+	NumFailedFiles    int64   `bun:"numfailedfiles"`
+	NumSkippedFiles   int64   `bun:"numskippedfiles"`
+	NumAbortedFiles   int64   `bun:"numabortedfiles"`
+	NumCancelledFiles int64   `bun:"numcancelledfiles"`
+	// NumStats is the number of its job_stats rows (paths with an outcome).
+	NumStats int64            `bun:"numstats"`
+	Progress float64          `bun:"progress"`
+	Run      int              `bun:"run"`
+	Leftover []vocab.BatchRef `bun:"leftover,type:jsonb"`
 	// Error says why a FAILURE job ended so (nothing could run, or every
 	// path failed); empty otherwise.
 	Error string `bun:"error"`
@@ -354,9 +356,10 @@ func RecordOutcomes(ctx context.Context, db *bun.DB, jobID, taskID int64, outs [
 // countsDelta is how a batch of outcomes moves a job's done counters:
 // the paths' new states counted in, the states their rows held before
 // counted out.
-type countsDelta struct{ success, failure, skipped int64 }
+type countsDelta struct{ success, failure, skipped, rows int64 }
 
 func (d *countsDelta) add(state string, n int64) {
+	d.rows += n
 	switch state {
 	case vocab.TaskSuccess:
 		d.success += n
@@ -391,7 +394,8 @@ func (d *countsDelta) apply(ctx context.Context, db bun.IDB, jobID int64) error 
 	}
 	_, err := db.NewUpdate().Model((*Job)(nil)).Where("id = ?", jobID).
 		Set("numprocessedfiles = numprocessedfiles + ?", d.success).Set("numfailedfiles = numfailedfiles + ?", d.failure).
-		Set("numskippedfiles = numskippedfiles + ?", d.skipped).Set("updated = ?", time.Now().UTC()).
+		Set("numskippedfiles = numskippedfiles + ?", d.skipped).Set("numstats = numstats + ?", d.rows).
+		Set("updated = ?", time.Now().UTC()).
 		Set("progress = CASE WHEN numfiles > 0 THEN "+least+"(100.0, 100.0 * (numprocessedfiles + numfailedfiles + numskippedfiles + ?) / numfiles) ELSE progress END",
 			d.success+d.failure+d.skipped).
 		Exec(ctx)
@@ -520,13 +524,17 @@ func RefreshJobCounts(ctx context.Context, db bun.IDB, jobID int64) error {
 		c[r.State] = r.N
 	}
 	done := c[vocab.TaskSuccess] + c[vocab.TaskFailure] + c[vocab.TaskSkipped]
+	var total int64
+	for _, n := range c {
+		total += n
+	}
 	least := "LEAST" // the two-argument minimum is spelled differently
 	if !IsPostgres(db) {
 		least = "MIN"
 	}
 	_, err = db.NewUpdate().Model((*Job)(nil)).Where("id = ?", jobID).
 		Set("numprocessedfiles = ?", c[vocab.TaskSuccess]).Set("numfailedfiles = ?", c[vocab.TaskFailure]).
-		Set("numskippedfiles = ?", c[vocab.TaskSkipped]).Set("updated = ?", time.Now().UTC()).
+		Set("numskippedfiles = ?", c[vocab.TaskSkipped]).Set("numstats = ?", total).Set("updated = ?", time.Now().UTC()).
 		Set("progress = CASE WHEN numfiles > 0 THEN "+least+"(100.0, 100.0 * ? / numfiles) ELSE progress END", done).
 		Exec(ctx)
 	return dbErr(err)

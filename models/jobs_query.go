@@ -555,3 +555,20 @@ func CountAllJobs(ctx context.Context, db bun.IDB) (int, error) {
 	err := db.NewSelect().Table("row_counts").Column("n").Where("name = 'jobs'").Scan(ctx, &n)
 	return n, dbErr(err)
 }
+
+// OnlyJob tells whether f selects all the stats of one job and nothing
+// narrower (their number is then kept on the job: JobStatsCount).
+func (f *JobStatFilter) OnlyJob() bool {
+	return f.JobID != nil && len(f.States) == 0 && f.TaskID == nil && f.Path == "" && f.ExactPath == "" && f.Site == ""
+}
+
+// JobStatsCount is the number of job stats of job id, as the job keeps it
+// (0 for no such job).
+func JobStatsCount(ctx context.Context, db bun.IDB, id int64) (int, error) {
+	var n []int
+	err := db.NewSelect().Model((*Job)(nil)).Column("numstats").Where("id = ?", id).Scan(ctx, &n)
+	if err != nil || len(n) == 0 {
+		return 0, dbErr(err)
+	}
+	return n[0], nil
+}

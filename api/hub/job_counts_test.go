@@ -3,6 +3,7 @@ package hub_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"testing"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 // counters by what its rows changed (not by recounting the job), and the
 // result is what a full recount gives, after every batch: new paths,
 // paths whose outcome changes in a later run, retried calls of the same
-// task, and duplicate paths inside one batch.
+// task, and duplicate paths inside one batch; the number of the job's
+// stats, which its stats list shows as count, too.
 func TestJobCountersMoveByDelta(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
@@ -25,10 +27,11 @@ func TestJobCountersMoveByDelta(t *testing.T) {
 		j := seedJob(t, e, models.Job{Site: "alpha", Workflow: "migrate"}, vocab.JobStarted, time.Now().UTC())
 		_, err := e.DB.NewUpdate().Model((*models.Job)(nil)).Set("numfiles = 300").Where("id = ?", j.ID).Exec(ctx)
 		require.NoError(t, err)
-		counters := func() [4]float64 {
+		counters := func() [5]float64 {
 			var got models.Job
 			require.NoError(t, e.DB.NewSelect().Model(&got).Where("j.id = ?", j.ID).Scan(ctx))
-			return [4]float64{float64(got.NumProcessedFiles), float64(got.NumFailedFiles), float64(got.NumSkippedFiles), got.Progress}
+			return [5]float64{float64(got.NumProcessedFiles), float64(got.NumFailedFiles), float64(got.NumSkippedFiles), got.Progress,
+				float64(got.NumStats)}
 		}
 		states := []string{vocab.TaskSuccess, vocab.TaskFailure, vocab.TaskSkipped, vocab.TaskCancelled}
 		rng := rand.New(rand.NewPCG(1, 2))
@@ -44,6 +47,9 @@ func TestJobCountersMoveByDelta(t *testing.T) {
 				byDelta := counters()
 				require.NoError(t, models.RefreshJobCounts(ctx, e.DB, j.ID))
 				require.Equal(t, counters(), byDelta, "run %d attempt %d", run, attempt)
+				// The job stats list counts what the job keeps.
+				r := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobstats/?job=%d&page_size=20", j.ID), nil)
+				require.Equal(t, byDelta[4], r.Map()["count"])
 			}
 		}
 	})

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -66,8 +67,13 @@ func (s *Server) listJobStats(c *gin.Context) error {
 	if history {
 		return s.pageHistory(c, f)
 	}
-	return web.Paginate(c, func(d *[]models.JobStat) *bun.SelectQuery { return models.JobStatsQuery(s.DB, d, f) },
-		func(st *models.JobStat) any { return renderJobStatItem(c, st) })
+	render := func(st *models.JobStat) any { return renderJobStatItem(c, st) }
+	if f.OnlyJob() { // all of a job's stats: the job keeps their number
+		return web.PaginateCounted(c, nil, func(d *[]models.JobStat, limit, offset int) *bun.SelectQuery {
+			return models.JobStatsQuery(s.DB, d, f).Limit(int64(limit)).Offset(int64(offset))
+		}, func(ctx context.Context) (int, error) { return models.JobStatsCount(ctx, s.DB, *f.JobID) }, render)
+	}
+	return web.Paginate(c, func(d *[]models.JobStat) *bun.SelectQuery { return models.JobStatsQuery(s.DB, d, f) }, render)
 }
 
 func (s *Server) pageHistory(c *gin.Context, f models.JobStatFilter) error {

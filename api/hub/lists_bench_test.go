@@ -110,6 +110,8 @@ func seedJobs(b *testing.B, db *bun.DB, kind string, site *models.Site, n, perJo
 		{series + `INSERT INTO job_stats (job_id, path, state, code, updated, size)
 			SELECT j.id, '/data/d' || (x % 1000) || '/f' || x, 'SUCCESS', 'ok', j.created, x
 			FROM (SELECT id, created FROM jobs ORDER BY id DESC LIMIT ?) AS j CROSS JOIN c`, []any{perJob, statsJobs}},
+		{`UPDATE jobs SET numstats = (SELECT COUNT(*) FROM job_stats WHERE job_stats.job_id = jobs.id)
+			WHERE id IN (SELECT id FROM jobs ORDER BY id DESC LIMIT ?)`, []any{statsJobs}},
 	}
 	for _, st := range stmts {
 		if _, err := db.ExecContext(ctx, st.sql, st.args...); err != nil {
