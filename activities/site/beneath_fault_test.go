@@ -30,7 +30,7 @@ func TestSpaceRemovalChild(t *testing.T) {
 // space removal that moves the space's data to the site's trash, then
 // retries the removal: the data is whole in the space or in the trash at
 // every instant, never in both or neither, and the retry finishes the
-// removal.
+// removal (the quota of a folder killed away at cj.space.removed too).
 func TestKillRemovingASpace(t *testing.T) {
 	t.Parallel()
 	setup := func(t *testing.T) string {
@@ -80,6 +80,7 @@ func TestKillRemovingASpace(t *testing.T) {
 	points := strings.Fields(string(b))
 	require.Contains(t, points, "trash.before-rename@1")
 	require.Contains(t, points, "trash.renamed@1")
+	require.Contains(t, points, "cj.space.removed@1") // the folder gone, its quota not yet
 	require.Len(t, copies(t, dir), 1)
 	require.NoDirExists(t, filepath.Join(dir, cjSpacesDir, "s"))
 
