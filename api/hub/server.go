@@ -100,10 +100,6 @@ func deleteByID(c *gin.Context, db bun.IDB, del func(context.Context, bun.IDB, i
 	return deleteThrough(c, func(ctx context.Context, id int64) error { return del(ctx, db, id) })
 }
 
-// checkUniqueName is changes.CheckName (the remaining handlers that
-// validate names themselves).
-var checkUniqueName = changes.CheckName
-
 // getOne answers GET of one record: the path's id, loaded with get and
 // shown with render.
 func getOne[T, R any](c *gin.Context, db bun.IDB, get func(context.Context, bun.IDB, int64) (*T, error),
@@ -128,11 +124,3 @@ func writeAll[T, R any](c *gin.Context, items []T, render func(*gin.Context, *T)
 	}
 	c.JSON(http.StatusOK, out)
 }
-
-// Input helpers that live with the writes below api/ (activities/changes).
-type nullable[T any] = changes.Nullable[T]
-
-var (
-	checkNotNeg = changes.CheckNotNeg
-	inUseDetail = changes.InUseDetail
-)

@@ -28,10 +28,8 @@ func (s *Server) siteRoutes(r *gin.RouterGroup) {
 	r.POST("/sites/:id/refresh/", auth.Require("change_site"), handle(s.refreshSite))
 }
 
-const (
-	msgRequired = "This field is required."
-	msgNotNeg   = "Ensure this value is greater than or equal to 0."
-)
+// msgRequired is the message of a missing field.
+const msgRequired = "This field is required."
 
 // recordURL is the absolute URL of a record of a collection.
 func recordURL(c *gin.Context, collection string, id int64) string {
@@ -120,7 +118,7 @@ func (s *Server) deleteSite(c *gin.Context) error {
 	err = models.DeleteSite(c.Request.Context(), s.DB, id)
 	if errors.Is(err, models.ErrInUse) {
 		return web.Errorf(http.StatusConflict, "This site cannot be deleted while it holds spaces (%s): remove the site from those spaces first.",
-			inUseDetail(err))
+			changes.InUseDetail(err))
 	}
 	if err != nil {
 		return err
