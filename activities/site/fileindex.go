@@ -451,6 +451,11 @@ func (x *FileIndex) scan(ctx context.Context, paths []string, progress func(n in
 			if err != nil {
 				return err
 			}
+			if marks := x.root.state.marks; marks != nil && it.rec != nil && it.rec.fromXattr {
+				if err := marks.mark(abs); err != nil {
+					return err
+				}
+			}
 			pending = append(pending, row)
 			n++
 			if len(pending) >= scanBatch {
@@ -497,5 +502,15 @@ func (x *FileIndex) scan(ctx context.Context, paths []string, progress func(n in
 	if err != nil {
 		return n, err
 	}
-	return n, tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return n, err
+	}
+	if marks := x.root.state.marks; whole && marks != nil {
+		// Every folder where this walk found a record is marked, and the
+		// site marks a folder before writing a record in it.
+		if err := marks.setComplete(); err != nil {
+			return n, fmt.Errorf("scan the file index: %w", err)
+		}
+	}
+	return n, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
@@ -143,6 +144,9 @@ type batchWriter struct {
 	openSz  map[int]int64
 	out     DiscoverOutput
 	onBatch func()
+	// writes encodes and writes full batches while discovery goes on.
+	writes errgroup.Group
+	limit  sync.Once
 }
 
 func (w *batchWriter) add(rule int, e batchEntry) error {
@@ -150,6 +154,9 @@ func (w *batchWriter) add(rule int, e batchEntry) error {
 	defer w.mu.Unlock()
 	if w.open == nil {
 		w.open, w.openSz = map[int][]batchEntry{}, map[int]int64{}
+	}
+	if w.open[rule] == nil {
+		w.open[rule] = make([]batchEntry, 0, min(w.size, 1024))
 	}
 	w.open[rule] = append(w.open[rule], e)
 	w.openSz[rule] += e.Size
@@ -169,16 +176,18 @@ func (w *batchWriter) flush(rule int) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	var sb strings.Builder
-	enc := json.NewEncoder(&sb)
-	for _, e := range entries {
-		if err := enc.Encode(e); err != nil {
-			return err
+	w.limit.Do(func() { w.writes.SetLimit(2) })
+	name := batchFile(w.dir, w.next)
+	w.writes.Go(func() error {
+		buf := make([]byte, 0, len(entries)*(len(entries[0].Path)+64))
+		for i := range entries {
+			buf = appendBatchEntry(buf, &entries[i])
 		}
-	}
-	if err := fsutil.WriteFile(batchFile(w.dir, w.next), []byte(sb.String()), 0o644); err != nil {
-		return fmt.Errorf("write batch: %w", err)
-	}
+		if err := fsutil.WriteFile(name, buf, 0o644); err != nil {
+			return fmt.Errorf("write batch: %w", err)
+		}
+		return nil
+	})
 	w.out.Batches = append(w.out.Batches, BatchMeta{Index: w.next, Rule: rule, N: len(entries)})
 	w.next++
 	delete(w.open, rule)
@@ -189,6 +198,7 @@ func (w *batchWriter) flush(rule int) error {
 	return nil
 }
 
+// close writes the open batches and waits until every batch is written.
 func (w *batchWriter) close(rules int) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -197,7 +207,7 @@ func (w *batchWriter) close(rules int) error {
 			return err
 		}
 	}
-	return nil
+	return w.writes.Wait()
 }
 
 // Discover finds a job's paths and writes them as batch files grouped by
@@ -219,6 +229,7 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 	size = min(size, maxBatchEntries)
 	w := &batchWriter{dir: dir, next: in.FirstBatch, size: size, bytes: in.BatchBytes, auto: in.AutoBatch,
 		onBatch: func() { activity.RecordHeartbeat(ctx, "batches") }}
+	defer func() { _ = w.writes.Wait() }() // no write outlives a failed attempt
 	var err error
 	switch in.Mode {
 	case "recursive":

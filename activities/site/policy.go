@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -516,11 +518,38 @@ func (s *selection) add(f policyFile) {
 	}
 }
 
-// sorted returns the selection in scan order.
+// sorted returns the selection in scan order. A large selection is
+// sorted in two halves at once, then merged: the sort is part of the
+// scan's time, after the walk.
 func (s *selection) sorted() []policyFile {
-	slices.SortFunc(s.files, func(a, b policyFile) int { return s.p.compare(&a, &b) })
+	cmp := func(a, b policyFile) int { return s.p.compare(&a, &b) }
+	n := len(s.files)
+	if n < 8192 {
+		slices.SortFunc(s.files, cmp)
+		return s.files
+	}
+	lo, hi := s.files[:n/2], s.files[n/2:]
+	var wg sync.WaitGroup
+	wg.Go(func() { slices.SortFunc(lo, cmp) })
+	slices.SortFunc(hi, cmp)
+	wg.Wait()
+	out := make([]policyFile, 0, n)
+	for len(lo) > 0 && len(hi) > 0 {
+		if cmp(lo[0], hi[0]) <= 0 {
+			out, lo = append(out, lo[0]), lo[1:]
+		} else {
+			out, hi = append(out, hi[0]), hi[1:]
+		}
+	}
+	s.files = append(append(out, lo...), hi...)
 	return s.files
 }
+
+// policyWalkers is a policy scan's default number of walkers: a scan of
+// local disks is bound by the CPU (stat and attribute reads of cached
+// inodes), where twice the cores beat four times (measured on 2 cores);
+// a policy over a network filesystem, where walkers wait, sets threads.
+func policyWalkers() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // policyBeat is how many walked files pass between heartbeats of a scan
 // that has not written a batch yet.
@@ -575,7 +604,7 @@ func (a *Activities) discoverPolicy(ctx context.Context, in DiscoverInput, w *ba
 	}
 	sel := &selection{p: p, bounded: len(in.Policy.Triggers) > 0, need: c.premigrate}
 	seen := 0
-	err = walkTree(ctx, a.Root, walk, walkConfig{workers: in.Policy.Threads, filter: f, skipFile: p.cannotMatch}, func(items []item) error {
+	err = walkTree(ctx, a.Root, walk, walkConfig{workers: cmp.Or(in.Policy.Threads, policyWalkers()), filter: f, skipFile: p.cannotMatch, useMarks: true}, func(items []item) error {
 		for i := range items {
 			it := &items[i]
 			if p.matches(it) {

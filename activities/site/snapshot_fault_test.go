@@ -68,7 +68,7 @@ func TestKillTakingASnapshot(t *testing.T) {
 		require.NoError(t, filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 			require.NoError(t, err)
 			rel, _ := filepath.Rel(dir, p)
-			if d.IsDir() || strings.HasPrefix(rel, ".hub/record") || strings.HasPrefix(rel, ".hub/state") {
+			if d.IsDir() || strings.HasPrefix(rel, ".hub/record") || strings.HasPrefix(rel, ".hub/state") || strings.HasPrefix(rel, ".hub/"+folderMarksDir) {
 				return nil
 			}
 			b, err := os.ReadFile(p)

@@ -121,10 +121,16 @@ type stateStore struct {
 	xattr  bool
 	index  *index
 	signer *signer
+	// marks, with xattrs, name the folders that may hold records.
+	marks *folderMarks
 }
 
 func openStateStore(dir string, useXattr bool) *stateStore {
-	return &stateStore{xattr: useXattr, index: sharedIndex(dir), signer: sharedSigner(dir)}
+	s := &stateStore{xattr: useXattr, index: sharedIndex(dir), signer: sharedSigner(dir)}
+	if useXattr {
+		s.marks = newFolderMarks(dir)
+	}
+	return s
 }
 
 // get returns the record stored for the file, or nil.
@@ -132,7 +138,7 @@ func (s *stateStore) get(abs, rel string) (*Record, error) { return s.getAt(entr
 
 // getAt is get for a file a walk found (see entryAt).
 func (s *stateStore) getAt(at entryAt, abs, rel string) (*Record, error) {
-	if s.xattr {
+	if s.xattr && !at.noAttr {
 		b, err := lgetxattrAt(at, abs, recordXattr)
 		switch {
 		case err == nil:
@@ -161,6 +167,9 @@ func (s *stateStore) set(abs, rel string, rec Record) error {
 		b, err := json.Marshal(rec)
 		if err != nil {
 			return err
+		}
+		if err := s.marks.mark(abs); err != nil {
+			return fmt.Errorf("record state of %s: %w", apiPath(rel), err)
 		}
 		err = lsetxattr(abs, recordXattr, b)
 		if err == nil {

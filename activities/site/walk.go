@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"runtime"
 	"slices"
 	"sort"
@@ -119,6 +118,9 @@ type walkConfig struct {
 	// skipFile, when set, drops a file found in a folder before its state
 	// is read: a cheap pre-selection (a policy's conditions).
 	skipFile func(rel string, fi fs.FileInfo) bool
+	// useMarks skips the state attributes of files in folders without a
+	// folder mark: for selections a step checks again (policy scans).
+	useMarks bool
 }
 
 // Walk reports every entry under the given root-relative paths exactly
@@ -302,7 +304,8 @@ func walkTree(ctx context.Context, root *Root, paths []string, cfg walkConfig, v
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	w := &walker{ctx: ctx, root: root, f: f, btime: cfg.btime, skipFile: cfg.skipFile, out: make(chan []item, 2*workers)}
+	w := &walker{ctx: ctx, root: root, f: f, btime: cfg.btime, skipFile: cfg.skipFile, useMarks: cfg.useMarks,
+		out: make(chan []item, 2*workers)}
 	w.queue.cond = sync.NewCond(&w.queue.mu)
 
 	var rels []string
@@ -469,6 +472,7 @@ type walker struct {
 	queue dirQueue
 
 	skipFile func(rel string, fi fs.FileInfo) bool
+	useMarks bool
 }
 
 // readDir reads one directory in chunks, queueing subdirectories and
@@ -486,41 +490,53 @@ func (w *walker) readDir(job dirJob) error {
 	defer d.Close()
 	dirfd := int(d.Fd()) // valid while d is open
 	noIndex := w.root.state.index.noRecordsBelow(job.rel)
+	noAttr := w.useMarks && w.root.state.marks != nil && w.root.state.marks.unmarked(d)
+	// Each entry's API path is this prefix and its name: one allocation
+	// per entry, its root-relative path a slice of it.
+	prefix := apiPath(job.rel)
+	if job.rel != "" {
+		prefix += "/"
+	}
 	for {
 		if err := w.ctx.Err(); err != nil {
 			return err
 		}
 		des, err := d.ReadDir(1024)
-		var items []item
+		items := make([]item, 0, len(des))
+		var buf statBuf // fi below: not kept past its entry
 		for _, de := range des {
 			name := de.Name()
 			if skipName(job.rel, name) {
 				continue
 			}
-			rel := path.Join(job.rel, name)
+			p := prefix + name
+			rel := p[1:]
 			typ := typeOf(de.Type())
 			if typ == "" || w.f.excluded(rel) {
 				continue
 			}
-			abs := d.Name() + "/" + name // valid while d is open
+			var abs string // valid while d is open; Linux finds entries by name
+			if walkNeedsAbs || w.btime {
+				abs = d.Name() + "/" + name
+			}
 			if typ == TypeDirectory {
 				w.queue.push(dirJob{rel: rel})
 			}
 			if !w.f.wants(rel, typ) {
 				continue
 			}
-			at := entryAt{dirfd: dirfd, name: name, noIndex: noIndex}
-			fi, lerr := lstatAt(at, abs)
+			at := entryAt{dirfd: dirfd, name: name, noIndex: noIndex, noAttr: noAttr}
+			fi, lerr := lstatAt(at, abs, &buf)
 			if lerr != nil {
 				if errors.Is(lerr, fs.ErrNotExist) {
 					continue
 				}
-				return fmt.Errorf("walk %s: %w", apiPath(rel), lerr)
+				return fmt.Errorf("walk %s: %w", p, lerr)
 			}
 			if typ == TypeFile && w.skipFile != nil && w.skipFile(rel, fi) {
 				continue
 			}
-			if it := w.makeItemAt(at, rel, abs, typ, fi); w.f.wantsState(it.State) {
+			if it := w.makeItemAt(at, p, abs, typ, fi); w.f.wantsState(it.State) {
 				items = append(items, it)
 			}
 		}
@@ -543,14 +559,15 @@ func (w *walker) readDir(job dirJob) error {
 // makeItem builds the reported item; an unreadable state record counts
 // as no record, as the file is then treated as resident everywhere.
 func (w *walker) makeItem(rel, abs, typ string, fi fs.FileInfo) item {
-	return w.makeItemAt(entryAt{}, rel, abs, typ, fi)
+	return w.makeItemAt(entryAt{}, apiPath(rel), abs, typ, fi)
 }
 
 // makeItemAt is makeItem for an entry a walk found in a folder it holds
-// open.
-func (w *walker) makeItemAt(at entryAt, rel, abs, typ string, fi fs.FileInfo) item {
+// open, known by its API path p.
+func (w *walker) makeItemAt(at entryAt, p, abs, typ string, fi fs.FileInfo) item {
+	rel := p[1:]
 	it := item{
-		Entry: Entry{Path: apiPath(rel), Type: typ, Mtime: fi.ModTime(), State: Resident},
+		Entry: Entry{Path: p, Type: typ, Mtime: fi.ModTime(), State: Resident},
 		ino:   inode(fi),
 		dev:   device(fi),
 	}

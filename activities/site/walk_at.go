@@ -14,6 +14,9 @@ type entryAt struct {
 	// noIndex says the state index held no record folder for the entry's
 	// folder when the walk opened it (see noRecordsBelow).
 	noIndex bool
+	// noAttr says the entry's folder has no folder mark (see
+	// folderMarks): a policy scan then skips its attribute read.
+	noAttr bool
 }
 
 // noRecordsBelow reports whether the index has no record of any entry

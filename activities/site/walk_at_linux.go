@@ -1,6 +1,7 @@
 package site
 
 import (
+	"cmp"
 	"io/fs"
 	"os"
 	"runtime"
@@ -10,6 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// walkNeedsAbs: entries are found by name in their open folder.
+const walkNeedsAbs = false
 
 // The walk reads each entry relative to its open folder: resolving a full
 // path for every file costs several times the system call itself on deep
@@ -28,20 +32,25 @@ var (
 	_ [unsafe.Sizeof(syscall.Stat_t{}) - unsafe.Sizeof(unix.Stat_t{})]byte
 )
 
+// statBuf is where lstatAt puts what it reads: a walk reuses one per
+// folder rather than allocating one per file.
+type statBuf = statInfo
+
 // lstatAt stats the entry in its open folder without following a
-// symlink; abs names it in errors.
-func lstatAt(at entryAt, abs string) (fs.FileInfo, error) {
+// symlink into buf, valid until buf is reused; abs names it in errors.
+func lstatAt(at entryAt, abs string, buf *statBuf) (fs.FileInfo, error) {
 	if at.name == "" {
 		return os.Lstat(abs)
 	}
-	fi := &statInfo{name: at.name}
+	fi := buf
+	fi.name = at.name
 	for {
 		err := unix.Fstatat(at.dirfd, at.name, (*unix.Stat_t)(unsafe.Pointer(&fi.st)), unix.AT_SYMLINK_NOFOLLOW)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return nil, &fs.PathError{Op: "lstat", Path: abs, Err: err}
+			return nil, &fs.PathError{Op: "lstat", Path: cmp.Or(abs, at.name), Err: err}
 		}
 		return fi, nil
 	}
