@@ -101,139 +101,145 @@ func TestDriverContract(t *testing.T) {
 	for _, dc := range driverCases() {
 		t.Run(dc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-
-			t.Run("round trip and stat", func(t *testing.T) {
-				d := dc.open(t)
-				for _, size := range []int{0, 1, 100 << 10} {
-					data := bytes.Repeat([]byte{byte(size)}, size)
-					key := fmt.Sprintf("dir/sub/obj-%d.bin", size)
-					require.NoError(t, d.Put(ctx, key, bytes.NewReader(data), int64(size)))
-					require.Equal(t, data, get(t, d, key))
-					obj, err := d.Stat(ctx, key)
-					require.NoError(t, err)
-					require.Equal(t, key, obj.Key)
-					require.Equal(t, int64(size), obj.Size)
-					require.False(t, obj.Mtime.IsZero())
-					if obj.Checksum != "" {
-						require.Equal(t, sum(data), obj.Checksum)
-					}
-				}
-			})
-
-			t.Run("overwrite is idempotent", func(t *testing.T) {
-				d := dc.open(t)
-				for _, content := range []string{"first", "second", "second"} {
-					require.NoError(t, d.Put(ctx, "k", strings.NewReader(content), int64(len(content))))
-				}
-				require.Equal(t, "second", string(get(t, d, "k")))
-				objs, _, err := d.List(ctx, "", "", 10)
-				require.NoError(t, err)
-				require.Len(t, objs, 1)
-			})
-
-			t.Run("absent objects", func(t *testing.T) {
-				d := dc.open(t)
-				_, err := d.Get(ctx, "missing/key")
-				require.ErrorIs(t, err, ErrNotFound)
-				_, err = d.Stat(ctx, "missing/key")
-				require.ErrorIs(t, err, ErrNotFound)
-				require.NoError(t, d.Delete(ctx, "missing/key"))
-
-				require.NoError(t, d.Put(ctx, "gone", strings.NewReader("x"), 1))
-				require.NoError(t, d.Delete(ctx, "gone"))
-				require.NoError(t, d.Delete(ctx, "gone"))
-				_, err = d.Stat(ctx, "gone")
-				require.ErrorIs(t, err, ErrNotFound)
-			})
-
-			t.Run("list pages in key order", func(t *testing.T) {
-				d := dc.open(t)
-				var want []string
-				for i := range 25 {
-					key := fmt.Sprintf("list/%02d/f", i)
-					want = append(want, key)
-					require.NoError(t, d.Put(ctx, key, strings.NewReader("x"), 1))
-				}
-				require.NoError(t, d.Put(ctx, "other/f", strings.NewReader("x"), 1))
-				require.NoError(t, d.Put(ctx, "list-sibling", strings.NewReader("x"), 1))
-
-				var got []string
-				marker, pages := "", 0
-				for {
-					objs, next, err := d.List(ctx, "list/", marker, 10)
-					require.NoError(t, err)
-					pages++
-					for _, o := range objs {
-						got = append(got, o.Key)
-						require.Equal(t, int64(1), o.Size)
-					}
-					if next == "" {
-						break
-					}
-					marker = next
-				}
-				require.Equal(t, want, got)
-				require.Equal(t, 3, pages)
-
-				objs, _, err := d.List(ctx, "list/1", "", 100)
-				require.NoError(t, err)
-				require.Len(t, objs, 10)
-				objs, _, err = d.List(ctx, "list", "", 100)
-				require.NoError(t, err)
-				require.Len(t, objs, 26)
-			})
-
-			t.Run("invalid keys", func(t *testing.T) {
-				d := dc.open(t)
-				for _, key := range []string{"", ".", "..", "../x", "a/../../x", "/abs", "a//b", "a/./b", "a/"} {
-					require.ErrorIs(t, d.Put(ctx, key, strings.NewReader("x"), 1), ErrInvalidKey, key)
-					_, err := d.Get(ctx, key)
-					require.ErrorIs(t, err, ErrInvalidKey, key)
-					_, err = d.Stat(ctx, key)
-					require.ErrorIs(t, err, ErrInvalidKey, key)
-					require.ErrorIs(t, d.Delete(ctx, key), ErrInvalidKey, key)
-				}
-			})
-
-			t.Run("wrong size leaves no object", func(t *testing.T) {
-				d := dc.open(t)
-				require.Error(t, d.Put(ctx, "short", strings.NewReader("abc"), 10))
-				require.Error(t, d.Put(ctx, "long", strings.NewReader("abcdef"), 2))
-				for _, k := range []string{"short", "long"} {
-					_, err := d.Stat(ctx, k)
-					require.ErrorIs(t, err, ErrNotFound, k)
-				}
-			})
-
-			t.Run("reader that cannot seek", func(t *testing.T) {
-				d := dc.open(t)
-				data := bytes.Repeat([]byte("0123456789"), 1000)
-				r := io.MultiReader(bytes.NewReader(data[:5000]), bytes.NewReader(data[5000:]))
-				require.NoError(t, d.Put(ctx, "stream", r, int64(len(data))))
-				require.Equal(t, data, get(t, d, "stream"))
-			})
-
-			t.Run("checksummed reader", func(t *testing.T) {
-				d := dc.open(t)
-				data := []byte("known content")
-				cr := &ChecksummedReader{ReadSeeker: bytes.NewReader(data), Sum: sum(data)}
-				require.NoError(t, d.Put(ctx, "known", cr, int64(len(data))))
-				obj, err := d.Stat(ctx, "known")
-				require.NoError(t, err)
-				if obj.Checksum != "" {
-					require.Equal(t, sum(data), obj.Checksum)
-				}
-			})
-
-			t.Run("cancelled context", func(t *testing.T) {
-				d := dc.open(t)
-				cctx, cancel := context.WithCancel(ctx)
-				cancel()
-				require.Error(t, d.Put(cctx, "never", strings.NewReader("x"), 1))
-			})
+			runDriverContract(t, dc.open)
 		})
 	}
+}
+
+// runDriverContract runs the behaviour every Driver must have; open returns
+// a driver over an empty target for each sub-test.
+func runDriverContract(t *testing.T, open func(t *testing.T) Driver) {
+	ctx := context.Background()
+
+	t.Run("round trip and stat", func(t *testing.T) {
+		d := open(t)
+		for _, size := range []int{0, 1, 100 << 10} {
+			data := bytes.Repeat([]byte{byte(size)}, size)
+			key := fmt.Sprintf("dir/sub/obj-%d.bin", size)
+			require.NoError(t, d.Put(ctx, key, bytes.NewReader(data), int64(size)))
+			require.Equal(t, data, get(t, d, key))
+			obj, err := d.Stat(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, key, obj.Key)
+			require.Equal(t, int64(size), obj.Size)
+			require.False(t, obj.Mtime.IsZero())
+			if obj.Checksum != "" {
+				require.Equal(t, sum(data), obj.Checksum)
+			}
+		}
+	})
+
+	t.Run("overwrite is idempotent", func(t *testing.T) {
+		d := open(t)
+		for _, content := range []string{"first", "second", "second"} {
+			require.NoError(t, d.Put(ctx, "k", strings.NewReader(content), int64(len(content))))
+		}
+		require.Equal(t, "second", string(get(t, d, "k")))
+		objs, _, err := d.List(ctx, "", "", 10)
+		require.NoError(t, err)
+		require.Len(t, objs, 1)
+	})
+
+	t.Run("absent objects", func(t *testing.T) {
+		d := open(t)
+		_, err := d.Get(ctx, "missing/key")
+		require.ErrorIs(t, err, ErrNotFound)
+		_, err = d.Stat(ctx, "missing/key")
+		require.ErrorIs(t, err, ErrNotFound)
+		require.NoError(t, d.Delete(ctx, "missing/key"))
+
+		require.NoError(t, d.Put(ctx, "gone", strings.NewReader("x"), 1))
+		require.NoError(t, d.Delete(ctx, "gone"))
+		require.NoError(t, d.Delete(ctx, "gone"))
+		_, err = d.Stat(ctx, "gone")
+		require.ErrorIs(t, err, ErrNotFound)
+	})
+
+	t.Run("list pages in key order", func(t *testing.T) {
+		d := open(t)
+		var want []string
+		for i := range 25 {
+			key := fmt.Sprintf("list/%02d/f", i)
+			want = append(want, key)
+			require.NoError(t, d.Put(ctx, key, strings.NewReader("x"), 1))
+		}
+		require.NoError(t, d.Put(ctx, "other/f", strings.NewReader("x"), 1))
+		require.NoError(t, d.Put(ctx, "list-sibling", strings.NewReader("x"), 1))
+
+		var got []string
+		marker, pages := "", 0
+		for {
+			objs, next, err := d.List(ctx, "list/", marker, 10)
+			require.NoError(t, err)
+			pages++
+			for _, o := range objs {
+				got = append(got, o.Key)
+				require.Equal(t, int64(1), o.Size)
+			}
+			if next == "" {
+				break
+			}
+			marker = next
+		}
+		require.Equal(t, want, got)
+		require.Equal(t, 3, pages)
+
+		objs, _, err := d.List(ctx, "list/1", "", 100)
+		require.NoError(t, err)
+		require.Len(t, objs, 10)
+		objs, _, err = d.List(ctx, "list", "", 100)
+		require.NoError(t, err)
+		require.Len(t, objs, 26)
+	})
+
+	t.Run("invalid keys", func(t *testing.T) {
+		d := open(t)
+		for _, key := range []string{"", ".", "..", "../x", "a/../../x", "/abs", "a//b", "a/./b", "a/"} {
+			require.ErrorIs(t, d.Put(ctx, key, strings.NewReader("x"), 1), ErrInvalidKey, key)
+			_, err := d.Get(ctx, key)
+			require.ErrorIs(t, err, ErrInvalidKey, key)
+			_, err = d.Stat(ctx, key)
+			require.ErrorIs(t, err, ErrInvalidKey, key)
+			require.ErrorIs(t, d.Delete(ctx, key), ErrInvalidKey, key)
+		}
+	})
+
+	t.Run("wrong size leaves no object", func(t *testing.T) {
+		d := open(t)
+		require.Error(t, d.Put(ctx, "short", strings.NewReader("abc"), 10))
+		require.Error(t, d.Put(ctx, "long", strings.NewReader("abcdef"), 2))
+		for _, k := range []string{"short", "long"} {
+			_, err := d.Stat(ctx, k)
+			require.ErrorIs(t, err, ErrNotFound, k)
+		}
+	})
+
+	t.Run("reader that cannot seek", func(t *testing.T) {
+		d := open(t)
+		data := bytes.Repeat([]byte("0123456789"), 1000)
+		r := io.MultiReader(bytes.NewReader(data[:5000]), bytes.NewReader(data[5000:]))
+		require.NoError(t, d.Put(ctx, "stream", r, int64(len(data))))
+		require.Equal(t, data, get(t, d, "stream"))
+	})
+
+	t.Run("checksummed reader", func(t *testing.T) {
+		d := open(t)
+		data := []byte("known content")
+		cr := &ChecksummedReader{ReadSeeker: bytes.NewReader(data), Sum: sum(data)}
+		require.NoError(t, d.Put(ctx, "known", cr, int64(len(data))))
+		obj, err := d.Stat(ctx, "known")
+		require.NoError(t, err)
+		if obj.Checksum != "" {
+			require.Equal(t, sum(data), obj.Checksum)
+		}
+	})
+
+	t.Run("cancelled context", func(t *testing.T) {
+		d := open(t)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		require.Error(t, d.Put(cctx, "never", strings.NewReader("x"), 1))
+	})
 }
 
 func TestOpen(t *testing.T) {
@@ -286,8 +292,14 @@ func TestEndpointURL(t *testing.T) {
 
 func TestS3Multipart(t *testing.T) {
 	t.Parallel()
+	runS3Multipart(t, newFakeS3(t, false))
+}
+
+// runS3Multipart uploads ~12 MiB in 5 MiB parts through cfg's server from
+// each kind of reader and reads it back.
+func runS3Multipart(t *testing.T, cfg Config) {
 	ctx := context.Background()
-	d, err := NewS3(newFakeS3(t, false))
+	d, err := NewS3(cfg)
 	require.NoError(t, err)
 	d.multipartThreshold, d.partSize = 5<<20, 5<<20 // S3's minimum part size
 
