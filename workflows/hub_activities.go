@@ -35,6 +35,7 @@ const (
 	actRecordAction            = "RecordAction"
 	actRecordDiscovery         = "RecordDiscovery"
 	actRecordHeartbeat         = "RecordHeartbeat"
+	actRecordIndexFields       = "RecordIndexFields"
 	actRecordSpaceSite         = "RecordSpaceSite"
 	actSetJobState             = "SetJobState"
 	actShareOnSite             = "ShareOnSite"
@@ -77,6 +78,7 @@ var HubActivityNames = []string{
 	actRecordAction,
 	actRecordDiscovery,
 	actRecordHeartbeat,
+	actRecordIndexFields,
 	actRecordSpaceSite,
 	actSetJobState,
 	actShareOnSite,

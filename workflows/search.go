@@ -224,6 +224,7 @@ func ScanFileIndexWorkflowID(siteName string) string { return "file-index-scan-"
 // ScanFileIndexWorkflow rebuilds a site's file index from a walk of its
 // root. Operators run it on a Temporal Schedule (docs/search-analytics.md).
 func ScanFileIndexWorkflow(ctx workflow.Context, in ScanFileIndexInput) (*site.ScanFileIndexOutput, error) {
+	hub := workflow.WithActivityOptions(ctx, hubOptions)
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue: SiteTaskQueue(in.Site, vocab.DefaultQueue),
 		// A walk of millions of entries takes a while; the heartbeat
@@ -234,6 +235,23 @@ func ScanFileIndexWorkflow(ctx workflow.Context, in ScanFileIndexInput) (*site.S
 	})
 	var s *site.Activities
 	var out site.ScanFileIndexOutput
-	err := workflow.ExecuteActivity(ctx, s.ScanFileIndex, site.ScanFileIndexInput{Paths: in.Paths}).Get(ctx, &out)
-	return &out, err
+	if err := workflow.ExecuteActivity(ctx, s.ScanFileIndex, site.ScanFileIndexInput{Paths: in.Paths}).Get(ctx, &out); err != nil {
+		return nil, err
+	}
+	// Since version 1 the metadata keys and tags the scan found join the
+	// hub's lists (GET /search/metadata_fields/, GET /tags/).
+	if workflow.GetVersion(ctx, "record-index-fields", workflow.DefaultVersion, 1) == 1 &&
+		len(out.MetadataFields)+len(out.Tags) > 0 {
+		fields := IndexFields{MetadataFields: out.MetadataFields, Tags: out.Tags}
+		if err := workflow.ExecuteActivity(hub, actRecordIndexFields, fields).Get(ctx, nil); err != nil {
+			return nil, err
+		}
+	}
+	return &out, nil
+}
+
+// IndexFields are metadata keys and tags a site's scan found.
+type IndexFields struct {
+	MetadataFields []string
+	Tags           []string
 }

@@ -50,6 +50,15 @@ func (a *Activities) StoreSearchPage(ctx context.Context, p workflows.SearchPage
 	return room, err
 }
 
+// RecordIndexFields adds the metadata keys and tags a site's scan found to
+// the hub's lists of them.
+func (a *Activities) RecordIndexFields(ctx context.Context, f workflows.IndexFields) error {
+	if err := models.EnsureMetadataFields(ctx, a.DB, f.MetadataFields...); err != nil {
+		return err
+	}
+	return models.EnsureTags(ctx, a.DB, f.Tags...)
+}
+
 // FinishSearchSite records how a site ended in a search.
 func (a *Activities) FinishSearchSite(ctx context.Context, r workflows.SearchSiteResult) error {
 	var scanned *time.Time

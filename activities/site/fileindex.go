@@ -390,6 +390,42 @@ func (x *FileIndex) Status(ctx context.Context) (IndexStatus, error) {
 	return s, err
 }
 
+// maxIndexFields caps the metadata keys and tags a scan reports.
+const maxIndexFields = 1000
+
+// Fields returns the metadata keys and tags the index holds (up to
+// maxIndexFields each, by name): what files carry, set through the API or
+// arrived with them (send, a restore, setfattr).
+func (x *FileIndex) Fields(ctx context.Context) (keys, tags []string, err error) {
+	for _, q := range []struct {
+		sql string
+		out *[]string
+	}{
+		{`SELECT DISTINCT key FROM file_meta ORDER BY key LIMIT ?`, &keys},
+		{`SELECT DISTINCT tag FROM file_tags ORDER BY tag LIMIT ?`, &tags},
+	} {
+		rows, err := x.db.QueryContext(ctx, q.sql, maxIndexFields)
+		if err != nil {
+			return nil, nil, err
+		}
+		for rows.Next() {
+			var v string
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return nil, nil, err
+			}
+			*q.out = append(*q.out, v)
+		}
+		if err := rows.Close(); err != nil {
+			return nil, nil, err
+		}
+		if err := rows.Err(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return keys, tags, nil
+}
+
 // scanBatch is the rows written per transaction during a scan.
 const scanBatch = 5000
 

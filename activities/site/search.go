@@ -25,6 +25,10 @@ type ScanFileIndexInput struct {
 type ScanFileIndexOutput struct {
 	Entries int64       `json:"entries"`
 	Index   IndexStatus `json:"index"`
+	// MetadataFields and Tags are the metadata keys and tags the site's
+	// files carry (up to 1,000 each), for the hub's lists of them.
+	MetadataFields []string `json:"metadata_fields,omitempty"`
+	Tags           []string `json:"tags,omitempty"`
 }
 
 // heartbeatEvery spaces the heartbeats of a long scan (the SDK throttles
@@ -48,7 +52,12 @@ func (a *Activities) ScanFileIndex(ctx context.Context, in ScanFileIndexInput) (
 		return nil, err
 	}
 	st, err := x.Status(ctx)
-	return &ScanFileIndexOutput{Entries: n, Index: st}, err
+	if err != nil {
+		return nil, err
+	}
+	out := &ScanFileIndexOutput{Entries: n, Index: st}
+	out.MetadataFields, out.Tags, err = x.Fields(ctx)
+	return out, err
 }
 
 func beater(ctx context.Context) func(int64) {

@@ -232,6 +232,11 @@ func TestSearchMetadataTravelsWithSend(t *testing.T) {
 	n, err = unix.Getxattr(filepath.Join(dst.root, "data/d03"), "user.hub.tags", b)
 	require.NoError(t, err, "and with the folder")
 	require.Equal(t, `["keep"]`, string(b[:n]))
+	// Metadata that arrived by other means (a restore, setfattr) is found
+	// by the scan too, and joins the hub's lists of fields and tags.
+	found := filepath.Join(dst.root, "data/d01/e1/f0001.bin")
+	require.NoError(t, unix.Setxattr(found, "user.hub.meta.project", []byte("apollo"), 0))
+	require.NoError(t, unix.Setxattr(found, "user.hub.tags", []byte(`["restored"]`), 0))
 	// An operator's scan (what a Temporal Schedule runs) rebuilds the
 	// destination's index; the metadata is read back from the files.
 	run, err := e.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: workflows.ScanFileIndexWorkflowID("dst"),
@@ -241,6 +246,13 @@ func TestSearchMetadataTravelsWithSend(t *testing.T) {
 	require.NoError(t, run.Get(context.Background(), &scan))
 	require.Greater(t, scan.Entries, int64(20))
 	require.False(t, scan.Index.Scanned.IsZero())
+	require.Contains(t, scan.MetadataFields, "project")
+	r = e.AsAdmin(http.MethodGet, "/api/search/metadata_fields/", nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	require.Contains(t, string(r.Body), `"project"`, "a field found by the scan is listed")
+	r = e.AsAdmin(http.MethodGet, "/api/tags/?filter=rest", nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	require.Contains(t, string(r.Body), `"restored"`, "a tag found by the scan is listed")
 	id := startSearch(t, e, map[string]any{"sites": []string{"dst"}, "filters": map[string]any{"tags": []string{"keep"}}, "metadata_fields": []string{"owner"}})
 	page := waitSearch(t, e, id, "", searchComplete)
 	require.Equal(t, float64(2), page["count"], fmt.Sprint(page))
