@@ -32,6 +32,9 @@ type Configuration struct {
 	StatRefreshPeriod                int64          `json:"stat_refresh_period"`
 	StatTimeout                      int64          `json:"stat_timeout"`
 	TaskInvalidationTimeout          int64          `json:"task_invalidation_timeout"`
+	// FileIndexScanSchedule is when every site rescans its file index (a
+	// cron line in the site's timezone); "" schedules no scan.
+	FileIndexScanSchedule string `json:"file_index_scan_schedule"`
 
 	AlertCompletedFailedJobs      bool     `json:"alert_completed_failed_jobs"`
 	AlertCompletedHasFailuresJobs bool     `json:"alert_completed_has_failures_jobs"`

@@ -75,6 +75,13 @@ func SitesQuery(db bun.IDB, dest any) *bun.SelectQuery {
 	return db.NewSelect().Model(dest).Order("s.name")
 }
 
+// SiteIDs lists every site's id.
+func SiteIDs(ctx context.Context, db bun.IDB) ([]int64, error) {
+	var ids []int64
+	err := db.NewSelect().Model((*Site)(nil)).Column("id").Order("id").Scan(ctx, &ids)
+	return ids, dbErr(err)
+}
+
 // ErrInUse means a record cannot be deleted while others depend on it.
 var ErrInUse = errors.New("in use")
 

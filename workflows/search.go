@@ -218,6 +218,10 @@ type ScanFileIndexInput struct {
 	Paths []string
 }
 
+// IndexScanTemporalID is the ID of the Temporal Schedule that rescans
+// site id's file index (configuration file_index_scan_schedule).
+func IndexScanTemporalID(siteID int64) string { return fmt.Sprintf("indexscan-%d", siteID) }
+
 // ScanFileIndexWorkflowID names a site's scan: one at a time per site.
 func ScanFileIndexWorkflowID(siteName string) string { return "file-index-scan-" + siteName }
 

@@ -25,6 +25,9 @@ func (s *Service) SaveConfiguration(ctx context.Context, conf models.Configurati
 		if err := models.SaveConfiguration(ctx, tx, conf); err != nil {
 			return err
 		}
+		if old.FileIndexScanSchedule != conf.FileIndexScanSchedule && old.SchedulesEnabled == conf.SchedulesEnabled {
+			return s.OweSyncAll(ctx, tx)
+		}
 		if old.SchedulesEnabled == conf.SchedulesEnabled {
 			return nil
 		}

@@ -55,7 +55,7 @@ type recurring struct {
 	TimeZone string         `json:"tz"`
 	Workflow string         `json:"workflow"`
 	ActionID string         `json:"action_id"`
-	Input    workflows.Fire `json:"input"`
+	Input    any            `json:"input"` // workflows.Fire, or ScanFileIndexInput
 	Paused   bool           `json:"paused"`
 	Once     bool           `json:"once,omitempty"`
 	Why      string         `json:"-"` // why it is paused, for the note
@@ -162,6 +162,22 @@ func (s *Service) wanted(ctx context.Context, id string) (*recurring, error) {
 		if f, err := models.GetFeature(ctx, s.DB, FeaturePolicies); err == nil && !f.Enabled && !r.Paused {
 			r.Paused, r.Why = true, "the policies feature is disabled"
 		}
+		return r, nil
+	case "indexscan":
+		if conf.FileIndexScanSchedule == "" {
+			return nil, nil
+		}
+		site, err := models.GetSite(ctx, s.DB, n)
+		if errors.Is(err, models.ErrNotFound) {
+			return nil, nil
+		} else if err != nil {
+			return nil, err
+		}
+		// The action's ID is the scan's own, so a scan started by hand
+		// and a scheduled one never run at once.
+		r := &recurring{Cron: conf.FileIndexScanSchedule, TimeZone: siteTZ(site), Workflow: workflows.ScanFileIndexWorkflowName,
+			ActionID: workflows.ScanFileIndexWorkflowID(site.Name), Input: workflows.ScanFileIndexInput{Site: site.Name}}
+		r.pausedBecause(true, conf)
 		return r, nil
 	case "snapshot":
 		sp, err := models.GetSpace(ctx, s.DB, n, models.SpaceFilter{})
@@ -322,6 +338,15 @@ func recurringIDs(ctx context.Context, db bun.IDB) ([]string, error) {
 	for _, id := range snaps {
 		ids = append(ids, workflows.SnapshotTemporalID(id))
 	}
+	// Every site's index scan, wanted or not: a schedule emptied in the
+	// configuration must remove them.
+	sites, err := models.SiteIDs(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range sites {
+		ids = append(ids, workflows.IndexScanTemporalID(id))
+	}
 	return ids, nil
 }
 
@@ -329,7 +354,7 @@ func recurringIDs(ctx context.Context, db bun.IDB) ([]string, error) {
 func ours(id string) bool {
 	kind, num, ok := strings.Cut(id, "-")
 	_, err := strconv.ParseInt(num, 10, 64)
-	return ok && err == nil && (kind == "schedule" || kind == "policy" || kind == "snapshot")
+	return ok && err == nil && (kind == "schedule" || kind == "policy" || kind == "snapshot" || kind == "indexscan")
 }
 
 // ReconcileSchedules brings every Temporal Schedule of a record in step

@@ -161,6 +161,11 @@ func validateConfiguration(conf models.Configuration) error {
 	if _, err := cron.ParseStandard(conf.DBBackupSchedule); err != nil {
 		v.Add("db_backup_schedule", "Must be a cron expression (minute hour day-of-month month day-of-week, or @daily etc.): "+err.Error())
 	}
+	if conf.FileIndexScanSchedule != "" {
+		if _, err := cron.ParseStandard(conf.FileIndexScanSchedule); err != nil {
+			v.Add("file_index_scan_schedule", "Must be empty (no scan) or a cron expression (minute hour day-of-month month day-of-week, or @daily etc.): "+err.Error())
+		}
+	}
 	for i, a := range conf.AlertEmailAddress {
 		v.Check(validEmail(a), fmt.Sprintf("alert_email_address[%d]", i), "Enter a valid email address.")
 	}

@@ -18,7 +18,7 @@ func TestConfiguration(t *testing.T) {
 		require.Equal(t, float64(120), conf["node_health_last_heartbeat_interval"])
 		require.Equal(t, "database", conf["search_backend"])
 		require.Equal(t, []any{}, conf["alert_email_address"])
-		require.Len(t, conf, 40, "every field of the configuration")
+		require.Len(t, conf, 41, "every field of the configuration: the spec's 40 and file_index_scan_schedule")
 
 		// PATCH changes only what is sent and returns the whole object.
 		r = e.AsAdmin(http.MethodPatch, "/api/configurations/", map[string]any{

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
@@ -297,5 +298,65 @@ func TestScheduleFiresByItself(t *testing.T) {
 			return err == nil && d != nil && len(d.Schedule.Spec.Intervals) == 0 && len(d.Info.NextActionTimes) > 0 &&
 				d.Info.NextActionTimes[0].UTC().Minute() == 30
 		}, 30*time.Second, 500*time.Millisecond)
+	})
+}
+
+// TestIndexScanSchedule: the configuration's file_index_scan_schedule
+// makes one Temporal Schedule per site (indexscan-<site id>) that runs
+// the site's file index scan; a bad cron line is a 400 naming the field,
+// and emptying it removes the schedules.
+func TestIndexScanSchedule(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		e.StartHubWorker()
+		s := newJobSite(t, e, "east")
+		makeTree(t, s.root, 5)
+		east, err := models.GetSiteByName(ctx, e.DB, "east")
+		require.NoError(t, err)
+		id := workflows.IndexScanTemporalID(east.ID)
+
+		r := e.AsAdmin(http.MethodPatch, "/api/configurations/", map[string]any{"file_index_scan_schedule": "every night"})
+		require.Equal(t, http.StatusBadRequest, r.Status, string(r.Body))
+		require.Contains(t, string(r.Body), "file_index_scan_schedule")
+		_, err = e.API.Changes.ReconcileSchedules(ctx)
+		require.NoError(t, err)
+		require.Nil(t, describeSchedule(t, e, id), "no scan is scheduled by default")
+
+		r = e.AsAdmin(http.MethodPatch, "/api/configurations/", map[string]any{"file_index_scan_schedule": "15 3 * * *"})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		var d *client.ScheduleDescription
+		require.Eventually(t, func() bool {
+			_, err := e.API.Changes.ReconcileSchedules(ctx)
+			d = describeSchedule(t, e, id)
+			return err == nil && d != nil
+		}, 30*time.Second, 200*time.Millisecond)
+		require.Equal(t, workflows.ScanFileIndexWorkflowName, d.Schedule.Action.(*client.ScheduleWorkflowAction).Workflow)
+		require.Equal(t, 15, d.Info.NextActionTimes[0].UTC().Minute())
+
+		// Narrowed to every 2 s, it runs the scan by itself.
+		h := e.Temporal.ScheduleClient().GetHandle(ctx, id)
+		require.NoError(t, h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			in.Description.Schedule.Spec = &client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: 2 * time.Second}}}
+			return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
+		}}))
+		var out site.ScanFileIndexOutput
+		require.Eventually(t, func() bool {
+			d := describeSchedule(t, e, id)
+			if d == nil || len(d.Info.RecentActions) == 0 {
+				return false
+			}
+			run := d.Info.RecentActions[0].StartWorkflowResult
+			return e.Temporal.GetWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, &out) == nil
+		}, 60*time.Second, 500*time.Millisecond)
+		require.GreaterOrEqual(t, out.Entries, int64(5), "the scheduled scan walked the site")
+		require.False(t, out.Index.Scanned.IsZero())
+
+		r = e.AsAdmin(http.MethodPatch, "/api/configurations/", map[string]any{"file_index_scan_schedule": ""})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.Eventually(t, func() bool {
+			_, err := e.API.Changes.ReconcileSchedules(ctx)
+			return err == nil && describeSchedule(t, e, id) == nil
+		}, 30*time.Second, 200*time.Millisecond, "emptied, the schedule is gone")
 	})
 }
