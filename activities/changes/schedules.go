@@ -173,8 +173,8 @@ func (s *Service) wanted(ctx context.Context, id string) (*recurring, error) {
 		} else if err != nil {
 			return nil, err
 		}
-		// The action's ID is the scan's own, so a scan started by hand
-		// and a scheduled one never run at once.
+		// Firings are named after the scan (file-index-scan-<site>-<time>);
+		// the site runs one scan at a time.
 		r := &recurring{Cron: conf.FileIndexScanSchedule, TimeZone: siteTZ(site), Workflow: workflows.ScanFileIndexWorkflowName,
 			ActionID: workflows.ScanFileIndexWorkflowID(site.Name), Input: workflows.ScanFileIndexInput{Site: site.Name}}
 		r.pausedBecause(true, conf)
