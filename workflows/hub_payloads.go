@@ -94,6 +94,8 @@ type MaintenanceResult struct {
 	Purged        int
 	NotStarted    int
 	NotProgressed int
+	// PairedSpaces counts C+J spaces given their hub API space.
+	PairedSpaces int
 	// Cleanups are the purged jobs' batch files to remove, per site queue.
 	Cleanups []JobCleanup
 }

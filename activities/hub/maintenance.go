@@ -2,7 +2,10 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -111,6 +114,9 @@ func (a *Activities) Maintain(ctx context.Context) (workflows.MaintenanceResult,
 	if _, err := models.PruneSiteAnswers(ctx, a.DB, now.Add(-models.SiteAnswersKept)); err != nil {
 		return res, err
 	}
+	if res.PairedSpaces, err = a.pairCJSpaces(ctx); err != nil {
+		return res, err
+	}
 	check := func(enabled bool, threshold int64, state []string, column, name, what string, count *int) error {
 		if !enabled || threshold <= 0 {
 			return nil
@@ -189,4 +195,40 @@ func (a *Activities) purgeJobs(ctx context.Context, cutoff time.Time) (int, []wo
 		cleanups[n].JobIDs = append(cleanups[n].JobIDs, j.ID)
 	}
 	return len(gone), cleanups, nil
+}
+
+// pairCJSpaces gives every live C+J space item its hub API space (made,
+// or joined by the item's site) where it has none: one-sided records
+// written before the two APIs shared spaces (docs/spaces-one-object.md).
+// An item that cannot be paired (the name or folder is another hub
+// space's) is logged and left alone. It returns how many it paired.
+func (a *Activities) pairCJSpaces(ctx context.Context) (int, error) {
+	var items []models.CJItem
+	err := a.DB.NewSelect().Model(&items).Where("ci.type = ? AND NOT ci.deleted", models.CJSpaces).Order("ci.id").Scan(ctx)
+	if err != nil {
+		return 0, err
+	}
+	paired := 0
+	for i := range items {
+		it := &items[i]
+		site, err := models.GetSiteByName(ctx, a.DB, it.Site)
+		if errors.Is(err, models.ErrNotFound) {
+			continue // a C+J API for a site the hub has no record of
+		} else if err != nil {
+			return paired, err
+		}
+		sp, err := models.SpaceByMountpoint(ctx, a.DB, models.CJSpaceMountpoint(it.Name))
+		if err == nil && slices.ContainsFunc(sp.Links, func(l models.SpaceSite) bool { return l.SiteID == site.ID }) {
+			continue
+		} else if err != nil && !errors.Is(err, models.ErrNotFound) {
+			return paired, err
+		}
+		err = a.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return models.RelinkHubSpace(ctx, tx, it) })
+		if err != nil {
+			slog.WarnContext(ctx, "a C+J space has no hub API space and cannot be given one", "site", it.Site, "space", it.Name, "error", err)
+			continue
+		}
+		paired++
+	}
+	return paired, nil
 }

@@ -1,6 +1,7 @@
 package hub_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/cj"
 	"github.com/thehub/hub/api/cj/cjtest"
@@ -330,5 +332,45 @@ func TestOneSpaceDeleteSurvivesTheHubKilled(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, n, "no record of the folder is left")
 		require.Empty(t, owed(t, e))
+	})
+}
+
+// TestOneSidedSpacesPaired: a C+J space whose hub API space is missing (a
+// record written before the APIs shared spaces) is given one by the
+// maintenance pass, once; the folder is untouched.
+func TestOneSidedSpacesPaired(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		rootA, _ := sitesAB(t, e)
+		c := startCJ(t, e, "a")
+		path, _ := c.Create("spaces", map[string]any{"name": "legacy", "quota": 3000})
+		c.WaitStatus(path, models.CJActive)
+		hs := hubSpace(t, e, "legacy")
+		require.NotNil(t, hs)
+		// Make it one-sided, as a record of before was.
+		id := int64(hs["id"].(float64))
+		_, err := e.DB.NewDelete().Model((*models.SpaceSite)(nil)).Where("space_id = ?", id).Exec(ctx)
+		require.NoError(t, err)
+		_, err = e.DB.NewDelete().Model((*models.Space)(nil)).Where("id = ?", id).Exec(ctx)
+		require.NoError(t, err)
+		require.Nil(t, hubSpace(t, e, "legacy"))
+
+		res, err := (&hubact.Activities{DB: e.DB}).Maintain(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.PairedSpaces)
+		hs = hubSpace(t, e, "legacy")
+		require.NotNil(t, hs, "the hub API sees the C+J space again")
+		require.Equal(t, "/spaces/legacy", hs["mountpoint"])
+		require.EqualValues(t, 3000, hs["size"])
+		require.Equal(t, "a", hs["sites"].([]any)[0].(map[string]any)["name"])
+		item, _ := cjSpace(t, c, "legacy")
+		require.Equal(t, hs["id"], item["hub_space"].(map[string]any)["id"], "one object again")
+		_, err = os.Stat(filepath.Join(rootA, "spaces", "legacy"))
+		require.NoError(t, err, "the folder is untouched")
+
+		res, err = (&hubact.Activities{DB: e.DB}).Maintain(ctx)
+		require.NoError(t, err)
+		require.Zero(t, res.PairedSpaces, "a second pass has nothing to pair")
 	})
 }
