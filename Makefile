@@ -14,15 +14,28 @@ build:
 run: build
 	./$(BIN) dev
 
-## test: every test, against sqlite and PostgreSQL (started here if needed)
+SHELL := bash
+.SHELLFLAGS := -eo pipefail -c
+BENCH_PKGS := ./activities/site/ ./api/hub/
+
+## test: every test, against sqlite and PostgreSQL (started here if needed),
+## then every benchmark once at a small size (quick mode) so none rots
 test:
 	@url="$${HUB_TEST_POSTGRES_URL:-$$(.ci/postgres.sh | tail -n 1)}" && \
-	HUB_TEST_POSTGRES_URL="$$url" $(GO) test -count=1 -timeout 25m ./...
+	HUB_TEST_POSTGRES_URL="$$url" $(GO) test -count=1 -timeout 25m ./... && \
+	HUB_TEST_POSTGRES_URL="$$url" HUB_BENCH_QUICK=1 $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m $(BENCH_PKGS) | \
+	$(GO) run ./cmd/benchtable -all -title "Benchmarks in quick mode (small sizes: the run shows they work; make bench gives the figures)"
 
-## bench: the benchmarks whose ratios the issue notes report
+## bench: the benchmarks at the issue's sizes (premigrate job of 100,000
+## files, lists over 100,000 jobs, 1M indexed files), then one table of
+## figure, baseline, ratio and goal; LARGE=1 adds the million-path job and
+## lists over 1M jobs / 10M job stats
 bench:
-	@url="$${HUB_TEST_POSTGRES_URL:-$$(.ci/postgres.sh | tail -n 1)}" && HUB_TEST_POSTGRES_URL="$$url" \
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./activities/... ./api/hub/
+	@mkdir -p bin && url="$${HUB_TEST_POSTGRES_URL:-$$(.ci/postgres.sh | tail -n 1)}" && \
+	HUB_TEST_POSTGRES_URL="$$url" HUB_BENCH_LARGE=$(LARGE) \
+	HUB_BENCH_JOB_FILES="$${HUB_BENCH_JOB_FILES:-$(if $(LARGE),1000000,100000)}" \
+	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 120m $(BENCH_PKGS) | tee bin/bench.out && \
+	$(GO) run ./cmd/benchtable -title "make bench, $$(date -u +%F), $$(nproc) cores" < bin/bench.out
 
 vet:
 	$(GO) vet ./...

@@ -61,7 +61,7 @@ func TestAnalyticsBands(t *testing.T) {
 }
 
 // benchAnalyticsFiles is the size of the analytics benchmark's tree.
-const benchAnalyticsFiles = 100_000
+var benchAnalyticsFiles = benchSize(100_000, 2_000)
 
 // benchAnalyticsTree is a tree of 100,000 files (100 folders of 10
 // folders of 100 files, 0 to 8 KiB) built once and kept under the user's
@@ -126,7 +126,7 @@ func BenchmarkAnalytics100k(b *testing.B) {
 		start := time.Now()
 		out, err := AnalyzeTree(context.Background(), root, e, 0, nil)
 		anTotal += time.Since(start)
-		if err != nil || !out.Complete || out.Files != benchAnalyticsFiles {
+		if err != nil || !out.Complete || out.Files != int64(benchAnalyticsFiles) {
 			b.Fatalf("analytics: %v %+v", err, out)
 		}
 		b.StopTimer()

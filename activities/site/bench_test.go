@@ -20,10 +20,22 @@ import (
 // premigration (hash, copy, verify, flush, record state) over a plain
 // copy; BenchmarkWalk / BenchmarkFind the cost of a discovery (lstat and
 // state lookup of every entry) over a name-only listing.
-const (
-	benchFiles    = 2000
-	benchFileSize = 4 << 10
-)
+var benchFiles = benchSize(2000, 200)
+
+const benchFileSize = 4 << 10
+
+// benchQuick is HUB_BENCH_QUICK=1: `make test` runs every benchmark once
+// at a small size (seconds), so that they never rot; `make bench` runs
+// them at the sizes the issue notes report.
+var benchQuick = os.Getenv("HUB_BENCH_QUICK") == "1"
+
+// benchSize is full, or quick in quick mode.
+func benchSize(full, quick int) int {
+	if benchQuick {
+		return quick
+	}
+	return full
+}
 
 func benchTree(b *testing.B) (string, []string) {
 	b.Helper()
@@ -40,7 +52,7 @@ func BenchmarkPremigrateSmallFiles(b *testing.B) {
 	// Overwrite makes every iteration upload everything again, each into
 	// an empty target folder like cp -r below.
 	opts := StepOptions{Overwrite: true}
-	b.SetBytes(benchFiles * benchFileSize)
+	b.SetBytes(int64(benchFiles) * benchFileSize)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -56,7 +68,7 @@ func BenchmarkPremigrateSmallFiles(b *testing.B) {
 
 func BenchmarkCpR(b *testing.B) {
 	dir, _ := benchTree(b)
-	b.SetBytes(benchFiles * benchFileSize)
+	b.SetBytes(int64(benchFiles) * benchFileSize)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()

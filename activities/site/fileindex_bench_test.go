@@ -10,7 +10,7 @@ import (
 )
 
 // benchIndexFiles is the size of the benchmark's index.
-const benchIndexFiles = 1_000_000
+var benchIndexFiles = benchSize(1_000_000, 10_000)
 
 // benchFileIndex opens a file index of 1,000,000 entries, built once
 // through the index's own write path (put, as a scan writes) and cached

@@ -22,9 +22,9 @@ import (
 //	go test ./activities/site -run '^$' -bench PolicyScan -benchtime 5x
 //
 // The ratio hub/find is the figure to watch (goal: at most 1).
-const (
-	policyBenchFiles = 100_000
-	policyBenchDirs  = 100 // top folders, each with 10 subfolders
+var (
+	policyBenchFiles = benchSize(100_000, 2_000)
+	policyBenchDirs  = benchSize(100, 10) // top folders, each with 10 subfolders
 )
 
 func policyBenchTree(b *testing.B) string {

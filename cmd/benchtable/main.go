@@ -1,0 +1,169 @@
+// Command benchtable reads `go test -bench` output on stdin and prints the
+// one table `make bench` reports: each figure beside its baseline from the
+// same run, their ratio and the goal (docs/performance.md).
+//
+//	go test -run '^$' -bench . ./activities/site ./api/hub | go run ./cmd/benchtable
+//
+// With -all it fails when the input has a failed test or lacks a row's
+// benchmarks: `make test` runs every benchmark at a small size through it,
+// so a benchmark that breaks or is renamed fails the suite.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// ref names one figure of the output: a benchmark (without its -N
+// suffix) and a unit it reported.
+type ref struct{ bench, unit string }
+
+// row is one line of the table. Ratio is figure/baseline when rate is set
+// (higher is better: files/s), else baseline/figure (times: how many times
+// as fast as the baseline); goal, when set, is the least ratio wanted, or
+// for a row without baseline the most the figure may be.
+type row struct {
+	what      string
+	fig, base ref
+	rate      bool
+	goal      float64
+	goalText  string
+}
+
+func lists(db string) []row {
+	hello := ref{"BenchmarkLists/" + db + "/gin-hello", "ms/req"}
+	list := func(name, what string, goal float64, text string) row {
+		return row{what: what + " (" + db + ")", fig: ref{"BenchmarkLists/" + db + "/" + name, "ms/req"}, base: hello, goal: goal, goalText: text}
+	}
+	return []row{
+		list("sites", "GET /api/sites/ vs gin hello world", 0.25, "≥ 25%"),
+		list("jobs-page-100", "GET /api/jobs/?page_size=100 vs gin hello", 0.25, "≥ 25%"),
+		list("jobs-page-100-last", "GET /api/jobs/ last page vs gin hello", 0, ""),
+		list("jobstats-page-100", "GET /api/jobstats/?job=N&page_size=100 vs gin hello", 0.10, "≥ 10%"),
+		list("tasks-page-100", "GET /api/tasks/?page_size=100 vs gin hello", 0.25, "≥ 25%"),
+	}
+}
+
+var rows = append([]row{
+	{what: "premigrate job, submit → SUCCESS vs cp -r + sync (files/s)",
+		fig: ref{"BenchmarkJobPremigrate/job", "files/s"}, base: ref{"BenchmarkJobPremigrate/cp-r-sync", "files/s"}, rate: true, goal: 0.5, goalText: "≥ 0.5×"},
+	{what: "premigrate step (library) vs cp -r",
+		fig: ref{"BenchmarkPremigrateSmallFiles", "ns/op"}, base: ref{"BenchmarkCpR", "ns/op"}, goal: 1, goalText: "≥ 1× (keep)"},
+	{what: "discovery walk vs find",
+		fig: ref{"BenchmarkWalk", "ns/op"}, base: ref{"BenchmarkFind", "ns/op"}, goal: 1, goalText: "≥ 1×"},
+	{what: "policy scan vs find -printf '%s %T@'",
+		fig: ref{"BenchmarkPolicyScan/hub", "ns/op"}, base: ref{"BenchmarkPolicyScan/find", "ns/op"}, goal: 1, goalText: "≥ 1×"},
+	{what: "single-file job, submit → SUCCESS, p50 (ms)",
+		fig: ref{"BenchmarkJobSingleFile", "p50-ms"}, goal: 150, goalText: "≤ 150 ms"},
+	{what: "schedule firing → job STARTED vs POST /file/workflow/ → STARTED",
+		fig: ref{"BenchmarkScheduleFiringToJobStarted/schedule-firing", "ns/op"}, base: ref{"BenchmarkScheduleFiringToJobStarted/post-file-workflow", "ns/op"}},
+	{what: "name search, first page of 1,000, common name vs raw count",
+		fig: ref{"BenchmarkFileIndexSearch1M/query-common", "ns/op"}, base: ref{"BenchmarkFileIndexSearch1M/baseline-raw-count-common", "ns/op"}},
+	{what: "name search, first page, no match vs raw count",
+		fig: ref{"BenchmarkFileIndexSearch1M/query-none", "ns/op"}, base: ref{"BenchmarkFileIndexSearch1M/baseline-raw-count-none", "ns/op"}},
+	{what: "analytics answer vs du -s (ms)",
+		fig: ref{"BenchmarkAnalytics100k", "analytics-ms/op"}, base: ref{"BenchmarkAnalytics100k", "du-ms/op"}},
+}, append(lists("sqlite"), lists("postgres")...)...)
+
+// benchLine is "BenchmarkName-N  iterations  value unit  value unit ...".
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+
+func parse(r io.Reader) (map[ref]float64, []string, error) {
+	figs := map[ref]float64{}
+	var failed []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "--- FAIL") || strings.HasPrefix(line, "FAIL") || strings.HasPrefix(line, "panic:") {
+			failed = append(failed, line)
+		}
+		m := benchLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		f := strings.Fields(m[2])
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err == nil {
+				figs[ref{m[1], f[i+1]}] = v
+			}
+		}
+	}
+	return figs, failed, sc.Err()
+}
+
+// show prints a figure in its unit, times in ms.
+func show(v float64, unit string) string {
+	switch unit {
+	case "ns/op":
+		return strconv.FormatFloat(v/1e6, 'f', 3, 64) + " ms"
+	case "ms/req":
+		return strconv.FormatFloat(v, 'f', 3, 64) + " ms"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " " + strings.TrimSuffix(unit, "/op")
+}
+
+func main() {
+	all := flag.Bool("all", false, "fail on a failed test or a row whose benchmarks are missing")
+	title := flag.String("title", "", "a line printed above the table")
+	flag.Parse()
+	figs, failed, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(2)
+	}
+	if *title != "" {
+		fmt.Println(*title)
+		fmt.Println()
+	}
+	fmt.Println("| what | figure | baseline | ratio | goal | met |")
+	fmt.Println("|---|---|---|---|---|---|")
+	var missing []string
+	for _, r := range rows {
+		fig, ok := figs[r.fig]
+		if !ok {
+			missing = append(missing, r.fig.bench)
+			fmt.Printf("| %s | not run | | | %s | |\n", r.what, r.goalText)
+			continue
+		}
+		base, ratio, met := "—", "—", ""
+		if r.base.bench != "" {
+			b, ok := figs[r.base]
+			if !ok {
+				missing = append(missing, r.base.bench)
+				fmt.Printf("| %s | %s | not run | | %s | |\n", r.what, show(fig, r.fig.unit), r.goalText)
+				continue
+			}
+			base = show(b, r.base.unit)
+			x := b / fig
+			if r.rate {
+				x = fig / b
+			}
+			ratio = strconv.FormatFloat(x, 'f', 3, 64) + "×"
+			if r.goal > 0 {
+				met = yesNo(x >= r.goal)
+			}
+		} else if r.goal > 0 {
+			met = yesNo(fig <= r.goal)
+		}
+		fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", r.what, show(fig, r.fig.unit), base, ratio, r.goalText, met)
+	}
+	if *all && (len(failed) > 0 || len(missing) > 0) {
+		fmt.Fprintf(os.Stderr, "benchtable: failed: %q; benchmarks missing: %q\n", failed, missing)
+		os.Exit(1)
+	}
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "no"
+}
