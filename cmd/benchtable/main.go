@@ -27,8 +27,10 @@ type ref struct{ bench, unit string }
 // row is one line of the table. Ratio is figure/baseline when rate is set
 // (higher is better: files/s), else baseline/figure (times: how many times
 // as fast as the baseline); goal, when set, is the least ratio wanted, or
-// for a row without baseline the most the figure may be.
+// for a row without baseline the most the figure may be; most, when set,
+// is the most the figure may be whatever its ratio.
 type row struct {
+	most      float64
 	what      string
 	fig, base ref
 	rate      bool
@@ -63,10 +65,12 @@ var rows = append([]row{
 		fig: ref{"BenchmarkJobSingleFile", "p50-ms"}, goal: 150, goalText: "≤ 150 ms"},
 	{what: "schedule firing → job STARTED vs POST /file/workflow/ → STARTED",
 		fig: ref{"BenchmarkScheduleFiringToJobStarted/schedule-firing", "ns/op"}, base: ref{"BenchmarkScheduleFiringToJobStarted/post-file-workflow", "ns/op"}},
-	{what: "name search, first page of 1,000, common name vs raw count",
-		fig: ref{"BenchmarkFileIndexSearch1M/query-common", "ns/op"}, base: ref{"BenchmarkFileIndexSearch1M/baseline-raw-count-common", "ns/op"}},
-	{what: "name search, first page, no match vs raw count",
-		fig: ref{"BenchmarkFileIndexSearch1M/query-none", "ns/op"}, base: ref{"BenchmarkFileIndexSearch1M/baseline-raw-count-none", "ns/op"}},
+	{what: "name search over 1M indexed files, first page of 1,000, common name vs raw count",
+		fig: ref{"BenchmarkFileIndexSearch1M/query-common", "ns/op"}, base: ref{"BenchmarkFileIndexSearch1M/baseline-raw-count-common", "ns/op"},
+		most: 1e9, goalText: "< 1 s"},
+	{what: "name search over 1M indexed files, no match (a full pass) vs raw count",
+		fig: ref{"BenchmarkFileIndexSearch1M/query-none", "ns/op"}, base: ref{"BenchmarkFileIndexSearch1M/baseline-raw-count-none", "ns/op"},
+		most: 1e9, goalText: "< 1 s"},
 	{what: "analytics answer vs du -s (ms)",
 		fig: ref{"BenchmarkAnalytics100k", "analytics-ms/op"}, base: ref{"BenchmarkAnalytics100k", "du-ms/op"}},
 }, append(lists("sqlite"), lists("postgres")...)...)
@@ -152,6 +156,9 @@ func main() {
 			}
 		} else if r.goal > 0 {
 			met = yesNo(fig <= r.goal)
+		}
+		if r.most > 0 {
+			met = yesNo(fig < r.most)
 		}
 		fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", r.what, show(fig, r.fig.unit), base, ratio, r.goalText, met)
 	}
