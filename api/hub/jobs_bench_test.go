@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/models/dbtest"
 	"github.com/thehub/hub/workflows/vocab"
 )
 
@@ -42,11 +43,19 @@ func benchSize(full, quick int) int {
 // HUB_BENCH_JOB_FILES sets the number of files (e.g. 100000, the issue's
 // case).
 func BenchmarkJobPremigrate(b *testing.B) {
+	for _, kind := range dbtest.Dialects(b) {
+		b.Run(kind, func(b *testing.B) { benchJobPremigrate(b, kind) })
+	}
+}
+
+// benchJobPremigrate is BenchmarkJobPremigrate on one database (the hub's
+// own: sqlite or PostgreSQL; Temporal is the embedded server either way).
+func benchJobPremigrate(b *testing.B, kind string) {
 	n := benchSize(2000, 100)
 	if v, err := strconv.Atoi(os.Getenv("HUB_BENCH_JOB_FILES")); err == nil && v > 0 {
 		n = v
 	}
-	e := apitest.New(b, "sqlite")
+	e := apitest.New(b, kind)
 	e.StartHubWorker()
 	s := newJobSiteB(b, e, "bench")
 	// Writing the files again makes them resident (a premigrated record
@@ -107,7 +116,13 @@ func BenchmarkJobPremigrate(b *testing.B) {
 // SUCCESS through the real path, polled every 5 ms; reported: the median
 // and the 90th percentile in ms.
 func BenchmarkJobSingleFile(b *testing.B) {
-	e := apitest.New(b, "sqlite")
+	for _, kind := range dbtest.Dialects(b) {
+		b.Run(kind, func(b *testing.B) { benchJobSingleFile(b, kind) })
+	}
+}
+
+func benchJobSingleFile(b *testing.B, kind string) {
+	e := apitest.New(b, kind)
 	e.StartHubWorker()
 	s := newJobSiteB(b, e, "single")
 	f := filepath.Join(s.root, "data", "one.txt")

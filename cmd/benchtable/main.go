@@ -52,17 +52,24 @@ func lists(db string) []row {
 	}
 }
 
-var rows = append([]row{
-	{what: "premigrate job, submit → SUCCESS vs cp -r + sync (files/s)",
-		fig: ref{"BenchmarkJobPremigrate/job", "files/s"}, base: ref{"BenchmarkJobPremigrate/cp-r-sync", "files/s"}, rate: true, goal: 0.5, goalText: "≥ 0.5×"},
+// jobs are the job rows of one database.
+func jobs(db string) []row {
+	job := "BenchmarkJobPremigrate/" + db + "/"
+	return []row{
+		{what: "premigrate job, submit → SUCCESS vs cp -r + sync (files/s, " + db + ")",
+			fig: ref{job + "job", "files/s"}, base: ref{job + "cp-r-sync", "files/s"}, rate: true, goal: 0.5, goalText: "≥ 0.5×"},
+		{what: "single-file job, submit → SUCCESS, p50 (ms, " + db + ")",
+			fig: ref{"BenchmarkJobSingleFile/" + db, "p50-ms"}, goal: 150, goalText: "≤ 150 ms"},
+	}
+}
+
+var rows = append(append(append(jobs("sqlite"), jobs("postgres")...), []row{
 	{what: "premigrate step (library) vs cp -r",
 		fig: ref{"BenchmarkPremigrateSmallFiles", "ns/op"}, base: ref{"BenchmarkCpR", "ns/op"}, goal: 1, goalText: "≥ 1× (keep)"},
 	{what: "discovery walk vs find",
 		fig: ref{"BenchmarkWalk", "ns/op"}, base: ref{"BenchmarkFind", "ns/op"}, goal: 1, goalText: "≥ 1×"},
 	{what: "policy scan vs find -printf '%s %T@'",
 		fig: ref{"BenchmarkPolicyScan/hub", "ns/op"}, base: ref{"BenchmarkPolicyScan/find", "ns/op"}, goal: 1, goalText: "≥ 1×"},
-	{what: "single-file job, submit → SUCCESS, p50 (ms)",
-		fig: ref{"BenchmarkJobSingleFile", "p50-ms"}, goal: 150, goalText: "≤ 150 ms"},
 	{what: "schedule firing → job STARTED vs POST /file/workflow/ → STARTED",
 		fig: ref{"BenchmarkScheduleFiringToJobStarted/schedule-firing", "ns/op"}, base: ref{"BenchmarkScheduleFiringToJobStarted/post-file-workflow", "ns/op"}},
 	{what: "name search over 1M indexed files, first page of 1,000, common name vs raw count",
@@ -73,7 +80,7 @@ var rows = append([]row{
 		most: 1e9, goalText: "< 1 s"},
 	{what: "analytics answer vs du -s (ms)",
 		fig: ref{"BenchmarkAnalytics100k", "analytics-ms/op"}, base: ref{"BenchmarkAnalytics100k", "du-ms/op"}},
-}, append(lists("sqlite"), lists("postgres")...)...)
+}...), append(lists("sqlite"), lists("postgres")...)...)
 
 // benchLine is "BenchmarkName-N  iterations  value unit  value unit ...".
 var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
