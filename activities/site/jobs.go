@@ -144,9 +144,9 @@ type batchWriter struct {
 	openSz  map[int]int64
 	out     DiscoverOutput
 	onBatch func()
-	// writes encodes and writes full batches while discovery goes on.
+	// writes encodes and writes full batches while discovery goes on,
+	// two at a time.
 	writes errgroup.Group
-	limit  sync.Once
 }
 
 func (w *batchWriter) add(rule int, e batchEntry) error {
@@ -176,7 +176,6 @@ func (w *batchWriter) flush(rule int) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	w.limit.Do(func() { w.writes.SetLimit(2) })
 	name := batchFile(w.dir, w.next)
 	w.writes.Go(func() error {
 		buf := make([]byte, 0, len(entries)*(len(entries[0].Path)+64))
@@ -229,6 +228,7 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 	size = min(size, maxBatchEntries)
 	w := &batchWriter{dir: dir, next: in.FirstBatch, size: size, bytes: in.BatchBytes, auto: in.AutoBatch,
 		onBatch: func() { activity.RecordHeartbeat(ctx, "batches") }}
+	w.writes.SetLimit(2)
 	defer func() { _ = w.writes.Wait() }() // no write outlives a failed attempt
 	var err error
 	switch in.Mode {
