@@ -50,15 +50,15 @@ const triggerCheckEvery = 10 * time.Minute
 
 // recurring is what a record wants of its Temporal Schedule.
 type recurring struct {
-	Cron     string         `json:"cron,omitempty"`
-	Every    time.Duration  `json:"every,omitempty"`
-	TimeZone string         `json:"tz"`
-	Workflow string         `json:"workflow"`
-	ActionID string         `json:"action_id"`
-	Input    any            `json:"input"` // workflows.Fire, or ScanFileIndexInput
-	Paused   bool           `json:"paused"`
-	Once     bool           `json:"once,omitempty"`
-	Why      string         `json:"-"` // why it is paused, for the note
+	Cron     string        `json:"cron,omitempty"`
+	Every    time.Duration `json:"every,omitempty"`
+	TimeZone string        `json:"tz"`
+	Workflow string        `json:"workflow"`
+	ActionID string        `json:"action_id"`
+	Input    any           `json:"input"` // workflows.Fire, or ScanFileIndexInput
+	Paused   bool          `json:"paused"`
+	Once     bool          `json:"once,omitempty"`
+	Why      string        `json:"-"` // why it is paused, for the note
 }
 
 // hash names this state in the schedule's note, so the reconciler sees at
