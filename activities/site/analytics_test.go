@@ -68,14 +68,7 @@ var benchAnalyticsFiles = benchSize(100_000, 2_000)
 // cache folder (HUB_BENCH_CACHE overrides).
 func benchAnalyticsTree(b *testing.B) string {
 	b.Helper()
-	dir := os.Getenv("HUB_BENCH_CACHE")
-	if dir == "" {
-		c, err := os.UserCacheDir()
-		if err != nil {
-			c = os.TempDir()
-		}
-		dir = filepath.Join(c, "hub-bench")
-	}
+	dir := benchCache()
 	tree := filepath.Join(dir, fmt.Sprintf("analytics-%d", benchAnalyticsFiles))
 	ready := tree + ".ready"
 	if _, err := os.Stat(ready); err == nil {

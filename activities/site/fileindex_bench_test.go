@@ -19,14 +19,7 @@ var benchIndexFiles = benchSize(1_000_000, 10_000)
 // 1,000 files, names f0000000.bin .. f0999999.log in four extensions.
 func benchFileIndex(b *testing.B) *FileIndex {
 	b.Helper()
-	dir := os.Getenv("HUB_BENCH_CACHE")
-	if dir == "" {
-		c, err := os.UserCacheDir()
-		if err != nil {
-			c = os.TempDir()
-		}
-		dir = filepath.Join(c, "hub-bench")
-	}
+	dir := benchCache()
 	file := filepath.Join(dir, fmt.Sprintf("files-%d.db", benchIndexFiles))
 	root := newRoot(b, b.TempDir(), false)
 	ready := file + ".ready"
