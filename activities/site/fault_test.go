@@ -121,6 +121,10 @@ func TestKillAtEveryFaultPoint(t *testing.T) {
 				"recall.written@1", "recall.record-cleared@1", "collect.copied@1"} {
 				require.Contains(t, points, want)
 			}
+			if !index {
+				// A folder is marked before a record is written in it.
+				require.Contains(t, points, "marks.marked@1")
+			}
 			requireClean(t, dir, tdir, files)
 			t.Logf("%d fault points reached", len(points))
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"syscall"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // State is a file's migration state.
@@ -171,6 +173,7 @@ func (s *stateStore) set(abs, rel string, rec Record) error {
 		if err := s.marks.mark(abs); err != nil {
 			return fmt.Errorf("record state of %s: %w", apiPath(rel), err)
 		}
+		fsutil.Fault("marks.marked")
 		err = lsetxattr(abs, recordXattr, b)
 		if err == nil {
 			return s.index.remove(rel)
