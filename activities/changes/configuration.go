@@ -15,7 +15,8 @@ const (
 
 // SaveConfiguration stores the hub's configuration. The schedules feature
 // flag follows schedules_enabled; when it changes, every schedule and
-// policy is paused (or given back its own state).
+// policy is paused (or given back its own state), and when it or
+// file_index_scan_schedule changes, every recurring record is synced.
 func (s *Service) SaveConfiguration(ctx context.Context, conf models.Configuration) error {
 	return s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
 		old, err := models.GetConfiguration(ctx, tx)
@@ -25,14 +26,12 @@ func (s *Service) SaveConfiguration(ctx context.Context, conf models.Configurati
 		if err := models.SaveConfiguration(ctx, tx, conf); err != nil {
 			return err
 		}
-		if old.FileIndexScanSchedule != conf.FileIndexScanSchedule && old.SchedulesEnabled == conf.SchedulesEnabled {
-			return s.OweSyncAll(ctx, tx)
-		}
-		if old.SchedulesEnabled == conf.SchedulesEnabled {
+		if old.SchedulesEnabled != conf.SchedulesEnabled {
+			if err := models.SetFeatureEnabled(ctx, tx, FeatureSchedules, conf.SchedulesEnabled); err != nil {
+				return err
+			}
+		} else if old.FileIndexScanSchedule == conf.FileIndexScanSchedule {
 			return nil
-		}
-		if err := models.SetFeatureEnabled(ctx, tx, FeatureSchedules, conf.SchedulesEnabled); err != nil {
-			return err
 		}
 		return s.OweSyncAll(ctx, tx)
 	})

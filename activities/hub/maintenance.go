@@ -208,17 +208,23 @@ func (a *Activities) pairCJSpaces(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	var sites []models.Site
+	if err := a.DB.NewSelect().Model(&sites).Column("s.id", "s.name").Scan(ctx); err != nil {
+		return 0, err
+	}
+	siteIDs := map[string]int64{}
+	for _, s := range sites {
+		siteIDs[s.Name] = s.ID
+	}
 	paired := 0
 	for i := range items {
 		it := &items[i]
-		site, err := models.GetSiteByName(ctx, a.DB, it.Site)
-		if errors.Is(err, models.ErrNotFound) {
+		siteID, ok := siteIDs[it.Site]
+		if !ok {
 			continue // a C+J API for a site the hub has no record of
-		} else if err != nil {
-			return paired, err
 		}
 		sp, err := models.SpaceByMountpoint(ctx, a.DB, models.CJSpaceMountpoint(it.Name))
-		if err == nil && slices.ContainsFunc(sp.Links, func(l models.SpaceSite) bool { return l.SiteID == site.ID }) {
+		if err == nil && slices.ContainsFunc(sp.Links, func(l models.SpaceSite) bool { return l.SiteID == siteID }) {
 			continue
 		} else if err != nil && !errors.Is(err, models.ErrNotFound) {
 			return paired, err

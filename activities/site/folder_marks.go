@@ -54,20 +54,25 @@ func newFolderMarks(rootDir string) *folderMarks {
 
 // setComplete records that every folder holding a record is marked.
 func (m *folderMarks) setComplete() error {
-	if err := os.MkdirAll(m.dir, 0o750); err != nil {
-		return err
-	}
 	// An empty file cannot be torn; one lost in a crash only makes scans
 	// read every attribute again.
-	f, err := os.OpenFile(filepath.Join(m.dir, marksComplete), os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := m.touch(marksComplete); err != nil {
 		return err
 	}
 	m.complete.Store(true)
 	return nil
+}
+
+// touch creates the empty file name in the marks folder.
+func (m *folderMarks) touch(name string) error {
+	if err := os.MkdirAll(m.dir, 0o750); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(m.dir, name), os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 func markName(fi fs.FileInfo) (string, bool) {
@@ -94,23 +99,18 @@ func (m *folderMarks) mark(abs string) error {
 	if _, ok := m.done.Load(name); ok {
 		return nil
 	}
-	f, err := os.OpenFile(filepath.Join(m.dir, name), os.O_CREATE|os.O_WRONLY, 0o600)
-	if os.IsNotExist(err) {
-		if err = os.MkdirAll(m.dir, 0o750); err == nil {
-			f, err = os.OpenFile(filepath.Join(m.dir, name), os.O_CREATE|os.O_WRONLY, 0o600)
-		}
-	}
-	if err != nil {
+	if err := m.touch(name); err != nil {
 		return fmt.Errorf("mark folder of %s: %w", abs, err)
 	}
 	m.done.Store(name, true)
-	return f.Close()
+	return nil
 }
 
 // unmarked reports whether the folder held open as d certainly has no
-// mark while the marks are complete; any doubt answers false.
+// mark while the marks are complete; any doubt (or no marks: a root
+// without xattrs) answers false.
 func (m *folderMarks) unmarked(d *os.File) bool {
-	if !m.complete.Load() {
+	if m == nil || !m.complete.Load() {
 		return false
 	}
 	fi, err := d.Stat()

@@ -490,7 +490,7 @@ func (w *walker) readDir(job dirJob) error {
 	defer d.Close()
 	dirfd := int(d.Fd()) // valid while d is open
 	noIndex := w.root.state.index.noRecordsBelow(job.rel)
-	noAttr := w.useMarks && w.root.state.marks != nil && w.root.state.marks.unmarked(d)
+	noAttr := w.useMarks && w.root.state.marks.unmarked(d)
 	// Each entry's API path is this prefix and its name: one allocation
 	// per entry, its root-relative path a slice of it.
 	prefix := apiPath(job.rel)

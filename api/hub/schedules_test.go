@@ -28,6 +28,18 @@ func describeSchedule(t *testing.T, e *apitest.Env, id string) *client.ScheduleD
 	return d
 }
 
+// fireEvery2s narrows Temporal Schedule id's spec to every 2 s, as an
+// operator editing it in the Web UI would, so that a test sees it fire.
+func fireEvery2s(t *testing.T, e *apitest.Env, id string) {
+	t.Helper()
+	ctx := context.Background()
+	h := e.Temporal.ScheduleClient().GetHandle(ctx, id)
+	require.NoError(t, h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+		in.Description.Schedule.Spec = &client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: 2 * time.Second}}}
+		return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
+	}}))
+}
+
 func createSchedule(t *testing.T, e *apitest.Env, body map[string]any) int64 {
 	t.Helper()
 	r := e.AsAdmin(http.MethodPost, "/api/schedules/", body)
@@ -276,11 +288,7 @@ func TestScheduleFiresByItself(t *testing.T) {
 		r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/workflows/", id), map[string]any{"workflow": "premigrate"})
 		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
 
-		h := e.Temporal.ScheduleClient().GetHandle(ctx, workflows.ScheduleTemporalID(id))
-		require.NoError(t, h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
-			in.Description.Schedule.Spec = &client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: 2 * time.Second}}}
-			return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
-		}}))
+		fireEvery2s(t, e, workflows.ScheduleTemporalID(id))
 		var jobs map[string]any
 		require.Eventually(t, func() bool {
 			jobs = e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/?schedule_ids=%d&state=SUCCESS", id), nil).Map()
@@ -335,11 +343,7 @@ func TestIndexScanSchedule(t *testing.T) {
 		require.Equal(t, 15, d.Info.NextActionTimes[0].UTC().Minute())
 
 		// Narrowed to every 2 s, it runs the scan by itself.
-		h := e.Temporal.ScheduleClient().GetHandle(ctx, id)
-		require.NoError(t, h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
-			in.Description.Schedule.Spec = &client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: 2 * time.Second}}}
-			return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
-		}}))
+		fireEvery2s(t, e, id)
 		var out site.ScanFileIndexOutput
 		require.Eventually(t, func() bool {
 			d := describeSchedule(t, e, id)
