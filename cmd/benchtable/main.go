@@ -2,7 +2,7 @@
 // one table `make bench` reports: each figure beside its baseline from the
 // same run, their ratio and the goal (docs/performance.md).
 //
-//	go test -run '^$' -bench . ./activities/site ./api/hub | go run ./cmd/benchtable
+//	go test -run '^$' -bench . ./activities/site ./api/hub ./api/cj | go run ./cmd/benchtable
 //
 // With -all it fails when the input has a failed test or lacks a row's
 // benchmarks: `make test` runs every benchmark at a small size through it,
@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -63,7 +64,13 @@ func jobs(db string) []row {
 	}
 }
 
-var rows = append(append(append(jobs("sqlite"), jobs("postgres")...), []row{
+// cjSpace is the C+J space row of one database.
+func cjSpace(db string) row {
+	return row{what: "C+J space create → ACTIVE, p50 (ms, " + db + ")",
+		fig: ref{"BenchmarkCJSpaceCreate/" + db, "p50-ms"}, goal: 250, goalText: "≤ 250 ms (keep)"}
+}
+
+var rows = slices.Concat(jobs("sqlite"), jobs("postgres"), []row{cjSpace("sqlite"), cjSpace("postgres")}, []row{
 	{what: "premigrate step (library) vs cp -r",
 		fig: ref{"BenchmarkPremigrateSmallFiles", "ns/op"}, base: ref{"BenchmarkCpR", "ns/op"}, goal: 1, goalText: "≥ 1× (keep)"},
 	{what: "discovery walk vs find -printf '%s %T@' (2,000 files; 1M with LARGE=1)",
@@ -80,7 +87,7 @@ var rows = append(append(append(jobs("sqlite"), jobs("postgres")...), []row{
 		most: 1e9, goalText: "< 1 s"},
 	{what: "analytics answer vs du -s (ms)",
 		fig: ref{"BenchmarkAnalytics100k", "analytics-ms/op"}, base: ref{"BenchmarkAnalytics100k", "du-ms/op"}},
-}...), append(lists("sqlite"), lists("postgres")...)...)
+}, lists("sqlite"), lists("postgres"))
 
 // benchLine is "BenchmarkName-N  iterations  value unit  value unit ...".
 var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
