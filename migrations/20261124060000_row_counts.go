@@ -12,46 +12,47 @@ import (
 // triggers on every insert and delete, so that the unfiltered jobs list
 // counts its rows without reading a million of them.
 func registerRowCounts(ms *migrate.Migrations) {
-	ms.MustRegister(rowCountsUp, rowCountsDown)
+	ms.MustRegister(func(ctx context.Context, db *bun.DB) error {
+		return exec(ctx, db, append([]string{`CREATE TABLE row_counts (name VARCHAR(64) PRIMARY KEY, n BIGINT NOT NULL)`},
+			countRowsUp(db, "jobs")...))
+	}, func(ctx context.Context, db *bun.DB) error {
+		return exec(ctx, db, append(countRowsDown(db, "jobs"), `DROP TABLE IF EXISTS row_counts`))
+	})
 }
 
-func rowCountsUp(ctx context.Context, db *bun.DB) error {
-	stmts := []string{
-		`CREATE TABLE row_counts (name VARCHAR(64) PRIMARY KEY, n BIGINT NOT NULL)`,
-		`INSERT INTO row_counts (name, n) SELECT 'jobs', COUNT(*) FROM jobs`,
-	}
+// countRowsUp starts keeping table's number of rows in row_counts.
+func countRowsUp(db *bun.DB, table string) []string {
+	stmts := []string{`INSERT INTO row_counts (name, n) SELECT '` + table + `', COUNT(*) FROM ` + table}
 	if db.Dialect().Name() == dialect.PG {
 		// Statement triggers with transition tables: one update per
 		// statement, however many rows it inserts or deletes.
 		for _, t := range []struct{ name, event, moved string }{
-			{"jobs_count_insert", "INSERT ON jobs REFERENCING NEW TABLE AS changed", "n + (SELECT COUNT(*) FROM changed)"},
-			{"jobs_count_delete", "DELETE ON jobs REFERENCING OLD TABLE AS changed", "n - (SELECT COUNT(*) FROM changed)"},
-			{"jobs_count_truncate", "TRUNCATE ON jobs", "0"},
+			{table + "_count_insert", "INSERT ON " + table + " REFERENCING NEW TABLE AS changed", "n + (SELECT COUNT(*) FROM changed)"},
+			{table + "_count_delete", "DELETE ON " + table + " REFERENCING OLD TABLE AS changed", "n - (SELECT COUNT(*) FROM changed)"},
+			{table + "_count_truncate", "TRUNCATE ON " + table, "0"},
 		} {
 			stmts = append(stmts, `CREATE FUNCTION `+t.name+`() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	UPDATE row_counts SET n = `+t.moved+` WHERE name = 'jobs';
+	UPDATE row_counts SET n = `+t.moved+` WHERE name = '`+table+`';
 	RETURN NULL;
 END $$`, `CREATE TRIGGER `+t.name+` AFTER `+t.event+` FOR EACH STATEMENT EXECUTE FUNCTION `+t.name+`()`)
 		}
-	} else {
-		stmts = append(stmts,
-			`CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN UPDATE row_counts SET n = n + 1 WHERE name = 'jobs'; END`,
-			`CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN UPDATE row_counts SET n = n - 1 WHERE name = 'jobs'; END`)
+		return stmts
 	}
-	return exec(ctx, db, stmts)
+	return append(stmts,
+		`CREATE TRIGGER `+table+`_count_insert AFTER INSERT ON `+table+` BEGIN UPDATE row_counts SET n = n + 1 WHERE name = '`+table+`'; END`,
+		`CREATE TRIGGER `+table+`_count_delete AFTER DELETE ON `+table+` BEGIN UPDATE row_counts SET n = n - 1 WHERE name = '`+table+`'; END`)
 }
 
-func rowCountsDown(ctx context.Context, db *bun.DB) error {
-	var stmts []string
+// countRowsDown stops keeping table's number of rows.
+func countRowsDown(db *bun.DB, table string) []string {
+	stmts := []string{`DELETE FROM row_counts WHERE name = '` + table + `'`}
 	if db.Dialect().Name() == dialect.PG {
-		stmts = []string{
-			`DROP TRIGGER IF EXISTS jobs_count_insert ON jobs`, `DROP TRIGGER IF EXISTS jobs_count_delete ON jobs`,
-			`DROP TRIGGER IF EXISTS jobs_count_truncate ON jobs`, `DROP FUNCTION IF EXISTS jobs_count_insert()`,
-			`DROP FUNCTION IF EXISTS jobs_count_delete()`, `DROP FUNCTION IF EXISTS jobs_count_truncate()`,
+		for _, op := range []string{"insert", "delete", "truncate"} {
+			stmts = append(stmts, `DROP TRIGGER IF EXISTS `+table+`_count_`+op+` ON `+table,
+				`DROP FUNCTION IF EXISTS `+table+`_count_`+op+`()`)
 		}
-	} else {
-		stmts = []string{`DROP TRIGGER IF EXISTS jobs_count_insert`, `DROP TRIGGER IF EXISTS jobs_count_delete`}
+		return stmts
 	}
-	return exec(ctx, db, append(stmts, `DROP TABLE IF EXISTS row_counts`))
+	return append(stmts, `DROP TRIGGER IF EXISTS `+table+`_count_insert`, `DROP TRIGGER IF EXISTS `+table+`_count_delete`)
 }

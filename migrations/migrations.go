@@ -42,6 +42,7 @@ func NewMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	// Go migrations: their triggers differ per dialect.
 	registerAuthGeneration(ms)
 	registerRowCounts(ms)
+	registerTaskCount(ms)
 	return migrate.NewMigrator(db, ms, migrate.WithTemplateData(typesFor(db)), migrate.WithMarkAppliedOnSuccess(true)), nil
 }
 

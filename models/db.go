@@ -48,7 +48,8 @@ func Open(url string) (*bun.DB, error) {
 	// One connection with WAL and a busy timeout: sqlite serialises writers
 	// anyway, and a single connection avoids SQLITE_BUSY storms.
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)" +
-		"&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+		"&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate" +
+		"&_pragma=cache_size(-65536)&_pragma=mmap_size(268435456)"
 	sqldb, err := sql.Open(sqliteshim.ShimName, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)

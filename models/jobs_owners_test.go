@@ -2,6 +2,7 @@ package models_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,8 +73,9 @@ func TestJobOwnersIndexJump(t *testing.T) {
 	})
 }
 
-// TestJobsCountKept: the number of jobs the database keeps (row_counts)
-// follows inserts of one and of many rows, deletes of one and of many.
+// TestJobsCountKept: the numbers of jobs and of tasks the database keeps
+// (row_counts) follow inserts of one and of many rows, deletes of one and
+// of many, and the tasks a job's deletion removes by cascade.
 func TestJobsCountKept(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
@@ -110,5 +112,33 @@ func TestJobsCountKept(t *testing.T) {
 		_, err = db.NewDelete().Model((*models.Job)(nil)).Where("id <= ?", jobs[99].ID).Exec(ctx)
 		require.NoError(t, err)
 		check(150)
+
+		// Tasks are counted the same way, including those a job's
+		// deletion removes by cascade.
+		checkTasks := func(want int) {
+			t.Helper()
+			n, err := models.CountAllTasks(ctx, db)
+			require.NoError(t, err)
+			real, err := db.NewSelect().Model((*models.Task)(nil)).Count(ctx)
+			require.NoError(t, err)
+			require.Equal(t, want, int(real))
+			require.Equal(t, want, n)
+		}
+		checkTasks(0)
+		tasks := make([]models.Task, 30)
+		for i := range tasks {
+			tasks[i] = models.Task{JobID: jobs[100+i%3].ID, Site: site.Name, Queue: vocab.DefaultQueue, TaskType: "premigrate",
+				TaskID: fmt.Sprintf("job-%d-r1-b%d-r1-s0", jobs[100+i%3].ID, i), State: vocab.TaskSuccess, Run: 1, Created: at}
+		}
+		_, err = db.NewInsert().Model(&tasks).Exec(ctx)
+		require.NoError(t, err)
+		checkTasks(30)
+		_, err = db.NewDelete().Model((*models.Task)(nil)).Where("id = ?", tasks[0].ID).Exec(ctx)
+		require.NoError(t, err)
+		checkTasks(29)
+		_, err = db.NewDelete().Model((*models.Job)(nil)).Where("id = ?", jobs[101].ID).Exec(ctx)
+		require.NoError(t, err)
+		checkTasks(19)
+		check(149)
 	})
 }

@@ -464,6 +464,20 @@ func TasksQuery(db bun.IDB, dest *[]TaskRow, f TaskFilter) *bun.SelectQuery {
 	return q.Order("t.created DESC", "t.id DESC")
 }
 
+// Empty tells whether f selects every task.
+func (f TaskFilter) Empty() bool { return reflect.ValueOf(f).IsZero() }
+
+// AllTasksPage is AllJobsPage for tasks: a page of every task, newest
+// first, its ids found in the (created, id) index first.
+func AllTasksPage(db bun.IDB, dest *[]TaskRow, limit, offset int) *bun.SelectQuery {
+	q := tasksSelect(db, dest).Order("t.created DESC", "t.id DESC")
+	if limit == 0 {
+		return q
+	}
+	ids := db.NewSelect().Table("tasks").Column("id").Order("created DESC", "id DESC").Limit(int64(limit)).Offset(int64(offset))
+	return q.Where("t.id IN (?)", ids)
+}
+
 // GetTask loads a task with its parent id.
 func GetTask(ctx context.Context, db bun.IDB, id int64) (*TaskRow, error) {
 	t := new(TaskRow)
@@ -550,9 +564,14 @@ func (f JobFilter) Empty() bool { return reflect.ValueOf(f).IsZero() }
 
 // CountAllJobs is the number of jobs, kept by the database (row_counts,
 // moved by triggers on every insert and delete), without reading them.
-func CountAllJobs(ctx context.Context, db bun.IDB) (int, error) {
+func CountAllJobs(ctx context.Context, db bun.IDB) (int, error) { return keptCount(ctx, db, "jobs") }
+
+// CountAllTasks is the number of tasks, kept like CountAllJobs.
+func CountAllTasks(ctx context.Context, db bun.IDB) (int, error) { return keptCount(ctx, db, "tasks") }
+
+func keptCount(ctx context.Context, db bun.IDB, table string) (int, error) {
 	var n int
-	err := db.NewSelect().Table("row_counts").Column("n").Where("name = 'jobs'").Scan(ctx, &n)
+	err := db.NewSelect().Table("row_counts").Column("n").Where("name = ?", table).Scan(ctx, &n)
 	return n, dbErr(err)
 }
 

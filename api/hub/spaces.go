@@ -126,7 +126,7 @@ func (s *Server) listSpaces(c *gin.Context) error {
 		return err
 	}
 	var spaces []models.Space
-	count, err := web.ScanPage(c, models.SpacesQuery(s.DB, &spaces, f), page, size)
+	count, err := web.ScanPage(c, models.SpacesQuery(s.DB, &spaces, f), &spaces, page, size)
 	if err != nil {
 		return err
 	}

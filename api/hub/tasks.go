@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -94,8 +95,15 @@ func (s *Server) listTasks(c *gin.Context) error {
 	if err := v.Err(); err != nil {
 		return err
 	}
-	return web.Paginate(c, func(d *[]models.TaskRow) *bun.SelectQuery { return models.TasksQuery(s.DB, d, f) },
-		func(t *models.TaskRow) any { return renderTask(c, t) })
+	render := func(t *models.TaskRow) any { return renderTask(c, t) }
+	if f.Empty() { // every task: the database keeps their number
+		return web.PaginateCounted(c, nil,
+			func(d *[]models.TaskRow, limit, offset int) *bun.SelectQuery {
+				return models.AllTasksPage(s.DB, d, limit, offset)
+			},
+			func(ctx context.Context) (int, error) { return models.CountAllTasks(ctx, s.DB) }, render)
+	}
+	return web.Paginate(c, func(d *[]models.TaskRow) *bun.SelectQuery { return models.TasksQuery(s.DB, d, f) }, render)
 }
 
 func (s *Server) taskFromPath(c *gin.Context) (*models.TaskRow, error) {

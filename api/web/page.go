@@ -104,7 +104,7 @@ func PageOf[T any](c *gin.Context, query func(dest *[]T) *bun.SelectQuery, rende
 		return nil, err
 	}
 	var rows []T
-	count, err := ScanPage(c, query(&rows), page, size)
+	count, err := ScanPage(c, query(&rows), &rows, page, size)
 	if err != nil {
 		return nil, err
 	}
@@ -138,14 +138,24 @@ func PaginateSlice[T any](c *gin.Context, items []T, render func(*T) any) error 
 // it with WritePage.
 func PageParams(c *gin.Context) (page, size int, err error) { return pageParams(c) }
 
-// ScanPage runs q for the page (all rows when size is 0) and returns the
-// total count of rows q matches.
-func ScanPage(c *gin.Context, q *bun.SelectQuery, page, size int) (int, error) {
+// ScanPage runs q, which scans into rows, for the page (all rows when
+// size is 0) and returns the total count of rows q matches. A page that
+// is not full is the last one, so its total needs no count query: most
+// lists (sites, spaces, users...) fit in one page.
+func ScanPage[T any](c *gin.Context, q *bun.SelectQuery, rows *[]T, page, size int) (int, error) {
+	ctx := c.Request.Context()
 	if size == 0 {
-		n, err := q.ScanAndCount(c.Request.Context())
+		n, err := q.ScanAndCount(ctx)
 		return int(n), err
 	}
-	n, err := q.Limit(int64(size)).Offset(int64((page - 1) * size)).ScanAndCount(c.Request.Context())
+	offset := (page - 1) * size
+	if err := q.Limit(int64(size)).Offset(int64(offset)).Scan(ctx); err != nil {
+		return 0, err
+	}
+	if n := len(*rows); n < size && (n > 0 || page == 1) {
+		return offset + n, nil
+	}
+	n, err := q.Count(ctx)
 	return int(n), err
 }
 
