@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"runtime"
@@ -492,26 +491,44 @@ func (w *walker) readDir(job dirJob) error {
 	noIndex := w.root.state.index.noRecordsBelow(job.rel)
 	noAttr := w.useMarks && w.root.state.marks.unmarked(d)
 	// Each entry's API path is this prefix and its name: one allocation
-	// per entry, its root-relative path a slice of it.
+	// per entry, its name and root-relative path slices of it (the
+	// reader's name bytes are valid only until its next fill).
 	prefix := apiPath(job.rel)
 	if job.rel != "" {
 		prefix += "/"
 	}
+	r := newDirentReader(d)
+	defer r.close()
 	for {
 		if err := w.ctx.Err(); err != nil {
 			return err
 		}
-		des, err := d.ReadDir(1024)
-		items := make([]item, 0, len(des))
+		more, err := r.fill()
+		if err != nil {
+			return fmt.Errorf("walk %s: %w", apiPath(job.rel), err)
+		}
+		if !more {
+			return nil
+		}
+		items := make([]item, 0, r.count())
 		var buf statBuf // fi below: not kept past its entry
-		for _, de := range des {
-			name := de.Name()
+		for {
+			nameBytes, kind, ok := r.next()
+			if !ok {
+				break
+			}
+			p := prefix + string(nameBytes)
+			name, rel := p[len(prefix):], p[1:]
 			if skipName(job.rel, name) {
 				continue
 			}
-			p := prefix + name
-			rel := p[1:]
-			typ := typeOf(de.Type())
+			typ, err := r.entryType(name, kind)
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					continue // removed since the folder was read
+				}
+				return fmt.Errorf("walk %s: %w", apiPath(job.rel), err)
+			}
 			if typ == "" || w.f.excluded(rel) {
 				continue
 			}
@@ -546,12 +563,6 @@ func (w *walker) readDir(job dirJob) error {
 			case <-w.ctx.Done():
 				return context.Cause(w.ctx)
 			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("walk %s: %w", apiPath(job.rel), err)
 		}
 	}
 }
