@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,7 +18,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/models/dbtest"
+	"github.com/thehub/hub/worker"
 	"github.com/thehub/hub/workflows/vocab"
 )
 
@@ -34,6 +37,70 @@ func benchSize(full, quick int) int {
 	return full
 }
 
+// jobBenchDB is one shape the job benchmarks run in: db is the hub's
+// database (sqlite or postgres) and processes, when set, runs the site
+// worker in a process of its own, as production does (`hub serve` with
+// its hub worker here, `hub worker` at the site); otherwise the hub API,
+// the hub worker and the site worker share the test process, as `hub dev`
+// does. Temporal is the embedded test server either way.
+type jobBenchDB struct {
+	name, db  string
+	processes bool
+}
+
+// jobBenchDBs are the shapes the job benchmarks run in: each database in
+// one process, and PostgreSQL (when there is one) with the site worker in
+// its own process, the issue's two cases.
+func jobBenchDBs(b *testing.B) []jobBenchDB {
+	var out []jobBenchDB
+	for _, kind := range dbtest.Dialects(b) {
+		out = append(out, jobBenchDB{name: kind, db: kind})
+		if kind == "postgres" {
+			out = append(out, jobBenchDB{name: "postgres-processes", db: kind, processes: true})
+		}
+	}
+	return out
+}
+
+// newBenchSite is newJobSiteB in the shape of d: with d.processes the
+// site's worker runs in a child process, returned (nil otherwise), and
+// newBenchSite returns once its first heartbeat is recorded, so that the
+// child's start is not timed as the first job's work (an in-process
+// worker is polling when StartSiteWorker returns).
+func newBenchSite(b *testing.B, e *apitest.Env, name string, d jobBenchDB) (*jobSite, *os.Process) {
+	if !d.processes {
+		return newJobSiteB(b, e, name), nil
+	}
+	ctx := context.Background()
+	s, err := models.EnsureSite(ctx, e.DB, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	js := &jobSite{e: e, name: name, root: b.TempDir(), targetDir: b.TempDir()}
+	tgt := &models.ExternalTarget{Name: name + "-fs", StorageType: "filesystem", LocalFileRegex: ".*", Enabled: true}
+	tgt.MigrationTargetFolder = js.targetDir
+	if err := models.SaveExternalTarget(ctx, e.DB, tgt, []int64{s.ID}); err != nil {
+		b.Fatal(err)
+	}
+	node := name + "-n1"
+	proc := e.StartSiteWorkerProcess(worker.SiteConfig{Site: name, Queue: "default", Node: node,
+		Root: js.root, HeartbeatInterval: time.Second})
+	js.stopWorker = func() { _ = proc.Kill() }
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		up, err := e.DB.NewSelect().Model((*models.Node)(nil)).
+			Where("name = ? AND last_heartbeat IS NOT NULL", node).Exists(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if up {
+			return js, proc
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the site worker process of %s sent no heartbeat in a minute", name)
+		}
+	}
+}
+
 // BenchmarkJobPremigrate measures a whole premigrate job of 2,000 files of
 // 4 KiB through the real path (API, Temporal, site worker, database) and,
 // in the same run, `cp -r` of the same tree followed by `sync -f` (the
@@ -43,21 +110,20 @@ func benchSize(full, quick int) int {
 // HUB_BENCH_JOB_FILES sets the number of files (e.g. 100000, the issue's
 // case).
 func BenchmarkJobPremigrate(b *testing.B) {
-	for _, kind := range dbtest.Dialects(b) {
-		b.Run(kind, func(b *testing.B) { benchJobPremigrate(b, kind) })
+	for _, d := range jobBenchDBs(b) {
+		b.Run(d.name, func(b *testing.B) { benchJobPremigrate(b, d) })
 	}
 }
 
-// benchJobPremigrate is BenchmarkJobPremigrate on one database (the hub's
-// own: sqlite or PostgreSQL; Temporal is the embedded server either way).
-func benchJobPremigrate(b *testing.B, kind string) {
+// benchJobPremigrate is BenchmarkJobPremigrate in one shape (jobBenchDB).
+func benchJobPremigrate(b *testing.B, d jobBenchDB) {
 	n := benchSize(2000, 100)
 	if v, err := strconv.Atoi(os.Getenv("HUB_BENCH_JOB_FILES")); err == nil && v > 0 {
 		n = v
 	}
-	e := apitest.New(b, kind)
+	e := apitest.New(b, d.db)
 	e.StartHubWorker()
-	s := newJobSiteB(b, e, "bench")
+	s, proc := newBenchSite(b, e, "bench", d)
 	// Writing the files again makes them resident (a premigrated record
 	// no longer matches a rewritten file), so each round does full work.
 	// Every file has content of its own, as real files do (identical
@@ -78,6 +144,7 @@ func benchJobPremigrate(b *testing.B, kind string) {
 	round := 0
 	var maxEvents int64
 	b.Run("job", func(b *testing.B) {
+		resetPeakRSS(b)
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			_ = os.RemoveAll(s.targetDir)
@@ -93,7 +160,13 @@ func benchJobPremigrate(b *testing.B, kind string) {
 		}
 		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "files/s")
 		b.ReportMetric(float64(maxEvents), "max-run-events")
-		b.ReportMetric(float64(peakRSS(b))/(1<<20), "peak-rss-MiB")
+		if proc == nil {
+			b.ReportMetric(float64(peakRSS(b, "self"))/(1<<20), "peak-rss-MiB")
+		} else {
+			// The worker process is alive until the benchmark ends.
+			b.ReportMetric(float64(peakRSS(b, "self"))/(1<<20), "hub-peak-rss-MiB")
+			b.ReportMetric(float64(peakRSS(b, strconv.Itoa(proc.Pid)))/(1<<20), "worker-peak-rss-MiB")
+		}
 	})
 	writeTree(0)
 	b.Run("cp-r-sync", func(b *testing.B) {
@@ -116,15 +189,15 @@ func benchJobPremigrate(b *testing.B, kind string) {
 // SUCCESS through the real path, polled every 5 ms; reported: the median
 // and the 90th percentile in ms.
 func BenchmarkJobSingleFile(b *testing.B) {
-	for _, kind := range dbtest.Dialects(b) {
-		b.Run(kind, func(b *testing.B) { benchJobSingleFile(b, kind) })
+	for _, d := range jobBenchDBs(b) {
+		b.Run(d.name, func(b *testing.B) { benchJobSingleFile(b, d) })
 	}
 }
 
-func benchJobSingleFile(b *testing.B, kind string) {
-	e := apitest.New(b, kind)
+func benchJobSingleFile(b *testing.B, d jobBenchDB) {
+	e := apitest.New(b, d.db)
 	e.StartHubWorker()
-	s := newJobSiteB(b, e, "single")
+	s, _ := newBenchSite(b, e, "single", d)
 	f := filepath.Join(s.root, "data", "one.txt")
 	if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
 		b.Fatal(err)
@@ -170,11 +243,12 @@ func longestRun(b *testing.B, e *apitest.Env, id int64) int64 {
 	}
 }
 
-// peakRSS is the test process's peak resident memory (VmHWM): hub API,
-// hub worker, site worker and the embedded Temporal server together, so
-// a bound on it bounds the hub's.
-func peakRSS(b *testing.B) int64 {
-	data, err := os.ReadFile("/proc/self/status")
+// peakRSS is the peak resident memory (VmHWM) of process pid ("self":
+// the test process). The test process holds the hub API, the hub worker,
+// the embedded Temporal server and, unless it runs in a process of its
+// own, the site worker, so a bound on its peak bounds the hub's.
+func peakRSS(b *testing.B, pid string) int64 {
+	data, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -184,7 +258,21 @@ func peakRSS(b *testing.B) int64 {
 			return kb << 10
 		}
 	}
+	b.Fatalf("no VmHWM in /proc/%s/status", pid)
 	return 0
+}
+
+// resetPeakRSS returns the test process's garbage to the system and
+// resets its VmHWM to what it holds now, so that peakRSS measures this
+// benchmark rather than the ones that ran before it in the process (the
+// other databases' shapes); what stays resident (the embedded Temporal
+// server, say) still counts, as it did for them.
+func resetPeakRSS(b *testing.B) {
+	debug.FreeOSMemory()
+	// "5" resets the peak RSS (proc(5), /proc/pid/clear_refs).
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // premigrateJob submits a premigrate job of path at site and polls it

@@ -53,13 +53,15 @@ func lists(db string) []row {
 	}
 }
 
-// jobs are the job rows of one database.
-func jobs(db string) []row {
+// jobs are the job rows of one shape the job benchmarks run in (a
+// database, or "postgres-processes": the site worker in its own process),
+// labelled label.
+func jobs(db, label string) []row {
 	job := "BenchmarkJobPremigrate/" + db + "/"
 	return []row{
-		{what: "premigrate job, submit → SUCCESS vs cp -r + sync (files/s, " + db + ")",
+		{what: "premigrate job, submit → SUCCESS vs cp -r + sync (files/s, " + label + ")",
 			fig: ref{job + "job", "files/s"}, base: ref{job + "cp-r-sync", "files/s"}, rate: true, goal: 0.5, goalText: "≥ 0.5×"},
-		{what: "single-file job, submit → SUCCESS, p50 (ms, " + db + ")",
+		{what: "single-file job, submit → SUCCESS, p50 (ms, " + label + ")",
 			fig: ref{"BenchmarkJobSingleFile/" + db, "p50-ms"}, goal: 150, goalText: "≤ 150 ms"},
 	}
 }
@@ -70,7 +72,13 @@ func cjSpace(db string) row {
 		fig: ref{"BenchmarkCJSpaceCreate/" + db, "p50-ms"}, goal: 250, goalText: "≤ 250 ms (keep)"}
 }
 
-var rows = slices.Concat(jobs("sqlite"), jobs("postgres"), []row{cjSpace("sqlite"), cjSpace("postgres")}, []row{
+// jobRows are the job rows: each database with the whole hub in one
+// process (`hub dev`), and PostgreSQL with the site worker in a process of
+// its own (`hub serve` + `hub worker`).
+var jobRows = slices.Concat(jobs("sqlite", "sqlite"), jobs("postgres", "postgres"),
+	jobs("postgres-processes", "postgres, hub serve + hub worker processes"))
+
+var rows = slices.Concat(jobRows, []row{cjSpace("sqlite"), cjSpace("postgres")}, []row{
 	{what: "premigrate step (library) vs cp -r",
 		fig: ref{"BenchmarkPremigrateSmallFiles", "ns/op"}, base: ref{"BenchmarkCpR", "ns/op"}, goal: 1, goalText: "≥ 1× (keep)"},
 	{what: "discovery walk vs find -printf '%s %T@' (2,000 files; 1M with LARGE=1)",
