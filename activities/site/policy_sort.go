@@ -1,6 +1,7 @@
 package site
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"sync"
@@ -50,9 +51,9 @@ func (s *selection) sorted() []policyFile {
 }
 
 // sortedByKey sorts a selection ordered by a key: a radix sort by key, then
-// a sort by path of each run of equal keys. The runs are sorted in two
-// halves at once (split where a run ends), each file's path copied next to
-// its index first so that a comparison reads no policyFile.
+// a sort by path of each run of equal keys, in two halves at once (split
+// where a run ends), then the files put in that order. The arrays sorted
+// hold no pointers, which the garbage collector need not scan.
 func (s *selection) sortedByKey() {
 	n := len(s.files)
 	r := make([]ranked, n)
@@ -60,43 +61,91 @@ func (s *selection) sortedByKey() {
 		r[i] = ranked{u: s.p.rankOf(s.files[i].key), i: i}
 	}
 	r = radixSort(r, make([]ranked, n))
-	t := make([]tied, n)
-	for j := range r {
-		t[j] = tied{path: s.files[r[j].i].path, i: r[j].i}
-	}
 	mid := n / 2
 	for mid < n && r[mid].u == r[mid-1].u {
 		mid++
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { sortRuns(r[:mid], t[:mid]) })
-	sortRuns(r[mid:], t[mid:])
+	wg.Go(func() { s.sortRuns(r[:mid]) })
+	s.sortRuns(r[mid:])
 	wg.Wait()
-	out := make([]policyFile, n)
-	for j := range t {
-		out[j] = s.files[t[j].i]
-	}
-	s.files = out
+	s.permute(r)
 }
 
-// tied is a file in a run of equal keys: its path and its index in
-// selection.files.
-type tied struct {
-	path string
-	i    int
-}
-
-// sortRuns sorts by path each run of t whose files have equal keys in r.
-func sortRuns(r []ranked, t []tied) {
+// sortRuns sorts by path each run of r with equal keys.
+func (s *selection) sortRuns(r []ranked) {
 	for lo := 0; lo < len(r); {
 		hi := lo + 1
 		for hi < len(r) && r[hi].u == r[lo].u {
 			hi++
 		}
 		if hi-lo > 1 {
-			slices.SortFunc(t[lo:hi], func(a, b tied) int { return strings.Compare(a.path, b.path) })
+			s.sortByPath(r[lo:hi])
 		}
 		lo = hi
+	}
+}
+
+// sortByPath sorts r by the paths of its files. The paths of a run of equal
+// keys share a long prefix (the space and its folders), where a string
+// comparison spends its time, so the 8 bytes after that prefix replace the
+// key in r as one big-endian number (padded with zeros) and a comparison
+// reads the paths only when those numbers are equal. A number orders as its
+// bytes do, and a zero pad orders a path before the paths it is a prefix
+// of, so a smaller number is a smaller path.
+func (s *selection) sortByPath(r []ranked) {
+	first := s.files[r[0].i].path
+	shared := len(first)
+	for _, x := range r[1:] {
+		path := s.files[x.i].path
+		if len(path) >= shared && path[:shared] == first[:shared] {
+			continue // most paths: one comparison of the whole prefix
+		}
+		k := 0
+		for k < min(shared, len(path)) && path[k] == first[k] {
+			k++
+		}
+		shared = k
+	}
+	for j := range r {
+		rest := s.files[r[j].i].path[shared:]
+		var abbr uint64
+		for k := range 8 {
+			abbr <<= 8
+			if k < len(rest) {
+				abbr |= uint64(rest[k])
+			}
+		}
+		r[j].u = abbr
+	}
+	slices.SortFunc(r, func(a, b ranked) int {
+		if c := cmp.Compare(a.u, b.u); c != 0 {
+			return c
+		}
+		return strings.Compare(s.files[a.i].path[shared:], s.files[b.i].path[shared:])
+	})
+}
+
+// permute puts s.files in the order of r, in place: the file at j is the
+// one at r[j].i. It follows each cycle of the permutation, marking the
+// places it filled in r.
+func (s *selection) permute(r []ranked) {
+	for j := range r {
+		if r[j].i < 0 {
+			continue
+		}
+		held := s.files[j]
+		k := j
+		for {
+			from := r[k].i
+			r[k].i = -1
+			if from == j {
+				s.files[k] = held
+				break
+			}
+			s.files[k] = s.files[from]
+			k = from
+		}
 	}
 }
 
