@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,11 +14,14 @@ import (
 // randomSelection returns n files with distinct paths in random order,
 // whose keys are drawn by key: few distinct values (long runs of equal
 // keys), or values over the whole int64 range (every byte of the radix
-// sort, the sign included).
+// sort, the sign included). The names start with up to 11 x's, so that
+// many paths agree on more than 8 bytes after their shared prefix and some
+// are prefixes of others.
 func randomSelection(rng *rand.Rand, n int, key func() int64) []policyFile {
 	files := make([]policyFile, n)
 	for i, j := range rng.Perm(n) {
-		files[i] = policyFile{path: fmt.Sprintf("/d%d/f%d", rng.IntN(20), j), key: key(), size: rng.Int64N(1 << 20), state: Resident}
+		files[i] = policyFile{path: fmt.Sprintf("/d%d/%s%d", rng.IntN(20), strings.Repeat("x", rng.IntN(12)), j),
+			key: key(), size: rng.Int64N(1 << 20), state: Resident}
 	}
 	return files
 }
