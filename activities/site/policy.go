@@ -8,10 +8,8 @@ import (
 	"io/fs"
 	"math"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -516,33 +514,6 @@ func (s *selection) add(f policyFile) {
 		s.sum -= s.files[0].counted()
 		heap.Pop(s)
 	}
-}
-
-// sorted returns the selection in scan order. A large selection is
-// sorted in two halves at once, then merged: the sort is part of the
-// scan's time, after the walk.
-func (s *selection) sorted() []policyFile {
-	order := func(a, b policyFile) int { return s.p.compare(&a, &b) }
-	n := len(s.files)
-	if n < 8192 {
-		slices.SortFunc(s.files, order)
-		return s.files
-	}
-	lo, hi := s.files[:n/2], s.files[n/2:]
-	var wg sync.WaitGroup
-	wg.Go(func() { slices.SortFunc(lo, order) })
-	slices.SortFunc(hi, order)
-	wg.Wait()
-	out := make([]policyFile, 0, n)
-	for len(lo) > 0 && len(hi) > 0 {
-		if order(lo[0], hi[0]) <= 0 {
-			out, lo = append(out, lo[0]), lo[1:]
-		} else {
-			out, hi = append(out, hi[0]), hi[1:]
-		}
-	}
-	s.files = append(append(out, lo...), hi...)
-	return s.files
 }
 
 // policyWalkers is a policy scan's default number of walkers: a scan of
