@@ -74,18 +74,7 @@ func TestPolicySortedBoundedLarge(t *testing.T) {
 			sel.add(f)
 		}
 		require.Greater(t, len(sel.files), radixMin)
-		all := slices.Clone(files)
-		slices.SortFunc(all, func(a, b policyFile) int { return p.compare(&a, &b) })
-		var want []policyFile
-		var taken int64
-		for _, f := range all {
-			if taken >= need {
-				break
-			}
-			want = append(want, f)
-			taken += f.counted()
-		}
-		require.Equal(t, want, sel.sorted(), "reverse=%v", reverse)
+		require.Equal(t, boundedWant(p, files, need), sel.sorted(), "reverse=%v", reverse)
 	}
 }
 

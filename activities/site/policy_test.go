@@ -578,19 +578,23 @@ func TestPolicyHeapSelection(t *testing.T) {
 		for _, f := range files {
 			sel.add(f)
 		}
-		got := sel.sorted()
-
-		all := slices.Clone(files)
-		slices.SortFunc(all, func(a, b policyFile) int { return p.compare(&a, &b) })
-		var want []policyFile
-		var taken int64
-		for _, f := range all {
-			if taken >= need {
-				break
-			}
-			want = append(want, f)
-			taken += f.counted()
-		}
-		require.Equal(t, want, got, "round %d", round)
+		require.Equal(t, boundedWant(p, files, need), sel.sorted(), "round %d", round)
 	}
+}
+
+// boundedWant is what a bounded selection of files needing need bytes
+// must hold: the first files of one comparison sort, until need is taken.
+func boundedWant(p *policyScan, files []policyFile, need int64) []policyFile {
+	all := slices.Clone(files)
+	slices.SortFunc(all, func(a, b policyFile) int { return p.compare(&a, &b) })
+	var want []policyFile
+	var taken int64
+	for _, f := range all {
+		if taken >= need {
+			break
+		}
+		want = append(want, f)
+		taken += f.counted()
+	}
+	return want
 }

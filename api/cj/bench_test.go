@@ -2,7 +2,6 @@ package cj_test
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -11,19 +10,6 @@ import (
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/models/dbtest"
 )
-
-// benchQuick is HUB_BENCH_QUICK=1: `make test` runs every benchmark once
-// at a small size (seconds), so that they never rot; `make bench` runs
-// them at the sizes the issue notes report.
-var benchQuick = os.Getenv("HUB_BENCH_QUICK") == "1"
-
-// benchSize is full, or quick in quick mode.
-func benchSize(full, quick int) int {
-	if benchQuick {
-		return quick
-	}
-	return full
-}
 
 // BenchmarkCJSpaceCreate measures C+J space creations, from the POST to
 // the first GET that shows the space ACTIVE, through the real path (C+J
@@ -39,7 +25,7 @@ func BenchmarkCJSpaceCreate(b *testing.B) {
 
 func benchCJSpaceCreate(b *testing.B, kind string) {
 	e := cjtest.New(b, kind)
-	n := benchSize(30, 3)
+	n := dbtest.BenchSize(30, 3)
 	created := 0
 	// create creates one space of a name no other has and waits until it
 	// is ACTIVE; it returns the time from the POST to that answer.

@@ -24,19 +24,6 @@ import (
 	"github.com/thehub/hub/workflows/vocab"
 )
 
-// benchQuick is HUB_BENCH_QUICK=1: `make test` runs every benchmark once
-// at a small size (seconds), so that they never rot; `make bench` runs
-// them at the sizes the issue notes report.
-var benchQuick = os.Getenv("HUB_BENCH_QUICK") == "1"
-
-// benchSize is full, or quick in quick mode.
-func benchSize(full, quick int) int {
-	if benchQuick {
-		return quick
-	}
-	return full
-}
-
 // jobBenchDB is one shape the job benchmarks run in: db is the hub's
 // database (sqlite or postgres) and processes, when set, runs the site
 // worker in a process of its own, as production does (`hub serve` with
@@ -117,7 +104,7 @@ func BenchmarkJobPremigrate(b *testing.B) {
 
 // benchJobPremigrate is BenchmarkJobPremigrate in one shape (jobBenchDB).
 func benchJobPremigrate(b *testing.B, d jobBenchDB) {
-	n := benchSize(2000, 100)
+	n := dbtest.BenchSize(2000, 100)
 	if v, err := strconv.Atoi(os.Getenv("HUB_BENCH_JOB_FILES")); err == nil && v > 0 {
 		n = v
 	}
@@ -206,7 +193,7 @@ func benchJobSingleFile(b *testing.B, d jobBenchDB) {
 	}
 	var took []time.Duration
 	// At least 20 jobs make a median, whatever -benchtime says.
-	rounds := max(b.N, benchSize(20, 1))
+	rounds := max(b.N, dbtest.BenchSize(20, 1))
 	for i := 0; i < rounds+1; i++ { // the first job warms the caches and is not counted
 		if err := os.WriteFile(f, []byte(fmt.Sprint("round ", i)), 0o644); err != nil {
 			b.Fatal(err)

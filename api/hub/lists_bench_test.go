@@ -23,7 +23,7 @@ import (
 // hello-world served in the same process: the ratio is what the hub costs
 // per request over the web framework alone.
 // listReqs is the requests of one op of BenchmarkLists.
-var listReqs = benchSize(300, 3)
+var listReqs = dbtest.BenchSize(300, 3)
 
 func BenchmarkLists(b *testing.B) {
 	for _, kind := range dbtest.Dialects(b) {
@@ -34,7 +34,7 @@ func BenchmarkLists(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			n, perJob := benchSize(100_000, 2_000), benchSize(100_000, 2_000) // jobs; job stats of each of the statsJobs newest jobs
+			n, perJob := dbtest.BenchSize(100_000, 2_000), dbtest.BenchSize(100_000, 2_000) // jobs; job stats of each of the statsJobs newest jobs
 			statsJobs := 1
 			if os.Getenv("HUB_BENCH_LARGE") == "1" { // the scale: 1M jobs, 10M job stats
 				n, perJob, statsJobs = 1_000_000, 1_000_000, 10

@@ -89,3 +89,13 @@ func URL(t testing.TB, kind string) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// BenchSize is full, or quick when HUB_BENCH_QUICK=1: `make test` runs
+// every benchmark once at a small size (seconds), so that none rots;
+// `make bench` runs them at the sizes the issue notes report.
+func BenchSize(full, quick int) int {
+	if os.Getenv("HUB_BENCH_QUICK") == "1" {
+		return quick
+	}
+	return full
+}
