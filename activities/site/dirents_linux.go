@@ -130,24 +130,10 @@ func direntType(dirfd int, name string, dtype uint8) (string, error) {
 	case unix.DT_FIFO, unix.DT_SOCK, unix.DT_CHR, unix.DT_BLK:
 		return "", nil
 	}
-	var st unix.Stat_t
-	for {
-		err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return "", &fs.PathError{Op: "lstat", Path: name, Err: err}
-		}
-		break
+	var buf statBuf
+	fi, err := lstatAt(entryAt{dirfd: dirfd, name: name}, "", &buf)
+	if err != nil {
+		return "", err
 	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return TypeFile, nil
-	case unix.S_IFDIR:
-		return TypeDirectory, nil
-	case unix.S_IFLNK:
-		return TypeSymlink, nil
-	}
-	return "", nil
+	return typeOf(fi.Mode()), nil
 }
