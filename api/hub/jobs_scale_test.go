@@ -22,9 +22,10 @@ import (
 )
 
 // TestJobSurvivesSiteWorkerCrash runs the site worker as its own process,
-// kills it with SIGKILL mid-job (no chance to clean up, like a crashed
-// machine) and starts a new one: the job finishes with every file done
-// exactly once.
+// which kills itself with SIGKILL (no chance to clean up, like a crashed
+// machine) at a fault point inside a running step, after the 75th file's
+// record; a new worker then takes over: the job finishes with every file
+// done exactly once.
 func TestJobSurvivesSiteWorkerCrash(t *testing.T) {
 	t.Parallel()
 	e := apitest.New(t, "sqlite")
@@ -32,16 +33,12 @@ func TestJobSurvivesSiteWorkerCrash(t *testing.T) {
 	s := newJobSite(t, e, "crashy")
 	s.stopWorker() // this test runs its site workers as processes
 	cfg := worker.SiteConfig{Site: "crashy", Queue: "default", Node: "crashy-n1", Root: s.root, HeartbeatInterval: time.Second}
-	proc := e.StartSiteWorkerProcess(cfg)
+	proc := e.StartSiteWorkerProcess(cfg, "HUB_FAULT_POINT=premigrate.recorded@75")
 	setBatchSize(t, e, "crashy", 50)
-	// Files big enough that a batch's step takes a while, so the kill
-	// lands inside a running step.
 	files := makeTreeSized(t, s.root, 600, func(i int) int { return 64<<10 + i*97 })
 	id := startJob(t, e, "crashy", "premigrate", []string{"/data"})
-	require.Eventually(t, func() bool {
-		return jobState(e, id)["numprocessedfiles"].(float64) > 0 && stepRunning(t, e, id)
-	}, time.Minute, 5*time.Millisecond)
-	require.NoError(t, proc.Signal(syscall.SIGKILL))
+	require.Eventually(t, func() bool { return proc.Signal(syscall.Signal(0)) != nil }, time.Minute, 5*time.Millisecond,
+		"the worker reaches its fault point and dies")
 	before := jobState(e, id)["numprocessedfiles"].(float64)
 	require.Less(t, before, float64(600), "the crash should land mid-job")
 	e.StartSiteWorkerProcess(cfg)
@@ -64,18 +61,6 @@ func TestJobSurvivesSiteWorkerCrash(t *testing.T) {
 	}))
 	require.Equal(t, 600, onTarget)
 	require.Positive(t, activityRetries(t, e, id), "the killed worker's step ran again on the new one")
-}
-
-// stepRunning tells whether a site step of the job is running right now.
-func stepRunning(t *testing.T, e *apitest.Env, id int64) bool {
-	d, err := e.Temporal.DescribeWorkflowExecution(context.Background(), workflows.JobWorkflowID(id), "")
-	require.NoError(t, err)
-	for _, a := range d.GetPendingActivities() {
-		if a.GetActivityType().GetName() == "RunStep" && a.GetState() == enums.PENDING_ACTIVITY_STATE_STARTED {
-			return true
-		}
-	}
-	return false
 }
 
 // TestJobHistoryStaysBounded runs a 100,000-path job and checks that no

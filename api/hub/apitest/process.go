@@ -69,14 +69,15 @@ func RunWorkerProcessIfAsked() {
 // StartSiteWorkerProcess runs a site worker in a child process (this test
 // binary, re-executed) so that a test can kill it with SIGKILL like a
 // crashed machine: nothing of it gets to clean up. The package's TestMain
-// must call RunWorkerProcessIfAsked. The process is killed when the test
+// must call RunWorkerProcessIfAsked. env adds variables to the child's
+// environment (a fault point, say). The process is killed when the test
 // ends.
-func (e *Env) StartSiteWorkerProcess(cfg worker.SiteConfig) *os.Process {
+func (e *Env) StartSiteWorkerProcess(cfg worker.SiteConfig, env ...string) *os.Process {
 	cfg.Cipher = nil // passed as its key
 	raw, err := json.Marshal(workerProcess{TemporalAddr: TemporalAddr(e.T), Namespace: e.Namespace, Site: cfg, SecretKey: e.SecretKey})
 	require.NoError(e.T, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), workerProcessEnv+"="+string(raw))
+	cmd.Env = append(append(os.Environ(), workerProcessEnv+"="+string(raw)), env...)
 	cmd.Stderr = os.Stderr
 	dieWithParent(cmd)
 	require.NoError(e.T, cmd.Start())
