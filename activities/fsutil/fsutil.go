@@ -94,9 +94,13 @@ func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 			_ = f.Close()
 			return openFresh(dst)
 		}
-		if err := f.Truncate(0); err != nil {
-			_ = f.Close()
-			return nil, err
+		// A writer that held the file before us may have left part of
+		// its content (it was killed, or it failed before Discard).
+		if held.Size() != 0 {
+			if err := f.Truncate(0); err != nil {
+				_ = f.Close()
+				return nil, err
+			}
 		}
 		return f, nil
 	}
@@ -105,7 +109,7 @@ func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 // openNoFollow creates name, or opens the file already there without
 // following a symlink (which fails) or blocking on a FIFO.
 func openNoFollow(name string) (f *os.File, created bool, err error) {
-	f, err = os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
+	f, err = OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
 	if err == nil {
 		return f, true, nil
 	}
@@ -163,7 +167,7 @@ func ours(f *os.File, fi os.FileInfo) bool {
 // only temporary names are ever reused.)
 func Commit(f *os.File, dst string) error {
 	Fault("commit.before-rename")
-	if err := os.Rename(f.Name(), dst); err != nil {
+	if err := rename(f.Name(), dst); err != nil {
 		Discard(f)
 		return err
 	}

@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,4 +127,55 @@ func TestAuditRefsSparesUnownedAndMoved(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, AuditResult{Records: 1, Refs: 2, Ours: 1, Unowned: 1, Leaked: []LeakedRef{}}, ar)
 	require.Equal(t, 2, countRefs(t, target))
+}
+
+// TestTornRefMarker: a reference marker is created in place, so a crash
+// between its creation and its write leaves it empty or cut short. Such a
+// marker still keeps its content (an audit counts it unowned and never
+// drops it), and the step's retry replaces it with a whole one.
+func TestTornRefMarker(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tdir := t.TempDir()
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	drivers := map[string]targets.Driver{"archive": target}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "f.txt"), []byte("data"), 0o644))
+	root := newRoot(t, dir, false)
+	res, err := Premigrate(ctx, root, []string{"/f.txt"}, target, "archive", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.txt"})
+	var marker string
+	require.NoError(t, eachObject(ctx, target, refsDir, func(o targets.Object) error { marker = o.Key; return nil }))
+	abs := filepath.Join(tdir, filepath.FromSlash(marker))
+	whole, err := os.ReadFile(abs)
+	require.NoError(t, err)
+	away := filepath.Join(t.TempDir(), "f.txt") // outside the site
+
+	for _, torn := range []int{0, len(whole) / 2} {
+		require.NoError(t, os.Truncate(abs, int64(torn)))
+		// Audited as it is, the torn marker is unowned and stays, even
+		// with its record gone (the file was moved off the site) and past the age limit.
+		require.NoError(t, os.Rename(filepath.Join(dir, "f.txt"), away))
+		later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
+		ar, err := AuditRefs(ctx, root, drivers, AuditOptions{Now: later, Drop: true})
+		require.NoError(t, err)
+		require.Equal(t, AuditResult{Refs: 1, Unowned: 1, Leaked: []LeakedRef{}}, ar)
+		require.Equal(t, 1, countRefs(t, target))
+		require.NoError(t, os.Rename(away, filepath.Join(dir, "f.txt")))
+
+		// The retried upload writes the marker again, whole.
+		res, err = Premigrate(ctx, root, []string{"/f.txt"}, target, "archive", StepOptions{Overwrite: true})
+		require.NoError(t, err)
+		requireAll(t, res, CodeOK, []string{"/f.txt"})
+		got, err := os.ReadFile(abs)
+		require.NoError(t, err)
+		var before, after refBody
+		require.NoError(t, json.Unmarshal(whole, &before))
+		require.NoError(t, json.Unmarshal(got, &after))
+		require.NotEmpty(t, after.Owner)
+		after.Created = before.Created
+		require.Equal(t, before, after)
+	}
 }

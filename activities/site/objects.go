@@ -68,6 +68,12 @@ func (r *Root) addRef(ctx context.Context, d targets.Driver, sum, ref, rel strin
 		return err
 	}
 	b, _ := json.Marshal(refBody{Path: apiPath(rel), Ino: ino, Created: time.Now().UTC().Format(time.RFC3339), Owner: owner})
+	// A marker counts from the moment it exists, so where the target can,
+	// it is created in place. Anything already at its key (an earlier
+	// attempt's marker, complete or torn by a crash) is replaced whole.
+	if c, ok := d.(targets.Creator); ok && c.Create(ctx, refKey(sum, ref), b) == nil {
+		return nil
+	}
 	if err := d.Put(ctx, refKey(sum, ref), strings.NewReader(string(b)), int64(len(b))); err != nil {
 		return fmt.Errorf("record the reference to the remote copy: %w", err)
 	}

@@ -175,7 +175,7 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 		}
 		fsutil.Fault("recall.marked")
 	}
-	f, err := os.OpenFile(j.abs, os.O_WRONLY|openNoFollow, 0)
+	f, err := fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow, 0)
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 }
 
 func (s *stepRun) hashFile(name string) (string, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|openNoFollow, 0)
+	f, err := fsutil.OpenFile(name, os.O_RDONLY|openNoFollow, 0)
 	if err != nil {
 		return "", err
 	}

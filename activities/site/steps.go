@@ -385,7 +385,7 @@ var errChangedNotReleased = errors.New("file changed during migration; not relea
 
 // release truncates the file of a job marked pendingRelease.
 func (s *stepRun) release(j *job) error {
-	f, err := os.OpenFile(j.abs, os.O_WRONLY|openNoFollow, 0)
+	f, err := fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow, 0)
 	if err != nil {
 		return err
 	}
@@ -509,7 +509,7 @@ func remoteHas(ctx context.Context, target targets.Driver, key string, size int6
 // verifies the stored object. It sets j.next; sent reports whether data
 // was transferred.
 func (s *stepRun) upload(j *job, target targets.Driver, targetName string) (sent bool, err error) {
-	f, err := os.OpenFile(j.abs, os.O_RDONLY|openNoFollow, 0)
+	f, err := fsutil.OpenFile(j.abs, os.O_RDONLY|openNoFollow, 0)
 	if err != nil {
 		return false, err
 	}

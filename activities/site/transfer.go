@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
 )
 
@@ -299,7 +300,7 @@ func (a *Activities) makeStub(ctx context.Context, dst string, f SentFile, d tar
 }
 
 func fileSHA256(name string) (string, error) {
-	fh, err := os.OpenFile(name, os.O_RDONLY|openNoFollow, 0)
+	fh, err := fsutil.OpenFile(name, os.O_RDONLY|openNoFollow, 0)
 	if err != nil {
 		return "", err
 	}

@@ -64,7 +64,7 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := mkdirs(filepath.Dir(dst)); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	tmp, err := fsutil.OpenTemp(ctx, dst)
@@ -104,6 +104,42 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 	return nil
 }
 
+// Create writes a new file at key in place: one create, one write. It
+// fails when anything (a file, a link, a folder) is already at key.
+func (f *Filesystem) Create(ctx context.Context, key string, data []byte) error {
+	p, err := f.path(key)
+	if err != nil {
+		return err
+	}
+	if err := mkdirs(filepath.Dir(p)); err != nil {
+		return fmt.Errorf("create %s: %w", key, err)
+	}
+	file, err := fsutil.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", key, err)
+	}
+	fsutil.Fault("create.opened")
+	_, err = file.Write(data)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", key, err)
+	}
+	return nil
+}
+
+// mkdirs is os.MkdirAll for a folder that usually exists or whose parent
+// does (a content's folder under refs/): one mkdir instead of MkdirAll's
+// stat of the folder and of its parent first.
+func mkdirs(dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
 func sumValue(sum string, size int64, mtime time.Time) string {
 	return sum + " " + strconv.FormatInt(size, 10) + " " + strconv.FormatInt(mtime.UnixNano(), 10)
 }
@@ -114,7 +150,7 @@ func (f *Filesystem) Get(ctx context.Context, key string) (io.ReadCloser, error)
 	if err != nil {
 		return nil, err
 	}
-	file, err := os.Open(p)
+	file, err := fsutil.OpenFile(p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, f.wrap("get", key, err)
 	}

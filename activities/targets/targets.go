@@ -62,6 +62,17 @@ type Syncer interface {
 	Sync(ctx context.Context) error
 }
 
+// Creator is implemented by drivers that can write a small new object in
+// place, without the temporary object and rename that make Put atomic. It
+// is for markers whose existence is what counts: a crash may leave one
+// empty or partial, so a reader must treat a body it cannot parse as
+// unknown, never as absent.
+type Creator interface {
+	// Create writes data at key. It fails (and writes nothing) when
+	// anything is already there, which the caller then replaces with Put.
+	Create(ctx context.Context, key string, data []byte) error
+}
+
 // ChecksummedReader carries content whose hex SHA-256 the caller has
 // already computed. Drivers use it to skip a hashing pass and to have the
 // bytes received checked against the sum: the filesystem driver fails a

@@ -424,3 +424,31 @@ func TestFilesystemPutAfterCrash(t *testing.T) {
 	require.NoError(t, d.Put(ctx, long, bytes.NewReader(want), int64(len(want))))
 	require.Equal(t, want, get(t, d, long))
 }
+
+// TestFilesystemCreate: Create writes a new file, making its folders, and
+// touches nothing that is already at its key: a file, a folder, or a
+// symlink (whose destination stays as it was).
+func TestFilesystemCreate(t *testing.T) {
+	dir := t.TempDir()
+	d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, d.Create(ctx, "refs/abc/r1", []byte("marker")))
+	require.Equal(t, []byte("marker"), get(t, d, "refs/abc/r1"))
+
+	require.Error(t, d.Create(ctx, "refs/abc/r1", []byte("other")))
+	require.Equal(t, []byte("marker"), get(t, d, "refs/abc/r1"))
+
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "refs", "abc", "dir"), 0o755))
+	require.Error(t, d.Create(ctx, "refs/abc/dir", []byte("other")))
+
+	outside := filepath.Join(t.TempDir(), "victim")
+	require.NoError(t, os.WriteFile(outside, []byte("keep"), 0o600))
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "refs", "abc", "link")))
+	require.Error(t, d.Create(ctx, "refs/abc/link", []byte("other")))
+	got, err := os.ReadFile(outside)
+	require.NoError(t, err)
+	require.Equal(t, []byte("keep"), got)
+
+	require.ErrorIs(t, d.Create(ctx, "../escape", nil), ErrInvalidKey)
+}

@@ -1,0 +1,12 @@
+//go:build !linux
+
+package fsutil
+
+import "os"
+
+// OpenFile is os.OpenFile (see open_linux.go for why Linux differs).
+func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile(name, flag, perm)
+}
+
+func rename(oldname, newname string) error { return os.Rename(oldname, newname) }
