@@ -8,6 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Folder marks tell a policy scan which folders may hold files with a
@@ -39,10 +42,13 @@ type folderMarks struct {
 	dir      string   // <root>/.hub/xattr-folders
 	done     sync.Map // "dev-ino" of folders marked by this process
 	complete atomic.Bool
+	// cleanMargin is how long a folder must be unchanged before a walk
+	// stamps it clean (see cleanFoldersDir); tests shorten it.
+	cleanMargin time.Duration
 }
 
 func newFolderMarks(rootDir string) *folderMarks {
-	m := &folderMarks{dir: filepath.Join(rootDir, hubDir, folderMarksDir)}
+	m := &folderMarks{dir: filepath.Join(rootDir, hubDir, folderMarksDir), cleanMargin: cleanMargin}
 	if _, err := os.Stat(filepath.Join(m.dir, marksComplete)); err == nil {
 		m.complete.Store(true)
 	} else if _, err := os.Stat(filepath.Join(rootDir, hubDir, recordKeyFile)); absent(err) {
@@ -126,4 +132,95 @@ func (m *folderMarks) unmarked(d *os.File) bool {
 	}
 	_, err = os.Lstat(filepath.Join(m.dir, name))
 	return absent(err)
+}
+
+// Clean stamps let discovery (Walk) skip the state attributes of the files
+// of a folder that a walk found without any record, for as long as no
+// entry of the folder has changed since. A record only gets into an
+// unmarked folder by an entry being added to it (a stub moved or linked
+// in, a restored file), and that changes the folder's ctime, which no
+// user can set. So a stamp holds the folder's ctime at the time of the
+// walk that found it clean (as the stamp file's mtime) and counts only
+// while the folder still has that ctime, is unmarked, and the marks are
+// complete (the site marks a folder before it writes a record in it).
+//
+// A walk stamps a folder only when it read the attribute of every file in
+// it, found no record and no error, saw the same ctime before and after
+// reading, and that ctime is cleanMargin older than the walk: a change
+// just after the walk read the folder could otherwise keep the same ctime
+// on a filesystem whose clock is coarse. A stamp torn by a crash has the
+// time of its creation as mtime, never an old ctime, so it counts for
+// nothing.
+const cleanFoldersDir = "clean-folders"
+
+const cleanMargin = 2 * time.Second
+
+// folderClean is what a walk learns of a folder before reading it.
+type folderClean struct {
+	name      string    // "dev-ino"
+	ctime     time.Time // zero where the platform does not report it
+	clean     bool      // its files' attributes need not be read
+	stampable bool      // a walk that finds no record may stamp it
+}
+
+// cleanState looks at the folder held open as d for a walk that started
+// at start.
+func (m *folderMarks) cleanState(d *os.File, start time.Time) folderClean {
+	if m == nil || !m.complete.Load() {
+		return folderClean{}
+	}
+	fi, err := d.Stat()
+	if err != nil {
+		return folderClean{}
+	}
+	name, ok := markName(fi)
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if !ok || st == nil {
+		return folderClean{}
+	}
+	_, ctime := accessChangeTimes(st)
+	if ctime.IsZero() {
+		return folderClean{}
+	}
+	if _, ok := m.done.Load(name); ok {
+		return folderClean{} // marked by this process
+	}
+	if _, err := os.Lstat(filepath.Join(m.dir, name)); !absent(err) {
+		return folderClean{} // marked, or in doubt
+	}
+	s := folderClean{name: name, ctime: ctime, stampable: ctime.Before(start.Add(-m.cleanMargin))}
+	if stamp, err := os.Lstat(filepath.Join(m.dir, cleanFoldersDir, name)); err == nil {
+		s.clean = stamp.Mode().IsRegular() && stamp.ModTime().Equal(ctime)
+	}
+	return s
+}
+
+// stamp records that the folder held open as d, read by a walk that saw
+// s before reading it, holds no record. A folder whose ctime moved in the
+// meantime is left unstamped. Errors only cost the next walk its speed.
+func (m *folderMarks) stamp(d *os.File, s folderClean) {
+	if s.clean || !s.stampable {
+		return
+	}
+	fi, err := d.Stat()
+	if err != nil {
+		return
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok {
+		return
+	} else if _, ctime := accessChangeTimes(st); !ctime.Equal(s.ctime) {
+		return
+	}
+	dir := filepath.Join(m.dir, cleanFoldersDir)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return
+	}
+	name := filepath.Join(dir, s.name)
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return
+	}
+	_ = f.Close()
+	ts := unix.NsecToTimespec(s.ctime.UnixNano())
+	_ = unix.UtimesNanoAt(unix.AT_FDCWD, name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 }

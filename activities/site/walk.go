@@ -97,9 +97,12 @@ func autoBatchSize(files, bytes int64) int {
 type item struct {
 	Entry
 	ino, dev uint64
-	btime    int64       // birth time (ns), when walkConfig.btime asks for it
-	rec      *Record     // raw record, even when it no longer matches
-	mode     fs.FileMode // set by describe for kinds the hub does not handle
+	btime    int64   // birth time (ns), when walkConfig.btime asks for it
+	rec      *Record // raw record, even when it no longer matches
+	// recUnread: the file's state record could not be read or understood
+	// (and the file is reported resident).
+	recUnread bool
+	mode      fs.FileMode // set by describe for kinds the hub does not handle
 	// atime and ctime (Unix ns) of files, for policy scans; where the
 	// platform does not report them they equal the mtime.
 	atime, ctime int64
@@ -120,6 +123,10 @@ type walkConfig struct {
 	// useMarks skips the state attributes of files in folders without a
 	// folder mark: for selections a step checks again (policy scans).
 	useMarks bool
+	// cleanStamps skips the state attributes of files in folders a walk
+	// found without records and that have not changed since, and stamps
+	// the folders it finds so (see cleanFoldersDir): for discovery.
+	cleanStamps bool
 }
 
 // Walk reports every entry under the given root-relative paths exactly
@@ -137,7 +144,7 @@ func Walk(ctx context.Context, root *Root, paths []string, opts WalkOptions, emi
 	if b.size <= 0 {
 		b.size = defaultBatchSize
 	}
-	err = walkTree(ctx, root, paths, walkConfig{workers: opts.Workers, filter: f}, func(items []item) error {
+	err = walkTree(ctx, root, paths, walkConfig{workers: opts.Workers, filter: f, cleanStamps: true}, func(items []item) error {
 		for i := range items {
 			if full := b.add(items[i].Entry); full {
 				if err := emit(b.take()); err != nil {
@@ -304,7 +311,7 @@ func walkTree(ctx context.Context, root *Root, paths []string, cfg walkConfig, v
 	defer cancel(nil)
 
 	w := &walker{ctx: ctx, root: root, f: f, btime: cfg.btime, skipFile: cfg.skipFile, useMarks: cfg.useMarks,
-		out: make(chan []item, 2*workers)}
+		cleanStamps: cfg.cleanStamps, started: time.Now(), out: make(chan []item, 2*workers)}
 	w.queue.cond = sync.NewCond(&w.queue.mu)
 
 	var rels []string
@@ -470,8 +477,10 @@ type walker struct {
 	out   chan []item
 	queue dirQueue
 
-	skipFile func(rel string, fi fs.FileInfo) bool
-	useMarks bool
+	skipFile    func(rel string, fi fs.FileInfo) bool
+	useMarks    bool
+	cleanStamps bool
+	started     time.Time
 }
 
 // readDir reads one directory in chunks, queueing subdirectories and
@@ -490,6 +499,14 @@ func (w *walker) readDir(job dirJob) error {
 	dirfd := int(d.Fd()) // valid while d is open
 	noIndex := w.root.state.index.noRecordsBelow(job.rel)
 	noAttr := w.useMarks && w.root.state.marks.unmarked(d)
+	var clean folderClean
+	if w.cleanStamps {
+		clean = w.root.state.marks.cleanState(d, w.started)
+		noAttr = noAttr || clean.clean
+	}
+	// unsure: some file's record was found, not read, or not understood,
+	// so the folder cannot be stamped clean.
+	unsure := noAttr
 	// Each entry's API path is this prefix and its name: one allocation
 	// per entry, its name and root-relative path slices of it (the
 	// reader's name bytes are valid only until its next fill).
@@ -508,6 +525,9 @@ func (w *walker) readDir(job dirJob) error {
 			return fmt.Errorf("walk %s: %w", apiPath(job.rel), err)
 		}
 		if !more {
+			if w.cleanStamps && !unsure {
+				w.root.state.marks.stamp(d, clean)
+			}
 			return nil
 		}
 		items := make([]item, 0, r.count())
@@ -530,6 +550,7 @@ func (w *walker) readDir(job dirJob) error {
 				return fmt.Errorf("walk %s: %w", apiPath(job.rel), err)
 			}
 			if typ == "" || w.f.excluded(rel) {
+				unsure = unsure || typ == TypeFile
 				continue
 			}
 			var abs string // valid while d is open; Linux finds entries by name
@@ -540,6 +561,7 @@ func (w *walker) readDir(job dirJob) error {
 				w.queue.push(dirJob{rel: rel})
 			}
 			if !w.f.wants(rel, typ) {
+				unsure = unsure || typ == TypeFile
 				continue
 			}
 			at := entryAt{dirfd: dirfd, name: name, noIndex: noIndex, noAttr: noAttr}
@@ -551,9 +573,12 @@ func (w *walker) readDir(job dirJob) error {
 				return fmt.Errorf("walk %s: %w", p, lerr)
 			}
 			if typ == TypeFile && w.skipFile != nil && w.skipFile(rel, fi) {
+				unsure = true
 				continue
 			}
-			if it := w.makeItemAt(at, p, abs, typ, fi); w.f.wantsState(it.State) {
+			it := w.makeItemAt(at, p, abs, typ, fi)
+			unsure = unsure || it.rec != nil || it.recUnread
+			if w.f.wantsState(it.State) {
 				items = append(items, it)
 			}
 		}
@@ -591,8 +616,8 @@ func (w *walker) makeItemAt(at entryAt, p, abs, typ string, fi fs.FileInfo) item
 	it.Size = fi.Size()
 	if typ == TypeFile {
 		it.atime, it.ctime = fileTimes(fi)
-		rec, _ := w.root.state.getAt(at, abs, rel)
-		it.rec = rec
+		rec, err := w.root.state.getAt(at, abs, rel)
+		it.rec, it.recUnread = rec, err != nil
 		it.State = rec.effective(fi)
 		if it.State == Migrated {
 			it.Size = rec.Size
