@@ -116,22 +116,29 @@ func (m *folderMarks) mark(abs string) error {
 // mark while the marks are complete; any doubt (or no marks: a root
 // without xattrs) answers false.
 func (m *folderMarks) unmarked(d *os.File) bool {
+	_, _, ok := m.unmarkedStat(d)
+	return ok
+}
+
+// unmarkedStat is unmarked, with the folder's status and mark name.
+func (m *folderMarks) unmarkedStat(d *os.File) (st *syscall.Stat_t, name string, ok bool) {
 	if m == nil || !m.complete.Load() {
-		return false
+		return nil, "", false
 	}
 	fi, err := d.Stat()
 	if err != nil {
-		return false
+		return nil, "", false
 	}
-	name, ok := markName(fi)
-	if !ok {
-		return false
+	st, _ = fi.Sys().(*syscall.Stat_t)
+	name, ok = markName(fi)
+	if !ok || st == nil {
+		return nil, "", false
 	}
 	if _, ok := m.done.Load(name); ok {
-		return false
+		return nil, "", false
 	}
 	_, err = os.Lstat(filepath.Join(m.dir, name))
-	return absent(err)
+	return st, name, absent(err)
 }
 
 // Clean stamps let discovery (Walk) skip the state attributes of the files
@@ -166,27 +173,13 @@ type folderClean struct {
 // cleanState looks at the folder held open as d for a walk that started
 // at start.
 func (m *folderMarks) cleanState(d *os.File, start time.Time) folderClean {
-	if m == nil || !m.complete.Load() {
-		return folderClean{}
-	}
-	fi, err := d.Stat()
-	if err != nil {
-		return folderClean{}
-	}
-	name, ok := markName(fi)
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	if !ok || st == nil {
+	st, name, unmarked := m.unmarkedStat(d)
+	if !unmarked {
 		return folderClean{}
 	}
 	_, ctime := accessChangeTimes(st)
 	if ctime.IsZero() {
 		return folderClean{}
-	}
-	if _, ok := m.done.Load(name); ok {
-		return folderClean{} // marked by this process
-	}
-	if _, err := os.Lstat(filepath.Join(m.dir, name)); !absent(err) {
-		return folderClean{} // marked, or in doubt
 	}
 	s := folderClean{name: name, ctime: ctime, stampable: ctime.Before(start.Add(-m.cleanMargin))}
 	if stamp, err := os.Lstat(filepath.Join(m.dir, cleanFoldersDir, name)); err == nil {
