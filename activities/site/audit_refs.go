@@ -11,7 +11,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/thehub/hub/activities/targets"
@@ -102,8 +101,8 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 	for _, name := range slices.Sorted(maps.Keys(drivers)) {
 		d := drivers[name]
 		err := eachObject(ctx, d, refsDir, func(o targets.Object) error {
-			sum, ref, ok := strings.Cut(strings.TrimPrefix(o.Key, refsDir), "/")
-			if !ok || strings.Contains(ref, "/") || sum == "" || ref == "" {
+			sum, ref, ok := parseRefKey(o.Key)
+			if !ok {
 				return nil // not a reference
 			}
 			res.Refs++
@@ -153,7 +152,7 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 	}
 	for i := range res.Leaked {
 		l := &res.Leaked[i]
-		if again[strings.TrimPrefix(l.Key, refsDir)] {
+		if sum, ref, _ := parseRefKey(l.Key); again[sum+"/"+ref] {
 			continue // its file was moved during the first walk
 		}
 		if err := drivers[l.Target].Delete(ctx, l.Key); err != nil && !errors.Is(err, targets.ErrNotFound) {

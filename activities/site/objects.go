@@ -16,11 +16,15 @@ import (
 // The layout of the hub's data on an external target (docs/remote-copies.md
 // has the reasoning):
 //
-//	objects/<aa>/<sha256>   file content, named by its SHA-256
-//	refs/<sha256>/<ref>     one marker per record (premigrated file or stub,
-//	                        on any site) that relies on that content
-//	trash/<sha256>          content the collector found unreferenced, kept
-//	                        for a grace period before it is deleted
+//	objects/<aa>/<sha256>      file content, named by its SHA-256
+//	refs/<aa>/<sha256>.<ref>   one marker per record (premigrated file or
+//	                           stub, on any site) that relies on that content
+//	trash/<sha256>             content the collector found unreferenced, kept
+//	                           for a grace period before it is deleted
+//
+// Markers written before 2026-11-25 are at refs/<sha256>/<ref> (a folder
+// per content, whose mkdir cost a filesystem target more than the rest of
+// the marker); they count, are checked and are dropped like the others.
 //
 // An object's name is its content, so writing it again can only write the
 // same bytes: no site can overwrite another's copy. Steps never delete
@@ -39,7 +43,37 @@ func contentKey(sum string) string { return objectsDir + sum[:2] + "/" + sum }
 // target the hub writes to.
 func ContentKey(sum string) string { return contentKey(sum) }
 
-func refKey(sum, ref string) string { return refsDir + sum + "/" + ref }
+func refKey(sum, ref string) string { return refsDir + sum[:2] + "/" + sum + "." + ref }
+
+// legacyRefKey is where refKey was before (see the layout above).
+func legacyRefKey(sum, ref string) string { return refsDir + sum + "/" + ref }
+
+// refPrefixes are the key prefixes of every marker of content sum, in
+// either layout.
+func refPrefixes(sum string) [2]string {
+	return [2]string{refsDir + sum[:2] + "/" + sum + ".", refsDir + sum + "/"}
+}
+
+// parseRefKey reads the content and reference names of a marker key of
+// either layout.
+func parseRefKey(key string) (sum, ref string, ok bool) {
+	rest, ok := strings.CutPrefix(key, refsDir)
+	if !ok {
+		return "", "", false
+	}
+	dir, name, ok := strings.Cut(rest, "/")
+	if !ok || dir == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", false
+	}
+	if len(dir) != 2 {
+		return dir, name, true // refs/<sha256>/<ref>
+	}
+	sum, ref, ok = strings.Cut(name, ".")
+	if !ok || len(sum) <= 2 || sum[:2] != dir || ref == "" {
+		return "", "", false
+	}
+	return sum, ref, true
+}
 
 func trashKey(sum string) string { return trashDir + sum }
 
@@ -85,8 +119,10 @@ func dropRef(ctx context.Context, d targets.Driver, rec Record) error {
 	if !rec.contentAddressed() {
 		return nil // legacy objects are never collected
 	}
-	if err := d.Delete(ctx, refKey(rec.Checksum, rec.Ref)); err != nil {
-		return fmt.Errorf("drop the reference to the remote copy: %w", err)
+	for _, key := range []string{refKey(rec.Checksum, rec.Ref), legacyRefKey(rec.Checksum, rec.Ref)} {
+		if err := d.Delete(ctx, key); err != nil {
+			return fmt.Errorf("drop the reference to the remote copy: %w", err)
+		}
 	}
 	return nil
 }
@@ -94,6 +130,9 @@ func dropRef(ctx context.Context, d targets.Driver, rec Record) error {
 // hasRef reports whether the record's reference is still on the target.
 func hasRef(ctx context.Context, d targets.Driver, rec Record) (bool, error) {
 	_, err := d.Stat(ctx, refKey(rec.Checksum, rec.Ref))
+	if errors.Is(err, targets.ErrNotFound) {
+		_, err = d.Stat(ctx, legacyRefKey(rec.Checksum, rec.Ref))
+	}
 	if errors.Is(err, targets.ErrNotFound) {
 		return false, nil
 	}
@@ -260,9 +299,15 @@ func eachObject(ctx context.Context, d targets.Driver, prefix string, fn func(ta
 	}
 }
 
+// anyRef reports whether any marker, of either layout, refers to sum.
 func anyRef(ctx context.Context, d targets.Driver, sum string) (bool, error) {
-	objs, _, err := d.List(ctx, refsDir+sum+"/", "", 1)
-	return len(objs) > 0, err
+	for _, prefix := range refPrefixes(sum) {
+		objs, _, err := d.List(ctx, prefix, "", 1)
+		if err != nil || len(objs) > 0 {
+			return len(objs) > 0, err
+		}
+	}
+	return false, nil
 }
 
 // moveObject copies content to its new key, checked against its name, and

@@ -1,10 +1,13 @@
 package site
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -322,4 +325,81 @@ func TestAdoptRecords(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, data, got)
 	require.FileExists(t, filepath.Join(tdir, "old.txt"), "legacy copies are never deleted by the hub")
+}
+
+// TestLegacyRefMarkers: a target written before markers moved from
+// refs/<sha256>/<ref> to refs/<aa>/<sha256>.<ref> keeps working. The old
+// marker keeps its content through collections past the grace period, a
+// stub that relies on it recalls, an audit sees it as the site's own, and
+// dropping the reference (recall with delete_on_recall) removes it, after
+// which the content is collected.
+func TestLegacyRefMarkers(t *testing.T) {
+	t.Parallel()
+	for name, mk := range map[string]func(testing.TB) targets.Driver{"filesystem": fsTarget, "s3": s3Target} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			target := mk(t)
+			tf := only("archive", target)
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "f.bin"), []byte("old payload"), 0o644))
+			root := newRoot(t, dir, false)
+			res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "archive", StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/f.bin"})
+			_, rec, err := root.Stat("/f.bin")
+			require.NoError(t, err)
+
+			// Where an earlier version wrote it.
+			rc, err := target.Get(ctx, refKey(rec.Checksum, rec.Ref))
+			require.NoError(t, err)
+			body, err := io.ReadAll(rc)
+			require.NoError(t, err)
+			require.NoError(t, rc.Close())
+			require.NoError(t, target.Put(ctx, legacyRefKey(rec.Checksum, rec.Ref), bytes.NewReader(body), int64(len(body))))
+			require.NoError(t, target.Delete(ctx, refKey(rec.Checksum, rec.Ref)))
+			require.Equal(t, 1, countRefs(t, target))
+
+			for range 2 {
+				cr, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+				require.NoError(t, err)
+				require.Equal(t, CollectResult{Objects: 1}, cr, "an old marker keeps its content")
+			}
+			later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
+			ar, err := AuditRefs(ctx, root, map[string]targets.Driver{"archive": target}, AuditOptions{Now: later, Drop: true})
+			require.NoError(t, err)
+			require.Equal(t, AuditResult{Records: 1, Refs: 1, Ours: 1, Leaked: []LeakedRef{}}, ar)
+
+			res, err = Recall(ctx, root, []string{"/f.bin"}, tf, StepOptions{DeleteOnRecall: true})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/f.bin"})
+			got, err := os.ReadFile(filepath.Join(dir, "f.bin"))
+			require.NoError(t, err)
+			require.Equal(t, "old payload", string(got))
+			require.Zero(t, countRefs(t, target), "the old marker is dropped with the record")
+			cr, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+			require.NoError(t, err)
+			require.Equal(t, CollectResult{Objects: 1, Trashed: 1, Deleted: 1}, cr)
+		})
+	}
+}
+
+// TestParseRefKey reads marker keys of both layouts and nothing else.
+func TestParseRefKey(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	for key, want := range map[string][2]string{
+		refKey(sum, "r1"):       {sum, "r1"},
+		legacyRefKey(sum, "r1"): {sum, "r1"},
+		"refs/cd/" + sum + ".r": {}, // under the wrong folder
+		"refs/ab/" + sum:        {}, // no reference name
+		"refs/ab/x/y":           {}, // too deep
+		"refs/" + sum:           {}, // no folder
+		"objects/ab/" + sum:     {}, // not a marker
+		"refs/ab/" + sum + ".":  {}, // empty reference name
+		"refs//r1":              {}, // empty folder
+		"refs/ab/ab.r1":         {}, // content name too short
+	} {
+		s, r, ok := parseRefKey(key)
+		require.Equal(t, want != [2]string{}, ok, key)
+		require.Equal(t, want, [2]string{s, r}, key)
+	}
 }

@@ -50,7 +50,7 @@ func TestSiteAuditRefs(t *testing.T) {
 	}
 	got := audit()
 	require.Len(t, got.Leaked, 1)
-	require.Equal(t, "refs/"+rec.Checksum+"/"+rec.Ref, got.Leaked[0].Key)
+	require.Equal(t, "refs/"+rec.Checksum[:2]+"/"+rec.Checksum+"."+rec.Ref, got.Leaked[0].Key)
 	require.Equal(t, "/gone.txt", got.Leaked[0].Path)
 	require.False(t, got.Leaked[0].Dropped)
 
