@@ -53,11 +53,15 @@ func CollectWorkflow(ctx workflow.Context) (CollectSummary, error) {
 		return sum, err
 	}
 	var s *site.Activities
+	collect := s.CollectTarget
+	if workflow.GetVersion(ctx, "collect-both-ref-layouts", workflow.DefaultVersion, 1) == 1 {
+		collect = s.CollectTargetBothLayouts // never an older site's collector
+	}
 	for _, t := range plan {
 		opts := collectOptions
 		opts.TaskQueue = SiteTaskQueue(t.Site, vocab.DefaultQueue)
 		done := TargetCollected{Name: t.Target.Name}
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), s.CollectTarget,
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), collect,
 			site.CollectInput{Target: t.Target}).Get(ctx, &done.Result)
 		if err != nil {
 			done.Error = fmt.Sprintf("at site %s: %v", t.Site, err)

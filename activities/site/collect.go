@@ -28,3 +28,12 @@ func (a *Activities) CollectTarget(ctx context.Context, in CollectInput) (Collec
 		}
 	}})
 }
+
+// CollectTargetBothLayouts is CollectTarget under the name the hub has
+// called since reference markers moved to refs/<aa>/<sha256>.<ref>. A
+// site worker of an earlier version, whose collector knows only the old
+// layout and would free content that only new markers keep, does not
+// have this activity, so its task fails there instead of collecting.
+func (a *Activities) CollectTargetBothLayouts(ctx context.Context, in CollectInput) (CollectResult, error) {
+	return a.CollectTarget(ctx, in)
+}

@@ -57,4 +57,5 @@ func TestCollectRemoteCopies(t *testing.T) {
 	require.NoFileExists(t, first)
 	require.FileExists(t, filepath.Join(s.targetDir, "trash", sha256Hex([]byte("first version"))))
 	require.FileExists(t, second)
+	apitest.RecordHistories(t, e.Temporal)
 }
