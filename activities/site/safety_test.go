@@ -100,14 +100,7 @@ func TestCollectorRace(t *testing.T) {
 	ctx := context.Background()
 	target := fsTarget(t)
 	tf := only("archive", target)
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "f.bin"), []byte("payload"), 0o644))
-	root := newRoot(t, dir, false)
-	res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "archive", StepOptions{})
-	require.NoError(t, err)
-	requireAll(t, res, CodeOK, []string{"/f.bin"})
-	_, rec, err := root.Stat("/f.bin")
-	require.NoError(t, err)
+	root, dir, rec := migrateOne(t, target, "payload")
 
 	// The collector's view: no reference (hidden here), so the content goes
 	// to the trash; the stub's reference is back by the time it moved.
@@ -130,12 +123,27 @@ func TestCollectorRace(t *testing.T) {
 	_, err = Collect(ctx, target, CollectOptions{Grace: time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, root.addRef(ctx, target, rec.Checksum, rec.Ref, "f.bin", rec.Ino))
-	res, err = Recall(ctx, root, []string{"/f.bin"}, tf, StepOptions{})
+	res, err := Recall(ctx, root, []string{"/f.bin"}, tf, StepOptions{})
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, []string{"/f.bin"})
 	got, err := os.ReadFile(filepath.Join(dir, "f.bin"))
 	require.NoError(t, err)
 	require.Equal(t, "payload", string(got))
+}
+
+// migrateOne migrates a new site's one file, f.bin holding data, to the
+// target "archive", and returns the site, its folder and the file's record.
+func migrateOne(t *testing.T, target targets.Driver, data string) (*Root, string, *Record) {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "f.bin"), []byte(data), 0o644))
+	root := newRoot(t, dir, false)
+	res, err := Migrate(context.Background(), root, []string{"/f.bin"}, target, "archive", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+	_, rec, err := root.Stat("/f.bin")
+	require.NoError(t, err)
+	return root, dir, rec
 }
 
 // fileState is everything a failed or refused step must leave unchanged.
@@ -340,14 +348,7 @@ func TestLegacyRefMarkers(t *testing.T) {
 			ctx := context.Background()
 			target := mk(t)
 			tf := only("archive", target)
-			dir := t.TempDir()
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "f.bin"), []byte("old payload"), 0o644))
-			root := newRoot(t, dir, false)
-			res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "archive", StepOptions{})
-			require.NoError(t, err)
-			requireAll(t, res, CodeOK, []string{"/f.bin"})
-			_, rec, err := root.Stat("/f.bin")
-			require.NoError(t, err)
+			root, dir, rec := migrateOne(t, target, "old payload")
 
 			// Where an earlier version wrote it.
 			rc, err := target.Get(ctx, refKey(rec.Checksum, rec.Ref))
@@ -369,7 +370,7 @@ func TestLegacyRefMarkers(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, AuditResult{Records: 1, Refs: 1, Ours: 1, Leaked: []LeakedRef{}}, ar)
 
-			res, err = Recall(ctx, root, []string{"/f.bin"}, tf, StepOptions{DeleteOnRecall: true})
+			res, err := Recall(ctx, root, []string{"/f.bin"}, tf, StepOptions{DeleteOnRecall: true})
 			require.NoError(t, err)
 			requireAll(t, res, CodeOK, []string{"/f.bin"})
 			got, err := os.ReadFile(filepath.Join(dir, "f.bin"))
