@@ -81,7 +81,7 @@ var jobRows = slices.Concat(jobs("sqlite", "sqlite"), jobs("postgres", "postgres
 var rows = slices.Concat(jobRows, []row{cjSpace("sqlite"), cjSpace("postgres")}, []row{
 	{what: "premigrate step (library) vs cp -r",
 		fig: ref{"BenchmarkPremigrateSmallFiles", "ns/op"}, base: ref{"BenchmarkCpR", "ns/op"}, goal: 1, goalText: "≥ 1× (keep)"},
-	{what: "discovery walk vs find -printf '%s %T@' (2,000 files; 1M with LARGE=1)",
+	{what: "discovery walk of a tree walked before vs find -printf '%s %T@' (2,000 files; 1M with LARGE=1)",
 		fig: ref{"BenchmarkWalk", "ns/op"}, base: ref{"BenchmarkFind", "ns/op"}, goal: 1, goalText: "≥ 1×"},
 	{what: "policy scan vs find -printf '%s %T@'",
 		fig: ref{"BenchmarkPolicyScan/hub", "ns/op"}, base: ref{"BenchmarkPolicyScan/find", "ns/op"}, goal: 1, goalText: "≥ 1×"},
