@@ -239,7 +239,7 @@ func TestJobResubmitAfterSiteRename(t *testing.T) {
 func TestJobMissingPathFailsAlone(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
-		e.StartHubWorker()
+		stopHub := e.StartHubWorker()
 		s := newJobSite(t, e, "gaps")
 		files := makeTree(t, s.root, 2)
 		paths := []string{"/data/nothing/here.bin"}
@@ -276,15 +276,19 @@ func TestJobMissingPathFailsAlone(t *testing.T) {
 		require.Contains(t, reason, "/nowhere")
 		require.Contains(t, reason, "every path failed")
 
-		// Nothing can run at all: the job's send destination is gone.
+		// Nothing can run at all: the job's send destination is gone by the
+		// time the job plans (the hub worker is stopped meanwhile, so the
+		// plan cannot be made first and wait for the gone site's worker).
 		_, err := models.EnsureSite(context.Background(), e.DB, "elsewhere")
 		require.NoError(t, err)
+		stopHub()
 		r := e.AsAdmin(http.MethodPost, "/api/file/workflow/", map[string]any{"site": "gaps", "workflow": "send",
 			"paths": []string{"/data"}, "fields": map[string]any{"destination_site": "elsewhere"}})
 		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
 		id = int64(r.Map()["job"].(float64))
 		_, err = e.DB.NewDelete().Table("sites").Where("name = ?", "elsewhere").Exec(context.Background())
 		require.NoError(t, err)
+		e.StartHubWorker()
 		job = waitJob(t, e, id)
 		require.Equal(t, "FAILURE", job["state"], job)
 		require.Contains(t, jobError(t, e, id), "elsewhere")

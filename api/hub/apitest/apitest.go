@@ -142,12 +142,15 @@ func New(t testing.TB, kind string) *Env {
 	return e
 }
 
-// StartHubWorker runs the hub worker for this Env until the test ends.
-func (e *Env) StartHubWorker() {
+// StartHubWorker runs the hub worker for this Env until the returned
+// stop function is called or the test ends.
+func (e *Env) StartHubWorker() (stop func()) {
 	w := worker.Hub(e.Temporal, &hubact.Activities{DB: e.DB, Secrets: e.Secrets})
 	require.NoError(e.T, w.Start())
-	e.T.Cleanup(w.Stop)
+	stop = sync.OnceFunc(w.Stop)
+	e.T.Cleanup(stop)
 	require.NoError(e.T, worker.EnsureSchedules(context.Background(), e.Temporal))
+	return stop
 }
 
 // StartSiteWorker runs a site worker with heartbeats every interval until
