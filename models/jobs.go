@@ -437,7 +437,10 @@ func recordOutcomesInsert(ctx context.Context, tx bun.Tx, jobID, taskID int64, o
 			paths[i] = o.Path
 			d.add(o.State, 1)
 		}
-		if err := d.countOut(ctx, tx, `SELECT state, COUNT(*) AS n FROM job_stats WHERE job_id = ? AND path IN (?) GROUP BY state`,
+		// One row per path already recorded, counted here: with GROUP BY
+		// state, sqlite read the rows through the (job_id, state) index,
+		// every row of the job for each chunk (quadratic over a job).
+		if err := d.countOut(ctx, tx, `SELECT state, 1 AS n FROM job_stats WHERE job_id = ? AND path IN (?)`,
 			jobID, bun.In(paths)); err != nil {
 			return err
 		}

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS job_stat_history_task;
