@@ -192,7 +192,7 @@ func (m *folderMarks) cleanState(d *os.File, start time.Time) folderClean {
 // s before reading it, holds no record. A folder whose ctime moved in the
 // meantime is left unstamped. Errors only cost the next walk its speed.
 func (m *folderMarks) stamp(d *os.File, s folderClean) {
-	if s.clean || !s.stampable {
+	if !s.stampable {
 		return
 	}
 	fi, err := d.Stat()

@@ -17,6 +17,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/models/dbtest"
@@ -118,7 +119,11 @@ func benchJobPremigrate(b *testing.B, d jobBenchDB) {
 	// writeTree ends with the tree on disk, so that neither the job nor
 	// the cp baseline pays for writing back the other's files.
 	writeTree := func(round int) {
-		defer syncFS(b, s.root)
+		defer func() {
+			if err := fsutil.SyncFS(s.root); err != nil {
+				b.Fatal(err)
+			}
+		}()
 		data := make([]byte, 4096)
 		for i := 0; i < n; i++ {
 			binary.LittleEndian.PutUint64(data, uint64(round)<<40|uint64(i))
@@ -169,17 +174,12 @@ func benchJobPremigrate(b *testing.B, d jobBenchDB) {
 			if out, err := exec.Command("cp", "-r", filepath.Join(s.root, "data"), dst).CombinedOutput(); err != nil {
 				b.Fatal(err, string(out))
 			}
-			syncFS(b, dst)
+			if out, err := exec.Command("sync", "-f", dst).CombinedOutput(); err != nil {
+				b.Fatal(err, string(out))
+			}
 		}
 		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "files/s")
 	})
-}
-
-// syncFS flushes the filesystem holding dir (sync -f).
-func syncFS(b *testing.B, dir string) {
-	if out, err := exec.Command("sync", "-f", dir).CombinedOutput(); err != nil {
-		b.Fatal(err, string(out))
-	}
 }
 
 // BenchmarkJobSingleFile measures one-file premigrate jobs, submit to
