@@ -54,10 +54,7 @@ func Open(url string) (*bun.DB, error) {
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)" +
 		"&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate" +
 		"&_pragma=cache_size(-65536)"
-	sqldb, err := sql.Open(sqliteshim.ShimName, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open sqlite: %w", err)
-	}
+	sqldb := sql.OpenDB(&stmtCacheConnector{drv: sqliteshim.Driver(), dsn: dsn, size: 128})
 	sqldb.SetMaxOpenConns(1)
 	return register(bun.NewDB(sqldb, sqlitedialect.New())), nil
 }
