@@ -3,6 +3,7 @@ package site
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,4 +161,45 @@ func BenchmarkFind(b *testing.B) {
 		cmd.Stdout = devNull
 		require.NoError(b, cmd.Run())
 	}
+}
+
+// BenchmarkCollect is a collection of a filesystem target whose every
+// content has a marker (the daily steady state: nothing moves) beside find
+// listing the same files with their size and mtime. HUB_BENCH_COLLECT sets
+// the number of contents (default 100,000; 2,000 in quick mode).
+func BenchmarkCollect(b *testing.B) {
+	n := benchSize(100_000, 2_000)
+	if v := os.Getenv("HUB_BENCH_COLLECT"); v != "" {
+		_, err := fmt.Sscan(v, &n)
+		require.NoError(b, err)
+	}
+	dir := filepath.Join(b.TempDir(), "target")
+	for i := range n {
+		sum := fmt.Sprintf("%064x", uint64(i)*0x9e3779b97f4a7c15) // spread over the two-digit prefixes
+		for _, key := range []string{contentKey(sum), refKey(sum, "r")} {
+			p := filepath.Join(dir, filepath.FromSlash(key))
+			err := os.WriteFile(p, nil, 0o644)
+			if os.IsNotExist(err) {
+				require.NoError(b, os.MkdirAll(filepath.Dir(p), 0o755))
+				err = os.WriteFile(p, nil, 0o644)
+			}
+			require.NoError(b, err)
+		}
+	}
+	b.Run("hub", func(b *testing.B) {
+		target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: dir})
+		require.NoError(b, err)
+		for i := 0; i < b.N; i++ {
+			res, err := Collect(context.Background(), target, CollectOptions{})
+			require.NoError(b, err)
+			require.Equal(b, CollectResult{Objects: n}, res)
+		}
+	})
+	b.Run("find", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			cmd := exec.Command("find", dir, "-type", "f", "-printf", "%s %T@ %P\n")
+			cmd.Stdout = io.Discard
+			require.NoError(b, cmd.Run())
+		}
+	})
 }

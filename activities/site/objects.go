@@ -48,12 +48,6 @@ func refKey(sum, ref string) string { return refsDir + sum[:2] + "/" + sum + "."
 // legacyRefKey is where refKey was before (see the layout above).
 func legacyRefKey(sum, ref string) string { return refsDir + sum + "/" + ref }
 
-// refPrefixes are the key prefixes of every marker of content sum, in
-// either layout.
-func refPrefixes(sum string) [2]string {
-	return [2]string{refsDir + sum[:2] + "/" + sum + ".", refsDir + sum + "/"}
-}
-
 // parseRefKey reads the content and reference names of a marker key of
 // either layout.
 func parseRefKey(key string) (sum, ref string, ok bool) {
@@ -232,6 +226,7 @@ func Collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 		beat = func() {}
 	}
 	var res CollectResult
+	refs := &refIndex{d: d}
 	err := eachObject(ctx, d, objectsDir, func(o targets.Object) error {
 		beat()
 		sum := o.Key[strings.LastIndexByte(o.Key, '/')+1:]
@@ -239,7 +234,7 @@ func Collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 			return nil // not ours
 		}
 		res.Objects++
-		referenced, err := anyRef(ctx, d, sum)
+		referenced, err := refs.has(ctx, sum)
 		if err != nil || referenced {
 			return err
 		}
@@ -253,13 +248,14 @@ func Collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 		return res, err
 	}
 	now := time.Now()
+	refs = &refIndex{d: d} // read again: a marker written during the first pass restores its content
 	err = eachObject(ctx, d, trashDir, func(o targets.Object) error {
 		beat()
 		sum := strings.TrimPrefix(o.Key, trashDir)
 		if strings.Contains(sum, "/") || len(sum) < 2 {
 			return nil
 		}
-		referenced, err := anyRef(ctx, d, sum)
+		referenced, err := refs.has(ctx, sum)
 		switch {
 		case err != nil:
 			return err
@@ -299,15 +295,36 @@ func eachObject(ctx context.Context, d targets.Driver, prefix string, fn func(ta
 	}
 }
 
-// anyRef reports whether any marker, of either layout, refers to sum.
-func anyRef(ctx context.Context, d targets.Driver, sum string) (bool, error) {
-	for _, prefix := range refPrefixes(sum) {
-		objs, _, err := d.List(ctx, prefix, "", 1)
-		if err != nil || len(objs) > 0 {
-			return len(objs) > 0, err
+// refIndex answers whether content has a marker for a pass over content
+// in key order: it lists the markers of one leading pair of hex digits at
+// a time (refs/<aa> covers refs/<aa>/... and the old refs/<aa...>/...),
+// one listing per 1,000 markers instead of a listing per content, which a
+// filesystem target answers by reading refs/<aa>/ whole. A marker written
+// after its pair was read is missed, as one written just after a check of
+// that content alone would be: its writer then restores or uploads the content
+// (ensureContent), and the trash pass reads the markers again.
+type refIndex struct {
+	d      targets.Driver
+	bucket string              // the pair read
+	sums   map[string]struct{} // contents with a marker in it
+}
+
+func (x *refIndex) has(ctx context.Context, sum string) (bool, error) {
+	if x.sums == nil || sum[:2] != x.bucket {
+		sums := map[string]struct{}{}
+		err := eachObject(ctx, x.d, refsDir+sum[:2], func(o targets.Object) error {
+			if s, _, ok := parseRefKey(o.Key); ok {
+				sums[s] = struct{}{}
+			}
+			return nil
+		})
+		if err != nil {
+			return false, err
 		}
+		x.bucket, x.sums = sum[:2], sums
 	}
-	return false, nil
+	_, ok := x.sums[sum]
+	return ok, nil
 }
 
 // moveObject copies content to its new key, checked against its name, and

@@ -3,7 +3,10 @@ package site
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -402,5 +405,68 @@ func TestParseRefKey(t *testing.T) {
 		s, r, ok := parseRefKey(key)
 		require.Equal(t, want != [2]string{}, ok, key)
 		require.Equal(t, want, [2]string{s, r}, key)
+	}
+}
+
+// TestCollectManyContents collects contents spread over every two-digit
+// prefix, some kept by a marker of the current layout, some by an old one,
+// some by both and some by none, with more than a listing page (1,000) of
+// markers under one prefix: exactly the unreferenced ones go to the trash,
+// a marker written afterwards brings its content back, and only the rest
+// is deleted once the grace has passed.
+func TestCollectManyContents(t *testing.T) {
+	t.Parallel()
+	for name, mk := range map[string]func(testing.TB) targets.Driver{"filesystem": fsTarget, "s3": s3Target} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			target := mk(t)
+			put := func(key, body string) {
+				require.NoError(t, target.Put(ctx, key, strings.NewReader(body), int64(len(body))))
+			}
+			var kept, unkept []string
+			for i := range 700 {
+				body := fmt.Sprintf("content %d", i)
+				h := sha256.Sum256([]byte(body))
+				sum := hex.EncodeToString(h[:])
+				put(contentKey(sum), body)
+				switch i % 4 {
+				case 0:
+					put(refKey(sum, "r1"), "{}")
+				case 1:
+					put(legacyRefKey(sum, "r1"), "{}")
+				case 2:
+					put(refKey(sum, "r1"), "{}")
+					put(legacyRefKey(sum, "r2"), "{}")
+				case 3:
+					unkept = append(unkept, sum)
+					continue
+				}
+				kept = append(kept, sum)
+			}
+			// 1,100 markers of other contents under one prefix: the
+			// prefix's markers take two pages.
+			for i := range 1100 {
+				put(refKey(kept[0][:2]+fmt.Sprintf("%062x", i), "r"), "{}")
+			}
+			cr, err := Collect(ctx, target, CollectOptions{Grace: time.Hour})
+			require.NoError(t, err)
+			require.Equal(t, CollectResult{Objects: 700, Trashed: len(unkept)}, cr)
+			for _, sum := range kept {
+				_, err := target.Stat(ctx, contentKey(sum))
+				require.NoError(t, err, "kept content %s stays", sum)
+			}
+			for _, sum := range unkept {
+				_, err := target.Stat(ctx, trashKey(sum))
+				require.NoError(t, err, "unkept content %s is in the trash", sum)
+			}
+
+			put(legacyRefKey(unkept[len(unkept)-1], "late"), "{}")
+			cr, err = Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+			require.NoError(t, err)
+			require.Equal(t, CollectResult{Objects: len(kept), Restored: 1, Deleted: len(unkept) - 1}, cr)
+			_, err = target.Stat(ctx, contentKey(unkept[len(unkept)-1]))
+			require.NoError(t, err, "the content of the late marker is back")
+			require.Equal(t, len(kept)+1, countContent(t, target))
+		})
 	}
 }

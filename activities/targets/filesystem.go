@@ -218,45 +218,17 @@ func (f *Filesystem) List(ctx context.Context, prefix, marker string, max int) (
 	if max <= 0 {
 		max = 1000
 	}
-	base := prefix
-	if !strings.HasSuffix(base, "/") {
-		base = base[:strings.LastIndex(base, "/")+1]
-	}
-	start := filepath.Join(f.dir, filepath.FromSlash(base))
+	base := prefix[:strings.LastIndex(prefix, "/")+1]
 	if base != "" {
 		if err := checkKey(strings.TrimSuffix(base, "/")); err != nil {
 			return nil, "", err
 		}
 	}
-	var keys []string
-	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == start && isNotFound(err) {
-				return filepath.SkipAll
-			}
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), fsutil.TmpPrefix) {
-			return nil
-		}
-		rel, err := filepath.Rel(f.dir, p)
-		if err != nil {
-			return err
-		}
-		key := filepath.ToSlash(rel)
-		if strings.HasPrefix(key, prefix) && key > marker {
-			keys = append(keys, key)
-		}
-		return nil
-	})
-	if err != nil {
+	l := lister{dir: f.dir, prefix: prefix, marker: marker, max: max}
+	if err := l.folder(ctx, base); err != nil {
 		return nil, "", fmt.Errorf("list %q: %w", prefix, err)
 	}
-	sort.Strings(keys)
-	next := ""
+	keys, next := l.keys, ""
 	if len(keys) > max {
 		keys = keys[:max]
 		next = keys[max-1]
@@ -273,6 +245,77 @@ func (f *Filesystem) List(ctx context.Context, prefix, marker string, max int) (
 		objs = append(objs, Object{Key: k, Size: fi.Size(), Mtime: fi.ModTime()})
 	}
 	return objs, next, nil
+}
+
+// lister walks a filesystem target in key order, reading only the folders
+// whose keys can be on the page, and stops one key past the page: a page
+// costs the folders on its way, not the whole tree under the prefix.
+type lister struct {
+	dir, prefix, marker string
+	max                 int
+	keys                []string // in key order
+}
+
+// folder lists the keys of the folder rel ("" or ending in "/"). The keys
+// in a subfolder "name/" sort as the string "name/" does among its
+// siblings' names (no name holds a "/"), so visiting entries in that order
+// yields keys in order.
+func (l *lister) folder(ctx context.Context, rel string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// A symlink is no folder of the target's, whatever it points to.
+	d, err := fsutil.OpenFile(filepath.Join(l.dir, filepath.FromSlash(rel)), os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if isNotFound(err) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
+		return nil // no such folder (or removed since its parent was read)
+	}
+	if err != nil {
+		return err
+	}
+	entries, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		return err
+	}
+	type entry struct {
+		key string
+		dir bool
+	}
+	list := make([]entry, 0, len(entries))
+	for _, e := range entries {
+		switch {
+		case e.IsDir():
+			list = append(list, entry{rel + e.Name() + "/", true})
+		case e.Type().IsRegular() && !strings.HasPrefix(e.Name(), fsutil.TmpPrefix):
+			list = append(list, entry{rel + e.Name(), false})
+		}
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].key < list[j].key })
+	for _, e := range list {
+		if !e.dir {
+			if strings.HasPrefix(e.key, l.prefix) && e.key > l.marker {
+				if l.keys = append(l.keys, e.key); len(l.keys) > l.max {
+					return nil
+				}
+			}
+			continue
+		}
+		// Every key under e.key starts with it: skip the folder when none
+		// can match the prefix or sort after the marker.
+		if !strings.HasPrefix(e.key, l.prefix) && !strings.HasPrefix(l.prefix, e.key) {
+			continue
+		}
+		if l.marker > e.key && !strings.HasPrefix(l.marker, e.key) {
+			continue
+		}
+		if err := l.folder(ctx, e.key); err != nil {
+			return err
+		}
+		if len(l.keys) > l.max {
+			return nil
+		}
+	}
+	return nil
 }
 
 // Sync flushes the target filesystem once, which is far cheaper than an

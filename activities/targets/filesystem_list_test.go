@@ -1,0 +1,141 @@
+package targets
+
+import (
+	"context"
+	"io/fs"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/activities/fsutil"
+)
+
+// TestFilesystemListMatchesFullWalk compares List, which reads only the
+// folders a page needs, with the plain answer (walk everything, keep the
+// regular files under the prefix after the marker, sort) on random trees
+// whose names hold the characters that sort before "/" ("!", " ", "-",
+// "."), for random prefixes, markers and page sizes, and pages through
+// whole prefixes.
+func TestFilesystemListMatchesFullWalk(t *testing.T) {
+	ctx := context.Background()
+	for seed := int64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		dir := t.TempDir()
+		d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+		require.NoError(t, err)
+		alphabet := []string{"a", "b", "a.", "a-", "a!", "a b", "0", "ab", ".x"}
+		var keys []string // every key written, to draw prefixes and markers from
+		var grow func(rel string, depth int)
+		grow = func(rel string, depth int) {
+			for i := rng.Intn(5); i >= 0; i-- {
+				name := alphabet[rng.Intn(len(alphabet))]
+				if rng.Intn(3) == 0 {
+					name += alphabet[rng.Intn(len(alphabet))]
+				}
+				p := filepath.Join(dir, filepath.FromSlash(rel+name))
+				switch r := rng.Intn(10); {
+				case r < 3 && depth < 4:
+					if os.Mkdir(p, 0o755) == nil || isDir(p) {
+						grow(rel+name+"/", depth+1)
+					}
+				case r == 3:
+					_ = os.Symlink("/etc", p) // not an object
+				case r == 4:
+					_ = os.WriteFile(filepath.Join(filepath.Dir(p), fsutil.TmpPrefix+name), nil, 0o644) // being written
+				default:
+					if !isDir(p) && os.WriteFile(p, []byte(name), 0o644) == nil {
+						keys = append(keys, rel+name)
+					}
+				}
+			}
+		}
+		grow("", 0)
+		outside := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(outside, "secret"), nil, 0o644))
+		require.NoError(t, os.Symlink(outside, filepath.Join(dir, "link")))
+		objs, _, err := d.List(ctx, "link/", "", 10)
+		require.NoError(t, err)
+		require.Empty(t, objs, "a symlinked folder is not followed")
+		all := walkAll(t, dir)
+		pick := func() string {
+			if len(keys) == 0 || rng.Intn(5) == 0 {
+				return alphabet[rng.Intn(len(alphabet))]
+			}
+			k := keys[rng.Intn(len(keys))]
+			return k[:rng.Intn(len(k)+1)]
+		}
+		for i := 0; i < 200; i++ {
+			prefix, marker, max := pick(), "", 1+rng.Intn(4)
+			if rng.Intn(2) == 0 {
+				marker = pick()
+			}
+			want := []string{}
+			for _, k := range all {
+				if strings.HasPrefix(k, prefix) && k > marker {
+					want = append(want, k)
+				}
+			}
+			objs, next, err := d.List(ctx, prefix, marker, max)
+			require.NoError(t, err)
+			got := []string{}
+			for _, o := range objs {
+				got = append(got, o.Key)
+			}
+			wantNext := ""
+			if len(want) > max {
+				want, wantNext = want[:max], want[max-1]
+			}
+			require.Equal(t, want, got, "seed %d: List(%q, %q, %d)", seed, prefix, marker, max)
+			require.Equal(t, wantNext, next, "seed %d: List(%q, %q, %d)", seed, prefix, marker, max)
+		}
+		for _, prefix := range []string{"", "a", "a/", "a.", "b/"} {
+			var got []string
+			for marker := ""; ; {
+				objs, next, err := d.List(ctx, prefix, marker, 2)
+				require.NoError(t, err)
+				for _, o := range objs {
+					got = append(got, o.Key)
+				}
+				if next == "" {
+					break
+				}
+				marker = next
+			}
+			want := []string(nil)
+			for _, k := range all {
+				if strings.HasPrefix(k, prefix) {
+					want = append(want, k)
+				}
+			}
+			require.Equal(t, want, got, "seed %d: paging through %q", seed, prefix)
+		}
+	}
+}
+
+func isDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
+}
+
+// walkAll is every object key of a filesystem target, sorted.
+func walkAll(t *testing.T, dir string) []string {
+	t.Helper()
+	var all []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), fsutil.TmpPrefix) {
+			rel, _ := filepath.Rel(dir, p)
+			all = append(all, filepath.ToSlash(rel))
+		}
+		return nil
+	}))
+	sort.Strings(all)
+	return all
+}
