@@ -2,11 +2,14 @@ package site
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -175,7 +178,8 @@ func BenchmarkCollect(b *testing.B) {
 	}
 	dir := filepath.Join(b.TempDir(), "target")
 	for i := range n {
-		sum := fmt.Sprintf("%064x", uint64(i)*0x9e3779b97f4a7c15) // spread over the two-digit prefixes
+		h := sha256.Sum256([]byte(strconv.Itoa(i)))
+		sum := hex.EncodeToString(h[:])
 		for _, key := range []string{contentKey(sum), refKey(sum, "r")} {
 			p := filepath.Join(dir, filepath.FromSlash(key))
 			err := os.WriteFile(p, nil, 0o644)
