@@ -65,7 +65,7 @@ type cachedStmt struct {
 // QueryContext runs query through its kept statement when it has one that
 // is free, else prepares it and keeps it.
 func (c *stmtCacheConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if len(args) != 0 || len(query) < 6 || !isSelect(query) {
+	if len(args) != 0 || !isSelect(query) {
 		return c.sqliteConn.QueryContext(ctx, query, args)
 	}
 	var cs *cachedStmt
