@@ -230,7 +230,7 @@ func Collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 	err := eachObject(ctx, d, objectsDir, func(o targets.Object) error {
 		beat()
 		sum := o.Key[strings.LastIndexByte(o.Key, '/')+1:]
-		if o.Key != contentKey(sum) || strings.HasPrefix(sum, ".") {
+		if len(sum) < 2 || o.Key != contentKey(sum) || strings.HasPrefix(sum, ".") {
 			return nil // not ours
 		}
 		res.Objects++

@@ -443,6 +443,12 @@ func TestCollectManyContents(t *testing.T) {
 				}
 				kept = append(kept, sum)
 			}
+			// Files nobody should have put there, which the collector
+			// leaves alone.
+			junk := []string{"objects/a", "objects/zz/short", "trash/b", "refs/c", "refs/ab/x"}
+			for _, key := range junk {
+				put(key, "junk")
+			}
 			// 1,100 markers of other contents under one prefix: the
 			// prefix's markers take two pages.
 			for i := range 1100 {
@@ -466,7 +472,11 @@ func TestCollectManyContents(t *testing.T) {
 			require.Equal(t, CollectResult{Objects: len(kept), Restored: 1, Deleted: len(unkept) - 1}, cr)
 			_, err = target.Stat(ctx, contentKey(unkept[len(unkept)-1]))
 			require.NoError(t, err, "the content of the late marker is back")
-			require.Equal(t, len(kept)+1, countContent(t, target))
+			require.Equal(t, len(kept)+1+2, countContent(t, target), "the kept contents, the restored one and two junk files")
+			for _, key := range junk {
+				_, err := target.Stat(ctx, key)
+				require.NoError(t, err, "%s is left alone", key)
+			}
 		})
 	}
 }
