@@ -113,6 +113,9 @@ func newRoot(t testing.TB, dir string, indexState bool) *Root {
 	return r
 }
 
+// targetKinds makes a target of each kind, for tests that run on both.
+var targetKinds = map[string]func(testing.TB) targets.Driver{"filesystem": fsTarget, "s3": s3Target}
+
 func fsTarget(t testing.TB) targets.Driver {
 	t.Helper()
 	d, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: t.TempDir()})

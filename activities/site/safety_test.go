@@ -26,7 +26,7 @@ import (
 // copy, and its recall failed with the file gone.
 func TestTwoSitesShareATarget(t *testing.T) {
 	t.Parallel()
-	for name, mk := range map[string]func(testing.TB) targets.Driver{"filesystem": fsTarget, "s3": s3Target} {
+	for name, mk := range targetKinds {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
@@ -346,7 +346,7 @@ func TestAdoptRecords(t *testing.T) {
 // which the content is collected.
 func TestLegacyRefMarkers(t *testing.T) {
 	t.Parallel()
-	for name, mk := range map[string]func(testing.TB) targets.Driver{"filesystem": fsTarget, "s3": s3Target} {
+	for name, mk := range targetKinds {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			target := mk(t)
@@ -416,7 +416,7 @@ func TestParseRefKey(t *testing.T) {
 // is deleted once the grace has passed.
 func TestCollectManyContents(t *testing.T) {
 	t.Parallel()
-	for name, mk := range map[string]func(testing.TB) targets.Driver{"filesystem": fsTarget, "s3": s3Target} {
+	for name, mk := range targetKinds {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			target := mk(t)
