@@ -480,3 +480,47 @@ func TestCollectManyContents(t *testing.T) {
 		})
 	}
 }
+
+// lateMarker writes a marker for victim the moment the collector deletes
+// the content from objects/ (after copying it to the trash): a writer
+// whose reference came after the collector had read that prefix's markers.
+type lateMarker struct {
+	targets.Driver
+	victim string
+	done   bool
+}
+
+func (l *lateMarker) Delete(ctx context.Context, key string) error {
+	if key == contentKey(l.victim) && !l.done {
+		l.done = true
+		if err := l.Put(ctx, refKey(l.victim, "late"), strings.NewReader("{}"), 2); err != nil {
+			return err
+		}
+	}
+	return l.Driver.Delete(ctx, key)
+}
+
+// TestCollectMarkerDuringPass: a marker written while the collector goes
+// through the content, for a prefix whose markers it has already read,
+// keeps its content even with no grace at all, because the trash pass
+// reads the markers again before it deletes anything.
+func TestCollectMarkerDuringPass(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	target := fsTarget(t)
+	body := "written before its marker"
+	h := sha256.Sum256([]byte(body))
+	sum := hex.EncodeToString(h[:])
+	require.NoError(t, target.Put(ctx, contentKey(sum), strings.NewReader(body), int64(len(body))))
+	late := &lateMarker{Driver: target, victim: sum}
+	cr, err := Collect(ctx, late, CollectOptions{Grace: time.Nanosecond})
+	require.NoError(t, err)
+	require.True(t, late.done)
+	require.Equal(t, CollectResult{Objects: 1, Trashed: 1, Restored: 1}, cr)
+	rc, err := target.Get(ctx, contentKey(sum))
+	require.NoError(t, err)
+	got, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	require.Equal(t, body, string(got))
+}
