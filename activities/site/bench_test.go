@@ -2,8 +2,6 @@ package site
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -178,8 +176,7 @@ func BenchmarkCollect(b *testing.B) {
 	}
 	dir := filepath.Join(b.TempDir(), "target")
 	for i := range n {
-		h := sha256.Sum256([]byte(strconv.Itoa(i)))
-		sum := hex.EncodeToString(h[:])
+		sum := sha([]byte(strconv.Itoa(i)))
 		for _, key := range []string{contentKey(sum), refKey(sum, "r")} {
 			p := filepath.Join(dir, filepath.FromSlash(key))
 			err := os.WriteFile(p, nil, 0o644)

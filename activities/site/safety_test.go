@@ -3,8 +3,6 @@ package site
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -426,8 +424,7 @@ func TestCollectManyContents(t *testing.T) {
 			var kept, unkept []string
 			for i := range 700 {
 				body := fmt.Sprintf("content %d", i)
-				h := sha256.Sum256([]byte(body))
-				sum := hex.EncodeToString(h[:])
+				sum := sha([]byte(body))
 				put(contentKey(sum), body)
 				switch i % 4 {
 				case 0:
@@ -509,8 +506,7 @@ func TestCollectMarkerDuringPass(t *testing.T) {
 	ctx := context.Background()
 	target := fsTarget(t)
 	body := "written before its marker"
-	h := sha256.Sum256([]byte(body))
-	sum := hex.EncodeToString(h[:])
+	sum := sha([]byte(body))
 	require.NoError(t, target.Put(ctx, contentKey(sum), strings.NewReader(body), int64(len(body))))
 	late := &lateMarker{Driver: target, victim: sum}
 	cr, err := Collect(ctx, late, CollectOptions{Grace: time.Nanosecond})
