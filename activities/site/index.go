@@ -253,7 +253,10 @@ func (ix *index) write(name string, data []byte, durable bool) error {
 			}
 			return nil
 		}
-		if !errors.Is(err, fs.ErrNotExist) || attempt == writeAttempts {
+		// The folder went away under us (ENOENT), or MkdirAll found it
+		// made by another writer and then gone again before its check
+		// (EEXIST): either way, make it again.
+		if !(errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrExist)) || attempt == writeAttempts {
 			return fmt.Errorf("state index: %w", err)
 		}
 	}
