@@ -11,6 +11,10 @@ import (
 type AdoptResult struct {
 	Adopted int `json:"adopted"` // unsigned records now signed
 	Skipped int `json:"skipped"` // unsigned records that no longer describe their file
+	// Refused counts unsigned records that are not of the legacy layout
+	// (they name a reference, or lack the copy's key or a valid SHA-256):
+	// no hub wrote them unsigned, so they are never signed.
+	Refused int `json:"refused"`
 }
 
 // AdoptRecords signs the records written before records were signed
@@ -29,6 +33,10 @@ func AdoptRecords(ctx context.Context, root *Root, dryRun bool) (AdoptResult, er
 			if it.rec == nil || it.rec.Sig != "" {
 				continue
 			}
+			if !legacyShaped(it.rec) {
+				res.Refused++
+				continue
+			}
 			if it.State == Resident {
 				res.Skipped++
 				continue
@@ -44,6 +52,12 @@ func AdoptRecords(ctx context.Context, root *Root, dryRun bool) (AdoptResult, er
 		return nil
 	})
 	return res, err
+}
+
+// legacyShaped tells a record an earlier hub could have left unsigned: a
+// copy under a key of its target, checked by its SHA-256, and no reference.
+func legacyShaped(rec *Record) bool {
+	return rec.Ref == "" && rec.Target != "" && rec.Key != "" && validSum(rec.Checksum)
 }
 
 func (r *Root) adopt(p string, rec Record) error {

@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,13 +38,38 @@ const (
 )
 
 // contentKey is where content with this SHA-256 lives.
-func contentKey(sum string) string { return objectsDir + sum[:2] + "/" + sum }
+func contentKey(sum string) string { return objectsDir + shard(sum) + "/" + sum }
+
+// shard is the folder of a content name: its first two characters. It
+// answers for any string (a name too short gets "_" before it), so that no
+// checksum, however malformed, makes a key function panic; content is only
+// ever written and collected under names that pass validSum.
+func shard(sum string) string {
+	if len(sum) < 2 {
+		return "_" + sum
+	}
+	return sum[:2]
+}
+
+// validSum tells a content name, a SHA-256 in lowercase hex as the site
+// writes it, from anything else found on a target or in a record.
+func validSum(sum string) bool {
+	if len(sum) != 2*sha256.Size {
+		return false
+	}
+	for _, c := range []byte(sum) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // ContentKey is the object key of content with this hex SHA-256 on any
 // target the hub writes to.
 func ContentKey(sum string) string { return contentKey(sum) }
 
-func refKey(sum, ref string) string { return refsDir + sum[:2] + "/" + sum + "." + ref }
+func refKey(sum, ref string) string { return refsDir + shard(sum) + "/" + sum + "." + ref }
 
 // legacyRefKey is where refKey was before (see the layout above).
 func legacyRefKey(sum, ref string) string { return refsDir + sum + "/" + ref }
@@ -139,7 +165,7 @@ func hasRef(ctx context.Context, d targets.Driver, rec Record) (bool, error) {
 // until the collector sees that reference and puts it back.
 func getContent(ctx context.Context, d targets.Driver, key, sum string) (io.ReadCloser, error) {
 	rc, err := d.Get(ctx, key)
-	if errors.Is(err, targets.ErrNotFound) && len(sum) > 2 && key == contentKey(sum) {
+	if errors.Is(err, targets.ErrNotFound) && validSum(sum) && key == contentKey(sum) {
 		if rc, terr := d.Get(ctx, trashKey(sum)); terr == nil {
 			return rc, nil
 		}
@@ -230,8 +256,8 @@ func Collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 	err := eachObject(ctx, d, objectsDir, func(o targets.Object) error {
 		beat()
 		sum := o.Key[strings.LastIndexByte(o.Key, '/')+1:]
-		if len(sum) < 2 || o.Key != contentKey(sum) || strings.HasPrefix(sum, ".") {
-			return nil // not ours
+		if !validSum(sum) || o.Key != contentKey(sum) {
+			return nil // not ours: a temporary file, or anything an operator left there
 		}
 		res.Objects++
 		referenced, err := refs.has(ctx, sum)
@@ -252,8 +278,8 @@ func Collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 	err = eachObject(ctx, d, trashDir, func(o targets.Object) error {
 		beat()
 		sum := strings.TrimPrefix(o.Key, trashDir)
-		if strings.Contains(sum, "/") || len(sum) < 2 {
-			return nil
+		if !validSum(sum) {
+			return nil // not ours
 		}
 		referenced, err := refs.has(ctx, sum)
 		switch {

@@ -111,17 +111,33 @@ func policyActivitiesOn(t *testing.T, now time.Time, files []policyFixture, inde
 // included), its log silenced: errors are returned.
 func discover(t testing.TB, a *Activities, in DiscoverInput) (*DiscoverOutput, error) {
 	t.Helper()
+	var out DiscoverOutput
+	if err := runActivity(a, a.Discover, in, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// receive runs the Receive activity, which must not fail as a whole.
+func receive(t testing.TB, a *Activities, in ReceiveInput) *StepOutput {
+	t.Helper()
+	var out StepOutput
+	require.NoError(t, runActivity(a, a.Receive, in, &out))
+	return &out
+}
+
+// runActivity runs one of a's activities in the SDK's test environment
+// and decodes its result into out.
+func runActivity(a *Activities, fn, in, out any) error {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(a)
-	val, err := env.ExecuteActivity(a.Discover, in)
+	val, err := env.ExecuteActivity(fn, in)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out DiscoverOutput
-	require.NoError(t, val.Get(&out))
-	return &out, nil
+	return val.Get(out)
 }
 
 // batchedPaths reads the written batches back: the paths of each rule in

@@ -321,12 +321,34 @@ func TestAdoptRecords(t *testing.T) {
 	require.Equal(t, CodeFailed, res[0].Code)
 	require.Contains(t, res[0].Message, "adopt-records")
 
+	// Unsigned records no earlier hub wrote (a user's, say): one naming a
+	// reference, as only signed records do, and ones without the copy's
+	// key or a valid SHA-256. They are never signed.
+	forged := map[string]Record{
+		"ref.txt":   {Target: "t", Key: "old.txt", Checksum: sha(data), Ref: "r1"},
+		"nosum.txt": {Target: "t", Key: "old.txt"},
+		"short.txt": {Target: "t", Key: "old.txt", Checksum: "a"},
+		"nokey.txt": {Target: "t", Checksum: sha(data)},
+	}
+	for name, rec := range forged {
+		rec.State, rec.Size, rec.Mtime = Migrated, int64(len(data)), mtime.UnixNano()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), nil, 0o644))
+		require.NoError(t, os.Chtimes(filepath.Join(dir, name), mtime, mtime))
+		setRecord(t, filepath.Join(dir, name), rec)
+	}
+
 	ar, err := AdoptRecords(ctx, root, true)
 	require.NoError(t, err)
-	require.Equal(t, AdoptResult{Adopted: 1}, ar)
+	require.Equal(t, AdoptResult{Adopted: 1, Refused: len(forged)}, ar)
 	ar, err = AdoptRecords(ctx, root, false)
 	require.NoError(t, err)
-	require.Equal(t, AdoptResult{Adopted: 1}, ar)
+	require.Equal(t, AdoptResult{Adopted: 1, Refused: len(forged)}, ar)
+	for name := range forged {
+		res, err := Recall(ctx, root, []string{"/" + name}, only("t", target), StepOptions{DeleteOnRecall: true})
+		require.NoError(t, err)
+		require.Equal(t, CodeFailed, res[0].Code, name)
+		require.Contains(t, res[0].Message, "unsigned", name)
+	}
 	res, err = Recall(ctx, root, []string{"/old.txt"}, only("t", target), StepOptions{DeleteOnRecall: true})
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, []string{"/old.txt"})
@@ -385,6 +407,67 @@ func TestLegacyRefMarkers(t *testing.T) {
 	}
 }
 
+// TestContentNames: only a lowercase hex SHA-256 names content, and the
+// key functions answer for any string instead of panicking.
+func TestContentNames(t *testing.T) {
+	sum := sha([]byte("x"))
+	for name, want := range map[string]bool{
+		sum: true, "": false, "a": false, sum[:63]: false, sum + "0": false,
+		strings.ToUpper(sum): false, "." + sum[1:]: false, "g" + sum[1:]: false, "/" + sum[1:]: false,
+	} {
+		require.Equal(t, want, validSum(name), "%q", name)
+	}
+	require.Equal(t, "objects/"+sum[:2]+"/"+sum, contentKey(sum))
+	require.Equal(t, "refs/"+sum[:2]+"/"+sum+".r", refKey(sum, "r"))
+	for _, bad := range []string{"", "a"} {
+		require.NotPanics(t, func() { _, _ = contentKey(bad), refKey(bad, "r") }, "%q", bad)
+	}
+}
+
+// TestReceiveRefusesMalformedChecksums: a sent file whose SHA-256 is
+// missing or malformed (a record from before checksums, or a damaged
+// message) fails alone with a clear message, as a stub and as data, and
+// leaves the destination's file at that path as it was; nothing panics.
+// Without the check, "" and "a" panicked, and "zz" replaced the file with
+// a stub that no recall could ever verify.
+func TestReceiveRefusesMalformedChecksums(t *testing.T) {
+	t.Parallel()
+	dir, tdir := t.TempDir(), t.TempDir()
+	a := &Activities{Root: newRoot(t, dir, false), Site: "dst"}
+	data := []byte("the sent content")
+	sum := sha(data)
+	require.NoError(t, os.MkdirAll(filepath.Join(tdir, "objects", sum[:2]), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(tdir, contentKey(sum)), data, 0o644))
+	own := filepath.Join(dir, "own.txt")
+	require.NoError(t, os.WriteFile(own, []byte("the destination's own"), 0o644))
+	spec := TargetSpec{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}
+	sent := SentFile{Path: "/own.txt", Type: TypeFile, Target: "t", Key: contentKey(sum), Size: int64(len(data)),
+		Mtime: time.Now().UnixNano()}
+	var files []SentFile
+	for _, bad := range []string{"", "a", "zz", strings.ToUpper(sum), sum[:63]} {
+		f := sent
+		f.Checksum = bad
+		files = append(files, f)
+	}
+	for _, hydrate := range []bool{false, true} {
+		out := receive(t, a, ReceiveInput{JobID: 1, Step: "send", Files: files, Hydrate: hydrate, Targets: []TargetSpec{spec}})
+		require.Len(t, out.Outcomes, len(files))
+		for _, o := range out.Outcomes {
+			require.Equal(t, OutcomeFailure, o.State)
+			require.Contains(t, o.Message, "without a valid SHA-256")
+		}
+		got, err := os.ReadFile(own)
+		require.NoError(t, err)
+		require.Equal(t, "the destination's own", string(got))
+	}
+	sent.Checksum = sum
+	out := receive(t, a, ReceiveInput{JobID: 2, Step: "send", Files: []SentFile{sent}, Hydrate: true, Targets: []TargetSpec{spec}})
+	require.Equal(t, OutcomeSuccess, out.Outcomes[0].State, out.Outcomes[0].Message)
+	got, err := os.ReadFile(own)
+	require.NoError(t, err)
+	require.Equal(t, data, got)
+}
+
 // TestParseRefKey reads marker keys of both layouts and nothing else.
 func TestParseRefKey(t *testing.T) {
 	sum := strings.Repeat("ab", 32)
@@ -441,8 +524,12 @@ func TestCollectManyContents(t *testing.T) {
 				kept = append(kept, sum)
 			}
 			// Files nobody should have put there, which the collector
-			// leaves alone.
-			junk := []string{"objects/a", "objects/zz/short", "trash/b", "refs/c", "refs/ab/x"}
+			// leaves alone: names too short to shard, names where content
+			// would be but that are no SHA-256 (one of them with a
+			// marker), and an operator's note in the trash, older than
+			// any grace.
+			junk := []string{"objects/a", "objects/zz/short", "objects/zz/zzz", "objects/ab/AB" + strings.Repeat("0", 62),
+				"trash/b", "trash/notes.txt", "trash/zzz", "refs/c", "refs/ab/x", "refs/zz/zzz.r"}
 			for _, key := range junk {
 				put(key, "junk")
 			}
@@ -469,7 +556,7 @@ func TestCollectManyContents(t *testing.T) {
 			require.Equal(t, CollectResult{Objects: len(kept), Restored: 1, Deleted: len(unkept) - 1}, cr)
 			_, err = target.Stat(ctx, contentKey(unkept[len(unkept)-1]))
 			require.NoError(t, err, "the content of the late marker is back")
-			require.Equal(t, len(kept)+1+2, countContent(t, target), "the kept contents, the restored one and two junk files")
+			require.Equal(t, len(kept)+1+4, countContent(t, target), "the kept contents, the restored one and four junk files")
 			for _, key := range junk {
 				_, err := target.Stat(ctx, key)
 				require.NoError(t, err, "%s is left alone", key)

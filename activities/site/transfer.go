@@ -87,6 +87,8 @@ func (a *Activities) sendChunk(in StepInput, drivers *driverSet) chunkFunc {
 					o = Outcome{Path: o.Path, State: OutcomeFailure, Message: err.Error()}
 				case rec == nil || rec.Target != shared:
 					o = Outcome{Path: o.Path, State: OutcomeFailure, Message: "migrated to a target the destination cannot reach; recall it first"}
+				case !validSum(rec.Checksum):
+					o = Outcome{Path: o.Path, State: OutcomeFailure, Message: "its record has no valid SHA-256 for the destination to check the copy against; recall it first"}
 				default:
 					o.Sent = &SentFile{Path: e.Path, Type: e.Type, Change: changes[e.Path], Target: rec.Target, Key: rec.Key,
 						Size: rec.Size, Mtime: rec.Mtime, Checksum: rec.Checksum, Meta: a.sentMeta(ctx, e.Path)}
@@ -201,6 +203,9 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	}
 	if f.Type == TypeDirectory {
 		return "directory", a.Root.mkdirAll(l.rel)
+	}
+	if !validSum(f.Checksum) {
+		return "", fmt.Errorf("the source sent %s without a valid SHA-256 (%q); nothing at the destination was changed", f.Path, f.Checksum)
 	}
 	if exists && in.Step == "site_sync" {
 		switch in.Preference {
