@@ -21,10 +21,10 @@ import (
 //	go test ./activities/site -run '^$' -bench . -benchtime 5x
 //
 // BenchmarkPremigrateSmallFiles compares a premigration (hash, copy,
-// verify, flush, record state) with a plain cp -r; BenchmarkWalk / BenchmarkFind the cost of a discovery (lstat and
-// state lookup of every entry) over find printing each entry's size and
-// mtime (a stat each), on the million-file tree of walkBenchTree with
-// HUB_BENCH_LARGE=1.
+// verify, flush, record state) with a plain cp -r; BenchmarkWalk /
+// BenchmarkFind the cost of a discovery (lstat and state lookup of every
+// entry) over find printing each entry's size and mtime (a stat each), on
+// the million-file tree of walkBenchTree with HUB_BENCH_LARGE=1.
 var benchFiles = benchSize(2000, 200)
 
 const benchFileSize = 4 << 10
