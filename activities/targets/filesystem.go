@@ -64,10 +64,7 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 	if err != nil {
 		return err
 	}
-	if err := mkdirs(filepath.Dir(dst)); err != nil {
-		return fmt.Errorf("put %s: %w", key, err)
-	}
-	tmp, err := fsutil.OpenTemp(ctx, dst)
+	tmp, err := inFolder(dst, func() (*os.File, error) { return fsutil.OpenTemp(ctx, dst) })
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
@@ -111,10 +108,9 @@ func (f *Filesystem) Create(ctx context.Context, key string, data []byte) error 
 	if err != nil {
 		return err
 	}
-	if err := mkdirs(filepath.Dir(p)); err != nil {
-		return fmt.Errorf("create %s: %w", key, err)
-	}
-	file, err := fsutil.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	file, err := inFolder(p, func() (*os.File, error) {
+		return fsutil.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	})
 	if err != nil {
 		return fmt.Errorf("create %s: %w", key, err)
 	}
@@ -127,6 +123,21 @@ func (f *Filesystem) Create(ctx context.Context, key string, data []byte) error 
 		return fmt.Errorf("create %s: %w", key, err)
 	}
 	return nil
+}
+
+// inFolder runs create, which makes a file at p, and when p's folder does
+// not exist yet, makes the folder and runs create again: the folder of a
+// key (objects/<aa>/, refs/<aa>/) nearly always exists, so trying first
+// saves a mkdir per file.
+func inFolder(p string, create func() (*os.File, error)) (*os.File, error) {
+	file, err := create()
+	if !errors.Is(err, fs.ErrNotExist) {
+		return file, err
+	}
+	if err := mkdirs(filepath.Dir(p)); err != nil {
+		return nil, err
+	}
+	return create()
 }
 
 // mkdirs is os.MkdirAll for a folder that usually exists or whose parent
