@@ -451,4 +451,14 @@ func TestFilesystemCreate(t *testing.T) {
 	require.Equal(t, []byte("keep"), got)
 
 	require.ErrorIs(t, d.Create(ctx, "../escape", nil), ErrInvalidKey)
+
+	// A key's folders are made when missing, by Create and Put alike; a
+	// file where a folder should be fails the write and stays as it was.
+	require.NoError(t, d.Create(ctx, "refs/new/deeper/r2", []byte("m2")))
+	require.Equal(t, []byte("m2"), get(t, d, "refs/new/deeper/r2"))
+	require.NoError(t, d.Put(ctx, "objects/new/deeper/o", strings.NewReader("content"), 7))
+	require.Equal(t, []byte("content"), get(t, d, "objects/new/deeper/o"))
+	require.Error(t, d.Create(ctx, "refs/abc/r1/under", []byte("other")))
+	require.Error(t, d.Put(ctx, "refs/abc/r1/under", strings.NewReader("other"), 5))
+	require.Equal(t, []byte("marker"), get(t, d, "refs/abc/r1"))
 }
