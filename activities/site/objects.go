@@ -301,8 +301,12 @@ func Collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 	return res, err
 }
 
-// eachObject lists every object under prefix, page by page.
+// eachObject lists every object under prefix, in key order: in one visit
+// where the driver can (targets.Walker), else page by page.
 func eachObject(ctx context.Context, d targets.Driver, prefix string, fn func(targets.Object) error) error {
+	if w, ok := d.(targets.Walker); ok {
+		return w.Each(ctx, prefix, fn)
+	}
 	marker := ""
 	for {
 		objs, next, err := d.List(ctx, prefix, marker, 1000)

@@ -222,49 +222,94 @@ func (f *Filesystem) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// List walks the deepest folder implied by prefix. Each call rescans that
-// folder, which is fine for the modest listings the hub makes of a
-// filesystem target but is O(objects under the folder) per page.
+// List reads the folders on the page's way, in key order, and stops one key
+// past the page. Each folder it enters is read whole, so paging through a
+// big folder re-reads it for every page: Each visits a prefix reading
+// every folder once.
 func (f *Filesystem) List(ctx context.Context, prefix, marker string, max int) ([]Object, string, error) {
 	if max <= 0 {
 		max = 1000
 	}
-	base := prefix[:strings.LastIndex(prefix, "/")+1]
-	if base != "" {
-		if err := checkKey(strings.TrimSuffix(base, "/")); err != nil {
-			return nil, "", err
-		}
-	}
-	l := lister{dir: f.dir, prefix: prefix, marker: marker, max: max}
-	if err := l.folder(ctx, base); err != nil {
+	var keys []string
+	err := f.walk(ctx, prefix, marker, func(key string) (bool, error) {
+		keys = append(keys, key)
+		return len(keys) > max, nil
+	})
+	if err != nil {
 		return nil, "", fmt.Errorf("list %q: %w", prefix, err)
 	}
-	keys, next := l.keys, ""
+	next := ""
 	if len(keys) > max {
 		keys = keys[:max]
 		next = keys[max-1]
 	}
 	objs := make([]Object, 0, len(keys))
 	for _, k := range keys {
-		fi, err := os.Lstat(filepath.Join(f.dir, filepath.FromSlash(k)))
+		o, ok, err := f.object(k)
 		if err != nil {
-			if isNotFound(err) {
-				continue // deleted since the walk
-			}
 			return nil, "", fmt.Errorf("list %q: %w", prefix, err)
 		}
-		objs = append(objs, Object{Key: k, Size: fi.Size(), Mtime: fi.ModTime()})
+		if ok {
+			objs = append(objs, o)
+		}
 	}
 	return objs, next, nil
 }
 
+// Each calls fn for every object under prefix, in key order, as paging
+// through List would, but reads each folder once: a page of List reads its
+// folder whole (getdents has no order), so paging through a folder of n
+// keys reads n²/1,000 entries.
+func (f *Filesystem) Each(ctx context.Context, prefix string, fn func(Object) error) error {
+	var fnErr error
+	err := f.walk(ctx, prefix, "", func(key string) (bool, error) {
+		o, ok, err := f.object(key)
+		if err != nil || !ok {
+			return false, err
+		}
+		fnErr = fn(o)
+		return fnErr != nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("list %q: %w", prefix, err)
+	}
+	return fnErr
+}
+
+// walk passes the keys under prefix after marker to emit, in key order,
+// until emit says stop.
+func (f *Filesystem) walk(ctx context.Context, prefix, marker string, emit func(key string) (stop bool, err error)) error {
+	base := prefix[:strings.LastIndex(prefix, "/")+1]
+	if base != "" {
+		if err := checkKey(strings.TrimSuffix(base, "/")); err != nil {
+			return err
+		}
+	}
+	l := lister{dir: f.dir, prefix: prefix, marker: marker, emit: emit}
+	return l.folder(ctx, base)
+}
+
+// object describes the file at key; ok is false when it was deleted since
+// its folder was read.
+func (f *Filesystem) object(key string) (o Object, ok bool, err error) {
+	fi, err := os.Lstat(filepath.Join(f.dir, filepath.FromSlash(key)))
+	if isNotFound(err) {
+		return Object{}, false, nil
+	}
+	if err != nil {
+		return Object{}, false, err
+	}
+	return Object{Key: key, Size: fi.Size(), Mtime: fi.ModTime()}, true, nil
+}
+
 // lister walks a filesystem target in key order, reading only the folders
-// whose keys can be on the page, and stops one key past the page: a page
-// costs the folders on its way, not the whole tree under the prefix.
+// whose keys can match the prefix and sort after the marker, and passes
+// each key to emit until emit says stop: a page costs the folders on its
+// way, not the whole tree under the prefix.
 type lister struct {
 	dir, prefix, marker string
-	max                 int
-	keys                []string // in key order
+	emit                func(key string) (stop bool, err error)
+	stopped             bool
 }
 
 // folder lists the keys of the folder rel ("" or ending in "/"). The keys
@@ -305,8 +350,8 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 	for _, e := range list {
 		if !e.dir {
 			if strings.HasPrefix(e.key, l.prefix) && e.key > l.marker {
-				if l.keys = append(l.keys, e.key); len(l.keys) > l.max {
-					return nil
+				if l.stopped, err = l.emit(e.key); err != nil || l.stopped {
+					return err
 				}
 			}
 			continue
@@ -319,11 +364,8 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 		if l.marker > e.key && !strings.HasPrefix(l.marker, e.key) {
 			continue
 		}
-		if err := l.folder(ctx, e.key); err != nil {
+		if err := l.folder(ctx, e.key); err != nil || l.stopped {
 			return err
-		}
-		if len(l.keys) > l.max {
-			return nil
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package targets
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"math/rand"
 	"os"
@@ -19,8 +20,8 @@ import (
 // folders a page needs, with the plain answer (walk everything, keep the
 // regular files under the prefix after the marker, sort) on random trees
 // whose names hold the characters that sort before "/" ("!", " ", "-",
-// "."), for random prefixes, markers and page sizes, and pages through
-// whole prefixes.
+// "."), for random prefixes, markers and page sizes, pages through whole
+// prefixes, and visits whole prefixes with Each.
 func TestFilesystemListMatchesFullWalk(t *testing.T) {
 	ctx := context.Background()
 	for seed := int64(1); seed <= 20; seed++ {
@@ -113,6 +114,31 @@ func TestFilesystemListMatchesFullWalk(t *testing.T) {
 				}
 			}
 			require.Equal(t, want, got, "seed %d: paging through %q", seed, prefix)
+		}
+		for i := 0; i < 50; i++ {
+			prefix := pick()
+			want := []string(nil)
+			for _, k := range all {
+				if strings.HasPrefix(k, prefix) {
+					want = append(want, k)
+				}
+			}
+			var got []string
+			require.NoError(t, d.Each(ctx, prefix, func(o Object) error {
+				got = append(got, o.Key)
+				return nil
+			}))
+			require.Equal(t, want, got, "seed %d: Each(%q)", seed, prefix)
+		}
+		if len(all) > 1 {
+			stop := errors.New("stop")
+			var got []string
+			err := d.Each(ctx, "", func(o Object) error {
+				got = append(got, o.Key)
+				return stop
+			})
+			require.ErrorIs(t, err, stop, "seed %d: Each returns its function's error", seed)
+			require.Equal(t, all[:1], got, "seed %d: and stops at it", seed)
 		}
 	}
 }

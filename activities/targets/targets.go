@@ -73,6 +73,14 @@ type Creator interface {
 	Create(ctx context.Context, key string, data []byte) error
 }
 
+// Walker is a driver that visits everything under a prefix, in key order,
+// more cheaply than pages of List would (the filesystem driver reads each
+// folder once). As with pages, an object created after its folder was
+// read may be missed, and one deleted meanwhile is skipped.
+type Walker interface {
+	Each(ctx context.Context, prefix string, fn func(Object) error) error
+}
+
 // ChecksummedReader carries content whose hex SHA-256 the caller has
 // already computed. Drivers use it to skip a hashing pass and to have the
 // bytes received checked against the sum: the filesystem driver fails a
