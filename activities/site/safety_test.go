@@ -584,26 +584,42 @@ func (l *lateMarker) Delete(ctx context.Context, key string) error {
 	return l.Driver.Delete(ctx, key)
 }
 
+// lateWalker is a lateMarker whose collector visits the target's folders
+// once each (Filesystem.Each) instead of by pages of List.
+type lateWalker struct{ *lateMarker }
+
+func (l lateWalker) Each(ctx context.Context, prefix string, fn func(targets.Object) error) error {
+	return l.Driver.(targets.Walker).Each(ctx, prefix, fn)
+}
+
 // TestCollectMarkerDuringPass: a marker written while the collector goes
 // through the content, for a prefix whose markers it has already read,
 // keeps its content even with no grace at all, because the trash pass
-// reads the markers again before it deletes anything.
+// reads the markers again before it deletes anything; whether the
+// collector lists by pages or visits each folder once.
 func TestCollectMarkerDuringPass(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	target := fsTarget(t)
-	body := "written before its marker"
-	sum := sha([]byte(body))
-	require.NoError(t, target.Put(ctx, contentKey(sum), strings.NewReader(body), int64(len(body))))
-	late := &lateMarker{Driver: target, victim: sum}
-	cr, err := Collect(ctx, late, CollectOptions{Grace: time.Nanosecond})
-	require.NoError(t, err)
-	require.True(t, late.done)
-	require.Equal(t, CollectResult{Objects: 1, Trashed: 1, Restored: 1}, cr)
-	rc, err := target.Get(ctx, contentKey(sum))
-	require.NoError(t, err)
-	got, err := io.ReadAll(rc)
-	require.NoError(t, err)
-	require.NoError(t, rc.Close())
-	require.Equal(t, body, string(got))
+	for name, wrap := range map[string]func(*lateMarker) targets.Driver{
+		"pages": func(l *lateMarker) targets.Driver { return l },
+		"each":  func(l *lateMarker) targets.Driver { return lateWalker{l} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			target := fsTarget(t)
+			body := "written before its marker"
+			sum := sha([]byte(body))
+			require.NoError(t, target.Put(ctx, contentKey(sum), strings.NewReader(body), int64(len(body))))
+			late := &lateMarker{Driver: target, victim: sum}
+			cr, err := Collect(ctx, wrap(late), CollectOptions{Grace: time.Nanosecond})
+			require.NoError(t, err)
+			require.True(t, late.done)
+			require.Equal(t, CollectResult{Objects: 1, Trashed: 1, Restored: 1}, cr)
+			rc, err := target.Get(ctx, contentKey(sum))
+			require.NoError(t, err)
+			got, err := io.ReadAll(rc)
+			require.NoError(t, err)
+			require.NoError(t, rc.Close())
+			require.Equal(t, body, string(got))
+		})
+	}
 }
