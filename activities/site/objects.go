@@ -340,9 +340,9 @@ type refIndex struct {
 }
 
 func (x *refIndex) has(ctx context.Context, sum string) (bool, error) {
-	if x.sums == nil || sum[:2] != x.bucket {
+	if bucket := shard(sum); x.sums == nil || bucket != x.bucket {
 		sums := map[string]struct{}{}
-		err := eachObject(ctx, x.d, refsDir+sum[:2], func(o targets.Object) error {
+		err := eachObject(ctx, x.d, refsDir+bucket, func(o targets.Object) error {
 			if s, _, ok := parseRefKey(o.Key); ok {
 				sums[s] = struct{}{}
 			}
@@ -351,7 +351,7 @@ func (x *refIndex) has(ctx context.Context, sum string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		x.bucket, x.sums = sum[:2], sums
+		x.bucket, x.sums = bucket, sums
 	}
 	_, ok := x.sums[sum]
 	return ok, nil
