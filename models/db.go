@@ -30,9 +30,14 @@ var (
 // Open connects to the database named by url: a postgres:// URL selects
 // PostgreSQL, anything else is a sqlite file path (optionally prefixed with
 // sqlite:// or file:).
+//
+// A PostgreSQL statement may run as long as its caller's context allows:
+// the driver's own 10 s limit on waiting for an answer would fail a
+// migration building an index over millions of rows, or any long
+// statement, as a network error. The URL's read_timeout sets one.
 func Open(url string) (*bun.DB, error) {
 	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
-		sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(url)))
+		sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithReadTimeout(0), pgdriver.WithDSN(url)))
 		return register(bun.NewDB(sqldb, pgdialect.New())), nil
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "file:")
