@@ -182,17 +182,38 @@ func JobsQuery(db bun.IDB, dest any, f JobFilter) *bun.SelectQuery {
 	return f.apply(db, q).Order("j.created DESC", "j.id DESC")
 }
 
-// AllJobsPage selects a page of all jobs (limit 0: all of them) into
-// dest, newest first. The page's ids are found first in the (created, id)
-// index alone, then only their rows are read: a deep page skips index
-// entries, not whole rows.
-func AllJobsPage(db bun.IDB, dest any, limit, offset int) *bun.SelectQuery {
+// Window is one page of a list in its order: Limit rows (0: every row)
+// after the first Offset, or, FromEnd, the Limit rows before the last
+// Offset. A page past the middle of a list is read from its end, so that
+// the last page skips no more rows than the first.
+type Window struct {
+	Limit, Offset int
+	FromEnd       bool
+}
+
+// windowIDs orders ids (a select of one table's ids) by cols, ascending
+// or (desc) descending, and keeps window w of them. The ids are found in
+// an index on cols alone, so the rows skipped are index entries, never
+// whole rows; from the end, the same index is read backwards.
+func windowIDs(ids *bun.SelectQuery, w Window, desc bool, cols ...string) *bun.SelectQuery {
+	dir := " ASC"
+	if desc != w.FromEnd {
+		dir = " DESC"
+	}
+	for _, c := range cols {
+		ids.OrderExpr(c + dir)
+	}
+	return ids.Limit(int64(w.Limit)).Offset(int64(w.Offset))
+}
+
+// AllJobsPage selects window w of all jobs into dest, newest first: the
+// page's ids first, from the (created, id) index, then their rows.
+func AllJobsPage(db bun.IDB, dest any, w Window) *bun.SelectQuery {
 	q := db.NewSelect().Model(dest).Order("j.created DESC", "j.id DESC")
-	if limit == 0 {
+	if w.Limit == 0 {
 		return q
 	}
-	ids := db.NewSelect().Table("jobs").Column("id").Order("created DESC", "id DESC").Limit(int64(limit)).Offset(int64(offset))
-	return q.Where("j.id IN (?)", ids)
+	return q.Where("j.id IN (?)", windowIDs(db.NewSelect().Table("jobs").Column("id"), w, true, "created", "id"))
 }
 
 // JobOwner is one distinct owner of a set of jobs; System and Unknown
@@ -467,15 +488,14 @@ func TasksQuery(db bun.IDB, dest *[]TaskRow, f TaskFilter) *bun.SelectQuery {
 // Empty tells whether f selects every task.
 func (f TaskFilter) Empty() bool { return reflect.ValueOf(f).IsZero() }
 
-// AllTasksPage is AllJobsPage for tasks: a page of every task, newest
+// AllTasksPage is AllJobsPage for tasks: window w of every task, newest
 // first, its ids found in the (created, id) index first.
-func AllTasksPage(db bun.IDB, dest *[]TaskRow, limit, offset int) *bun.SelectQuery {
+func AllTasksPage(db bun.IDB, dest *[]TaskRow, w Window) *bun.SelectQuery {
 	q := tasksSelect(db, dest).Order("t.created DESC", "t.id DESC")
-	if limit == 0 {
+	if w.Limit == 0 {
 		return q
 	}
-	ids := db.NewSelect().Table("tasks").Column("id").Order("created DESC", "id DESC").Limit(int64(limit)).Offset(int64(offset))
-	return q.Where("t.id IN (?)", ids)
+	return q.Where("t.id IN (?)", windowIDs(db.NewSelect().Table("tasks").Column("id"), w, true, "created", "id"))
 }
 
 // GetTask loads a task with its parent id.
@@ -535,6 +555,21 @@ func (f *JobStatFilter) apply(q *bun.SelectQuery, alias string) *bun.SelectQuery
 // dest, in insertion order.
 func JobStatsQuery(db bun.IDB, dest any, f JobStatFilter) *bun.SelectQuery {
 	return f.apply(db.NewSelect().Model(dest), "js").Order("js.id")
+}
+
+// JobStatsPage selects window w of job's stats into dest in their list
+// order (by id). The first page reads the (job_id, id) index and its rows
+// in order; any other finds its ids first, from the index alone, then
+// reads their rows.
+func JobStatsPage(db bun.IDB, dest any, job int64, w Window) *bun.SelectQuery {
+	q := JobStatsQuery(db, dest, JobStatFilter{JobID: &job})
+	switch {
+	case w.Limit == 0:
+		return q
+	case w.Offset == 0 && !w.FromEnd:
+		return q.Limit(int64(w.Limit))
+	}
+	return q.Where("js.id IN (?)", windowIDs(db.NewSelect().Table("job_stats").Column("id").Where("job_id = ?", job), w, false, "id"))
 }
 
 // GetJobStat loads one job stat.

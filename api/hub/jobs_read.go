@@ -245,9 +245,7 @@ func (s *Server) listJobs(c *gin.Context) error {
 	render := func(j *models.Job) any { return renderJob(c, j) }
 	if f.Empty() { // every job: the database keeps their number
 		return web.PaginateCounted(c, gin.H{"owners": owners},
-			func(d *[]models.Job, limit, offset int) *bun.SelectQuery {
-				return models.AllJobsPage(s.DB, d, limit, offset)
-			},
+			func(d *[]models.Job, w models.Window) *bun.SelectQuery { return models.AllJobsPage(s.DB, d, w) },
 			func(ctx context.Context) (int, error) { return models.CountAllJobs(ctx, s.DB) }, render)
 	}
 	return web.PaginateWith(c, gin.H{"owners": owners}, func(d *[]models.Job) *bun.SelectQuery { return models.JobsQuery(s.DB, d, f) }, render)

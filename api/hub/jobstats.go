@@ -69,8 +69,8 @@ func (s *Server) listJobStats(c *gin.Context) error {
 	}
 	render := func(st *models.JobStat) any { return renderJobStatItem(c, st) }
 	if f.OnlyJob() { // all of a job's stats: the job keeps their number
-		return web.PaginateCounted(c, nil, func(d *[]models.JobStat, limit, offset int) *bun.SelectQuery {
-			return models.JobStatsQuery(s.DB, d, f).Limit(int64(limit)).Offset(int64(offset))
+		return web.PaginateCounted(c, nil, func(d *[]models.JobStat, w models.Window) *bun.SelectQuery {
+			return models.JobStatsPage(s.DB, d, *f.JobID, w)
 		}, func(ctx context.Context) (int, error) { return models.JobStatsCount(ctx, s.DB, *f.JobID) }, render)
 	}
 	return web.Paginate(c, func(d *[]models.JobStat) *bun.SelectQuery { return models.JobStatsQuery(s.DB, d, f) }, render)

@@ -76,7 +76,9 @@ func BenchmarkLists(b *testing.B) {
 				{"jobs-page-100", e.URL + "/api/jobs/?page_size=100", apitest.Bearer(e.Admin)},
 				{"jobs-page-100-last", fmt.Sprintf("%s/api/jobs/?page_size=100&page=%d", e.URL, n/100), apitest.Bearer(e.Admin)},
 				{"jobstats-page-100", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100", e.URL, last.ID), apitest.Bearer(e.Admin)},
+				{"jobstats-page-100-last", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100&page=%d", e.URL, last.ID, perJob/100), apitest.Bearer(e.Admin)},
 				{"tasks-page-100", e.URL + "/api/tasks/?page_size=100", apitest.Bearer(e.Admin)},
+				{"tasks-page-100-last", fmt.Sprintf("%s/api/tasks/?page_size=100&page=%d", e.URL, n/100), apitest.Bearer(e.Admin)},
 			} {
 				b.Run(c.name, func(b *testing.B) {
 					// Each op is listReqs requests after one unmeasured:
@@ -96,7 +98,7 @@ func BenchmarkLists(b *testing.B) {
 // seedJobs writes n finished jobs of site, newest last, one task each,
 // and perJob job stats for each of the statsJobs newest, with set-based
 // SQL (a million rows take seconds, not the minutes of row inserts).
-func seedJobs(b *testing.B, db *bun.DB, kind string, site *models.Site, n, perJob, statsJobs int) {
+func seedJobs(b testing.TB, db *bun.DB, kind string, site *models.Site, n, perJob, statsJobs int) {
 	ctx := context.Background()
 	series := `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) `
 	at := func(col string) string { // col seconds before now, in the form each database stores

@@ -98,9 +98,7 @@ func (s *Server) listTasks(c *gin.Context) error {
 	render := func(t *models.TaskRow) any { return renderTask(c, t) }
 	if f.Empty() { // every task: the database keeps their number
 		return web.PaginateCounted(c, nil,
-			func(d *[]models.TaskRow, limit, offset int) *bun.SelectQuery {
-				return models.AllTasksPage(s.DB, d, limit, offset)
-			},
+			func(d *[]models.TaskRow, w models.Window) *bun.SelectQuery { return models.AllTasksPage(s.DB, d, w) },
 			func(ctx context.Context) (int, error) { return models.CountAllTasks(ctx, s.DB) }, render)
 	}
 	return web.Paginate(c, func(d *[]models.TaskRow) *bun.SelectQuery { return models.TasksQuery(s.DB, d, f) }, render)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
+
+	"github.com/thehub/hub/models"
 )
 
 // Page size limits of every paginated list (spec: Limits).
@@ -72,20 +74,21 @@ func PaginateWith[T any](c *gin.Context, extra map[string]any, query func(dest *
 
 // PaginateCounted is PaginateWith for a list whose total is known
 // without counting rows (a number the database keeps): count gives it,
-// and query selects the page itself (limit 0: every row), so that it may
-// find the page's rows its own way.
-func PaginateCounted[T any](c *gin.Context, extra map[string]any, query func(dest *[]T, limit, offset int) *bun.SelectQuery,
+// and query selects the page itself, in the window it is given, so that
+// it may find the page's rows its own way. A page past the middle of the
+// list is asked for from the list's end.
+func PaginateCounted[T any](c *gin.Context, extra map[string]any, query func(dest *[]T, w models.Window) *bun.SelectQuery,
 	count func(ctx context.Context) (int, error), render func(*T) any) error {
 	page, size, err := pageParams(c)
 	if err != nil {
 		return err
 	}
-	var rows []T
-	if err := query(&rows, size, (page-1)*size).Scan(c.Request.Context()); err != nil {
-		return err
-	}
 	n, err := count(c.Request.Context())
 	if err != nil {
+		return err
+	}
+	var rows []T
+	if err := query(&rows, window(page, size, n)).Scan(c.Request.Context()); err != nil {
 		return err
 	}
 	out := make([]any, len(rows))
@@ -93,6 +96,19 @@ func PaginateCounted[T any](c *gin.Context, extra map[string]any, query func(des
 		out[i] = render(&rows[i])
 	}
 	return WritePageWith(c, extra, out, n, page, size)
+}
+
+// window is the window of page (of size rows; 0: every row) in a list of
+// n rows: its rows from the list's start, or from its end when the page
+// begins past the middle. A page past the end is asked for from the start
+// (and is empty unless rows were added since n was read).
+func window(page, size, n int) models.Window {
+	offset := (page - 1) * size
+	if size == 0 || offset <= n/2 || offset >= n {
+		return models.Window{Limit: size, Offset: offset}
+	}
+	end := min(offset+size, n)
+	return models.Window{Limit: end - offset, Offset: n - end, FromEnd: true}
 }
 
 // PageOf runs the query for the requested page like Paginate but returns
