@@ -3,6 +3,7 @@ package models_test
 import (
 	"context"
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
@@ -14,11 +15,12 @@ import (
 	"github.com/thehub/hub/workflows/vocab"
 )
 
-// TestJobOwnersIndexJump: the owners of all jobs, read by jumping through
-// the owner index, are exactly what grouping the matching rows gives (a
-// filter that matches every job takes the grouping path): users by name
-// with their latest-sorting name, System, and Unknown for the unknown
-// type, a user row without an id and a type the hub does not know.
+// TestJobOwnersIndexJump: the owners of the jobs matching a filter, read
+// by jumping through the owner index, are exactly the owners of the
+// matching jobs as Go finds them from the rows: users by name with the
+// latest-sorting name of any of their jobs, System, and Unknown for the
+// unknown type, a user row without an id and a type the hub does not
+// know; for no filter, one state, and a state no job has.
 func TestJobOwnersIndexJump(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
@@ -26,21 +28,62 @@ func TestJobOwnersIndexJump(t *testing.T) {
 		require.NoError(t, err)
 		id := func(n int64) *int64 { return &n }
 		at := time.Now().UTC()
+		state := vocab.JobSuccess
 		job := func(typ string, owner *int64, name string) models.Job {
 			return models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: vocab.DefaultQueue,
-				State: vocab.JobSuccess, Created: at, Updated: at, Run: 1, OwnerType: typ, OwnerID: owner, OwnerName: name,
+				State: state, Created: at, Updated: at, Run: 1, OwnerType: typ, OwnerID: owner, OwnerName: name,
 				Fields: map[string]any{}, Paths: []string{"/data"}}
 		}
-		all := models.JobFilter{Created: models.TimeRange{From: func() *time.Time { t := at.Add(-time.Hour); return &t }()}}
+		// owners is what the rows say: the owners of the jobs matching f.
+		owners := func(f models.JobFilter) []models.JobOwner {
+			var all, matching []models.Job
+			require.NoError(t, db.NewSelect().Model(&all).Scan(ctx))
+			require.NoError(t, models.JobsQuery(db, &matching, f).Scan(ctx))
+			names := map[int64]string{}
+			for _, j := range all {
+				if j.OwnerType == models.OwnerUser && j.OwnerID != nil && j.OwnerName > names[*j.OwnerID] {
+					names[*j.OwnerID] = j.OwnerName
+				}
+			}
+			users := map[int64]models.JobOwner{}
+			var system, unknown bool
+			for _, j := range matching {
+				switch {
+				case j.OwnerType == models.OwnerSystem:
+					system = true
+				case j.OwnerType == models.OwnerUser && j.OwnerID != nil:
+					users[*j.OwnerID] = models.JobOwner{Type: models.OwnerUser, ID: *j.OwnerID, Name: names[*j.OwnerID]}
+				default:
+					unknown = true
+				}
+			}
+			out := []models.JobOwner{}
+			for _, u := range users {
+				out = append(out, u)
+			}
+			sort.Slice(out, func(a, b int) bool {
+				return out[a].Name < out[b].Name || out[a].Name == out[b].Name && out[a].ID < out[b].ID
+			})
+			if system {
+				out = append(out, models.JobOwner{Type: models.OwnerSystem, ID: models.OwnerSystemID, Name: "System"})
+			}
+			if unknown {
+				out = append(out, models.JobOwner{Type: models.OwnerUnknown, ID: models.OwnerUnknownID, Name: "Unknown"})
+			}
+			return out
+		}
+		filters := []models.JobFilter{{}, {States: []string{vocab.JobFailure}}, {States: []string{vocab.JobPaused}}}
 		check := func(want ...string) {
 			t.Helper()
-			fast, err := models.JobOwners(ctx, db, models.JobFilter{})
+			for _, f := range filters {
+				got, err := models.JobOwners(ctx, db, f)
+				require.NoError(t, err)
+				require.Equal(t, owners(f), append([]models.JobOwner{}, got...), "%+v", f)
+			}
+			got, err := models.JobOwners(ctx, db, models.JobFilter{})
 			require.NoError(t, err)
-			grouped, err := models.JobOwners(ctx, db, all)
-			require.NoError(t, err)
-			require.Equal(t, grouped, fast)
 			var names []string
-			for _, o := range fast {
+			for _, o := range got {
 				names = append(names, o.Name)
 			}
 			require.Equal(t, want, names)
@@ -52,6 +95,15 @@ func TestJobOwnersIndexJump(t *testing.T) {
 		_, err = db.NewInsert().Model(&jobs).Exec(ctx)
 		require.NoError(t, err)
 		check("amy2", "bob", "zed")
+		state = vocab.JobFailure // FAILURE jobs of amy and of nobody known
+		for _, j := range []models.Job{job(models.OwnerUser, id(3), "amy"), job("robot", nil, "robot")} {
+			_, err = db.NewInsert().Model(&j).Exec(ctx)
+			require.NoError(t, err)
+		}
+		state = vocab.JobSuccess
+		check("amy2", "bob", "zed", "Unknown")
+		_, err = db.NewDelete().Model((*models.Job)(nil)).Where("owner_type = ?", "robot").Exec(ctx)
+		require.NoError(t, err)
 
 		for _, j := range []models.Job{job(models.OwnerSystem, nil, "System"), job(models.OwnerUser, nil, "ghost")} {
 			_, err = db.NewInsert().Model(&j).Exec(ctx)

@@ -206,14 +206,28 @@ func windowIDs(ids *bun.SelectQuery, w Window, desc bool, cols ...string) *bun.S
 	return ids.Limit(int64(w.Limit)).Offset(int64(w.Offset))
 }
 
-// AllJobsPage selects window w of all jobs into dest, newest first: the
-// page's ids first, from the (created, id) index, then their rows.
-func AllJobsPage(db bun.IDB, dest any, w Window) *bun.SelectQuery {
+// JobsPage selects window w of the jobs matching f into dest, newest
+// first: the page's ids first, then their rows. The ids come from an index
+// in the list's order where one fits the filter ((created, id) for every
+// job, (state, created, id) for one state), so a page skips index
+// entries, never whole rows, and no filter sorts the jobs it matches.
+func JobsPage(db bun.IDB, dest any, f JobFilter, w Window) *bun.SelectQuery {
 	q := db.NewSelect().Model(dest).Order("j.created DESC", "j.id DESC")
 	if w.Limit == 0 {
-		return q
+		return f.apply(db, q)
 	}
-	return q.Where("j.id IN (?)", windowIDs(db.NewSelect().Table("jobs").Column("id"), w, true, "created", "id"))
+	ids := f.apply(db, db.NewSelect().TableExpr("jobs AS j").Column("j.id"))
+	return q.Where("j.id IN (?)", windowIDs(ids, w, true, "j.created", "j.id"))
+}
+
+// CountJobs is the number of jobs matching f: kept by the database for
+// every job (CountAllJobs), counted otherwise.
+func CountJobs(ctx context.Context, db bun.IDB, f JobFilter) (int, error) {
+	if f.Empty() {
+		return CountAllJobs(ctx, db)
+	}
+	n, err := f.apply(db, db.NewSelect().TableExpr("jobs AS j")).Count(ctx)
+	return int(n), dbErr(err)
 }
 
 // JobOwner is one distinct owner of a set of jobs; System and Unknown
@@ -225,41 +239,25 @@ type JobOwner struct {
 }
 
 // JobOwners returns the distinct owners of the jobs matching f: users by
-// name, then System, then Unknown.
+// name, then System, then Unknown. The users are read from the jobs_owner
+// index by jumping from one owner to the next (a loose index scan written
+// as a recursive query: a few index probes per owner, whatever the number
+// of jobs), each kept when one of their jobs matches f; a user's name is
+// the latest-sorting name on any of their jobs. Nothing groups or sorts
+// the matching jobs, which may be millions.
 func JobOwners(ctx context.Context, db bun.IDB, f JobFilter) ([]JobOwner, error) {
-	var rows []struct {
-		OwnerType string `bun:"owner_type"`
-		OwnerID   *int64 `bun:"owner_id"`
-		OwnerName string `bun:"owner_name"`
+	// exists is "some job matching f meets cond", cond being an index
+	// range of jobs_owner, read through that index, so that an owner
+	// without jobs costs one probe (sqlite, without statistics, would
+	// rather scan every job of a state the filter names).
+	jobs := "jobs AS j"
+	if !IsPostgres(db) {
+		jobs += " INDEXED BY jobs_owner"
 	}
-	if f.Empty() {
-		return allJobOwners(ctx, db)
+	exists := func(cond string, args ...any) bun.Safe {
+		q := f.apply(db, db.NewSelect().TableExpr(jobs).ColumnExpr("1").Where(cond, args...))
+		return bun.Safe("EXISTS (" + q.String() + ")")
 	}
-	q := db.NewSelect().Model((*Job)(nil)).ColumnExpr("j.owner_type, j.owner_id, MAX(j.owner_name) AS owner_name")
-	err := f.apply(db, q).Group("j.owner_type", "j.owner_id").Scan(ctx, &rows)
-	if err != nil {
-		return nil, dbErr(err)
-	}
-	var users []JobOwner
-	var system, unknown bool
-	for _, r := range rows {
-		switch {
-		case r.OwnerType == OwnerSystem:
-			system = true
-		case r.OwnerType == OwnerUser && r.OwnerID != nil:
-			users = append(users, JobOwner{Type: OwnerUser, ID: *r.OwnerID, Name: r.OwnerName})
-		default: // unknown, or a user row without an id
-			unknown = true
-		}
-	}
-	return ownersList(users, system, unknown), nil
-}
-
-// allJobOwners is JobOwners of every job, read from the jobs_owner index
-// by jumping from one owner to the next (a loose index scan written as a
-// recursive query: a few index probes per owner, whatever the number of
-// jobs) rather than grouping the whole table.
-func allJobOwners(ctx context.Context, db bun.IDB) ([]JobOwner, error) {
 	var users []JobOwner
 	err := db.NewRaw(`WITH RECURSIVE u(id) AS (
 		SELECT MIN(owner_id) FROM jobs WHERE owner_type = ?0
@@ -267,7 +265,7 @@ func allJobOwners(ctx context.Context, db bun.IDB) ([]JobOwner, error) {
 		SELECT (SELECT MIN(j.owner_id) FROM jobs j WHERE j.owner_type = ?0 AND j.owner_id > u.id) FROM u WHERE u.id IS NOT NULL
 	)
 	SELECT u.id, (SELECT MAX(j.owner_name) FROM jobs j WHERE j.owner_type = ?0 AND j.owner_id = u.id) AS name
-	FROM u WHERE u.id IS NOT NULL`, OwnerUser).Scan(ctx, &users)
+	FROM u WHERE u.id IS NOT NULL AND ?1`, OwnerUser, exists("j.owner_type = ? AND j.owner_id = u.id", OwnerUser)).Scan(ctx, &users)
 	if err != nil {
 		return nil, dbErr(err)
 	}
@@ -277,12 +275,9 @@ func allJobOwners(ctx context.Context, db bun.IDB) ([]JobOwner, error) {
 	var system, unknown bool
 	// Anything but a user with an id or the system is unknown: the
 	// owner types below, between and above the two, each an index range.
-	err = db.NewRaw(`SELECT
-		EXISTS (SELECT 1 FROM jobs WHERE owner_type = ?0),
-		EXISTS (SELECT 1 FROM jobs WHERE owner_type < ?0)
-		OR EXISTS (SELECT 1 FROM jobs WHERE owner_type > ?0 AND owner_type < ?1)
-		OR EXISTS (SELECT 1 FROM jobs WHERE owner_type > ?1)
-		OR EXISTS (SELECT 1 FROM jobs WHERE owner_type = ?1 AND owner_id IS NULL)`, OwnerSystem, OwnerUser).Scan(ctx, &system, &unknown)
+	err = db.NewRaw(`SELECT ?, ? OR ? OR ? OR ?`, exists("j.owner_type = ?", OwnerSystem),
+		exists("j.owner_type < ?", OwnerSystem), exists("j.owner_type > ? AND j.owner_type < ?", OwnerSystem, OwnerUser),
+		exists("j.owner_type > ?", OwnerUser), exists("j.owner_type = ? AND j.owner_id IS NULL", OwnerUser)).Scan(ctx, &system, &unknown)
 	if err != nil {
 		return nil, dbErr(err)
 	}

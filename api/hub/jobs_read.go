@@ -242,13 +242,10 @@ func (s *Server) listJobs(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	render := func(j *models.Job) any { return renderJob(c, j) }
-	if f.Empty() { // every job: the database keeps their number
-		return web.PaginateCounted(c, gin.H{"owners": owners},
-			func(d *[]models.Job, w models.Window) *bun.SelectQuery { return models.AllJobsPage(s.DB, d, w) },
-			func(ctx context.Context) (int, error) { return models.CountAllJobs(ctx, s.DB) }, render)
-	}
-	return web.PaginateWith(c, gin.H{"owners": owners}, func(d *[]models.Job) *bun.SelectQuery { return models.JobsQuery(s.DB, d, f) }, render)
+	return web.PaginateCounted(c, gin.H{"owners": owners},
+		func(d *[]models.Job, w models.Window) *bun.SelectQuery { return models.JobsPage(s.DB, d, f, w) },
+		func(ctx context.Context) (int, error) { return models.CountJobs(ctx, s.DB, f) },
+		func(j *models.Job) any { return renderJob(c, j) })
 }
 
 func (s *Server) jobsStats(c *gin.Context) error {

@@ -74,6 +74,8 @@ func BenchmarkLists(b *testing.B) {
 				{"gin-hello", srv.URL + "/hello", ""},
 				{"sites", e.URL + "/api/sites/", apitest.Bearer(e.Admin)},
 				{"jobs-page-100", e.URL + "/api/jobs/?page_size=100", apitest.Bearer(e.Admin)},
+				{"jobs-page-100-state", e.URL + "/api/jobs/?page_size=100&state=SUCCESS", apitest.Bearer(e.Admin)},
+				{"jobs-page-100-site", e.URL + "/api/jobs/?page_size=100&site=bench", apitest.Bearer(e.Admin)},
 				{"jobs-page-100-last", fmt.Sprintf("%s/api/jobs/?page_size=100&page=%d", e.URL, n/100), apitest.Bearer(e.Admin)},
 				{"jobstats-page-100", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100", e.URL, last.ID), apitest.Bearer(e.Admin)},
 				{"jobstats-page-100-last", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100&page=%d", e.URL, last.ID, perJob/100), apitest.Bearer(e.Admin)},

@@ -14,8 +14,9 @@ import (
 )
 
 // TestCountedListsReadDeepPagesFromTheEnd walks every page of the lists
-// whose total the database keeps (all jobs, all tasks, all of a job's
-// stats), whose pages past the middle are read from the list's end, and
+// whose total is known before their page is read (all jobs, all tasks and
+// all of a job's stats, whose numbers the database keeps, and jobs of one
+// state), whose pages past the middle are read from the list's end, and
 // checks that the pages put together are the whole list in its order,
 // with ties of the order's first column among the rows, for a page size
 // that divides the list and one that does not.
@@ -35,6 +36,8 @@ func walkCountedLists(t *testing.T, e *apitest.Env, kind string) {
 		_, err := e.DB.ExecContext(ctx, "UPDATE "+table+" SET created = (SELECT MIN(created) FROM "+table+") WHERE id % 3 = 0")
 		require.NoError(t, err)
 	}
+	_, err = e.DB.ExecContext(ctx, "UPDATE jobs SET state = 'FAILURE' WHERE id % 4 = 0")
+	require.NoError(t, err)
 	var job models.Job
 	require.NoError(t, e.DB.NewSelect().Model(&job).Order("j.id DESC").Limit(1).Scan(ctx))
 
@@ -45,8 +48,10 @@ func walkCountedLists(t *testing.T, e *apitest.Env, kind string) {
 		return out
 	}
 	for list, total := range map[string]int{
-		"/api/jobs/?":  140,
-		"/api/tasks/?": 140,
+		"/api/jobs/?":                                 140,
+		"/api/tasks/?":                                140,
+		"/api/jobs/?state=SUCCESS&":                   105,
+		"/api/jobs/?state=FAILURE&":                   35,
 		fmt.Sprintf("/api/jobstats/?job=%d&", job.ID): 100,
 	} {
 		all := e.AsAdmin(http.MethodGet, list+"page_size=0", nil)

@@ -48,6 +48,8 @@ func lists(db string) []row {
 		list("sites", "GET /api/sites/ vs gin hello world", 0.25, "≥ 25%"),
 		list("jobs-page-100", "GET /api/jobs/?page_size=100 vs gin hello", 0.25, "≥ 25%"),
 		list("jobs-page-100-last", "GET /api/jobs/ last page vs gin hello", 0, ""),
+		list("jobs-page-100-state", "GET /api/jobs/?state=SUCCESS (every job) vs gin hello", 0, ""),
+		list("jobs-page-100-site", "GET /api/jobs/?site=NAME (every job) vs gin hello", 0, ""),
 		list("jobstats-page-100", "GET /api/jobstats/?job=N&page_size=100 vs gin hello", 0.10, "≥ 10%"),
 		list("jobstats-page-100-last", "GET /api/jobstats/?job=N last page vs gin hello", 0, ""),
 		list("tasks-page-100", "GET /api/tasks/?page_size=100 vs gin hello", 0.25, "≥ 25%"),
