@@ -19,7 +19,7 @@ var jobStates = []string{vocab.JobPending, vocab.JobStarted, vocab.JobPausing, v
 
 // jobsCacheFor is how long one count serves scrapes: several Prometheus
 // servers or replicas scraping every few seconds then cost the database
-// one indexed GROUP BY (jobs_state) per interval.
+// one indexed GROUP BY (jobs_state_created_id) per interval.
 const jobsCacheFor = 5 * time.Second
 
 // JobsCollector reports hub_jobs{state}, the number of jobs in each
