@@ -454,10 +454,8 @@ func tasksSelect(db bun.IDB, dest any) *bun.SelectQuery {
 	return db.NewSelect().Model(dest).ColumnExpr("t.*").ColumnExpr(parentExpr)
 }
 
-// TasksQuery selects the tasks matching f into dest (a *[]TaskRow), newest
-// first.
-func TasksQuery(db bun.IDB, dest *[]TaskRow, f TaskFilter) *bun.SelectQuery {
-	q := tasksSelect(db, dest)
+// apply adds f's conditions to q, a query over tasks aliased t.
+func (f TaskFilter) apply(q *bun.SelectQuery) *bun.SelectQuery {
 	if f.TaskType != "" {
 		q.Where("t.tasktype = ?", f.TaskType)
 	}
@@ -477,20 +475,32 @@ func TasksQuery(db bun.IDB, dest *[]TaskRow, f TaskFilter) *bun.SelectQuery {
 			q.Where("t.tasktype <> ?", TaskDiscovery)
 		}
 	}
-	return q.Order("t.created DESC", "t.id DESC")
+	return q
 }
 
 // Empty tells whether f selects every task.
 func (f TaskFilter) Empty() bool { return reflect.ValueOf(f).IsZero() }
 
-// AllTasksPage is AllJobsPage for tasks: window w of every task, newest
-// first, its ids found in the (created, id) index first.
-func AllTasksPage(db bun.IDB, dest *[]TaskRow, w Window) *bun.SelectQuery {
+// TasksPage is JobsPage for tasks: window w of the tasks matching f,
+// newest first, their ids found first ((created, id) for every task,
+// (state, created, id) for one state).
+func TasksPage(db bun.IDB, dest *[]TaskRow, f TaskFilter, w Window) *bun.SelectQuery {
 	q := tasksSelect(db, dest).Order("t.created DESC", "t.id DESC")
 	if w.Limit == 0 {
-		return q
+		return f.apply(q)
 	}
-	return q.Where("t.id IN (?)", windowIDs(db.NewSelect().Table("tasks").Column("id"), w, true, "created", "id"))
+	ids := f.apply(db.NewSelect().TableExpr("tasks AS t").Column("t.id"))
+	return q.Where("t.id IN (?)", windowIDs(ids, w, true, "t.created", "t.id"))
+}
+
+// CountTasks is the number of tasks matching f: kept by the database for
+// every task (CountAllTasks), counted otherwise.
+func CountTasks(ctx context.Context, db bun.IDB, f TaskFilter) (int, error) {
+	if f.Empty() {
+		return CountAllTasks(ctx, db)
+	}
+	n, err := f.apply(db.NewSelect().TableExpr("tasks AS t")).Count(ctx)
+	return int(n), dbErr(err)
 }
 
 // GetTask loads a task with its parent id.

@@ -80,6 +80,7 @@ func BenchmarkLists(b *testing.B) {
 				{"jobstats-page-100", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100", e.URL, last.ID), apitest.Bearer(e.Admin)},
 				{"jobstats-page-100-last", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100&page=%d", e.URL, last.ID, perJob/100), apitest.Bearer(e.Admin)},
 				{"tasks-page-100", e.URL + "/api/tasks/?page_size=100", apitest.Bearer(e.Admin)},
+				{"tasks-page-100-state", e.URL + "/api/tasks/?page_size=100&state=SUCCESS", apitest.Bearer(e.Admin)},
 				{"tasks-page-100-last", fmt.Sprintf("%s/api/tasks/?page_size=100&page=%d", e.URL, n/100), apitest.Bearer(e.Admin)},
 			} {
 				b.Run(c.name, func(b *testing.B) {

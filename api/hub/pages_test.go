@@ -15,11 +15,11 @@ import (
 
 // TestCountedListsReadDeepPagesFromTheEnd walks every page of the lists
 // whose total is known before their page is read (all jobs, all tasks and
-// all of a job's stats, whose numbers the database keeps, and jobs of one
-// state), whose pages past the middle are read from the list's end, and
-// checks that the pages put together are the whole list in its order,
-// with ties of the order's first column among the rows, for a page size
-// that divides the list and one that does not.
+// all of a job's stats, whose numbers the database keeps, and jobs and
+// tasks of one state), whose pages past the middle are read from the
+// list's end, and checks that the pages put together are the whole list
+// in its order, with ties of the order's first column among the rows, for
+// a page size that divides the list and one that does not.
 func TestCountedListsReadDeepPagesFromTheEnd(t *testing.T) {
 	t.Parallel()
 	for _, kind := range dbtest.Dialects(t) {
@@ -36,8 +36,10 @@ func walkCountedLists(t *testing.T, e *apitest.Env, kind string) {
 		_, err := e.DB.ExecContext(ctx, "UPDATE "+table+" SET created = (SELECT MIN(created) FROM "+table+") WHERE id % 3 = 0")
 		require.NoError(t, err)
 	}
-	_, err = e.DB.ExecContext(ctx, "UPDATE jobs SET state = 'FAILURE' WHERE id % 4 = 0")
-	require.NoError(t, err)
+	for _, table := range []string{"jobs", "tasks"} {
+		_, err = e.DB.ExecContext(ctx, "UPDATE "+table+" SET state = 'FAILURE' WHERE id % 4 = 0")
+		require.NoError(t, err)
+	}
 	var job models.Job
 	require.NoError(t, e.DB.NewSelect().Model(&job).Order("j.id DESC").Limit(1).Scan(ctx))
 
@@ -52,6 +54,8 @@ func walkCountedLists(t *testing.T, e *apitest.Env, kind string) {
 		"/api/tasks/?":                                140,
 		"/api/jobs/?state=SUCCESS&":                   105,
 		"/api/jobs/?state=FAILURE&":                   35,
+		"/api/tasks/?state=SUCCESS&":                  105,
+		"/api/tasks/?state=FAILURE&":                  35,
 		fmt.Sprintf("/api/jobstats/?job=%d&", job.ID): 100,
 	} {
 		all := e.AsAdmin(http.MethodGet, list+"page_size=0", nil)

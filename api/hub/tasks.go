@@ -95,13 +95,10 @@ func (s *Server) listTasks(c *gin.Context) error {
 	if err := v.Err(); err != nil {
 		return err
 	}
-	render := func(t *models.TaskRow) any { return renderTask(c, t) }
-	if f.Empty() { // every task: the database keeps their number
-		return web.PaginateCounted(c, nil,
-			func(d *[]models.TaskRow, w models.Window) *bun.SelectQuery { return models.AllTasksPage(s.DB, d, w) },
-			func(ctx context.Context) (int, error) { return models.CountAllTasks(ctx, s.DB) }, render)
-	}
-	return web.Paginate(c, func(d *[]models.TaskRow) *bun.SelectQuery { return models.TasksQuery(s.DB, d, f) }, render)
+	return web.PaginateCounted(c, nil,
+		func(d *[]models.TaskRow, w models.Window) *bun.SelectQuery { return models.TasksPage(s.DB, d, f, w) },
+		func(ctx context.Context) (int, error) { return models.CountTasks(ctx, s.DB, f) },
+		func(t *models.TaskRow) any { return renderTask(c, t) })
 }
 
 func (s *Server) taskFromPath(c *gin.Context) (*models.TaskRow, error) {

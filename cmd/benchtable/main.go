@@ -53,6 +53,7 @@ func lists(db string) []row {
 		list("jobstats-page-100", "GET /api/jobstats/?job=N&page_size=100 vs gin hello", 0.10, "≥ 10%"),
 		list("jobstats-page-100-last", "GET /api/jobstats/?job=N last page vs gin hello", 0, ""),
 		list("tasks-page-100", "GET /api/tasks/?page_size=100 vs gin hello", 0.25, "≥ 25%"),
+		list("tasks-page-100-state", "GET /api/tasks/?state=SUCCESS (every task) vs gin hello", 0, ""),
 		list("tasks-page-100-last", "GET /api/tasks/ last page vs gin hello", 0, ""),
 	}
 }

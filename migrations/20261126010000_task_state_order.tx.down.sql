@@ -1,0 +1,1 @@
+DROP INDEX tasks_state_created_id;
