@@ -191,10 +191,11 @@ type Window struct {
 	FromEnd       bool
 }
 
-// windowIDs orders ids (a select of one table's ids) by cols, ascending
-// or (desc) descending, and keeps window w of them. The ids are found in
-// an index on cols alone, so the rows skipped are index entries, never
-// whole rows; from the end, the same index is read backwards.
+// windowIDs orders ids (a select of one table's ids, maybe filtered) by
+// cols, ascending or (desc) descending, and keeps window w of them. With
+// an index on cols (after the filter's equality columns), the rows skipped
+// are index entries, never whole rows, and none is sorted; from the end,
+// the same index is read backwards.
 func windowIDs(ids *bun.SelectQuery, w Window, desc bool, cols ...string) *bun.SelectQuery {
 	dir := " ASC"
 	if desc != w.FromEnd {
