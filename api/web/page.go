@@ -72,11 +72,10 @@ func PaginateWith[T any](c *gin.Context, extra map[string]any, query func(dest *
 	return nil
 }
 
-// PaginateCounted is PaginateWith for a list whose total is known
-// without counting rows (a number the database keeps): count gives it,
-// and query selects the page itself, in the window it is given, so that
-// it may find the page's rows its own way. A page past the middle of the
-// list is asked for from the list's end.
+// PaginateCounted is PaginateWith for a list that finds its rows its own
+// way: count gives the total (a number the database keeps, or a count),
+// read first, and query selects the page in the window it is given. A
+// page past the middle of the list is asked for from the list's end.
 func PaginateCounted[T any](c *gin.Context, extra map[string]any, query func(dest *[]T, w models.Window) *bun.SelectQuery,
 	count func(ctx context.Context) (int, error), render func(*T) any) error {
 	page, size, err := pageParams(c)
