@@ -5,6 +5,7 @@
 package hardening
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -68,8 +69,19 @@ func Defaults() Limits {
 }
 
 // Server returns an HTTP server for h with l's timeouts and header limit.
-// Serve it on l.Listener(ln) for the connection caps.
+// Serve it on l.Listener(ln) for the connection caps. A request's context
+// ends with its WriteTimeout, after which no answer could be written: the
+// database statements it runs stop then instead of waiting on a database
+// that no longer answers (the hub sets no other limit on them).
 func (l Limits) Server(h http.Handler) *http.Server {
+	if l.WriteTimeout > 0 {
+		next := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), l.WriteTimeout)
+			defer cancel()
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,

@@ -216,3 +216,34 @@ func TestConnectionsOverall(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
+
+// TestRequestContextEndsWithWriteTimeout: a handler's context has the
+// server's write timeout as its deadline (and none without one), so a
+// database statement it runs cannot outlive the answer it is for.
+func TestRequestContextEndsWithWriteTimeout(t *testing.T) {
+	for _, timeout := range []time.Duration{0, 3 * time.Second} {
+		deadline := make(chan time.Duration, 1)
+		srv := Limits{WriteTimeout: timeout}.Server(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			d, ok := r.Context().Deadline()
+			if !ok {
+				deadline <- 0
+				return
+			}
+			deadline <- time.Until(d)
+		}))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		go func() { _ = srv.Serve(ln) }()
+		resp, err := http.Get("http://" + ln.Addr().String() + "/")
+		require.NoError(t, err)
+		resp.Body.Close()
+		got := <-deadline
+		require.NoError(t, srv.Close())
+		if timeout == 0 {
+			require.Zero(t, got)
+			continue
+		}
+		require.Greater(t, got, timeout-time.Second)
+		require.LessOrEqual(t, got, timeout)
+	}
+}
