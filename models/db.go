@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
@@ -31,13 +32,13 @@ var (
 // PostgreSQL, anything else is a sqlite file path (optionally prefixed with
 // sqlite:// or file:).
 //
-// A PostgreSQL statement may run as long as its caller's context allows:
-// the driver's own 10 s limit on waiting for an answer would fail a
-// migration building an index over millions of rows, or any long
-// statement, as a network error. The URL's read_timeout sets one.
+// A PostgreSQL statement may run up to pgReadTimeout, or less if its
+// caller's context ends first: the driver's own default, 10 s, would fail
+// a migration building an index over millions of rows, or any long
+// statement, as a network error. The URL's read_timeout sets another.
 func Open(url string) (*bun.DB, error) {
 	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
-		sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithReadTimeout(0), pgdriver.WithDSN(url)))
+		sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithReadTimeout(pgReadTimeout), pgdriver.WithDSN(url)))
 		return register(bun.NewDB(sqldb, pgdialect.New())), nil
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "file:")
@@ -63,6 +64,12 @@ func Open(url string) (*bun.DB, error) {
 	sqldb.SetMaxOpenConns(1)
 	return register(bun.NewDB(sqldb, sqlitedialect.New())), nil
 }
+
+// pgReadTimeout bounds the wait for a PostgreSQL answer: long enough for
+// any statement the hub runs (an API request's own context ends sooner),
+// short enough that a loop without a deadline does not wait the better
+// part of an hour for TCP to notice a database that vanished.
+const pgReadTimeout = 10 * time.Minute
 
 // register tells bun about the join tables of many-to-many relations.
 func register(db *bun.DB) *bun.DB {
