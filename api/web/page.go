@@ -74,21 +74,35 @@ func PaginateWith[T any](c *gin.Context, extra map[string]any, query func(dest *
 
 // PaginateCounted is PaginateWith for a list that finds its rows its own
 // way: count gives the total (a number the database keeps, or a count),
-// read first, and query selects the page in the window it is given. A
-// page past the middle of the list is asked for from the list's end.
+// and query selects the page in the window it is given. A page past the
+// middle of the list is asked for from the list's end, so the total is
+// read before any page but the first; as in ScanPage, a first page that
+// is not full is the whole list and needs no count.
 func PaginateCounted[T any](c *gin.Context, extra map[string]any, query func(dest *[]T, w models.Window) *bun.SelectQuery,
 	count func(ctx context.Context) (int, error), render func(*T) any) error {
+	ctx := c.Request.Context()
 	page, size, err := pageParams(c)
 	if err != nil {
 		return err
 	}
-	n, err := count(c.Request.Context())
-	if err != nil {
+	var rows []T
+	n := -1
+	if page > 1 && size > 0 {
+		if n, err = count(ctx); err != nil {
+			return err
+		}
+	}
+	if err := query(&rows, window(page, size, n)).Scan(ctx); err != nil {
 		return err
 	}
-	var rows []T
-	if err := query(&rows, window(page, size, n)).Scan(c.Request.Context()); err != nil {
-		return err
+	switch {
+	case n >= 0:
+	case size == 0 || len(rows) < size:
+		n = len(rows)
+	default:
+		if n, err = count(ctx); err != nil {
+			return err
+		}
 	}
 	out := make([]any, len(rows))
 	for i := range rows {
@@ -98,12 +112,12 @@ func PaginateCounted[T any](c *gin.Context, extra map[string]any, query func(des
 }
 
 // window is the window of page (of size rows; 0: every row) in a list of
-// n rows: its rows from the list's start, or from its end when the page
-// begins past the middle. A page past the end is asked for from the start
-// (and is empty unless rows were added since n was read).
+// n rows (-1: not read): its rows from the list's start, or from its end
+// when the page begins past the middle. A page past the end is asked for
+// from the start (and is empty unless rows were added since n was read).
 func window(page, size, n int) models.Window {
 	offset := (page - 1) * size
-	if size == 0 || offset <= n/2 || offset >= n {
+	if n < 0 || size == 0 || offset <= n/2 || offset >= n {
 		return models.Window{Limit: size, Offset: offset}
 	}
 	end := min(offset+size, n)
