@@ -11,10 +11,21 @@ import (
 // epoll_ctl) of the dozen a small file's copy needs. This opens the file
 // plainly and wraps it; reads and writes block, as they do on a regular
 // file anyway.
+//
+// A file opened only for reading keeps its access time (O_NOATIME; see
+// NoAtime).
 func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	flag |= syscall.O_CLOEXEC
+	if flag&syscall.O_ACCMODE == syscall.O_RDONLY {
+		flag |= syscall.O_NOATIME
+	}
 	for {
-		fd, err := syscall.Open(name, flag|syscall.O_CLOEXEC, uint32(perm.Perm()))
+		fd, err := syscall.Open(name, flag, uint32(perm.Perm()))
 		if err == syscall.EINTR {
+			continue
+		}
+		if err == syscall.EPERM && flag&syscall.O_NOATIME != 0 {
+			flag &^= syscall.O_NOATIME // see NoAtime
 			continue
 		}
 		if err != nil {
@@ -23,6 +34,18 @@ func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 		return os.NewFile(uintptr(fd), name), nil
 	}
 }
+
+// NoAtime is added to the hub's opens of a user's file for reading: its
+// reading (a premigrate's copy, a checksum, a snapshot) is not the users'
+// access, and policies, search and analytics read the access time as
+// theirs. Without it Linux sets the access time to now on the first read
+// after a change or a day after the last one (relatime), so a premigrate
+// of a file unread for a year made it look read today, and a policy
+// releasing the space of files unread for 90 days never chose it. The
+// kernel grants O_NOATIME to the file's owner and to root (CAP_FOWNER);
+// for anyone else's file the open says EPERM and is made again without
+// it.
+const NoAtime = syscall.O_NOATIME
 
 // rename is os.Rename without its lstat of newname, which guards against
 // renaming onto a folder: rename(2) of a file onto a folder fails on Linux

@@ -9,4 +9,7 @@ func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 	return os.OpenFile(name, flag, perm)
 }
 
+// NoAtime is 0: only Linux is told not to change access times.
+const NoAtime = 0
+
 func rename(oldname, newname string) error { return os.Rename(oldname, newname) }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -548,4 +549,57 @@ func TestCancellation(t *testing.T) {
 		_, err = target.Stat(context.Background(), path.Base("big"))
 		require.ErrorIs(t, err, targets.ErrNotFound)
 	})
+}
+
+// TestStepsKeepAccessTimes: the hub's own reading of a file (premigrate's
+// checksum and copy, migrate's check, recall's, a snapshot's copy) is not
+// the users' access, and policies, search and analytics read the access
+// time as theirs. The tree's files were last read in 2020; the kernel
+// (relatime) moves an access time that old on the next read.
+func TestStepsKeepAccessTimes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	files := makeTree(t, dir, 20, func(i int) int { return 100 + i })
+	paths := sortedPaths(files)
+	atime := func(p string) time.Time {
+		t.Helper()
+		var st syscall.Stat_t
+		require.NoError(t, syscall.Lstat(filepath.Join(dir, filepath.FromSlash(p)), &st))
+		return time.Unix(st.Atim.Sec, st.Atim.Nsec)
+	}
+	before := map[string]time.Time{}
+	for _, p := range paths {
+		before[p] = atime(p)
+		require.Less(t, before[p].Year(), 2021, p)
+	}
+	requireKept := func(step string) {
+		t.Helper()
+		for _, p := range paths {
+			require.True(t, atime(p).Equal(before[p]), "%s changed the access time of %s: %v", step, p, atime(p))
+		}
+	}
+	root := newRoot(t, dir, false)
+	target := fsTarget(t)
+	res, err := Premigrate(ctx, root, paths, target, "tgt", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+	requireKept("premigrate")
+	res, err = Migrate(ctx, root, paths, target, "tgt", StepOptions{StubSize: 16})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+	requireKept("migrate")
+	res, err = Recall(ctx, root, paths, func(string) (targets.Driver, error) { return target, nil }, StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+	requireKept("recall")
+	_, err = cjCopyFile(root, strings.TrimPrefix(paths[0], "/"), filepath.Join(t.TempDir(), "copy"))
+	require.NoError(t, err)
+	requireKept("a snapshot's copy")
+
+	// The check above means something only where reading moves an access
+	// time: reading as anyone else does must move it.
+	_, err = os.ReadFile(filepath.Join(dir, filepath.FromSlash(paths[0])))
+	require.NoError(t, err)
+	require.False(t, atime(paths[0]).Equal(before[paths[0]]), "this filesystem keeps access times by itself (noatime?): the test proves nothing here")
 }
