@@ -178,6 +178,24 @@ func Commit(f *os.File, dst string) error {
 	return f.Close()
 }
 
+// OpenScratch opens a file for data that is checked and then copied over
+// dst, never renamed onto it (a recall's download): an unnamed file in
+// dst's folder (O_TMPFILE), on dst's filesystem but in no listing, so the
+// folder's users see nothing and its modification time stays; it vanishes
+// with its last descriptor, even if the process is killed. Where the
+// filesystem cannot make unnamed files, it is OpenTemp's file. release
+// closes and removes it either way.
+func OpenScratch(ctx context.Context, dst string) (f *os.File, release func(), err error) {
+	if f, err := openUnnamed(filepath.Dir(dst)); err == nil {
+		return f, func() { _ = f.Close() }, nil
+	}
+	f, err = OpenTemp(ctx, dst)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, func() { Discard(f) }, nil
+}
+
 // Discard removes a temporary file from OpenTemp and then unlocks it, in
 // that order, so a waiting writer starts afresh.
 func Discard(f *os.File) {

@@ -2,7 +2,10 @@ package fsutil
 
 import (
 	"os"
+	"path/filepath"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // OpenFile is os.OpenFile for regular files on the hot paths of a step.
@@ -46,6 +49,20 @@ func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 // for anyone else's file the open says EPERM and is made again without
 // it.
 const NoAtime = syscall.O_NOATIME
+
+// openUnnamed makes an unnamed file in dir (see OpenScratch).
+func openUnnamed(dir string) (*os.File, error) {
+	for {
+		fd, err := syscall.Open(dir, unix.O_TMPFILE|syscall.O_RDWR|syscall.O_CLOEXEC, 0o600)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "open unnamed file in", Path: dir, Err: err}
+		}
+		return os.NewFile(uintptr(fd), filepath.Join(dir, "(unnamed)")), nil
+	}
+}
 
 // rename is os.Rename without its lstat of newname, which guards against
 // renaming onto a folder: rename(2) of a file onto a folder fails on Linux

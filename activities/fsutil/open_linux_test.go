@@ -63,3 +63,27 @@ func TestOpenFileReadsOthersFiles(t *testing.T) {
 	require.NoError(t, readErr)
 	require.Equal(t, string(want), string(got))
 }
+
+// TestOpenScratchIsInNoFolder: a recall's download is invisible in the
+// stub's folder and leaves the folder's time alone (see OpenScratch).
+func TestOpenScratchIsInNoFolder(t *testing.T) {
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "stub")
+	require.NoError(t, os.WriteFile(dst, []byte("st"), 0o644))
+	before, err := os.Stat(dir)
+	require.NoError(t, err)
+	f, release, err := OpenScratch(t.Context(), dst)
+	require.NoError(t, err)
+	_, err = f.WriteString("the whole data")
+	require.NoError(t, err)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "only the stub")
+	release()
+	after, err := os.Stat(dir)
+	require.NoError(t, err)
+	require.Equal(t, before.ModTime(), after.ModTime())
+	entries, err = os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+}

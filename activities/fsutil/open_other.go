@@ -2,7 +2,10 @@
 
 package fsutil
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
 // OpenFile is os.OpenFile (see open_linux.go for why Linux differs).
 func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
@@ -11,5 +14,9 @@ func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 
 // NoAtime is 0: only Linux is told not to change access times.
 const NoAtime = 0
+
+// openUnnamed: unnamed files are Linux's (O_TMPFILE); OpenScratch falls
+// back to a named temporary file.
+func openUnnamed(string) (*os.File, error) { return nil, errors.ErrUnsupported }
 
 func rename(oldname, newname string) error { return os.Rename(oldname, newname) }

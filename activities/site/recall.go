@@ -132,8 +132,9 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 	return s.results()
 }
 
-// recallOne brings one stub's data back. The data goes to a temporary
-// file first and is checked there, so a missing or wrong remote copy
+// recallOne brings one stub's data back. The data goes to a scratch file
+// first (unnamed, in the stub's folder: see fsutil.OpenScratch) and is
+// checked there, so a missing or wrong remote copy
 // leaves the stub untouched; then it is written over the stub in place,
 // keeping the file's inode, owner, permissions and attributes. The stub's
 // bytes are the data's first bytes, so the file is a valid prefix of its
@@ -153,11 +154,11 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 		return err
 	}
 	defer rc.Close()
-	tmp, err := fsutil.OpenTemp(s.ctx, j.abs)
+	tmp, release, err := fsutil.OpenScratch(s.ctx, j.abs)
 	if err != nil {
 		return err
 	}
-	defer fsutil.Discard(tmp)
+	defer release()
 	h := sha256.New()
 	n, err := copyBuffer(tmp, io.TeeReader(&countingReader{ctx: s.ctx, r: rc, prog: s.prog}, h))
 	if err != nil {

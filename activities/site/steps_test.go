@@ -551,12 +551,14 @@ func TestCancellation(t *testing.T) {
 	})
 }
 
-// TestStepsKeepAccessTimes: the hub's own reading of a file (premigrate's
+// TestStepsLeaveTimesAlone: the hub's own reading of a file (premigrate's
 // checksum and copy, migrate's check, recall's, a snapshot's copy) is not
 // the users' access, and policies, search and analytics read the access
-// time as theirs. The tree's files were last read in 2020; the kernel
-// (relatime) moves an access time that old on the next read.
-func TestStepsKeepAccessTimes(t *testing.T) {
+// time as theirs; nor does a step change the users' folders (a recall's
+// download goes to an unnamed file). The tree's files were last read in
+// 2020; the kernel (relatime) moves an access time that old on the next
+// read.
+func TestStepsLeaveTimesAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -568,7 +570,26 @@ func TestStepsKeepAccessTimes(t *testing.T) {
 		require.NoError(t, syscall.Lstat(filepath.Join(dir, filepath.FromSlash(p)), &st))
 		return time.Unix(st.Atim.Sec, st.Atim.Nsec)
 	}
-	before := map[string]time.Time{}
+	// The users' folders and their times: not the hub's own, .hub, nor the
+	// root, where the first step makes .hub.
+	folders := func() map[string]time.Time {
+		t.Helper()
+		m := map[string]time.Time{}
+		require.NoError(t, filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+			require.NoError(t, err)
+			if e.Name() == ".hub" {
+				return filepath.SkipDir
+			}
+			if e.IsDir() && p != dir {
+				fi, err := e.Info()
+				require.NoError(t, err)
+				m[p] = fi.ModTime()
+			}
+			return nil
+		}))
+		return m
+	}
+	before, foldersBefore := map[string]time.Time{}, folders()
 	for _, p := range paths {
 		before[p] = atime(p)
 		require.Less(t, before[p].Year(), 2021, p)
@@ -578,6 +599,7 @@ func TestStepsKeepAccessTimes(t *testing.T) {
 		for _, p := range paths {
 			require.True(t, atime(p).Equal(before[p]), "%s changed the access time of %s: %v", step, p, atime(p))
 		}
+		require.Equal(t, foldersBefore, folders(), "%s changed a folder", step)
 	}
 	root := newRoot(t, dir, false)
 	target := fsTarget(t)
@@ -602,4 +624,5 @@ func TestStepsKeepAccessTimes(t *testing.T) {
 	_, err = os.ReadFile(filepath.Join(dir, filepath.FromSlash(paths[0])))
 	require.NoError(t, err)
 	require.False(t, atime(paths[0]).Equal(before[paths[0]]), "this filesystem keeps access times by itself (noatime?): the test proves nothing here")
+	requireFiles(t, dir, files) // recalled whole
 }
