@@ -38,9 +38,9 @@ func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 	}
 }
 
-// NoAtime is added to the hub's opens of a user's file for reading: its
-// reading (a premigrate's copy, a checksum, a snapshot) is not the users'
-// access, and policies, search and analytics read the access time as
+// NoAtime is added to the hub's opens of a user's file or folder for
+// reading: its reading (a premigrate's copy, a checksum, a snapshot, a
+// walk listing a folder) is not the users' access, and policies, search and analytics read the access time as
 // theirs. Without it Linux sets the access time to now on the first read
 // after a change or a day after the last one (relatime), so a premigrate
 // of a file unread for a year made it look read today, and a policy

@@ -27,6 +27,7 @@ var fallbackTests = []string{
 	"TestExposerCheckSwapRace", "TestShareCheckSwapRace", "TestConfigWriteSwapRace",
 	"TestCJSpaceStaysInside", "TestCJSnapshotNeverCopiesFromOutside", "TestCJCopyFileRefusesASwappedLink",
 	"TestSpaceDirs", "TestWalkErrors", "TestLifecycle", "TestCopyInAndRemovePath", "TestTamperedRecordsAreRefused", "TestXattrReadsFollowTheFolder",
+	"TestWalkKeepsFolderAccessTimes", "TestStepsLeaveTimesAlone", "TestCJCopyFileCopiesOthersFiles",
 }
 
 // TestBeneathFallback runs the containment and race tests again in a

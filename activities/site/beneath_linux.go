@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // beneathResolve is what every path below a site root is opened with: no
@@ -27,6 +29,11 @@ func openBeneath(dir *os.File, rel string, flags int, perm uint32) (*os.File, er
 		rel = "."
 	}
 	flags |= unix.O_CLOEXEC
+	// Reading a file or listing a folder keeps its access time (see
+	// fsutil.NoAtime), unless the kernel refuses: then it opens as usual.
+	if flags&(unix.O_ACCMODE|unix.O_PATH) == unix.O_RDONLY {
+		flags |= fsutil.NoAtime
+	}
 	how := unix.OpenHow{Flags: uint64(flags), Mode: uint64(perm), Resolve: beneathResolve}
 	for !noOpenat2.Load() {
 		fd, err := unix.Openat2(int(dir.Fd()), rel, &how)
@@ -35,13 +42,19 @@ func openBeneath(dir *os.File, rel string, flags int, perm uint32) (*os.File, er
 			return os.NewFile(uintptr(fd), fdName(fd)), nil
 		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
 			// a rename raced the lookup: try again
+		case errors.Is(err, unix.EPERM) && how.Flags&fsutil.NoAtime != 0:
+			how.Flags &^= fsutil.NoAtime
 		case errors.Is(err, unix.ENOSYS):
 			noOpenat2.Store(true)
 		default:
 			return nil, beneathError(rel, err)
 		}
 	}
-	return openBeneathFallback(dir, rel, flags, perm)
+	f, err := openBeneathFallback(dir, rel, int(how.Flags), perm)
+	if errors.Is(err, unix.EPERM) && how.Flags&fsutil.NoAtime != 0 {
+		return openBeneathFallback(dir, rel, int(how.Flags&^fsutil.NoAtime), perm)
+	}
+	return f, err
 }
 
 // fdName is a path through which the kernel reaches an open file by its

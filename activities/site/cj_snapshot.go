@@ -205,10 +205,7 @@ func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string) (files, byt
 }
 
 func cjCopyFile(root *Root, srcRel, dst string) (n int64, err error) {
-	in, err := openBeneath(root.f, srcRel, os.O_RDONLY|fsutil.NoAtime, 0)
-	if errors.Is(err, unix.EPERM) && fsutil.NoAtime != 0 { // not the owner: see fsutil.NoAtime
-		in, err = openBeneath(root.f, srcRel, os.O_RDONLY, 0)
-	}
+	in, err := openBeneath(root.f, srcRel, os.O_RDONLY, 0)
 	if err != nil {
 		return 0, err
 	}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -183,3 +185,47 @@ func TestAutoBatchSize(t *testing.T) {
 }
 
 func mkfifo(p string) error { return syscall.Mkfifo(p, 0o644) }
+
+// TestWalkKeepsFolderAccessTimes: a job's discovery or a policy's scan
+// lists every folder; that is not the users' access (see fsutil.NoAtime).
+// The folders were last read in 2020; the kernel (relatime) moves an access
+// time that old on the next listing.
+func TestWalkKeepsFolderAccessTimes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	files := makeTree(t, dir, 50, func(i int) int { return i })
+	root := newRoot(t, dir, false)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".hub"), 0o755)) // as the first step makes it
+	var folders []string                                               // found without listing any
+	for p := range files {
+		for d := filepath.Dir(filepath.Join(dir, p)); d != dir; d = filepath.Dir(d) {
+			if !slices.Contains(folders, d) {
+				folders = append(folders, d)
+			}
+		}
+	}
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	atime := func(p string) time.Time {
+		var st syscall.Stat_t
+		require.NoError(t, syscall.Lstat(p, &st))
+		return time.Unix(st.Atim.Sec, st.Atim.Nsec).UTC()
+	}
+	for _, p := range append(folders, dir) {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		require.NoError(t, os.Chtimes(p, old, fi.ModTime()))
+	}
+	n := 0
+	require.NoError(t, Walk(context.Background(), root, []string{"/"}, WalkOptions{}, func(b []Entry) error {
+		n += len(b)
+		return nil
+	}))
+	require.Greater(t, n, 50)
+	for _, p := range append(folders, dir) {
+		require.Equal(t, old, atime(p), "the walk moved the access time of %s", p)
+	}
+	// The check means something only where listing moves an access time.
+	_, err := os.ReadDir(folders[0])
+	require.NoError(t, err)
+	require.NotEqual(t, old, atime(folders[0]), "this filesystem keeps access times by itself (noatime?)")
+}
