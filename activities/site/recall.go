@@ -268,8 +268,9 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			return
 		}
 		var recs []Record
+		var linked int
 		if s.opts.DeleteRemote {
-			if recs, err = s.records(rel, abs, fi); err != nil {
+			if recs, linked, err = s.records(rel, abs, fi); err != nil {
 				j.fail(err)
 				return
 			}
@@ -301,41 +302,50 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		if s.opts.DeleteRemote {
 			j.note = fmt.Sprintf("removed; %d remote copies released", remote)
 		}
+		if linked > 0 {
+			j.note += fmt.Sprintf("; %d kept for files that still have other names (hard links)", linked)
+		}
 	})
 	return s.results()
 }
 
 // records returns the trusted, content-addressed records at or below a
 // path, whose references a delete drops. A record the site did not write
-// is passed over: its reference, if any, is another file's.
-func (s *stepRun) records(rel, abs string, fi fs.FileInfo) ([]Record, error) {
-	var recs []Record
-	keep := func(rec *Record, ino uint64, btime func() int64) {
+// is passed over: its reference, if any, is another file's. So is the
+// record of a file with other names (hard links), which outlive the
+// delete and may be stubs that need the copy: linked counts those.
+func (s *stepRun) records(rel, abs string, fi fs.FileInfo) (recs []Record, linked int, err error) {
+	keep := func(rec *Record, ino, names uint64, btime func() int64) {
 		if rec == nil || !rec.contentAddressed() {
 			return
 		}
-		if stale, err := s.root.state.trust(rec, ino, btime); err == nil && !stale {
-			recs = append(recs, *rec)
+		if stale, err := s.root.state.trust(rec, ino, btime); err != nil || stale {
+			return
 		}
+		if names > 1 {
+			linked++
+			return
+		}
+		recs = append(recs, *rec)
 	}
 	switch {
 	case fi.IsDir():
 		files, _ := newFilter(WalkOptions{Types: []string{TypeFile}})
 		err := walkTree(s.ctx, s.root, []string{rel}, walkConfig{filter: files, missingOK: true, btime: true}, func(items []item) error {
 			for _, it := range items {
-				keep(it.rec, it.ino, func() int64 { return it.btime })
+				keep(it.rec, it.ino, it.links, func() int64 { return it.btime })
 			}
 			return nil
 		})
-		return recs, err
+		return recs, linked, err
 	case fi.Mode().IsRegular():
 		rec, err := s.root.state.get(abs, rel)
 		if err != nil && !errors.Is(err, ErrUntrustedRecord) {
-			return nil, err
+			return nil, 0, err
 		}
-		keep(rec, inode(fi), func() int64 { return birthTime(abs) })
+		keep(rec, inode(fi), links(fi), func() int64 { return birthTime(abs) })
 	}
-	return recs, nil
+	return recs, linked, nil
 }
 
 // CopyIn writes size bytes from r to the root-relative path p (size < 0:

@@ -623,3 +623,68 @@ func TestCollectMarkerDuringPass(t *testing.T) {
 		})
 	}
 }
+
+// TestHardLinkedFiles: a file with several names (hard links) is one
+// file. Releasing its data through one name would leave a stub under
+// every name, where the site's state index (which keeps records by path)
+// knows only one; and deleting one name with its remote copy would free
+// the copy that the stub under another name still needs.
+func TestHardLinkedFiles(t *testing.T) {
+	t.Parallel()
+	for _, index := range []bool{false, true} {
+		t.Run(map[bool]string{false: "xattr state", true: "index state"}[index], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			files := map[string][]byte{}
+			for _, p := range []string{"/a/x", "/c/z"} {
+				data := bytes.Repeat([]byte(p), 2500)
+				require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(dir, p), data, 0o644))
+				files[p] = data
+			}
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, "b"), 0o755))
+			require.NoError(t, os.Link(filepath.Join(dir, "a/x"), filepath.Join(dir, "b/y")))
+			root := newRoot(t, dir, index)
+			target := fsTarget(t)
+			drivers := func(string) (targets.Driver, error) { return target, nil }
+			read := func(p string) []byte {
+				b, err := os.ReadFile(filepath.Join(dir, p))
+				require.NoError(t, err)
+				return b
+			}
+
+			// Migrating a linked file copies it but does not release it.
+			res, err := Migrate(ctx, root, []string{"/a/x", "/c/z"}, target, "t", StepOptions{StubSize: 16})
+			require.NoError(t, err)
+			require.Equal(t, CodeFailed, res[0].Code, "%v", res)
+			require.Contains(t, res[0].Message, "hard links")
+			require.Equal(t, CodeOK, res[1].Code, "%v", res)
+			require.Equal(t, files["/a/x"], read("/a/x"))
+			require.Equal(t, files["/a/x"], read("/b/y"))
+			_, rec, err := root.Stat("/a/x")
+			require.NoError(t, err)
+			require.Equal(t, Premigrated, rec.State)
+
+			// A name a user gives a stub afterwards outlives the delete of
+			// the first name, remote copy included: the copy stays.
+			require.NoError(t, os.Link(filepath.Join(dir, "c/z"), filepath.Join(dir, "c/w")))
+			res, err = Delete(ctx, root, []string{"/c/z"}, drivers, StepOptions{DeleteRemote: true})
+			require.NoError(t, err)
+			require.Equal(t, CodeOK, res[0].Code, "%v", res)
+			require.Contains(t, res[0].Message, "1 kept for files that still have other names")
+			for range 2 {
+				_, err = Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+				require.NoError(t, err)
+			}
+			_, err = target.Stat(ctx, contentKey(sha(files["/c/z"])))
+			require.NoError(t, err, "the copy the other name needs was collected")
+			if !index { // the record lives in the file, under every name
+				res, err = Recall(ctx, root, []string{"/c/w"}, drivers, StepOptions{})
+				require.NoError(t, err)
+				require.Equal(t, CodeOK, res[0].Code, "%v", res)
+				require.Equal(t, files["/c/z"], read("/c/w"))
+			}
+		})
+	}
+}

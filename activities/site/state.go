@@ -106,6 +106,14 @@ func inode(fi fs.FileInfo) uint64 {
 	return 0
 }
 
+// links is the number of names (hard links) a file has; 1 where unknown.
+func links(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}
+
 func device(fi fs.FileInfo) uint64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return uint64(st.Dev) //nolint:unconvert // Dev is not uint64 on every platform

@@ -402,6 +402,15 @@ func (s *stepRun) release(j *job) error {
 		_ = s.root.state.clear(j.abs, j.rel)
 		return errChangedNotReleased
 	}
+	if n := links(fi); n > 1 && fi.Size() == rec.Size {
+		// Truncating would make a stub of every name, and only this one
+		// is known to the hub: the file stays whole and premigrated.
+		rec.State, rec.Pending, rec.StubSize = Premigrated, "", 0
+		if err := s.root.state.set(j.abs, j.rel, rec); err != nil {
+			return err
+		}
+		return fmt.Errorf("not released: the file has %d names (hard links), and releasing it would turn every one into a stub; it stays premigrated", n)
+	}
 	if err := f.Truncate(rec.StubSize); err != nil {
 		return err
 	}

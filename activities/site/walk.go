@@ -97,6 +97,7 @@ func autoBatchSize(files, bytes int64) int {
 type item struct {
 	Entry
 	ino, dev uint64
+	links    uint64  // names of the file (hard links)
 	btime    int64   // birth time (ns), when walkConfig.btime asks for it
 	rec      *Record // raw record, even when it no longer matches
 	// recUnread: the file's state record could not be read or understood
@@ -606,6 +607,7 @@ func (w *walker) makeItemAt(at entryAt, p, abs, typ string, fi fs.FileInfo) item
 		Entry: Entry{Path: p, Type: typ, Mtime: fi.ModTime(), State: Resident},
 		ino:   inode(fi),
 		dev:   device(fi),
+		links: links(fi),
 	}
 	if w.btime {
 		it.btime = birthTime(abs)
