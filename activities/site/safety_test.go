@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -687,4 +689,51 @@ func TestHardLinkedFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLinkMadeDuringMigration: a user gives a file a second name after
+// migrate has marked it for release and before it truncates it (the
+// worker is killed at that instant, then the step runs again, as a
+// retried activity does). The release must still see the second name.
+func TestLinkMadeDuringMigration(t *testing.T) {
+	t.Parallel()
+	dir, tdir := t.TempDir(), t.TempDir()
+	data := bytes.Repeat([]byte("linked later "), 1000)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x"), data, 0o644))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLinkFaultChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "HUB_FAULT_POINT=migrate.marked@1", "HUB_FAULT_CHILD_ROOT="+dir, "HUB_FAULT_CHILD_TARGET="+tdir)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	require.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal(), "%s", out)
+
+	require.NoError(t, os.Link(filepath.Join(dir, "x"), filepath.Join(dir, "y")))
+	root := newRoot(t, dir, false)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	res, err := Migrate(context.Background(), root, []string{"/x"}, target, "t", StepOptions{StubSize: 16})
+	require.NoError(t, err)
+	require.Equal(t, CodeFailed, res[0].Code, "%v", res)
+	require.Contains(t, res[0].Message, "hard links")
+	for _, name := range []string{"x", "y"} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.Equal(t, data, got, name)
+	}
+	_, rec, err := root.Stat("/y")
+	require.NoError(t, err)
+	require.Equal(t, Premigrated, rec.State)
+	require.Empty(t, rec.Pending)
+}
+
+// TestLinkFaultChild is the worker TestLinkMadeDuringMigration kills.
+func TestLinkFaultChild(t *testing.T) {
+	dir := os.Getenv("HUB_FAULT_CHILD_ROOT")
+	if dir == "" || os.Getenv("HUB_FAULT_POINT") == "" {
+		return
+	}
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: os.Getenv("HUB_FAULT_CHILD_TARGET")})
+	require.NoError(t, err)
+	_, err = Migrate(context.Background(), newRoot(t, dir, false), []string{"/x"}, target, "t", StepOptions{StubSize: 16})
+	require.NoError(t, err)
 }
