@@ -20,15 +20,15 @@ import (
 func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 	flag |= syscall.O_CLOEXEC
 	if flag&syscall.O_ACCMODE == syscall.O_RDONLY {
-		flag |= syscall.O_NOATIME
+		flag |= NoAtime
 	}
 	for {
 		fd, err := syscall.Open(name, flag, uint32(perm.Perm()))
 		if err == syscall.EINTR {
 			continue
 		}
-		if err == syscall.EPERM && flag&syscall.O_NOATIME != 0 {
-			flag &^= syscall.O_NOATIME // see NoAtime
+		if err == syscall.EPERM && flag&NoAtime != 0 {
+			flag &^= NoAtime
 			continue
 		}
 		if err != nil {
@@ -40,14 +40,14 @@ func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 
 // NoAtime is added to the hub's opens of a user's file or folder for
 // reading: its reading (a premigrate's copy, a checksum, a snapshot, a
-// walk listing a folder) is not the users' access, and policies, search and analytics read the access time as
-// theirs. Without it Linux sets the access time to now on the first read
-// after a change or a day after the last one (relatime), so a premigrate
-// of a file unread for a year made it look read today, and a policy
-// releasing the space of files unread for 90 days never chose it. The
-// kernel grants O_NOATIME to the file's owner and to root (CAP_FOWNER);
-// for anyone else's file the open says EPERM and is made again without
-// it.
+// walk listing a folder) is not the users' access, and policies, search
+// and analytics read the access time as theirs. Without it Linux sets the
+// access time to now on the first read after a change or a day after the
+// last one (relatime), so a premigrate of a file unread for a year made
+// it look read today, and a policy releasing the space of files unread
+// for 90 days never chose it. The kernel grants O_NOATIME to the file's
+// owner and to root (CAP_FOWNER); for anyone else's file the open says
+// EPERM and is made again without it.
 const NoAtime = syscall.O_NOATIME
 
 // openUnnamed makes an unnamed file in dir (see OpenScratch).

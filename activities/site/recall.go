@@ -133,9 +133,9 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 }
 
 // recallOne brings one stub's data back. The data goes to a scratch file
-// first (unnamed, in the stub's folder: see fsutil.OpenScratch) and is
-// checked there, so a missing or wrong remote copy
-// leaves the stub untouched; then it is written over the stub in place,
+// first (unnamed, on the stub's filesystem: see fsutil.OpenScratch) and
+// is checked there, so a missing or wrong remote copy leaves the stub
+// untouched; then it is written over the stub in place,
 // keeping the file's inode, owner, permissions and attributes. The stub's
 // bytes are the data's first bytes, so the file is a valid prefix of its
 // data at every moment, which a retried recall recognises.
