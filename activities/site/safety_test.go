@@ -639,14 +639,17 @@ func TestHardLinkedFiles(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
 			files := map[string][]byte{}
-			for _, p := range []string{"/a/x", "/c/z"} {
+			for _, p := range []string{"/a/x", "/c/z", "/g/h"} {
 				data := bytes.Repeat([]byte(p), 2500)
 				require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755))
 				require.NoError(t, os.WriteFile(filepath.Join(dir, p), data, 0o644))
 				files[p] = data
 			}
-			require.NoError(t, os.MkdirAll(filepath.Join(dir, "b"), 0o755))
-			require.NoError(t, os.Link(filepath.Join(dir, "a/x"), filepath.Join(dir, "b/y")))
+			link := func(from, to string) {
+				require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(to)), 0o755))
+				require.NoError(t, os.Link(filepath.Join(dir, from), filepath.Join(dir, to)))
+			}
+			link("/a/x", "/b/y")
 			root := newRoot(t, dir, index)
 			target := fsTarget(t)
 			drivers := func(string) (targets.Driver, error) { return target, nil }
@@ -657,11 +660,12 @@ func TestHardLinkedFiles(t *testing.T) {
 			}
 
 			// Migrating a linked file copies it but does not release it.
-			res, err := Migrate(ctx, root, []string{"/a/x", "/c/z"}, target, "t", StepOptions{StubSize: 16})
+			res, err := Migrate(ctx, root, []string{"/a/x", "/c/z", "/g/h"}, target, "t", StepOptions{StubSize: 16})
 			require.NoError(t, err)
 			require.Equal(t, CodeFailed, res[0].Code, "%v", res)
 			require.Contains(t, res[0].Message, "hard links")
 			require.Equal(t, CodeOK, res[1].Code, "%v", res)
+			require.Equal(t, CodeOK, res[2].Code, "%v", res)
 			require.Equal(t, files["/a/x"], read("/a/x"))
 			require.Equal(t, files["/a/x"], read("/b/y"))
 			_, rec, err := root.Stat("/a/x")
@@ -669,23 +673,30 @@ func TestHardLinkedFiles(t *testing.T) {
 			require.Equal(t, Premigrated, rec.State)
 
 			// A name a user gives a stub afterwards outlives the delete of
-			// the first name, remote copy included: the copy stays.
-			require.NoError(t, os.Link(filepath.Join(dir, "c/z"), filepath.Join(dir, "c/w")))
-			res, err = Delete(ctx, root, []string{"/c/z"}, drivers, StepOptions{DeleteRemote: true})
+			// the first name (a file, or a folder holding it), remote copy
+			// included: the copy stays.
+			link("/c/z", "/c/w")
+			link("/g/h", "/e/v")
+			res, err = Delete(ctx, root, []string{"/c/z", "/g"}, drivers, StepOptions{DeleteRemote: true})
 			require.NoError(t, err)
-			require.Equal(t, CodeOK, res[0].Code, "%v", res)
-			require.Contains(t, res[0].Message, "1 kept for files that still have other names")
+			for _, r := range res {
+				require.Equal(t, CodeOK, r.Code, "%v", res)
+				require.Contains(t, r.Message, "1 kept for files that still have other names")
+			}
 			for range 2 {
 				_, err = Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
 				require.NoError(t, err)
 			}
-			_, err = target.Stat(ctx, contentKey(sha(files["/c/z"])))
-			require.NoError(t, err, "the copy the other name needs was collected")
+			for _, p := range []string{"/c/z", "/g/h"} {
+				_, err = target.Stat(ctx, contentKey(sha(files[p])))
+				require.NoError(t, err, "the copy of %s, which another name needs, was collected", p)
+			}
 			if !index { // the record lives in the file, under every name
-				res, err = Recall(ctx, root, []string{"/c/w"}, drivers, StepOptions{})
+				res, err = Recall(ctx, root, []string{"/c/w", "/e/v"}, drivers, StepOptions{})
 				require.NoError(t, err)
-				require.Equal(t, CodeOK, res[0].Code, "%v", res)
+				requireAll(t, res, CodeOK, []string{"/c/w", "/e/v"})
 				require.Equal(t, files["/c/z"], read("/c/w"))
+				require.Equal(t, files["/g/h"], read("/e/v"))
 			}
 		})
 	}
