@@ -267,13 +267,24 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			j.fail(err)
 			return
 		}
-		var recs []Record
-		var linked int
-		if s.opts.DeleteRemote {
+		// The records are read for the references to drop, and where
+		// records are kept by path (the state index) to find the stubs
+		// with other names, whose data only this path's record leads to.
+		var recs, linked []Record
+		if s.opts.DeleteRemote || !s.root.state.xattr {
 			if recs, linked, err = s.records(rel, abs, fi); err != nil {
 				j.fail(err)
 				return
 			}
+		}
+		if !s.root.state.xattr {
+			if n := countState(linked, Migrated); n > 0 {
+				j.finish(CodeFailed, "not deleted: %d stubs here have other names (hard links), which this site's state index does not know, so deleting would leave their data reachable from none; recall them first", n)
+				return
+			}
+		}
+		if !s.opts.DeleteRemote {
+			recs = nil
 		}
 		if err := os.RemoveAll(abs); err != nil {
 			j.fail(err)
@@ -302,8 +313,8 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		if s.opts.DeleteRemote {
 			j.note = fmt.Sprintf("removed; %d remote copies released", remote)
 		}
-		if linked > 0 {
-			j.note += fmt.Sprintf("; %d kept for files that still have other names (hard links)", linked)
+		if s.opts.DeleteRemote && len(linked) > 0 {
+			j.note += fmt.Sprintf("; %d kept for files that still have other names (hard links)", len(linked))
 		}
 	})
 	return s.results()
@@ -311,10 +322,10 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 
 // records returns the trusted, content-addressed records at or below a
 // path, whose references a delete drops. A record the site did not write
-// is passed over: its reference, if any, is another file's. So is the
-// record of a file with other names (hard links), which outlive the
-// delete and may be stubs that need the copy: linked counts those.
-func (s *stepRun) records(rel, abs string, fi fs.FileInfo) (recs []Record, linked int, err error) {
+// is passed over: its reference, if any, is another file's. The records
+// of files with other names (hard links), which outlive the delete and
+// may be stubs that need the copy, are returned apart, in linked.
+func (s *stepRun) records(rel, abs string, fi fs.FileInfo) (recs, linked []Record, err error) {
 	keep := func(rec *Record, ino, names uint64, btime func() int64) {
 		if rec == nil || !rec.contentAddressed() {
 			return
@@ -323,7 +334,7 @@ func (s *stepRun) records(rel, abs string, fi fs.FileInfo) (recs []Record, linke
 			return
 		}
 		if names > 1 {
-			linked++
+			linked = append(linked, *rec)
 			return
 		}
 		recs = append(recs, *rec)
@@ -341,11 +352,22 @@ func (s *stepRun) records(rel, abs string, fi fs.FileInfo) (recs []Record, linke
 	case fi.Mode().IsRegular():
 		rec, err := s.root.state.get(abs, rel)
 		if err != nil && !errors.Is(err, ErrUntrustedRecord) {
-			return nil, 0, err
+			return nil, nil, err
 		}
 		keep(rec, inode(fi), links(fi), func() int64 { return birthTime(abs) })
 	}
 	return recs, linked, nil
+}
+
+// countState is the number of records in state.
+func countState(recs []Record, state State) int {
+	n := 0
+	for _, rec := range recs {
+		if rec.State == state {
+			n++
+		}
+	}
+	return n
 }
 
 // CopyIn writes size bytes from r to the root-relative path p (size < 0:
