@@ -213,12 +213,12 @@ func windowIDs(ids *bun.SelectQuery, w Window, desc bool, cols ...string) *bun.S
 // job, (state, created, id) for one state), so a page skips index
 // entries, never whole rows, and no filter sorts the jobs it matches.
 func JobsPage(db bun.IDB, dest any, f JobFilter, w Window) *bun.SelectQuery {
-	q := db.NewSelect().Model(dest).Order("j.created DESC", "j.id DESC")
 	if w.Limit == 0 {
-		return f.apply(db, q)
+		return JobsQuery(db, dest, f)
 	}
 	ids := f.apply(db, db.NewSelect().TableExpr("jobs AS j").Column("j.id"))
-	return q.Where("j.id IN (?)", windowIDs(ids, w, true, "j.created", "j.id"))
+	return db.NewSelect().Model(dest).Where("j.id IN (?)", windowIDs(ids, w, true, "j.created", "j.id")).
+		Order("j.created DESC", "j.id DESC")
 }
 
 // CountJobs is the number of jobs matching f: kept by the database for
