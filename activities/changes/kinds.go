@@ -174,7 +174,7 @@ func deliverJobStart(ctx context.Context, s *Service, in *models.Intent) error {
 	// The previous run recorded its end and is closing: wait for it a
 	// moment (its result does not matter), then start once more.
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	_ = s.Temporal.GetWorkflow(wctx, id, "").Get(wctx, nil)
+	_ = awaitResult(wctx, s.Temporal, s.Temporal.GetWorkflow(wctx, id, ""), nil)
 	cancel()
 	if err := start(); !alreadyStarted(err) {
 		return err

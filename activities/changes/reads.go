@@ -54,7 +54,7 @@ func (s *Service) RunShort(ctx context.Context, w Short, result any) (done bool,
 		wctx, cancel = context.WithTimeout(ctx, w.Wait)
 		defer cancel()
 	}
-	err = run.Get(wctx, result)
+	err = awaitResult(wctx, s.Temporal, run, result)
 	if err == nil {
 		return true, nil
 	}
@@ -69,6 +69,39 @@ func (s *Service) RunShort(ctx context.Context, w Short, result any) (done bool,
 	}
 	s.Log.Warn("workflow failed", "what", w.What, "workflow_id", w.ID, "error", err)
 	return false, &WorkflowError{What: w.What, Err: err}
+}
+
+// closeCheck is how often a wait for a workflow's result asks whether the
+// workflow has closed. The Temporal server's long poll on a close can miss
+// it (its history service drops a notification that comes while the poll
+// still holds the one before; seen under load, a 100 ms listing answered
+// after 20 s) and then waits out its 20 s.
+const closeCheck = time.Second
+
+// awaitResult is run.Get, with a describe every closeCheck that notices a
+// close the long poll missed.
+func awaitResult(ctx context.Context, c client.Client, run client.WorkflowRun, result any) error {
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	got := make(chan error, 1)
+	go func() { got <- run.Get(pollCtx, result) }()
+	tick := time.NewTicker(closeCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-got:
+			if pollCtx.Err() != nil && ctx.Err() == nil {
+				// Stopped below: the run has closed, so this answers at once.
+				return run.Get(ctx, result)
+			}
+			return err
+		case <-tick.C:
+			d, err := c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+			if err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				stopPoll()
+			}
+		}
+	}
 }
 
 // JobProgress asks job id's workflow for its live progress; ok is false
