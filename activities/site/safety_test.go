@@ -764,3 +764,41 @@ func TestLinkFaultChild(t *testing.T) {
 	_, err = Migrate(context.Background(), newRoot(t, dir, false), []string{"/x"}, target, "t", StepOptions{StubSize: 16})
 	require.NoError(t, err)
 }
+
+// TestRewrittenObjectIsNotTrusted: content on a filesystem target that
+// was rewritten in place (same size, other bytes) no longer reports its
+// checksum; a migration of another file with that content reads it back,
+// finds it wrong, and uploads the content again instead of releasing the
+// file onto it.
+func TestRewrittenObjectIsNotTrusted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, tdir := t.TempDir(), t.TempDir()
+	data := []byte(strings.Repeat("the only copy ", 1000))
+	for _, name := range []string{"a.bin", "b.bin"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	}
+	root := newRoot(t, dir, false)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	res, err := Migrate(ctx, root, []string{"/a.bin"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/a.bin"})
+
+	object := filepath.Join(tdir, filepath.FromSlash(contentKey(sha(data))))
+	require.NoError(t, os.WriteFile(object, make([]byte, len(data)), 0o644))
+	res, err = Migrate(ctx, root, []string{"/b.bin"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/b.bin"})
+	require.NotContains(t, res[0].Message, "already had", "the rewritten object was trusted")
+
+	// Both stubs recall their data: the upload mended the shared object.
+	res, err = Recall(ctx, root, []string{"/a.bin", "/b.bin"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/a.bin", "/b.bin"})
+	for _, name := range []string{"a.bin", "b.bin"} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.Equal(t, data, got, name)
+	}
+}

@@ -507,10 +507,27 @@ func (s *stepRun) stillPremigrated(j *job, target targets.Driver) (bool, error) 
 }
 
 // remoteHas reports whether the target holds the object with the given
-// size and, when the target knows it, checksum.
+// size and checksum. An object whose checksum the target does not report
+// (a filesystem target without extended attributes, or an object changed
+// since it was written) is read back and hashed: its size says nothing of
+// its bytes, and a step that trusted it would release a file whose only
+// copy is wrong.
 func remoteHas(ctx context.Context, target targets.Driver, key string, size int64, sum string) bool {
 	obj, err := target.Stat(ctx, key)
-	return err == nil && obj.Size == size && (obj.Checksum == "" || obj.Checksum == sum)
+	if err != nil || obj.Size != size {
+		return false
+	}
+	if obj.Checksum != "" {
+		return obj.Checksum == sum
+	}
+	rc, err := target.Get(ctx, key)
+	if err != nil {
+		return false
+	}
+	defer rc.Close()
+	h := sha256.New()
+	_, err = copyBuffer(h, rc)
+	return err == nil && hex.EncodeToString(h.Sum(nil)) == sum
 }
 
 // upload hashes the file, records the file's reference to that content on

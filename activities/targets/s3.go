@@ -31,7 +31,9 @@ import (
 const sumMeta = "sha256"
 
 const (
-	defaultMultipartThreshold = 64 << 20
+	// Above one part's size an upload is multipart; either way at most
+	// one part is held in memory (see Put).
+	defaultMultipartThreshold = defaultPartSize
 	defaultPartSize           = 16 << 20
 	maxParts                  = 10000
 )
@@ -132,8 +134,12 @@ func (s *S3) key(key string) (string, error) {
 }
 
 // Put uploads with a single PutObject, or a multipart upload above the
-// threshold. The SHA-256 is stored as user metadata and also signed as
-// the SigV4 payload hash, so a real S3 rejects a body that does not match.
+// threshold. The SHA-256 is stored as user metadata, which later uploads
+// of the same content trust, so Put sends only bytes it has hashed: a
+// single PutObject's body is read into memory and checked before it is
+// sent (and the sum is also signed as the SigV4 payload hash, which a real
+// S3 checks), a multipart upload's parts are hashed as they are sent and
+// the upload is completed only when they add up to the sum.
 func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	k, err := s.key(key)
 	if err != nil {
@@ -148,10 +154,17 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) error
 	if n > s.multipartThreshold {
 		return s.putMultipart(ctx, key, k, body, n, meta)
 	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(ctxReader{ctx, body}, buf); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if read := sha256.Sum256(buf); hex.EncodeToString(read[:]) != sum {
+		return fmt.Errorf("put %s: the content read has sha256 %x, not %s: it changed after it was hashed", key, read, sum)
+	}
 	_, err = s.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(s.bucket),
 		Key:           aws.String(k),
-		Body:          body,
+		Body:          bytes.NewReader(buf),
 		ContentLength: aws.Int64(n),
 		Metadata:      meta,
 	}, withPayloadHash(sum))
@@ -177,35 +190,30 @@ func (s *S3) putMultipart(ctx context.Context, key, k string, body io.ReadSeeker
 			})
 		}
 	}()
-	start, err := body.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return fmt.Errorf("put %s: %w", key, err)
-	}
-	ra, ok := body.(io.ReaderAt)
-	if cr, isCR := body.(*ChecksummedReader); isCR {
-		ra, ok = cr.ReadSeeker.(io.ReaderAt)
-	}
+	// Each part is read once and hashed as it is sent: S3 checks each
+	// part's own hash, never the whole object's, so only the bytes actually
+	// uploaded can be checked against the checksum the object is labelled
+	// with. A file that changed since it was hashed is not stored.
+	buf := make([]byte, partSize)
+	h := sha256.New()
 	var parts []types.CompletedPart
 	for num, off := int32(1), int64(0); off < n; num, off = num+1, off+partSize {
-		length := min(partSize, n-off)
-		var part io.ReadSeeker
-		if ok {
-			part = io.NewSectionReader(ra, start+off, length)
-		} else {
-			buf := make([]byte, length)
-			if _, err := io.ReadFull(body, buf); err != nil {
-				return fmt.Errorf("put %s: part %d: %w", key, num, err)
-			}
-			part = bytes.NewReader(buf)
+		part := buf[:min(partSize, n-off)]
+		if _, err := io.ReadFull(ctxReader{ctx, body}, part); err != nil {
+			return fmt.Errorf("put %s: part %d: %w", key, num, err)
 		}
+		h.Write(part)
 		out, err := s.client.UploadPart(ctx, &s3.UploadPartInput{
 			Bucket: aws.String(s.bucket), Key: aws.String(k), UploadId: up.UploadId,
-			PartNumber: aws.Int32(num), Body: part, ContentLength: aws.Int64(length),
+			PartNumber: aws.Int32(num), Body: bytes.NewReader(part), ContentLength: aws.Int64(int64(len(part))),
 		})
 		if err != nil {
 			return fmt.Errorf("put %s: part %d: %w", key, num, err)
 		}
 		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)})
+	}
+	if sent := hex.EncodeToString(h.Sum(nil)); sent != meta[sumMeta] {
+		return fmt.Errorf("put %s: the content sent has sha256 %s, not %s: it changed while uploading", key, sent, meta[sumMeta])
 	}
 	_, err = s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
 		Bucket: aws.String(s.bucket), Key: aws.String(k), UploadId: up.UploadId,
