@@ -27,6 +27,10 @@ func appendBatchEntry(buf []byte, e *batchEntry) []byte {
 		buf = append(buf, `,"old_path":`...)
 		buf = appendJSONString(buf, e.OldPath)
 	}
+	if e.Mtime != 0 {
+		buf = append(buf, `,"mtime":`...)
+		buf = strconv.AppendInt(buf, e.Mtime, 10)
+	}
 	return append(buf, "}\n"...)
 }
 

@@ -16,6 +16,7 @@ func TestAppendBatchEntryIsEncodingJSON(t *testing.T) {
 		for _, e := range []batchEntry{
 			{Path: p, Type: TypeFile, Size: 42},
 			{Path: p, Type: TypeDirectory, State: Migrated, Size: -1, Change: "renamed", OldPath: p + "/old"},
+			{Path: p, Type: TypeFile, Size: 7, Change: Deleted, Mtime: 1764000000123456789},
 		} {
 			var want bytes.Buffer
 			if err := json.NewEncoder(&want).Encode(e); err != nil {

@@ -104,6 +104,9 @@ type batchEntry struct {
 	Size    int64  `json:"size"`
 	Change  Change `json:"change,omitempty"`
 	OldPath string `json:"old_path,omitempty"`
+	// Mtime (Unix ns) of a deleted file's last version: a site_sync's
+	// destination deletes its own copy only when it is that version.
+	Mtime int64 `json:"mtime,omitempty"`
 }
 
 func (a *Activities) jobDir(jobID int64, run int) string {
@@ -269,7 +272,11 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 		res, err = Snapdiff(ctx, a.Root, in.Paths[0], filepath.Join(a.Root.Dir(), hubDir, "manifests"), func(batch []DiffEntry) error {
 			for _, d := range batch {
 				if r := matchRule(in.Rules, d.Type, d.State); r >= 0 || d.Change == Deleted {
-					if err := w.add(max(r, 0), batchEntry{Path: d.Path, Type: d.Type, State: d.State, Size: d.Size, Change: d.Change, OldPath: d.OldPath}); err != nil {
+					e := batchEntry{Path: d.Path, Type: d.Type, State: d.State, Size: d.Size, Change: d.Change, OldPath: d.OldPath}
+					if d.Change == Deleted {
+						e.Mtime = d.Mtime.UnixNano()
+					}
+					if err := w.add(max(r, 0), e); err != nil {
 						return err
 					}
 				}

@@ -429,28 +429,6 @@ func copyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, 
 	return root.state.forgetTree(rel)
 }
 
-// RemovePath removes a file, symlink or directory tree (not following a
-// final symlink) and forgets its state. Removing an absent path is not an
-// error; remote copies are left alone (see Delete).
-func RemovePath(root *Root, p string) error {
-	l, err := root.locate(p)
-	if isNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer l.close()
-	rel, abs := l.rel, l.path()
-	if rel == "" {
-		return fmt.Errorf("remove %q: is the site root", p)
-	}
-	if err := os.RemoveAll(abs); err != nil {
-		return fmt.Errorf("remove %s: %w", apiPath(rel), err)
-	}
-	return root.state.forgetTree(rel)
-}
-
 // Stat describes one path like Walk does, with its migration record when
 // the file is premigrated or migrated (nil otherwise).
 func (r *Root) Stat(p string) (Entry, *Record, error) {

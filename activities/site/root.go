@@ -1,7 +1,7 @@
 // Package site implements the file operations a site worker performs on
 // its storage: discovery (Walk, Snapdiff), the migration steps
 // (Premigrate, Migrate, Recall, ReverseStub, Delete) and the helpers used
-// by send and site_sync (CopyIn, RemovePath). Everything happens inside a
+// by send and site_sync (CopyIn). Everything happens inside a
 // Root; API paths are root-relative and can never reach outside it.
 //
 // The package is plain Go: the caller wraps these functions as Temporal

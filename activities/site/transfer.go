@@ -4,11 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -50,8 +54,11 @@ func (a *Activities) sendChunk(in StepInput, drivers *driverSet) chunkFunc {
 		for _, e := range chunk {
 			switch {
 			case e.Change == Deleted || e.Change == Moved:
+				// A deletion carries the size and mtime of the version the
+				// source deleted, which the destination compares with its
+				// own file (see deletionKeeps).
 				outs = append(outs, Outcome{Path: e.Path, State: OutcomeSuccess,
-					Sent: &SentFile{Path: e.Path, Type: e.Type, Change: e.Change, OldPath: e.OldPath}})
+					Sent: &SentFile{Path: e.Path, Type: e.Type, Change: e.Change, OldPath: e.OldPath, Size: e.Size, Mtime: e.Mtime}})
 			case e.Type == TypeDirectory:
 				outs = append(outs, Outcome{Path: e.Path, State: OutcomeSuccess, Sent: &SentFile{Path: e.Path, Type: e.Type, Change: e.Change,
 					Meta: a.sentMeta(ctx, e.Path)}})
@@ -167,39 +174,9 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	exists := statErr == nil
 	switch f.Change {
 	case Deleted:
-		switch {
-		case !exists:
-			return "already deleted", nil
-		case in.Preference == "local":
-			return "kept the destination's copy (sync_preference local)", nil
-		case existing.IsDir():
-			// Only an empty directory goes: files that exist only at the
-			// destination are never destroyed by a sync.
-			if err := os.Remove(abs); err != nil {
-				return "kept the destination's directory: it holds files", nil
-			}
-			return "deleted", nil
-		}
-		return "deleted", RemovePath(a.Root, dst)
+		return a.replayDeletion(in, f, l, existing)
 	case Moved:
-		old, err := a.Root.locate(a.destPath(in, f.OldPath))
-		if err != nil && !isNotExist(err) {
-			return "", err
-		}
-		if err == nil {
-			defer old.close()
-			_, err = os.Lstat(old.path())
-		}
-		if err != nil {
-			if exists {
-				return "already moved", nil
-			}
-			return "", fmt.Errorf("moved from %s, which the destination does not have", f.OldPath)
-		}
-		if exists && in.Preference != "ignore" {
-			return "kept the destination's copy at the new path; the old path is left as it was", nil
-		}
-		return "moved", os.Rename(old.path(), abs)
+		return a.replayMove(in, f, l, exists)
 	}
 	if f.Type == TypeDirectory {
 		return "directory", a.Root.mkdirAll(l.rel)
@@ -227,7 +204,7 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 		return "", err
 	}
 	if !in.Hydrate && in.Step == "send" {
-		return "stub", a.makeStub(ctx, dst, f, d)
+		return "stub", a.makeStub(ctx, l, f, d)
 	}
 	r, err := getContent(ctx, d, f.Key, f.Checksum)
 	if err != nil {
@@ -237,25 +214,253 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	h := sha256.New()
 	// The checksum is checked before the new data replaces anything, so a
 	// changed or corrupt remote copy never costs the destination its file.
+	// A sync that chose to replace the destination's file (older, or none)
+	// checks again that it is the one it chose: a file saved there during
+	// the download is the destination's newer copy.
+	recheck := in.Step == "site_sync" && in.Preference != "ignore"
 	err = copyIn(ctx, a.Root, dst, io.TeeReader(r, h), f.Size, time.Unix(0, f.Mtime), beat, func() error {
 		if got := hex.EncodeToString(h.Sum(nil)); got != f.Checksum {
 			return fmt.Errorf("checksum mismatch for %s: got %s, want %s", f.Key, got, f.Checksum)
 		}
+		if recheck && changedSince(abs, existing) {
+			return errChangedMeanwhile
+		}
 		return nil
 	})
+	if errors.Is(err, errChangedMeanwhile) {
+		return "kept the destination's copy: it changed during the download", nil
+	}
 	if err != nil {
 		return "", err
 	}
 	return "copied", nil
 }
 
-// makeStub creates a migrated stub at dst whose data is the sent object:
-// an empty file with the original mtime and a signed record, whose
-// reference on the target is written before the content is checked, so
-// the stub's data cannot be collected under it. A recall at the
-// destination brings the data back.
-func (a *Activities) makeStub(ctx context.Context, dst string, f SentFile, d targets.Driver) error {
-	// Checked before anything at dst is replaced, and again below once the
+// errChangedMeanwhile: the destination's file changed between a sync's
+// check and its replacement.
+var errChangedMeanwhile = errors.New("the destination's file changed during the download")
+
+// changedSince tells whether the entry at abs is no longer the one a check
+// saw as before (nil: there was none): another file, or the same one
+// written since.
+func changedSince(abs string, before os.FileInfo) bool {
+	now, err := os.Lstat(abs)
+	if before == nil {
+		return !isNotExist(err)
+	}
+	return err != nil || device(now) != device(before) || inode(now) != inode(before) ||
+		now.Size() != before.Size() || !now.ModTime().Equal(before.ModTime())
+}
+
+// receiveRace, nil outside tests, is called at the instant between a
+// replayed deletion's or move's check of the destination and its change,
+// with the destination's root-relative path: tests play a user's action
+// there.
+var receiveRace func(rel string)
+
+// replayDeletion removes what the source deleted, never recursively: a
+// file with unlink (a folder swapped in for it stays), a directory only
+// when empty. A file goes only while it is the version the source deleted
+// or an older one (see deletionKeeps).
+func (a *Activities) replayDeletion(in ReceiveInput, f SentFile, l *loc, existing os.FileInfo) (string, error) {
+	switch {
+	case existing == nil:
+		return "already deleted", nil
+	case in.Preference == "local":
+		return "kept the destination's copy (sync_preference local)", nil
+	case existing.IsDir():
+		// Only an empty directory goes: files that exist only at the
+		// destination are never destroyed by a sync.
+		if receiveRace != nil {
+			receiveRace(l.rel)
+		}
+		err := unlinkBeneath(l, true)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return "already deleted", nil
+		case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
+			return "kept the destination's directory: it holds files", nil
+		case err != nil:
+			return "", err
+		}
+	default:
+		if why := deletionKeeps(in, f, existing); why != "" {
+			return "kept the destination's copy: " + why, nil
+		}
+		if receiveRace != nil {
+			receiveRace(l.rel)
+		}
+		if err := unlinkBeneath(l, false); errors.Is(err, fs.ErrNotExist) {
+			return "already deleted", nil
+		} else if err != nil {
+			return "", err
+		}
+	}
+	return "deleted", a.Root.state.forgetTree(l.rel)
+}
+
+// deletionKeeps says why a replayed deletion leaves the destination's file
+// (not a directory) in place, or "" when it may go. With sync_preference
+// newest the newest change wins: the file goes when it is the version the
+// source deleted (same type, size and mtime: the one a sync delivered) or
+// older; a file saved at the destination since is newer than the deletion.
+func deletionKeeps(in ReceiveInput, f SentFile, fi os.FileInfo) string {
+	if in.Preference == "ignore" {
+		return "" // the source wins
+	}
+	mtime := fi.ModTime().UnixNano()
+	switch {
+	case f.Mtime == 0:
+		return "the source did not say which version it deleted (sync_preference newest)"
+	case f.Type != "" && typeOf(fi.Mode()) != f.Type:
+		return "it is not the kind of entry the source deleted"
+	case mtime > f.Mtime:
+		return "it is newer than the file the source deleted (sync_preference newest)"
+	case mtime == f.Mtime && fi.Size() != f.Size:
+		return "it differs from the file the source deleted (sync_preference newest)"
+	}
+	return ""
+}
+
+// keptAtNewPath is the message of a move onto a path the destination has.
+const keptAtNewPath = "kept the destination's copy at the new path; the old path is left as it was"
+
+// replayMove renames the destination's copy from the old path to the new
+// one. The new path is replaced only with sync_preference ignore; otherwise
+// an entry there (even one created after the check) is kept.
+//
+// Records kept by path (the state index) follow the file: they are copied
+// to the new path first, then the file is renamed, then the old path's
+// records are dropped. A worker killed in between leaves records at both
+// paths, which the rerun finishes (it renames again, or finds the file
+// moved and drops the old path's records); never a moved stub without its
+// record.
+func (a *Activities) replayMove(in ReceiveInput, f SentFile, l *loc, exists bool) (string, error) {
+	oldDst := a.destPath(in, f.OldPath)
+	old, err := a.Root.locate(oldDst)
+	if err != nil && !isNotExist(err) {
+		return "", err
+	}
+	if err == nil {
+		defer old.close()
+		_, err = os.Lstat(old.path())
+	}
+	if err != nil {
+		if !exists {
+			return "", fmt.Errorf("moved from %s, which the destination does not have", f.OldPath)
+		}
+		// Nothing is at the old path: records left there (by a worker
+		// killed after its rename) describe no file.
+		if rel, err := cleanRel(oldDst); err == nil && rel != "" {
+			return "already moved", a.Root.state.forgetTree(rel)
+		}
+		return "already moved", nil
+	}
+	replace := in.Preference == "ignore"
+	if exists && !replace {
+		return keptAtNewPath, nil
+	}
+	undo, err := a.Root.copyRecords(old.rel, l.rel)
+	if err != nil {
+		undo()
+		return "", err
+	}
+	if marks := a.Root.state.marks; marks != nil {
+		// The folder a stub moves into is marked as holding records
+		// (folder_marks.go), or policy scans would read it as resident.
+		if err := marks.mark(l.path()); err != nil {
+			undo()
+			return "", err
+		}
+	}
+	fsutil.Fault("move.records-copied")
+	if receiveRace != nil {
+		receiveRace(l.rel)
+	}
+	if err := renameBeneath(old, l, replace); err != nil {
+		undo()
+		if errors.Is(err, fs.ErrExist) {
+			return keptAtNewPath, nil
+		}
+		return "", err
+	}
+	fsutil.Fault("move.renamed")
+	return "moved", a.Root.state.forgetTree(old.rel)
+}
+
+// copyRecords writes the index records at or below oldRel again at the
+// same places below newRel, as they are (signed, naming the same inodes,
+// which a rename keeps), and returns how to undo it: the records it
+// replaced are put back, the others removed. Records kept in the files'
+// attributes move with the files by themselves.
+func (r *Root) copyRecords(oldRel, newRel string) (undo func(), err error) {
+	ix := r.state.index
+	type prior struct {
+		rel string
+		rec *Record
+	}
+	var done []prior
+	undo = func() {
+		for _, p := range done {
+			if p.rec != nil {
+				_ = ix.set(p.rel, *p.rec)
+			} else {
+				_ = ix.remove(p.rel)
+			}
+		}
+	}
+	if err := ix.ensureImported(); err != nil {
+		return undo, err
+	}
+	name, folder, err := ix.paths(oldRel)
+	if err != nil {
+		return undo, nil // no record can be there
+	}
+	copyOne := func(file string) error {
+		l, err := readRecordFile(file)
+		switch {
+		case absent(err), errors.Is(err, ErrUntrustedRecord):
+			return nil // none, or one no step would use
+		case err != nil:
+			return fmt.Errorf("state index: %w", err)
+		case l.Record == nil || (l.Path != oldRel && !strings.HasPrefix(l.Path, oldRel+"/")):
+			return nil // another path's record, refused wherever it is
+		}
+		rel := newRel + strings.TrimPrefix(l.Path, oldRel)
+		prev, _ := ix.get(rel)
+		if err := ix.set(rel, *l.Record); err != nil {
+			return err
+		}
+		done = append(done, prior{rel, prev})
+		return nil
+	}
+	if err := copyOne(name); err != nil {
+		return undo, err
+	}
+	err = filepath.WalkDir(folder, func(p string, e fs.DirEntry, err error) error {
+		switch {
+		case err != nil && absent(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("state index: %w", err)
+		case e.IsDir() || strings.HasPrefix(e.Name(), "."):
+			return nil // a folder, or a writer's temporary file
+		}
+		return copyOne(p)
+	})
+	return undo, err
+}
+
+// makeStub creates a migrated stub at l whose data is the sent object: an
+// empty file with the original mtime and a signed record. The stub is made
+// under a temporary name, and everything it relies on is secured before
+// it replaces anything at l: its reference on the target (so its data
+// cannot be collected under it), the content itself, and its record. Only
+// then is it renamed into place, so a failure leaves the destination's
+// previous file exactly as it was. A recall at the destination brings the
+// data back.
+func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets.Driver) (err error) {
+	// Checked before anything is written, and again below once the
 	// reference is written.
 	if !remoteHas(ctx, d, f.Key, f.Size, f.Checksum) {
 		rc, err := getContent(ctx, d, f.Key, f.Checksum)
@@ -264,21 +469,42 @@ func (a *Activities) makeStub(ctx context.Context, dst string, f SentFile, d tar
 		}
 		rc.Close()
 	}
-	if err := CopyIn(ctx, a.Root, dst, strings.NewReader(""), 0, time.Unix(0, f.Mtime)); err != nil {
-		return err
-	}
-	l, err := a.Root.locate(dst)
-	if err != nil {
-		return err
-	}
-	defer l.close()
 	rel, abs := l.rel, l.path()
-	fi, err := os.Lstat(abs)
+	if rel == "" {
+		return fmt.Errorf("stub %q: is the site root", apiPath(rel))
+	}
+	if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
+		return fmt.Errorf("stub %s: is a directory", apiPath(rel))
+	}
+	tmp, err := fsutil.OpenTemp(ctx, abs)
+	if err != nil {
+		return fmt.Errorf("stub %s: %w", apiPath(rel), err)
+	}
+	var rec Record
+	committed := false
+	defer func() {
+		if err != nil && !committed {
+			if rec.Ref != "" {
+				_ = dropRef(context.WithoutCancel(ctx), d, rec)
+			}
+			fsutil.Discard(tmp)
+		}
+	}()
+	mtime := time.Unix(0, f.Mtime)
+	if err = tmp.Chmod(0o644); err == nil {
+		err = os.Chtimes(tmp.Name(), mtime, mtime)
+	}
+	if err != nil {
+		return fmt.Errorf("stub %s: %w", apiPath(rel), err)
+	}
+	fi, err := tmp.Stat()
 	if err != nil {
 		return err
 	}
-	rec := Record{State: Migrated, Size: f.Size, Mtime: f.Mtime, Target: f.Target,
-		Key: f.Key, Checksum: f.Checksum, Ino: inode(fi), Btime: birthTime(abs)}
+	// The stub keeps its inode (and birth time) when renamed into place,
+	// so its reference and record can name it now.
+	rec = Record{State: Migrated, Size: f.Size, Mtime: f.Mtime, Target: f.Target,
+		Key: f.Key, Checksum: f.Checksum, Ino: inode(fi), Btime: birthTime(tmp.Name())}
 	if f.Key == contentKey(f.Checksum) {
 		if rec.Ref, err = a.Root.refID(rec.Ino, rec.Btime, f.Checksum); err != nil {
 			return err
@@ -295,13 +521,29 @@ func (a *Activities) makeStub(ctx context.Context, dst string, f SentFile, d tar
 		err = fmt.Errorf("remote copy %s: %w", f.Key, targets.ErrNotFound)
 	}
 	if err != nil {
-		if rec.Ref != "" {
-			_ = dropRef(context.WithoutCancel(ctx), d, rec)
-		}
-		_ = RemovePath(a.Root, dst)
 		return err
 	}
-	return a.Root.state.set(abs, rel, rec)
+	// The record is written before the rename: in the stub's attributes,
+	// or in the index at rel for the stub's inode, which the file still at
+	// rel does not match. A kill before the rename leaves that file as it
+	// was; the retry reuses the temporary file, and so its inode and
+	// record. The record the index held for rel is put back if the rename
+	// fails.
+	prev, _ := a.Root.state.index.get(rel)
+	if err := a.Root.state.set(tmp.Name(), rel, rec); err != nil {
+		return err
+	}
+	committed = true // Commit renames or discards it
+	if err := fsutil.Commit(tmp, abs); err != nil {
+		if prev != nil {
+			_ = a.Root.state.index.set(rel, *prev)
+		} else {
+			_ = a.Root.state.index.remove(rel)
+		}
+		_ = dropRef(context.WithoutCancel(ctx), d, rec)
+		return fmt.Errorf("stub %s: %w", apiPath(rel), err)
+	}
+	return nil
 }
 
 func fileSHA256(name string) (string, error) {

@@ -106,6 +106,45 @@ func TestJobSiteSync(t *testing.T) {
 	require.True(t, os.IsNotExist(err), "moved away at the destination too")
 }
 
+// TestSiteSyncNewestDeletes: with the default sync_preference (newest) a
+// file deleted at the source goes at the destination when the destination
+// holds the version the source deleted, and stays when the destination
+// changed it since the last sync (the source's deletion carries the
+// deleted version's size and mtime).
+func TestSiteSyncNewestDeletes(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	e.StartHubWorker()
+	src, dst := twoSites(t, e)
+	files := makeTree(t, src.root, 10)
+	sync := func() map[string]any {
+		return runJob(t, e, "src", "site_sync", []string{"/data"}, map[string]any{"destination_site": "dst"})
+	}
+	require.Equal(t, "SUCCESS", sync()["state"])
+	requireSameTree(t, files, dst.root)
+
+	var paths []string
+	for p := range files {
+		paths = append(paths, p)
+	}
+	gone, edited := paths[0], paths[1]
+	for _, p := range []string{gone, edited} {
+		require.NoError(t, os.Remove(filepath.Join(src.root, filepath.FromSlash(p))))
+	}
+	later := time.Now().Add(time.Hour)
+	mine := filepath.Join(dst.root, filepath.FromSlash(edited))
+	require.NoError(t, os.WriteFile(mine, []byte("saved at the destination"), 0o644))
+	require.NoError(t, os.Chtimes(mine, later, later))
+
+	job := sync()
+	require.Equal(t, "SUCCESS", job["state"], job)
+	_, err := os.Stat(filepath.Join(dst.root, filepath.FromSlash(gone)))
+	require.True(t, os.IsNotExist(err), "the unchanged copy is deleted")
+	got, err := os.ReadFile(mine)
+	require.NoError(t, err)
+	require.Equal(t, "saved at the destination", string(got), "the newer copy is kept")
+}
+
 // TestSiteSyncNeverDestroysDestinationData: with sync_preference local a
 // move onto a path the destination has keeps the destination's file, and
 // a renamed directory syncs (its children report already moved).

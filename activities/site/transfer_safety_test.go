@@ -1,0 +1,564 @@
+package site
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/thehub/hub/activities/targets"
+)
+
+// The tests below play a user's action at the exact instant a receive
+// could lose data to it: through receiveRace (between a replayed
+// deletion's or move's check and its change), through a target whose Get
+// or reference write does it (hookDriver), or by killing the worker at
+// each fault point of a move. Each runs on both state backends.
+
+var stateBackends = map[string]bool{"xattr state": false, "index state": true}
+
+// hookDriver is a target that calls afterGet when a Get's reader reaches
+// its end (the download is complete, not yet in place) and afterRef once a
+// reference marker is written.
+type hookDriver struct {
+	targets.Driver
+	afterGet, afterRef func()
+}
+
+func (h *hookDriver) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := h.Driver.Get(ctx, key)
+	if err != nil || h.afterGet == nil {
+		return rc, err
+	}
+	return &eofHook{ReadCloser: rc, fn: h.afterGet}, nil
+}
+
+func (h *hookDriver) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	err := h.Driver.Put(ctx, key, r, size)
+	if err == nil && strings.HasPrefix(key, refsDir) && h.afterRef != nil {
+		h.afterRef()
+	}
+	return err
+}
+
+type eofHook struct {
+	io.ReadCloser
+	fn   func()
+	done bool
+}
+
+func (r *eofHook) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err == io.EOF && !r.done {
+		r.done = true
+		r.fn()
+	}
+	return n, err
+}
+
+// transferFixture is a destination site with a filesystem target "t"
+// holding one sent object.
+type transferFixture struct {
+	dir, tdir string
+	root      *Root
+	a         *Activities
+	target    targets.Driver
+	data      []byte
+	sent      SentFile
+}
+
+func newTransferFixture(t *testing.T, index bool) *transferFixture {
+	t.Helper()
+	fx := &transferFixture{dir: t.TempDir(), tdir: t.TempDir(), data: []byte("the sent content")}
+	fx.root = newRoot(t, fx.dir, index)
+	fx.a = &Activities{Root: fx.root, Site: "dst"}
+	var err error
+	fx.target, err = targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: fx.tdir})
+	require.NoError(t, err)
+	sum := sha(fx.data)
+	require.NoError(t, fx.target.Put(context.Background(), contentKey(sum), strings.NewReader(string(fx.data)), int64(len(fx.data))))
+	fx.sent = SentFile{Path: "/f.txt", Type: TypeFile, Target: "t", Key: contentKey(sum), Size: int64(len(fx.data)),
+		Mtime: time.Date(2024, 5, 6, 7, 8, 9, 123, time.UTC).UnixNano(), Checksum: sum}
+	return fx
+}
+
+// receive runs receiveOne with the target d (fx.target if nil).
+func (fx *transferFixture) receive(in ReceiveInput, f SentFile, d targets.Driver) (string, error) {
+	if d == nil {
+		d = fx.target
+	}
+	ds := newDriverSet(nil, nil)
+	ds.opened["t"] = d
+	return fx.a.receiveOne(context.Background(), in, f, ds, func(int) {})
+}
+
+func (fx *transferFixture) abs(p string) string { return filepath.Join(fx.dir, filepath.FromSlash(p)) }
+
+// write makes a destination file with this content and mtime.
+func (fx *transferFixture) write(t *testing.T, p, content string, mtime time.Time) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(fx.abs(p)), 0o755))
+	require.NoError(t, os.WriteFile(fx.abs(p), []byte(content), 0o644))
+	require.NoError(t, os.Chtimes(fx.abs(p), mtime, mtime))
+}
+
+// requireFile checks a destination file's content and mtime.
+func (fx *transferFixture) requireFile(t *testing.T, p, content string, mtime time.Time) {
+	t.Helper()
+	got, err := os.ReadFile(fx.abs(p))
+	require.NoError(t, err, p)
+	require.Equal(t, content, string(got), p)
+	fi, err := os.Stat(fx.abs(p))
+	require.NoError(t, err)
+	require.True(t, mtime.Equal(fi.ModTime()), "%s mtime %v, want %v", p, fi.ModTime(), mtime)
+}
+
+// record is the trusted record of a destination file (nil: resident).
+func (fx *transferFixture) record(t *testing.T, p string) *Record {
+	t.Helper()
+	_, rec, err := fx.root.Stat(p)
+	require.NoError(t, err, p)
+	return rec
+}
+
+// requireRecall recalls p and checks it holds data again.
+func (fx *transferFixture) requireRecall(t *testing.T, p string, data []byte) {
+	t.Helper()
+	res, err := Recall(context.Background(), fx.root, []string{p}, only("t", fx.target), StepOptions{})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	require.Equal(t, CodeOK, res[0].Code, "%s: %s", p, res[0].Message)
+	got, err := os.ReadFile(fx.abs(p))
+	require.NoError(t, err)
+	require.Equal(t, data, got, p)
+}
+
+// withReceiveRace plays race at the instant between a replayed deletion's
+// or move's check and its change. Tests using it do not run in parallel
+// (receiveRace is the package's), so no other receive meets it.
+func withReceiveRace(t *testing.T, race func(rel string)) {
+	receiveRace = race
+	t.Cleanup(func() { receiveRace = nil })
+}
+
+// TestStubSendFailureKeepsDestination: a stub send that fails once the
+// stub's reference or content is found wanting leaves the destination's
+// own file exactly as it was (content, mtime, no record), no temporary
+// file and no reference. Before, the empty stub had already replaced the
+// file: a failed reference left a 0-byte file with the sent mtime and no
+// record, a vanished content removed the path.
+func TestStubSendFailureKeepsDestination(t *testing.T) {
+	t.Parallel()
+	own := time.Date(2023, 1, 2, 3, 4, 5, 6, time.UTC)
+	send := ReceiveInput{Step: "send"}
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Run("reference refused", func(t *testing.T) {
+				fx := newTransferFixture(t, index)
+				fx.write(t, "/f.txt", "the destination's own file", own)
+				// The target cannot take the reference marker.
+				sum := fx.sent.Checksum
+				require.NoError(t, os.MkdirAll(filepath.Join(fx.tdir, "refs"), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(fx.tdir, "refs", sum[:2]), nil, 0o644))
+				_, err := fx.receive(send, fx.sent, nil)
+				require.Error(t, err)
+				fx.requireFile(t, "/f.txt", "the destination's own file", own)
+				require.Nil(t, fx.record(t, "/f.txt"))
+				requireNoTemp(t, fx.dir)
+			})
+			t.Run("content gone once referenced", func(t *testing.T) {
+				fx := newTransferFixture(t, index)
+				fx.write(t, "/f.txt", "the destination's own file", own)
+				// The object goes (a collector, an operator) just after
+				// the stub's reference is written.
+				d := &hookDriver{Driver: fx.target, afterRef: func() {
+					require.NoError(t, fx.target.Delete(context.Background(), fx.sent.Key))
+				}}
+				_, err := fx.receive(send, fx.sent, d)
+				require.ErrorIs(t, err, targets.ErrNotFound)
+				fx.requireFile(t, "/f.txt", "the destination's own file", own)
+				require.Nil(t, fx.record(t, "/f.txt"))
+				require.Zero(t, countRefs(t, fx.target), "the stub's reference is dropped")
+				requireNoTemp(t, fx.dir)
+			})
+			t.Run("success", func(t *testing.T) {
+				fx := newTransferFixture(t, index)
+				fx.write(t, "/f.txt", "the destination's own file", own)
+				msg, err := fx.receive(send, fx.sent, nil)
+				require.NoError(t, err)
+				require.Equal(t, "stub", msg)
+				fx.requireFile(t, "/f.txt", "", time.Unix(0, fx.sent.Mtime))
+				rec := fx.record(t, "/f.txt")
+				require.NotNil(t, rec)
+				require.Equal(t, Migrated, rec.State)
+				require.Equal(t, 1, countRefs(t, fx.target))
+				requireNoTemp(t, fx.dir)
+				fx.requireRecall(t, "/f.txt", fx.data)
+			})
+		})
+	}
+}
+
+// TestSyncDeletionNeverRecurses: a file the source deleted is removed with
+// unlink, a directory only when empty, so a folder swapped in for the file
+// (RENAME_EXCHANGE) between the check and the removal keeps everything in
+// it, and a file swapped in for an empty directory stays too. Before, the
+// file was removed with RemoveAll, and the directory with os.Remove
+// (which unlinks a file).
+func TestSyncDeletionNeverRecurses(t *testing.T) {
+	sync := ReceiveInput{Step: "site_sync", Preference: "ignore"}
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			fx := newTransferFixture(t, index)
+			mtime := time.Unix(0, fx.sent.Mtime)
+			fx.write(t, "/x", "synced before", mtime)
+			fx.write(t, "/swap/keep.txt", "the destination's own", mtime)
+			fx.write(t, "/e.txt", "the destination's own", mtime)
+			require.NoError(t, os.Mkdir(fx.abs("/e"), 0o755))
+			withReceiveRace(t, func(rel string) {
+				switch rel {
+				case "x": // the file becomes a folder holding keep.txt
+					require.NoError(t, unix.Renameat2(unix.AT_FDCWD, fx.abs("/x"), unix.AT_FDCWD, fx.abs("/swap"), unix.RENAME_EXCHANGE))
+				case "e": // the empty folder becomes a file
+					require.NoError(t, unix.Renameat2(unix.AT_FDCWD, fx.abs("/e"), unix.AT_FDCWD, fx.abs("/e.txt"), unix.RENAME_EXCHANGE))
+				}
+			})
+			_, err := fx.receive(sync, SentFile{Path: "/x", Type: TypeFile, Change: Deleted, Size: 13, Mtime: fx.sent.Mtime}, nil)
+			require.Error(t, err)
+			fx.requireFile(t, "/x/keep.txt", "the destination's own", mtime)
+
+			_, err = fx.receive(sync, SentFile{Path: "/e", Type: TypeDirectory, Change: Deleted}, nil)
+			require.Error(t, err)
+			fx.requireFile(t, "/e", "the destination's own", mtime)
+
+			// Without a race: a file goes, an empty folder goes, a folder
+			// holding files stays.
+			receiveRace = nil
+			fx.write(t, "/y", "synced before", mtime)
+			require.NoError(t, os.MkdirAll(fx.abs("/empty"), 0o755))
+			for p, want := range map[string]string{"/y": "deleted", "/empty": "deleted", "/x": "kept the destination's directory: it holds files"} {
+				typ := map[bool]string{true: TypeDirectory, false: TypeFile}[p != "/y"]
+				msg, err := fx.receive(sync, SentFile{Path: p, Type: typ, Change: Deleted, Size: 13, Mtime: fx.sent.Mtime}, nil)
+				require.NoError(t, err, p)
+				require.Equal(t, want, msg, p)
+			}
+			require.NoFileExists(t, fx.abs("/y"))
+			require.NoDirExists(t, fx.abs("/empty"))
+			fx.requireFile(t, "/x/keep.txt", "the destination's own", mtime)
+		})
+	}
+}
+
+// TestSyncMoveNeverReplaces: a file a user creates at a move's new path
+// between the check and the rename is kept (RENAME_NOREPLACE), and so is
+// the old path with its record; with sync_preference ignore the source
+// wins. Before, the rename replaced the user's file.
+func TestSyncMoveNeverReplaces(t *testing.T) {
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			fx := newTransferFixture(t, index)
+			old := time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC)
+			fx.write(t, "/old.txt", string(fx.data), old)
+			_, err := Migrate(ctx, fx.root, []string{"/old.txt"}, fx.target, "t", StepOptions{})
+			require.NoError(t, err)
+			require.NotNil(t, fx.record(t, "/old.txt"))
+			now := time.Now()
+			withReceiveRace(t, func(rel string) {
+				if rel == "new.txt" {
+					fx.write(t, "/new.txt", "the user's new file", now)
+				}
+			})
+			move := SentFile{Path: "/new.txt", Type: TypeFile, Change: Moved, OldPath: "/old.txt"}
+			for _, pref := range []string{"newest", "local"} {
+				msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: pref}, move, nil)
+				require.NoError(t, err)
+				require.Equal(t, keptAtNewPath, msg)
+				fx.requireFile(t, "/new.txt", "the user's new file", now)
+				rec, err := fx.root.state.index.get("new.txt")
+				require.NoError(t, err)
+				require.Nil(t, rec, "the records copied for the move are taken back")
+				require.NoError(t, os.Remove(fx.abs("/new.txt")))
+			}
+			require.NotNil(t, fx.record(t, "/old.txt"))
+
+			// The source wins with ignore.
+			fx.write(t, "/new.txt", "the user's new file", now)
+			msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: "ignore"}, move, nil)
+			require.NoError(t, err)
+			require.Equal(t, "moved", msg)
+			require.NoFileExists(t, fx.abs("/old.txt"))
+			require.NotNil(t, fx.record(t, "/new.txt"))
+			fx.requireRecall(t, "/new.txt", fx.data)
+		})
+	}
+}
+
+// TestRenameCheckFirst: the rename used where RENAME_NOREPLACE is refused
+// (other systems, some filesystems) does not replace an entry it finds.
+func TestRenameCheckFirst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, err := os.Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a"), []byte("a"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b"), []byte("b"), 0o644))
+	require.ErrorIs(t, renameCheckFirst(fdOf(d), "a", fdOf(d), "b"), unix.EEXIST)
+	got, err := os.ReadFile(filepath.Join(dir, "b"))
+	require.NoError(t, err)
+	require.Equal(t, "b", string(got))
+	require.NoError(t, renameCheckFirst(fdOf(d), "a", fdOf(d), "c"))
+	require.NoFileExists(t, filepath.Join(dir, "a"))
+	require.FileExists(t, filepath.Join(dir, "c"))
+}
+
+// TestSyncDeletionKeepsNewerFile: with sync_preference newest a deletion
+// removes the destination's file only when it is the version the source
+// deleted or older; a file saved at the destination since (newer, or of
+// another size) is kept with the reason, as is a file whose version the
+// source did not send. With ignore the source wins; with local nothing
+// goes. Before, newest deleted whatever was there.
+func TestSyncDeletionKeepsNewerFile(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			fx := newTransferFixture(t, index)
+			synced := time.Unix(0, fx.sent.Mtime)
+			del := SentFile{Path: "/f.txt", Type: TypeFile, Change: Deleted, Size: 13, Mtime: fx.sent.Mtime}
+			for _, c := range []struct {
+				name, pref, content string
+				mtime               time.Time
+				sent                func(SentFile) SentFile
+				kept                string
+			}{
+				{name: "as synced", pref: "newest", content: "synced before", mtime: synced},
+				{name: "default preference", content: "synced before", mtime: synced},
+				{name: "older", pref: "newest", content: "an older one", mtime: synced.Add(-time.Hour)},
+				{name: "saved since", pref: "newest", content: "saved since", mtime: synced.Add(time.Hour), kept: "newer"},
+				{name: "same mtime, other size", pref: "newest", content: "another size", mtime: synced, kept: "differs"},
+				{name: "version unknown", pref: "newest", content: "synced before", mtime: synced, kept: "did not say",
+					sent: func(f SentFile) SentFile { f.Mtime, f.Size = 0, 0; return f }},
+				{name: "a folder holds files", pref: "newest", content: "x", mtime: synced, kept: "not the kind",
+					sent: func(f SentFile) SentFile { f.Type = TypeDirectory; return f }},
+				{name: "ignore", pref: "ignore", content: "saved since", mtime: synced.Add(time.Hour)},
+				{name: "local", pref: "local", content: "synced before", mtime: synced, kept: "sync_preference local"},
+			} {
+				fx.write(t, "/f.txt", c.content, c.mtime)
+				f := del
+				if c.sent != nil {
+					f = c.sent(f)
+				}
+				msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: c.pref}, f, nil)
+				require.NoError(t, err, c.name)
+				if c.kept == "" {
+					require.Equal(t, "deleted", msg, c.name)
+					require.NoFileExists(t, fx.abs("/f.txt"), c.name)
+					continue
+				}
+				require.True(t, strings.HasPrefix(msg, "kept "), "%s: %s", c.name, msg)
+				require.Contains(t, msg, c.kept, c.name)
+				fx.requireFile(t, "/f.txt", c.content, c.mtime)
+			}
+		})
+	}
+}
+
+// TestSyncReplaceRechecksDestination: a sync that found the destination's
+// file older (or none) checks it again right before the download replaces
+// it: a file saved (or created) there during the download is kept and
+// the download discarded. With ignore the source wins. Before, the check
+// ran once, before the download, and the user's save was overwritten.
+func TestSyncReplaceRechecksDestination(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			fx := newTransferFixture(t, index)
+			older := time.Unix(0, fx.sent.Mtime).Add(-time.Hour)
+			saved := time.Now()
+			for _, c := range []struct {
+				name, pref string
+				before     bool // the destination has an older file at first
+				kept       bool
+			}{
+				{name: "saved during the download", pref: "newest", before: true, kept: true},
+				{name: "created during the download", pref: "newest", kept: true},
+				{name: "created during the download (local)", pref: "local", kept: true},
+				{name: "ignore", pref: "ignore", before: true},
+			} {
+				_ = os.Remove(fx.abs("/f.txt"))
+				if c.before {
+					fx.write(t, "/f.txt", "the destination's older copy", older)
+				}
+				d := &hookDriver{Driver: fx.target, afterGet: func() {
+					fx.write(t, "/f.txt", "saved by a user", saved)
+				}}
+				msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: c.pref}, fx.sent, d)
+				require.NoError(t, err, c.name)
+				if c.kept {
+					require.Equal(t, "kept the destination's copy: it changed during the download", msg, c.name)
+					fx.requireFile(t, "/f.txt", "saved by a user", saved)
+				} else {
+					require.Equal(t, "copied", msg, c.name)
+					fx.requireFile(t, "/f.txt", string(fx.data), time.Unix(0, fx.sent.Mtime))
+				}
+				requireNoTemp(t, fx.dir)
+			}
+		})
+	}
+}
+
+// moveTree is what the move tests migrate at the destination: a file and
+// a folder of files, each with its own content.
+var moveTree = map[string]string{"/old.txt": "old", "/dir/a.txt": "a", "/dir/sub/b.txt": "b"}
+
+// movesOf is the moves a sync replays for moveTree: the file, the folder,
+// then the folder's files (which its move already took).
+var movesOf = []SentFile{
+	{Path: "/new.txt", Type: TypeFile, Change: Moved, OldPath: "/old.txt"},
+	{Path: "/moved", Type: TypeDirectory, Change: Moved, OldPath: "/dir"},
+	{Path: "/moved/a.txt", Type: TypeFile, Change: Moved, OldPath: "/dir/a.txt"},
+	{Path: "/moved/sub/b.txt", Type: TypeFile, Change: Moved, OldPath: "/dir/sub/b.txt"},
+}
+
+// movedPath is where a path of moveTree is after movesOf.
+func movedPath(p string) string {
+	if p == "/old.txt" {
+		return "/new.txt"
+	}
+	return "/moved" + strings.TrimPrefix(p, "/dir")
+}
+
+// prepareMoves writes moveTree under dir and migrates it to the
+// filesystem target at tdir.
+func prepareMoves(t *testing.T, dir, tdir string, index bool) {
+	t.Helper()
+	root := newRoot(t, dir, index)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	var paths []string
+	for p, content := range moveTree {
+		abs := filepath.Join(dir, filepath.FromSlash(p))
+		require.NoError(t, os.MkdirAll(filepath.Dir(abs), 0o755))
+		require.NoError(t, os.WriteFile(abs, []byte(content), 0o644))
+		paths = append(paths, p)
+	}
+	res, err := Migrate(context.Background(), root, paths, target, "t", StepOptions{})
+	require.NoError(t, err)
+	for _, r := range res {
+		require.Equal(t, CodeOK, r.Code, "%s: %s", r.Path, r.Message)
+	}
+}
+
+// replayMoves runs movesOf at the destination, as a sync (or its retry)
+// does.
+func replayMoves(t *testing.T, dir, tdir string, index bool) {
+	t.Helper()
+	root := newRoot(t, dir, index)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	a := &Activities{Root: root, Site: "dst"}
+	ds := newDriverSet(nil, nil)
+	ds.opened["t"] = target
+	for _, f := range movesOf {
+		msg, err := a.receiveOne(context.Background(), ReceiveInput{Step: "site_sync", Preference: "newest"}, f, ds, func(int) {})
+		require.NoError(t, err, f.Path)
+		require.Contains(t, []string{"moved", "already moved"}, msg, f.Path)
+	}
+	require.NoError(t, root.state.sync())
+}
+
+// requireMoved checks that every stub of moveTree is at its new path with
+// its record, that no record is left at an old path, and that each
+// recalls its data.
+func requireMoved(t *testing.T, dir, tdir string, index bool) {
+	t.Helper()
+	fx := &transferFixture{dir: dir, tdir: tdir, root: newRoot(t, dir, index)}
+	var err error
+	fx.target, err = targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	for p, content := range moveTree {
+		require.NoFileExists(t, fx.abs(p))
+		rec, err := fx.root.state.index.get(strings.TrimPrefix(p, "/"))
+		require.NoError(t, err)
+		require.Nil(t, rec, "a record is left at %s", p)
+		np := movedPath(p)
+		rec = fx.record(t, np)
+		require.NotNil(t, rec, "%s has no record", np)
+		require.Equal(t, Migrated, rec.State, np)
+		fx.requireRecall(t, np, []byte(content))
+	}
+	requireNoTemp(t, dir)
+}
+
+// TestSyncMoveCarriesRecords: a replayed move takes the records of a stub,
+// and of every stub in a moved folder, to the new path, where they recall
+// their data. Before, on a site whose records are kept by path (the state
+// index), the stubs at the new paths had none and could not be recalled.
+func TestSyncMoveCarriesRecords(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			dir, tdir := t.TempDir(), t.TempDir()
+			prepareMoves(t, dir, tdir, index)
+			replayMoves(t, dir, tdir, index)
+			replayMoves(t, dir, tdir, index) // a rerun finds everything moved
+			requireMoved(t, dir, tdir, index)
+		})
+	}
+}
+
+// TestSyncMoveFaultChild is the worker TestSyncMoveKillAtEveryFaultPoint
+// kills; on its own it does nothing.
+func TestSyncMoveFaultChild(t *testing.T) {
+	dir := os.Getenv("HUB_MOVE_FAULT_ROOT")
+	if dir == "" {
+		return
+	}
+	replayMoves(t, dir, os.Getenv("HUB_MOVE_FAULT_TARGET"), os.Getenv("HUB_MOVE_FAULT_INDEX") == "1")
+}
+
+// TestSyncMoveKillAtEveryFaultPoint kills a worker replaying moves at each
+// fault point it reaches (records copied, file renamed, and inside each
+// index write), then replays them again as the retried step would: every
+// stub ends at its new path with its record, none is left at an old path.
+func TestSyncMoveKillAtEveryFaultPoint(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			child := func(dir, tdir string, env ...string) bool {
+				return runChild(t, "^TestSyncMoveFaultChild$", append(env,
+					"HUB_MOVE_FAULT_ROOT="+dir, "HUB_MOVE_FAULT_TARGET="+tdir, "HUB_MOVE_FAULT_INDEX="+idx)...)
+			}
+			dir, tdir := t.TempDir(), t.TempDir()
+			prepareMoves(t, dir, tdir, index)
+			trace := filepath.Join(t.TempDir(), "trace")
+			require.False(t, child(dir, tdir, "HUB_FAULT_TRACE="+trace))
+			requireMoved(t, dir, tdir, index)
+			b, err := os.ReadFile(trace)
+			require.NoError(t, err)
+			points := strings.Fields(string(b))
+			require.Contains(t, points, "move.records-copied@2")
+			require.Contains(t, points, "move.renamed@2")
+			if index {
+				require.Contains(t, points, "commit.renamed@1", "the index writes are killed too")
+			}
+			t.Logf("%d fault points reached (%s)", len(points), newRoot(t, dir, index).StateBackend())
+			for _, point := range points {
+				dir, tdir := t.TempDir(), t.TempDir()
+				prepareMoves(t, dir, tdir, index)
+				require.True(t, child(dir, tdir, "HUB_FAULT_POINT="+point), "killed at %s", point)
+				replayMoves(t, dir, tdir, index)
+				requireMoved(t, dir, tdir, index)
+			}
+		})
+	}
+}
