@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -135,7 +136,15 @@ func Start(opts Options) (s *Server, err error) {
 		logger:       opts.Logger,
 		serverLog:    newSlogLogger(opts.Logger, opts.LogLevel),
 	}
-	s.temporal, err = newTemporal(s.serverLog, sqlConf, feBind, fePort, s.frontendAddr)
+	// The internal services' ports are picked free and bound a moment
+	// later, so another process can take one in between: fresh ones are
+	// picked and the build tried again.
+	for try := 1; ; try++ {
+		s.temporal, err = newTemporal(s.serverLog, sqlConf, feBind, fePort, s.frontendAddr)
+		if err == nil || try == 3 || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
