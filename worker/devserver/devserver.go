@@ -9,13 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -117,7 +117,17 @@ func Start(opts Options) (s *Server, err error) {
 		}()
 	}
 	// The frontend is bound by the server itself, so the check releases the
-	// port again; all it keeps is the port number when 0 was asked for.
+	// port again; all it keeps is the port number. Port 0 is picked as the
+	// other services' ports are (FreePort).
+	if host, port, err := net.SplitHostPort(opts.FrontendAddr); err == nil && port == "0" {
+		ip := host
+		if ip == "" || ip == "localhost" {
+			ip = localhost
+		}
+		if p, err := FreePort(ip); err == nil {
+			opts.FrontendAddr = net.JoinHostPort(host, strconv.Itoa(p))
+		}
+	}
 	feLn, err := listen(opts.FrontendAddr, "temporal frontend", "HUB_TEMPORAL_ADDR")
 	if err != nil {
 		return nil, err
@@ -136,15 +146,7 @@ func Start(opts Options) (s *Server, err error) {
 		logger:       opts.Logger,
 		serverLog:    newSlogLogger(opts.Logger, opts.LogLevel),
 	}
-	// The internal services' ports are picked free and bound a moment
-	// later, so another process can take one in between: fresh ones are
-	// picked and the build tried again.
-	for try := 1; ; try++ {
-		s.temporal, err = newTemporal(s.serverLog, sqlConf, feBind, fePort, s.frontendAddr)
-		if err == nil || try == 3 || !strings.Contains(err.Error(), "address already in use") {
-			break
-		}
-	}
+	s.temporal, err = newTemporal(s.serverLog, sqlConf, feBind, fePort, s.frontendAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -235,16 +237,48 @@ func dialHost(ip string) string {
 	return ip
 }
 
-// freePort asks the kernel for an unused port on ip for the server's other
-// listeners. It is released before the server binds it; the kernel does not
-// hand the same ephemeral port out again right away, so the race is benign.
-func freePort(ip string) (int, error) {
+// FreePort finds an unused port on ip for a listener bound a moment later
+// (the embedded server's, a test's hub). It is picked at random below the
+// kernel's ephemeral range (ip_local_port_range), from which every
+// outgoing connection on the machine takes its port: a port asked of the
+// kernel (":0") and released was seen taken by another process in that
+// moment (CI: "bind: address already in use", the server's start failed).
+// Below the range only another listener picking the same port at random
+// can take it.
+func FreePort(ip string) (int, error) {
+	if low := ephemeralLow(); low > minPort {
+		for range 100 {
+			port := minPort + mrand.IntN(low-minPort)
+			if ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port))); err == nil {
+				_ = ln.Close()
+				return port, nil
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return 0, err
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// minPort is the lowest port FreePort picks: below it are the well-known
+// and commonly configured ones.
+const minPort = 10000
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 32768
+// (Linux's default) where it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(b), &low, &high); err != nil {
+		return 32768
+	}
+	return low
 }
 
 // prepareDatabase returns the SQLite config, creating the schema for a new
@@ -300,7 +334,7 @@ func prepareDatabase(opts Options) (*config.SQL, error) {
 func newTemporal(logger slogLogger, sqlConf *config.SQL, feBind string, fePort int, feDial string) (srv temporal.Server, err error) {
 	// The frontend's HTTP API serves Nexus and the HTTP flavour of the API;
 	// without it the server warns at every start.
-	httpPort, err := freePort(feBind)
+	httpPort, err := FreePort(feBind)
 	if err != nil {
 		return nil, fmt.Errorf("finding a port for the temporal HTTP API: %w", err)
 	}
@@ -343,7 +377,7 @@ func newTemporal(logger slogLogger, sqlConf *config.SQL, feBind string, fePort i
 		primitives.FrontendService: static.SingleLocalHost(feDial),
 	}
 	for _, svc := range []primitives.ServiceName{primitives.HistoryService, primitives.MatchingService, primitives.WorkerService} {
-		port, err := freePort(localhost)
+		port, err := FreePort(localhost)
 		if err != nil {
 			return nil, fmt.Errorf("finding a port for temporal %s: %w", svc, err)
 		}

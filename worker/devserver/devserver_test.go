@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -237,4 +238,29 @@ func TestLogger(t *testing.T) {
 	require.Empty(t, buf.String())
 	svc.Error("failed to stop service")
 	require.Contains(t, buf.String(), "failed to stop service")
+}
+
+// TestPortsAreBelowTheEphemeralRange: the ports the server is handed
+// (frontend and internal services) come from below the kernel's ephemeral
+// range, so no outgoing connection takes one between its pick and its
+// bind; a taken one is never handed out.
+func TestPortsAreBelowTheEphemeralRange(t *testing.T) {
+	t.Parallel()
+	low := ephemeralLow()
+	require.Greater(t, low, minPort, "this machine's ephemeral range leaves no room below it")
+	for range 50 {
+		port, err := FreePort(localhost)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, port, minPort)
+		require.Less(t, port, low)
+		ln, err := net.Listen("tcp", net.JoinHostPort(localhost, strconv.Itoa(port)))
+		require.NoError(t, err, "a free port")
+		require.NoError(t, ln.Close())
+	}
+	srv := startServer(t, Options{})
+	_, port, err := net.SplitHostPort(srv.FrontendAddr())
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	require.Less(t, p, low, "the frontend's port 0 is picked the same way")
 }
