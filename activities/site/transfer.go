@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -142,8 +143,20 @@ func (a *Activities) Receive(ctx context.Context, in ReceiveInput) (*StepOutput,
 		activity.RecordHeartbeat(ctx, i) // the SDK throttles these
 	}
 	a.Root.indexPaths(ctx, a.receivedPaths(in))
+	// The batch is reported done only once what it wrote is on disk: a
+	// file renamed into place but not flushed can read empty after a power
+	// loss, and the source, which sent it, would never send it again. A
+	// failed flush fails the batch, whose retry finds the files in place.
+	if slices.ContainsFunc(out.Outcomes, func(o Outcome) bool { return o.State == OutcomeSuccess }) {
+		if err := flushReceived(a.Root.Dir()); err != nil {
+			return nil, fmt.Errorf("flush received files: %w", err)
+		}
+	}
 	return out, a.Root.state.sync()
 }
+
+// flushReceived is fsutil.SyncFS; tests make it fail.
+var flushReceived = fsutil.SyncFS
 
 func (a *Activities) destPath(in ReceiveInput, p string) string {
 	if in.DestPath == "" || in.DestPath == "/" {

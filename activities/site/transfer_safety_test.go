@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
 )
 
@@ -561,4 +562,38 @@ func TestSyncMoveKillAtEveryFaultPoint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReceiveWaitsForTheFlush: a received batch is reported only after
+// one flush of the site's filesystem, and a failed flush fails the batch
+// (its retry finds the files in place). A power loss cannot be played
+// here; what is checked is that nothing is reported done before the flush.
+// Not parallel: it sets flushReceived.
+func TestReceiveWaitsForTheFlush(t *testing.T) {
+	dir, tdir := t.TempDir(), t.TempDir()
+	a := &Activities{Root: newRoot(t, dir, false), Site: "dst"}
+	data := []byte("sent content")
+	sum := sha(data)
+	require.NoError(t, os.MkdirAll(filepath.Join(tdir, "objects", sum[:2]), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(tdir, contentKey(sum)), data, 0o644))
+	spec := TargetSpec{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}
+	in := ReceiveInput{JobID: 1, Step: "send", Hydrate: true, Targets: []TargetSpec{spec},
+		Files: []SentFile{{Path: "/got.txt", Type: TypeFile, Target: "t", Key: contentKey(sum), Checksum: sum,
+			Size: int64(len(data)), Mtime: time.Now().UnixNano()}}}
+	var flushed []string
+	flushReceived = func(d string) error {
+		flushed = append(flushed, d)
+		return unix.EIO
+	}
+	defer func() { flushReceived = fsutil.SyncFS }()
+
+	var out StepOutput
+	err := runActivity(a, a.Receive, in, &out)
+	require.ErrorContains(t, err, "flush received files")
+	require.Equal(t, []string{a.Root.Dir()}, flushed)
+
+	flushReceived = fsutil.SyncFS
+	out = *receive(t, a, in)
+	require.Equal(t, OutcomeSuccess, out.Outcomes[0].State, out.Outcomes[0].Message)
+	require.Equal(t, "already up to date", out.Outcomes[0].Message, "the retry finds the file in place")
 }
