@@ -525,9 +525,8 @@ func remoteHas(ctx context.Context, target targets.Driver, key string, size int6
 		return false
 	}
 	defer rc.Close()
-	h := sha256.New()
-	_, err = copyBuffer(h, rc)
-	return err == nil && hex.EncodeToString(h.Sum(nil)) == sum
+	got, err := sha256Of(rc)
+	return err == nil && got == sum
 }
 
 // upload hashes the file, records the file's reference to that content on
@@ -633,8 +632,13 @@ func (s *stepRun) verify(target targets.Driver, key string, size int64, sum stri
 }
 
 func (s *stepRun) hash(r io.Reader) (string, error) {
+	return sha256Of(&countingReader{ctx: s.ctx, r: r, prog: s.prog})
+}
+
+// sha256Of is the hex SHA-256 of everything r holds.
+func sha256Of(r io.Reader) (string, error) {
 	h := sha256.New()
-	if _, err := copyBuffer(h, &countingReader{ctx: s.ctx, r: r, prog: s.prog}); err != nil {
+	if _, err := copyBuffer(h, r); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

@@ -565,9 +565,5 @@ func fileSHA256(name string) (string, error) {
 		return "", err
 	}
 	defer fh.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, fh); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return sha256Of(fh)
 }
