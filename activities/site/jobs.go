@@ -320,7 +320,7 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 		return nil, temporal.NewNonRetryableApplicationError("unknown discovery "+in.Mode, vocab.ErrBadInput, nil)
 	}
 	if err != nil {
-		if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrReserved) || os.IsNotExist(errors.Unwrap(err)) {
+		if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrReserved) || errors.Is(err, ErrManagedPathChanged) || os.IsNotExist(errors.Unwrap(err)) {
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrBadPath, err)
 		}
 		return nil, fmt.Errorf("discover: %w", err)

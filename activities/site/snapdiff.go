@@ -106,6 +106,9 @@ func Snapdiff(ctx context.Context, root *Root, managedPath, manifestDir string, 
 	if err != nil {
 		return nil, err
 	}
+	if err := sameFilesystem(root, rel, old, final); err != nil {
+		return nil, err
+	}
 
 	pending, err := newPendingManifest(final, hdr)
 	if err != nil {
@@ -198,6 +201,36 @@ func Snapdiff(ctx context.Context, root *Root, managedPath, manifestDir string, 
 	}
 	ok = true
 	return res, nil
+}
+
+// ErrManagedPathChanged: the managed path is missing, or on another
+// filesystem than at the last run; see sameFilesystem.
+var ErrManagedPathChanged = errors.New("the managed path is not the one of the last run")
+
+// sameFilesystem refuses a run whose managed path vanished or now lies on
+// another filesystem than at the last run: most likely a filesystem that
+// is not mounted (its mount point empty, or gone), not data deleted, and
+// reporting every entry deleted would have a site_sync delete the whole
+// replica at its destination. Data deleted on purpose still shows as
+// deletions: the path stays, on its filesystem, without them.
+func sameFilesystem(root *Root, rel string, old map[string]manifestEntry, manifest string) error {
+	prev, ok := old[apiPath(rel)]
+	if !ok {
+		return nil // a first run: nothing would be reported deleted
+	}
+	how := "is missing"
+	fi, err := os.Lstat(filepath.Join(root.dir, rel))
+	switch {
+	case err == nil && device(fi) == prev.Dev:
+		return nil
+	case err == nil:
+		how = "is on another filesystem than at the last run"
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("snapdiff: %w", err)
+	}
+	return fmt.Errorf("%s %s (not mounted?): its %d entries of the last run are not reported deleted; "+
+		"if this is meant, remove the manifest %s (in the site's .hub/manifests) to start afresh: %w",
+		apiPath(rel), how, len(old), filepath.Base(manifest), ErrManagedPathChanged)
 }
 
 type diffEmitter struct {

@@ -2,9 +2,11 @@ package site
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,14 +115,13 @@ func TestSnapdiff(t *testing.T) {
 	require.NoError(t, res.Commit())
 
 	// Other managed paths have their own manifest; a vanished managed
-	// path reports everything as deleted.
+	// path is refused, not reported deleted (TestSnapdiffRefusesAnUnmountedPath).
 	got, res = runSnapdiff(t, root, "/proj/sub", manifests)
 	require.Equal(t, []change{{Created, "/proj/sub", ""}, {Created, p("sub/c2.txt"), ""}}, got)
 	require.NoError(t, res.Commit())
 	require.NoError(t, os.RemoveAll(filepath.Join(dir, "proj/sub")))
-	got, res = runSnapdiff(t, root, "/proj/sub", manifests)
-	require.Equal(t, []change{{Deleted, "/proj/sub", ""}, {Deleted, p("sub/c2.txt"), ""}}, got)
-	require.NoError(t, res.Commit())
+	_, err = Snapdiff(context.Background(), root, "/proj/sub", manifests, func([]DiffEntry) error { return nil })
+	require.ErrorIs(t, err, ErrManagedPathChanged)
 
 	entries, err := os.ReadDir(manifests)
 	require.NoError(t, err)
@@ -135,4 +136,60 @@ func TestCommitSnapdiffRejectsOtherFiles(t *testing.T) {
 	require.ErrorContains(t, DiscardSnapdiff(f), "not a pending manifest")
 	_, err := os.Stat(f)
 	require.NoError(t, err)
+}
+
+// TestSnapdiffRefusesAnUnmountedPath: a managed path that vanished, or is
+// on another filesystem than at the last run (an empty mount point), is
+// refused instead of reported deleted whole, which a site_sync would
+// replay at its destination; files deleted from the path are reported.
+func TestSnapdiffRefusesAnUnmountedPath(t *testing.T) {
+	t.Parallel()
+	dir, manifests := t.TempDir(), t.TempDir()
+	proj := filepath.Join(dir, "proj")
+	require.NoError(t, os.MkdirAll(filepath.Join(proj, "sub"), 0o755))
+	for _, name := range []string{"a.txt", "sub/b.txt"} {
+		require.NoError(t, os.WriteFile(filepath.Join(proj, filepath.FromSlash(name)), []byte(name), 0o644))
+	}
+	root := newRoot(t, dir, false)
+	_, res := runSnapdiff(t, root, "/proj", manifests)
+	require.NoError(t, res.Commit())
+	refused := func() {
+		t.Helper()
+		_, err := Snapdiff(context.Background(), root, "/proj", manifests, func([]DiffEntry) error {
+			t.Fatal("changes reported")
+			return nil
+		})
+		require.ErrorIs(t, err, ErrManagedPathChanged)
+	}
+
+	// Gone: nothing is reported, and the base stays for when it is back.
+	require.NoError(t, os.Rename(proj, proj+".away"))
+	refused()
+	require.NoError(t, os.Rename(proj+".away", proj))
+	got, _ := runSnapdiff(t, root, "/proj", manifests)
+	require.Empty(t, got)
+
+	// On another device than the manifest says (as an empty mount point is).
+	name := filepath.Join(manifests, manifestName(root, "proj"))
+	b, err := os.ReadFile(name)
+	require.NoError(t, err)
+	lines := strings.Split(string(b), "\n")
+	for i, line := range lines {
+		var e manifestEntry
+		if json.Unmarshal([]byte(line), &e) == nil && e.Path == "/proj" {
+			e.Dev++
+			out, err := json.Marshal(e)
+			require.NoError(t, err)
+			lines[i] = string(out)
+		}
+	}
+	require.NoError(t, os.WriteFile(name, []byte(strings.Join(lines, "\n")), 0o644))
+	refused()
+	require.NoError(t, os.WriteFile(name, b, 0o644))
+
+	// Emptied by hand, on its own filesystem: the deletions are real.
+	require.NoError(t, os.RemoveAll(filepath.Join(proj, "sub")))
+	require.NoError(t, os.Remove(filepath.Join(proj, "a.txt")))
+	got, _ = runSnapdiff(t, root, "/proj", manifests)
+	require.Equal(t, []change{{Deleted, "/proj/a.txt", ""}, {Deleted, "/proj/sub", ""}, {Deleted, "/proj/sub/b.txt", ""}}, got)
 }

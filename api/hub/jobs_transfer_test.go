@@ -145,6 +145,26 @@ func TestSiteSyncNewestDeletes(t *testing.T) {
 	require.Equal(t, "saved at the destination", string(got), "the newer copy is kept")
 }
 
+// TestSiteSyncOfAnUnmountedPath: a managed path that vanished at the
+// source (a filesystem not mounted) is not synced as deleted whole: the
+// replica at the destination stays.
+func TestSiteSyncOfAnUnmountedPath(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	e.StartHubWorker()
+	src, dst := twoSites(t, e)
+	files := makeTree(t, src.root, 5)
+	fields := map[string]any{"destination_site": "dst", "sync_preference": "ignore"}
+	require.Equal(t, "SUCCESS", runJob(t, e, "src", "site_sync", []string{"/data"}, fields)["state"])
+	require.NoError(t, os.Rename(filepath.Join(src.root, "data"), filepath.Join(src.root, "data.away")))
+
+	job := runJob(t, e, "src", "site_sync", []string{"/data"}, fields)
+	require.Equal(t, "FAILURE", job["state"], job)
+	require.Contains(t, job["error"], "/data is missing (not mounted?)")
+	require.Equal(t, float64(0), job["numfiles"], job)
+	requireSameTree(t, files, dst.root)
+}
+
 // TestSiteSyncNeverDestroysDestinationData: with sync_preference local a
 // move onto a path the destination has keeps the destination's file, and
 // a renamed directory syncs (its children report already moved).
