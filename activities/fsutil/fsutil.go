@@ -49,6 +49,8 @@ const tmpMarker = "user.hub.tmp"
 // reuses the dead writer's file instead of leaving it behind; the lock
 // (which the kernel releases when a process dies) makes a concurrent
 // writer of the same destination wait for the first, at most lockWait.
+// On a filesystem that cannot lock (NFS without a lock service), every
+// write takes a fresh name instead, so two writers never share a file.
 //
 // Only a file the hub made is reused: a symlink, a folder, a hard-linked,
 // special or foreign file, or (where the filesystem keeps extended
@@ -77,6 +79,16 @@ func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 		}
 		if err := lock(ctx, f); err != nil {
 			_ = f.Close()
+			if errors.Is(err, errNoLocks) {
+				// Without locks nothing keeps a second writer of dst out of
+				// the shared name, where each would truncate or overwrite
+				// the other's data under the other's checksum: this write
+				// takes a name of its own (one a kill leaves behind).
+				if created {
+					_ = os.Remove(name)
+				}
+				return openFresh(dst)
+			}
 			if errors.Is(err, context.DeadlineExceeded) {
 				return nil, fmt.Errorf("%s: another write of this destination is in progress (%w)", dst, err)
 			}
@@ -209,12 +221,12 @@ func Discard(f *os.File) {
 // were used.
 func lock(ctx context.Context, f *os.File) error {
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		err := flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		switch {
 		case err == nil:
 			return nil
 		case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.EINVAL):
-			return nil
+			return errNoLocks
 		case !errors.Is(err, syscall.EWOULDBLOCK):
 			return err
 		}
@@ -225,6 +237,13 @@ func lock(ctx context.Context, f *os.File) error {
 		}
 	}
 }
+
+// errNoLocks: the filesystem cannot lock files (NFS without a lock
+// service, some FUSE filesystems).
+var errNoLocks = errors.New("the filesystem cannot lock files")
+
+// flock is syscall.Flock; tests make it refuse.
+var flock = syscall.Flock
 
 // WriteFile replaces name with data durably (mode perm): readers see the
 // old or the new content, never a mix, and a crash leaves no stray file.

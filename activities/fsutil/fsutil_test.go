@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,4 +100,37 @@ func hasMarkerAt(t *testing.T, name string) (marked, supported bool) {
 	require.NoError(t, err)
 	defer f.Close()
 	return hasMarker(f)
+}
+
+// TestOpenTempWithoutLocks: on a filesystem that cannot lock files, two
+// writers of one destination never share the temporary name, where each
+// would truncate or overwrite the other's data: each gets a file of its
+// own, and each commit puts whole data in place. Not parallel: it sets
+// flock.
+func TestOpenTempWithoutLocks(t *testing.T) {
+	flock = func(int, int) error { return syscall.ENOLCK }
+	defer func() { flock = syscall.Flock }()
+	dst := filepath.Join(t.TempDir(), "object")
+	a, err := OpenTemp(context.Background(), dst)
+	require.NoError(t, err)
+	b, err := OpenTemp(context.Background(), dst)
+	require.NoError(t, err)
+	fa, err := a.Stat()
+	require.NoError(t, err)
+	fb, err := b.Stat()
+	require.NoError(t, err)
+	require.False(t, os.SameFile(fa, fb), "the two writers share a file")
+	_, err = os.Lstat(TempName(dst))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing at the shared name")
+
+	data := []byte("the whole content")
+	for _, f := range []*os.File{a, b} {
+		_, err := f.Write(data)
+		require.NoError(t, err)
+	}
+	require.NoError(t, Commit(a, dst))
+	require.NoError(t, Commit(b, dst))
+	got, err := os.ReadFile(dst)
+	require.NoError(t, err)
+	require.Equal(t, data, got)
 }
