@@ -165,11 +165,14 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 
 // liveRefs walks the whole site and returns the references its records
 // name, as "<sha256>/<ref>". Every record counts, trusted or not: a
-// reference any record names is never called leaked.
+// reference any record names is never called leaked. That includes the
+// records of files the hub keeps out of other walks: those in the site
+// trash (a removed C+J space is kept there for an operator to restore)
+// and files named like the hub's temporary files.
 func liveRefs(ctx context.Context, root *Root) (map[string]bool, error) {
 	live := map[string]bool{}
 	files, _ := newFilter(WalkOptions{Types: []string{TypeFile}})
-	err := walkTree(ctx, root, []string{"/"}, walkConfig{filter: files}, func(items []item) error {
+	err := walkTree(ctx, root, []string{"/"}, walkConfig{filter: files, audit: true}, func(items []item) error {
 		for _, it := range items {
 			if it.rec != nil && it.rec.Ref != "" {
 				live[it.rec.Checksum+"/"+it.rec.Ref] = true

@@ -3,6 +3,7 @@ package site
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"strconv"
@@ -31,10 +32,15 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 		err := a.Root.removeDir(rel)
 		switch {
 		case err == nil, isNotExist(err) && !errors.Is(err, syscall.ENOTDIR):
+			// Gone: index records left below it (by a removal killed
+			// after its move to the trash) describe no file.
+			if err := a.Root.state.forgetTree(rel); err != nil {
+				return "", fmt.Errorf("remove %s: %w", rel, err)
+			}
 		case (errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST)) && s.KeepNonEmpty:
 			moved = " (kept in place: not empty, its data stays where it is)"
 		case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
-			trash, err := a.Root.moveToTrash(rel, fmt.Sprintf("%s-%d", s.Name, time.Now().UnixNano()))
+			trash, err := a.Root.trashWithRecords(rel, fmt.Sprintf("%s-%d", s.Name, time.Now().UnixNano()))
 			if err != nil {
 				return "", fmt.Errorf("move %s to the trash: %w", rel, err)
 			}
@@ -93,6 +99,89 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 		return "", fmt.Errorf("record quota of %s: %w", rel, err)
 	}
 	return fmt.Sprintf("%s, quota %d bytes", msg, *s.Quota), nil
+}
+
+// trashWithRecords moves the folder rel to the site trash as name (see
+// moveToTrash) with the records the state index keeps of its files, by
+// path: as replayMove does, they are copied to the trash path first, the
+// folder is renamed, then the records at rel are dropped. A kill in
+// between leaves records at both paths, never a stub without its record:
+// copies under the name of a folder that never reached the trash describe
+// no file, and the retried removal, finding the folder gone, drops those
+// left at rel. Records kept in the files' attributes move with them. The
+// references audit walks the trash, so the trashed stubs keep their data.
+func (r *Root) trashWithRecords(rel, name string) (string, error) {
+	undo, err := r.copyRecords(rel, path.Join(trashFolder, name))
+	if err == nil {
+		err = r.state.sync() // the copies are durable before the move
+	}
+	if err != nil {
+		undo()
+		return "", err
+	}
+	fsutil.Fault("cj.space.records-copied")
+	trash, err := r.moveToTrash(rel, name)
+	if err != nil {
+		undo()
+		return "", err
+	}
+	return trash, r.state.forgetTree(rel)
+}
+
+// RestoreFromTrash moves the site trash's entry name (a removed C+J space,
+// <root>/.hub/trash/<name>) back to p, which must not exist, with its
+// index records, as trashWithRecords moved it there. On a site keeping
+// records in the state index, a folder moved back by hand (mv) leaves its
+// records at the trash path: its stubs read as empty resident files, and
+// the references audit would drop their references. A kill leaves records
+// at both paths; run again, it finishes.
+func (r *Root) RestoreFromTrash(name, p string) error {
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return fmt.Errorf("%q: not an entry of the site trash", name)
+	}
+	from := path.Join(trashFolder, name)
+	to, err := r.locateCreating(p)
+	if err != nil {
+		return err
+	}
+	defer to.close()
+	trash, err := openBeneath(r.f, trashFolder, oDirPath, 0)
+	if err != nil {
+		return fmt.Errorf("open the site trash: %w", err)
+	}
+	defer trash.Close()
+	if _, err := fstatat(fdOf(trash), name); errors.Is(err, syscall.ENOENT) {
+		if _, err := os.Lstat(to.path()); err == nil {
+			// Moved back by a run killed before it dropped these.
+			return r.state.forgetTree(from)
+		}
+		return fmt.Errorf("%s: %w", from, fs.ErrNotExist)
+	} else if err != nil {
+		return err
+	}
+	// Checked before the records are copied, which would replace those
+	// of the files there.
+	switch _, err := os.Lstat(to.path()); {
+	case err == nil:
+		return fmt.Errorf("%s: %w", apiPath(to.rel), fs.ErrExist)
+	case !isNotExist(err):
+		return err
+	}
+	undo, err := r.copyRecords(from, to.rel)
+	if err == nil {
+		err = r.state.sync()
+	}
+	if err != nil {
+		undo()
+		return err
+	}
+	fsutil.Fault("trash.restore.records-copied")
+	if err := renameBeneath(&loc{rel: from, parent: trash, name: name}, to, false); err != nil {
+		undo()
+		return err
+	}
+	fsutil.Fault("trash.restored")
+	return r.state.forgetTree(from)
 }
 
 // cjKindOf names a file mode's type for messages.

@@ -128,6 +128,11 @@ type walkConfig struct {
 	// found without records and that have not changed since, and stamps
 	// the folders it finds so (see cleanFoldersDir): for discovery.
 	cleanStamps bool
+	// audit is for the references audit, which must see every record on
+	// the site: a walk of the root also walks the site trash (C+J spaces
+	// removed with their data, kept for an operator to restore), and the
+	// hub's temporary files are reported too.
+	audit bool
 }
 
 // Walk reports every entry under the given root-relative paths exactly
@@ -135,7 +140,8 @@ type walkConfig struct {
 // order, calling emit with batches of entries. Directories are read by
 // parallel workers; emit is never called concurrently. Symlinks are
 // reported, not followed; special files (fifos, sockets, devices) and the
-// root's .hub folder are skipped.
+// root's .hub folder are skipped, and entries named with the prefix of the
+// hub's temporary files are not reported (see skipName).
 func Walk(ctx context.Context, root *Root, paths []string, opts WalkOptions, emit func(batch []Entry) error) error {
 	f, err := newFilter(opts)
 	if err != nil {
@@ -278,7 +284,11 @@ func typeOf(m fs.FileMode) string {
 	return ""
 }
 
-// skipName hides the hub's own files from walks.
+// skipName tells the entries walks do not report: the root's .hub folder
+// and names with the prefix of the hub's temporary files, which the hub
+// refuses as paths (cleanRel). Only the .hub folder is not walked into: a
+// folder a user gave the prefix is walked like any other, since the hub
+// reaches the files in it by their paths and they may be stubs.
 func skipName(parentRel, name string) bool {
 	return strings.HasPrefix(name, tmpPrefix) || (parentRel == "" && name == hubDir)
 }
@@ -312,7 +322,7 @@ func walkTree(ctx context.Context, root *Root, paths []string, cfg walkConfig, v
 	defer cancel(nil)
 
 	w := &walker{ctx: ctx, root: root, f: f, btime: cfg.btime, skipFile: cfg.skipFile, useMarks: cfg.useMarks,
-		cleanStamps: cfg.cleanStamps, started: time.Now(), out: make(chan []item, 2*workers)}
+		cleanStamps: cfg.cleanStamps, audit: cfg.audit, started: time.Now(), out: make(chan []item, 2*workers)}
 	w.queue.cond = sync.NewCond(&w.queue.mu)
 
 	var rels []string
@@ -327,6 +337,11 @@ func walkTree(ctx context.Context, root *Root, paths []string, cfg walkConfig, v
 	for _, rel := range topLevel(rels) {
 		if rel == "" {
 			w.queue.push(dirJob{rel: ""})
+			if cfg.audit {
+				// Missing (nothing was ever trashed) or not a folder, it
+				// holds no file: readDir skips it.
+				w.queue.push(dirJob{rel: trashFolder})
+			}
 			continue
 		}
 		it, err := w.describe(rel)
@@ -481,6 +496,7 @@ type walker struct {
 	skipFile    func(rel string, fi fs.FileInfo) bool
 	useMarks    bool
 	cleanStamps bool
+	audit       bool
 	started     time.Time
 }
 
@@ -540,8 +556,8 @@ func (w *walker) readDir(job dirJob) error {
 			}
 			p := prefix + string(nameBytes)
 			name, rel := p[len(prefix):], p[1:]
-			if skipName(job.rel, name) {
-				continue
+			if job.rel == "" && name == hubDir {
+				continue // the hub's own folder
 			}
 			typ, err := r.entryType(name, kind)
 			if err != nil {
@@ -560,6 +576,11 @@ func (w *walker) readDir(job dirJob) error {
 			}
 			if typ == TypeDirectory {
 				w.queue.push(dirJob{rel: rel})
+			}
+			if skipName(job.rel, name) && !(w.audit && typ == TypeFile) {
+				// Not reported; the audit counts the records of every file
+				// (a stub a user renamed so keeps its data).
+				continue
 			}
 			if !w.f.wants(rel, typ) {
 				unsure = unsure || typ == TypeFile

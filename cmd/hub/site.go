@@ -35,7 +35,35 @@ func siteCmd() *cobra.Command {
 	}
 	adopt.Flags().StringVar(&root, "root", env("HUB_ROOT", "/"), "the site's storage root, as given to its workers [HUB_ROOT]")
 	adopt.Flags().BoolVar(&dryRun, "dry-run", false, "count the records, change nothing")
-	cmd.AddCommand(adopt, auditRefsCmd())
+	cmd.AddCommand(adopt, auditRefsCmd(), restoreSpaceCmd())
+	return cmd
+}
+
+// restoreSpaceCmd moves a removed C+J space back from the site trash.
+func restoreSpaceCmd() *cobra.Command {
+	var root string
+	cmd := &cobra.Command{
+		Use:   "restore-space ENTRY PATH",
+		Short: "Move a removed C+J space back from the site trash (<root>/.hub/trash/ENTRY) to PATH, with its migration records",
+		Long: `restore-space moves the site trash's entry ENTRY (a C+J space removed with its data, named
+<space>-<time>) back to PATH, which must not exist. On a site without extended attributes the
+migration records are kept by path: a folder moved back with mv would leave them behind, and its
+stubs could no longer be recalled. This command moves them with the folder. Run again after a
+crash, it finishes. See docs/cj-api.md.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := site.NewRoot(root)
+			if err != nil {
+				return err
+			}
+			if err := r.RestoreFromTrash(args[0], args[1]); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "restored %s to %s\n", args[0], args[1])
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&root, "root", env("HUB_ROOT", "/"), "the site's storage root, as given to its workers [HUB_ROOT]")
 	return cmd
 }
 

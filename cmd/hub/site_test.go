@@ -73,3 +73,39 @@ func TestSiteAuditRefs(t *testing.T) {
 	cmd.SetErr(&bytes.Buffer{})
 	require.ErrorContains(t, cmd.ExecuteContext(ctx), "--target-folder")
 }
+
+// TestSiteRestoreSpace runs hub site restore-space on a space in the site
+// trash: it is back at the path given, its stub recalls, and a path that
+// exists is refused.
+func TestSiteRestoreSpace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, tdir := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "spaces", "lab"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "spaces", "lab", "f.txt"), []byte("thesis"), 0o644))
+	root, err := site.NewRoot(dir)
+	require.NoError(t, err)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	res, err := site.Migrate(ctx, root, []string{"/spaces/lab/f.txt"}, target, "t", site.StepOptions{})
+	require.NoError(t, err)
+	require.Equal(t, site.CodeOK, res[0].Code, res[0].Message)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".hub", "trash"), 0o755))
+	require.NoError(t, os.Rename(filepath.Join(dir, "spaces", "lab"), filepath.Join(dir, ".hub", "trash", "lab-1")))
+
+	restore := func(args ...string) error {
+		cmd := rootCmd()
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetArgs(append([]string{"site", "restore-space", "--root", dir}, args...))
+		return cmd.ExecuteContext(ctx)
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "taken"), 0o755))
+	require.ErrorIs(t, restore("lab-1", "/taken"), os.ErrExist)
+	require.NoError(t, restore("lab-1", "/spaces/lab"))
+	res, err = site.Recall(ctx, root, []string{"/spaces/lab/f.txt"}, func(string) (targets.Driver, error) { return target, nil }, site.StepOptions{})
+	require.NoError(t, err)
+	require.Equal(t, site.CodeOK, res[0].Code, res[0].Message)
+	got, err := os.ReadFile(filepath.Join(dir, "spaces", "lab", "f.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "thesis", string(got))
+}

@@ -1,0 +1,264 @@
+package site
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/activities/targets"
+)
+
+// auditSpaceFiles are the files of the space the tests below migrate.
+var auditSpaceFiles = map[string]string{"f.txt": "the space's first file", "sub/g.txt": "and its second one"}
+
+// auditSite is a site with a filesystem target, on one state backend.
+type auditSite struct {
+	a      *Activities
+	target targets.Driver
+}
+
+func newAuditSite(t *testing.T, dir, tdir string, index bool) auditSite {
+	t.Helper()
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	return auditSite{
+		a:      &Activities{Root: newRoot(t, dir, index), Site: "s", ConfigDir: filepath.Join(dir, hubDir, "config")},
+		target: target,
+	}
+}
+
+// migrateFiles writes files (name → content) below the folder rel and
+// migrates them.
+func (s auditSite) migrateFiles(t *testing.T, rel string, files map[string]string) {
+	t.Helper()
+	var paths []string
+	for name, data := range files {
+		abs := filepath.Join(s.a.Root.Dir(), filepath.FromSlash(rel), filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(abs), 0o755))
+		require.NoError(t, os.WriteFile(abs, []byte(data), 0o644))
+		paths = append(paths, "/"+rel+"/"+name)
+	}
+	res, err := Migrate(context.Background(), s.a.Root, paths, s.target, "archive", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+}
+
+// auditAndCollect runs a references audit with --drop, old enough to call
+// any reference without a record leaked, then the collector with no
+// grace, twice: what destroys the content of a stub whose record the
+// audit missed. It requires that nothing was called leaked.
+func (s auditSite) auditAndCollect(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
+	ar, err := AuditRefs(ctx, s.a.Root, map[string]targets.Driver{"archive": s.target}, AuditOptions{Now: later, Drop: true})
+	require.NoError(t, err)
+	require.Empty(t, ar.Leaked, "%+v", ar)
+	for range 2 {
+		_, err := Collect(ctx, s.target, CollectOptions{Grace: time.Nanosecond})
+		require.NoError(t, err)
+	}
+}
+
+// requireRecalled recalls the files below rel and checks their content.
+func (s auditSite) requireRecalled(t *testing.T, rel string, files map[string]string) {
+	t.Helper()
+	for name, data := range files {
+		p := "/" + rel + "/" + name
+		res, err := Recall(context.Background(), s.a.Root, []string{p}, only("archive", s.target), StepOptions{})
+		require.NoError(t, err)
+		requireAll(t, res, CodeOK, []string{p})
+		got, err := os.ReadFile(filepath.Join(s.a.Root.Dir(), filepath.FromSlash(p)))
+		require.NoError(t, err)
+		require.Equal(t, data, string(got), p)
+	}
+}
+
+// requireNoRecordsAt checks that the index keeps no record of the
+// space's files at rel, a folder that is gone.
+func requireNoRecordsAt(t *testing.T, root *Root, rel string) {
+	t.Helper()
+	for name := range auditSpaceFiles {
+		rec, err := root.state.index.get(rel + "/" + name)
+		require.NoError(t, err)
+		require.Nil(t, rec, "no record is left at the old path of %s", name)
+	}
+}
+
+// trashEntry is the one entry of the site trash.
+func trashEntry(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(dir, filepath.FromSlash(trashFolder)))
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	return entries[0].Name()
+}
+
+// TestAuditKeepsTrashedSpace: a C+J space holding stubs is removed (moved
+// to the site trash); a references audit with --drop and the collector
+// then leave their content alone, and once an operator restores the
+// space its stubs recall. Before, the audit did not walk the trash (nor,
+// on the index backend, did the records follow the space there): it
+// dropped the stubs' references and the collector deleted their data.
+func TestAuditKeepsTrashedSpace(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s := newAuditSite(t, dir, t.TempDir(), index)
+			space := &CJSpace{Name: "lab"}
+			_, err := s.a.cjSpace(space, false)
+			require.NoError(t, err)
+			s.migrateFiles(t, "spaces/lab", auditSpaceFiles)
+
+			msg, err := s.a.cjSpace(space, true)
+			require.NoError(t, err)
+			require.Contains(t, msg, "kept in")
+			require.NoDirExists(t, filepath.Join(dir, "spaces", "lab"))
+			trashed := trashEntry(t, dir)
+			requireNoRecordsAt(t, s.a.Root, "spaces/lab")
+
+			s.auditAndCollect(t)
+			require.NoError(t, s.a.Root.RestoreFromTrash(trashed, "/spaces/lab"))
+			s.auditAndCollect(t)
+			s.requireRecalled(t, "spaces/lab", auditSpaceFiles)
+		})
+	}
+}
+
+// TestAuditSpaceTrashChild is the worker process
+// TestKillTrashingASpaceWithStubs kills: it removes the space, or
+// restores it from the trash.
+func TestAuditSpaceTrashChild(t *testing.T) {
+	dir := os.Getenv("HUB_AUDIT_CHILD_ROOT")
+	if dir == "" {
+		return
+	}
+	a := &Activities{Root: newRoot(t, dir, os.Getenv("HUB_AUDIT_CHILD_INDEX") == "1"), Site: "s",
+		ConfigDir: filepath.Join(dir, hubDir, "config")}
+	if name := os.Getenv("HUB_AUDIT_CHILD_RESTORE"); name != "" {
+		require.NoError(t, a.Root.RestoreFromTrash(name, "/spaces/lab"))
+		return
+	}
+	_, err := a.cjSpace(&CJSpace{Name: "lab"}, true)
+	require.NoError(t, err)
+}
+
+// TestKillTrashingASpaceWithStubs kills the worker at every fault point of
+// a space's move to the trash (and of its restore), runs an audit with
+// --drop and the collector on what the kill left, then the step again:
+// at no instant does the audit miss a stub's record, and the restored
+// space's stubs recall.
+func TestKillTrashingASpaceWithStubs(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			child := func(dir, restore string, env ...string) bool {
+				return runChild(t, "^TestAuditSpaceTrashChild$", append(env, "HUB_AUDIT_CHILD_ROOT="+dir,
+					"HUB_AUDIT_CHILD_INDEX="+idx, "HUB_AUDIT_CHILD_RESTORE="+restore)...)
+			}
+			setup := func(t *testing.T) (string, auditSite) {
+				dir := t.TempDir()
+				s := newAuditSite(t, dir, t.TempDir(), index)
+				_, err := s.a.cjSpace(&CJSpace{Name: "lab"}, false)
+				require.NoError(t, err)
+				s.migrateFiles(t, "spaces/lab", auditSpaceFiles)
+				return dir, s
+			}
+			trace := func(t *testing.T, dir, restore string) []string {
+				file := filepath.Join(t.TempDir(), "trace")
+				require.False(t, child(dir, restore, "HUB_FAULT_TRACE="+file))
+				b, err := os.ReadFile(file)
+				require.NoError(t, err)
+				return strings.Fields(string(b))
+			}
+
+			dir, _ := setup(t)
+			removal := trace(t, dir, "")
+			require.Contains(t, removal, "cj.space.records-copied@1")
+			require.Contains(t, removal, "trash.renamed@1")
+			restore := trace(t, dir, trashEntry(t, dir))
+			require.Contains(t, restore, "trash.restore.records-copied@1")
+			require.Contains(t, restore, "trash.restored@1")
+			if index {
+				require.Contains(t, removal, "commit.renamed@2", "the index writes are killed too")
+				require.Contains(t, restore, "commit.renamed@2", "the index writes are killed too")
+			}
+
+			for _, point := range removal {
+				t.Run("remove/"+point, func(t *testing.T) {
+					dir, s := setup(t)
+					require.True(t, child(dir, "", "HUB_FAULT_POINT="+point), "killed at %s", point)
+					s.auditAndCollect(t)
+					require.False(t, child(dir, ""), "the retry")
+					requireNoRecordsAt(t, s.a.Root, "spaces/lab")
+					s.auditAndCollect(t)
+					require.NoError(t, s.a.Root.RestoreFromTrash(trashEntry(t, dir), "/spaces/lab"))
+					s.requireRecalled(t, "spaces/lab", auditSpaceFiles)
+				})
+			}
+			for _, point := range restore {
+				t.Run("restore/"+point, func(t *testing.T) {
+					dir, s := setup(t)
+					require.False(t, child(dir, ""))
+					trashed := trashEntry(t, dir)
+					require.True(t, child(dir, trashed, "HUB_FAULT_POINT="+point), "killed at %s", point)
+					s.auditAndCollect(t)
+					require.False(t, child(dir, trashed), "the retry")
+					s.auditAndCollect(t)
+					s.requireRecalled(t, "spaces/lab", auditSpaceFiles)
+				})
+			}
+		})
+	}
+}
+
+// TestAuditKeepsStubsInTempNamedFolders: a folder a user names like the
+// hub's temporary files (.hub-tmp-…) is no temporary file: the hub still
+// reaches the files in it by path, so the walk goes into it, and the audit
+// keeps the references of its stubs. So does a stub a user renamed to
+// such a name (with extended attributes its record goes with it). Before,
+// the walk hid every such name, and the audit dropped those references.
+func TestAuditKeepsStubsInTempNamedFolders(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s := newAuditSite(t, dir, t.TempDir(), index)
+			s.migrateFiles(t, ".hub-tmp-d", auditSpaceFiles)
+			renamed := map[string]string{"g.txt": "a stub renamed by its user"}
+			s.migrateFiles(t, "e", renamed)
+			if !index { // the index keeps records by path: a rename by hand loses them
+				require.NoError(t, os.Rename(filepath.Join(dir, "e", "g.txt"), filepath.Join(dir, "e", tmpPrefix+"g.txt")))
+			}
+			// One of the hub's own temporary files, which walks still hide.
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "e", tmpPrefix+"x"), []byte("partial"), 0o600))
+
+			s.auditAndCollect(t)
+
+			// Other walks report the files in the folder, not the folder
+			// itself (a path the hub refuses) nor the temporary files.
+			got := walkAll(t, s.a.Root, []string{"/"}, WalkOptions{})
+			require.Contains(t, got, "/.hub-tmp-d/f.txt")
+			require.Contains(t, got, "/.hub-tmp-d/sub/g.txt")
+			require.Equal(t, Migrated, got["/.hub-tmp-d/sub/g.txt"].State)
+			for p := range got {
+				require.False(t, strings.HasPrefix(filepath.Base(p), tmpPrefix), p)
+			}
+			s.requireRecalled(t, ".hub-tmp-d", auditSpaceFiles)
+			if !index {
+				require.NoError(t, os.Rename(filepath.Join(dir, "e", tmpPrefix+"g.txt"), filepath.Join(dir, "e", "g.txt")))
+			}
+			s.requireRecalled(t, "e", renamed)
+		})
+	}
+}
