@@ -2,6 +2,8 @@ package site
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,9 +19,11 @@ import (
 	"github.com/thehub/hub/activities/fsutil"
 )
 
-// cjSnapshotHeartbeatEvery is how many entries a snapshot copies between
-// heartbeats.
-const cjSnapshotHeartbeatEvery = 200
+// cjSnapshotHeartbeatBytes is how much of one file a snapshot copies
+// between heartbeats (it also beats once per entry): a long copy must not
+// look like a dead worker, or Temporal would start a second attempt while
+// the first still runs.
+const cjSnapshotHeartbeatBytes = 4 << 20
 
 // cjSnapshot takes a read-only copy of a space, or removes one.
 //
@@ -31,13 +35,18 @@ func (a *Activities) cjSnapshot(ctx context.Context, s *CJSnapshot, del bool) (s
 	return a.snapshot(ctx, path.Join(cjSpacesDir, s.Space), s, del)
 }
 
-// trashedSnapshotPrefix names snapshot name of space in the site trash.
-func trashedSnapshotPrefix(space, name string) string { return "snapshot-" + space + "-" + name + "-" }
+// snapshotTrashPrefix starts the site-trash entries of snapshot name of
+// space: snapshot.<space>.<name>.<ns>. Names never hold a dot (cjNameRE),
+// so neither a space's trash entry (<name>-<ns>) nor another snapshot's
+// starts so. Entries of the older form snapshot-<space>-<name>-<ns> are
+// never removed: a space named snapshot-<space>-<name> is trashed under
+// the same form, so nothing tells them apart.
+func snapshotTrashPrefix(space, name string) string { return "snapshot." + space + "." + name + "." }
 
-// emptySnapshotTrash removes the site trash's entries named with prefix:
-// snapshots moved there for removal (never a space's data, whose trash
-// entries are named otherwise).
-func (a *Activities) emptySnapshotTrash(prefix string) error {
+// emptySnapshotTrash removes the site trash's entries of the snapshots of
+// space whose name match accepts: snapshots moved there for removal, never
+// a space's data.
+func (a *Activities) emptySnapshotTrash(space string, match func(name string) bool) error {
 	trash, err := openBeneath(a.Root.f, trashFolder, os.O_RDONLY|oDirectory, 0)
 	if isNotExist(err) {
 		return nil
@@ -50,13 +59,19 @@ func (a *Activities) emptySnapshotTrash(prefix string) error {
 		return err
 	}
 	for _, n := range names {
-		if strings.HasPrefix(n, prefix) {
-			if err := cjRemoveTree(filepath.Join(a.Root.Dir(), filepath.FromSlash(trashFolder), n)); err != nil {
-				return err
-			}
+		parts := strings.Split(n, ".")
+		if len(parts) != 4 || parts[0] != "snapshot" || parts[1] != space || !match(parts[2]) || !isDigits(parts[3]) {
+			continue
+		}
+		if err := cjRemoveTree(filepath.Join(a.Root.Dir(), filepath.FromSlash(trashFolder), n)); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+func isDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // snapshotsBuild is where snapshots are built before they are renamed
@@ -76,13 +91,13 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 	parentRel := path.Join(cjSnapshotsDir, s.Space)
 	rel := path.Join(parentRel, s.Name)
 	if del {
-		_, err := a.Root.moveToTrash(rel, trashedSnapshotPrefix(s.Space, s.Name)+fmt.Sprint(time.Now().UnixNano()))
+		_, err := a.Root.moveToTrash(rel, snapshotTrashPrefix(s.Space, s.Name)+fmt.Sprint(time.Now().UnixNano()))
 		if err != nil && !isNotExist(err) {
 			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}
 		// Empty the trash of this snapshot, also of an attempt killed
 		// after its move.
-		if err := a.emptySnapshotTrash(trashedSnapshotPrefix(s.Space, s.Name)); err != nil {
+		if err := a.emptySnapshotTrash(s.Space, func(n string) bool { return n == s.Name }); err != nil {
 			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}
 		_ = a.Root.removeDir(parentRel) // only when empty: other snapshots of the space stay
@@ -100,16 +115,8 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		return "", err
 	}
 	defer parent.Close()
-	if st, err := fstatat(fdOf(parent), s.Name); err == nil {
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return "", cjPermanent(fmt.Errorf("cannot create %s: something else is in the way", rel))
-		}
-		// Complete (renamed into place); make sure the top is read-only
-		// in case a previous attempt stopped right after the rename.
-		if err := unix.Fchmodat(fdOf(parent), s.Name, 0o555, 0); err != nil {
-			return "", err
-		}
-		return rel + " already taken", nil
+	if msg, found, err := placedSnapshot(parent, s.Name, rel); found {
+		return msg, err
 	}
 	// A missing space may still be being created: retried.
 	src, err := openBeneath(a.Root.f, srcRel, oDirPath, 0)
@@ -121,33 +128,150 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 	if err := mkdirBeneath(a.Root.f, snapshotsBuild, 0o750); err != nil {
 		return "", err
 	}
-	build, err := openBeneath(a.Root.f, snapshotsBuild, oDirPath, 0)
+	build, err := openBeneath(a.Root.f, snapshotsBuild, os.O_RDONLY|oDirectory, 0)
 	if err != nil {
 		return "", err
 	}
 	defer build.Close()
-	tmpName := s.Space + "-" + s.Name
-	tmp := filepath.Join(a.Root.Dir(), filepath.FromSlash(snapshotsBuild), tmpName)
-	if err := cjRemoveTree(tmp); err != nil { // a crashed attempt's leftovers
-		return "", err
+	buildDir := filepath.Join(a.Root.Dir(), filepath.FromSlash(snapshotsBuild))
+	own, held, err := newSnapshotBuild(ctx, build, buildDir)
+	if err != nil {
+		return "", fmt.Errorf("snapshot %s: %w", rel, err)
 	}
+	defer held.Close() // releases the attempt's lock
+	tmp := filepath.Join(buildDir, own, snapshotTree)
 	files, bytes, err := cjCopyTree(ctx, a.Root, srcRel, tmp)
 	if err == nil {
 		err = cjReadOnly(tmp)
 	}
 	if err == nil {
 		fsutil.Fault("snapshot.copied")
-		err = unix.Renameat(fdOf(build), tmpName, fdOf(parent), s.Name)
+		// The tree renamed is this attempt's own, whole: renamed out of
+		// the folder it holds locked, never over a snapshot another
+		// attempt placed meanwhile.
+		err = renameNoReplace(fdOf(held), snapshotTree, fdOf(parent), s.Name)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+			err = renameCheckFirst(fdOf(held), snapshotTree, fdOf(parent), s.Name)
+		}
+		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
+			_ = cjRemoveTree(filepath.Join(buildDir, own))
+			if msg, found, err := placedSnapshot(parent, s.Name, rel); found {
+				return msg, err
+			}
+		}
 	}
 	if err == nil {
+		_ = unix.Unlinkat(fdOf(build), own, unix.AT_REMOVEDIR) // empty now; else a later build removes it
 		fsutil.Fault("snapshot.placed")
 		err = unix.Fchmodat(fdOf(parent), s.Name, 0o555, 0)
 	}
 	if err != nil {
-		_ = cjRemoveTree(tmp)
+		_ = cjRemoveTree(filepath.Join(buildDir, own))
 		return "", fmt.Errorf("snapshot %s: %w", rel, err)
 	}
 	return fmt.Sprintf("took %s: %d files, %d bytes copied from %s", rel, files, bytes, srcRel), nil
+}
+
+// placedSnapshot tells whether snapshot name is in place in parent. One
+// that is is complete (only whole copies are renamed there); its top is
+// made read-only again in case the attempt that placed it stopped right
+// after the rename.
+func placedSnapshot(parent *os.File, name, rel string) (msg string, found bool, err error) {
+	st, err := fstatat(fdOf(parent), name)
+	if err != nil {
+		return "", false, nil
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return "", true, cjPermanent(fmt.Errorf("cannot create %s: something else is in the way", rel))
+	}
+	if err := unix.Fchmodat(fdOf(parent), name, 0o555, 0); err != nil {
+		return "", true, err
+	}
+	return rel + " already taken", true, nil
+}
+
+// snapshotTree is the name of the copy in an attempt's build folder.
+const snapshotTree = "tree"
+
+// newSnapshotBuild makes a build attempt's own folder in the build folder
+// (build, open for reading, at buildDir): a fresh random name that no
+// other attempt can pick, locked (flock) until held is closed. It then
+// removes the leftovers of earlier attempts: the folders nobody holds
+// locked (a lock dies with its process), which cannot be a live attempt's.
+// The build folder itself stays locked while it looks and makes the new
+// folder, so that no attempt takes a folder just made, not locked yet, for
+// a leftover. Where the filesystem cannot lock, leftovers are left for an
+// operator: nothing tells them from a live attempt's.
+func newSnapshotBuild(ctx context.Context, build *os.File, buildDir string) (own string, held *os.File, err error) {
+	locks := true
+	err = unix.Flock(fdOf(build), unix.LOCK_EX)
+	for errors.Is(err, unix.EINTR) {
+		err = unix.Flock(fdOf(build), unix.LOCK_EX)
+	}
+	if noLocks(err) {
+		locks, err = false, nil
+	} else if err != nil {
+		return "", nil, err
+	}
+	type leftover struct {
+		name string
+		f    *os.File // open and locked
+	}
+	var dead []leftover
+	defer func() {
+		for _, d := range dead {
+			if err == nil {
+				_ = cjRemoveTree(filepath.Join(buildDir, d.name))
+				_ = cjHeartbeat(ctx)
+			}
+			d.f.Close()
+		}
+	}()
+	if locks {
+		defer unix.Flock(fdOf(build), unix.LOCK_UN) // runs before the removals
+		names, err := build.Readdirnames(-1)
+		if err != nil {
+			return "", nil, err
+		}
+		for _, n := range names {
+			d, err := openBeneath(build, n, os.O_RDONLY|oDirectory, 0)
+			if err != nil {
+				continue // not a folder: not a build
+			}
+			if unix.Flock(fdOf(d), unix.LOCK_EX|unix.LOCK_NB) != nil {
+				d.Close() // a live attempt's
+				continue
+			}
+			dead = append(dead, leftover{n, d})
+		}
+	}
+	for {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		own = hex.EncodeToString(b[:])
+		if err = unix.Mkdirat(fdOf(build), own, 0o750); !errors.Is(err, unix.EEXIST) {
+			break
+		}
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	if held, err = openBeneath(build, own, os.O_RDONLY|oDirectory, 0); err == nil && locks {
+		if err = unix.Flock(fdOf(held), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			held.Close()
+		}
+	}
+	if err != nil {
+		_ = unix.Unlinkat(fdOf(build), own, unix.AT_REMOVEDIR)
+		return "", nil, err
+	}
+	return own, held, nil
+}
+
+// noLocks tells a flock error saying the filesystem cannot lock (NFS
+// without a lock service, some FUSE filesystems); see fsutil's lock.
+func noLocks(err error) bool {
+	return errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL)
 }
 
 // cjCopyTree copies the tree at srcRel (root-relative) to dst (which must
@@ -158,7 +282,6 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 // swapped in while the copy runs fails the copy instead of bringing
 // anything from elsewhere into the snapshot.
 func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string) (files, bytes int64, err error) {
-	entries := 0
 	var copyDir func(rel, to string) error
 	copyDir = func(rel, to string) error {
 		d, err := openBeneath(root.f, rel, os.O_RDONLY|oDirectory, 0)
@@ -175,10 +298,8 @@ func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string) (files, byt
 			return err
 		}
 		for _, de := range des {
-			if entries++; entries%cjSnapshotHeartbeatEvery == 0 {
-				if err := cjHeartbeat(ctx, files); err != nil {
-					return err
-				}
+			if err := cjHeartbeat(ctx, files); err != nil {
+				return err
 			}
 			child, target := path.Join(rel, de.Name()), filepath.Join(to, de.Name())
 			switch {
@@ -191,7 +312,11 @@ func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string) (files, byt
 				}
 			case de.Type().IsRegular():
 				var n int64
-				n, err = cjCopyFile(root, child, target)
+				n, err = cjCopyFile(ctx, root, child, target)
+				if errors.Is(err, errNotRegular) {
+					err = nil // swapped for a special file since listed: skipped as those are
+					break
+				}
 				files++
 				bytes += n
 			}
@@ -204,8 +329,17 @@ func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string) (files, byt
 	return files, bytes, copyDir(srcRel, dst)
 }
 
-func cjCopyFile(root *Root, srcRel, dst string) (n int64, err error) {
-	in, err := openBeneath(root.f, srcRel, os.O_RDONLY, 0)
+// errNotRegular: what cjCopyFile opened is not a regular file (a FIFO,
+// device or folder swapped in since the listing); nothing was copied.
+var errNotRegular = errors.New("not a regular file")
+
+// cjCopyFile copies the regular file srcRel (root-relative) to dst,
+// which it creates, heartbeating every cjSnapshotHeartbeatBytes. The
+// source is opened without blocking (a FIFO swapped in would otherwise
+// wait for a writer, and then copy what it sends) and checked to be a
+// regular file before anything is read.
+func cjCopyFile(ctx context.Context, root *Root, srcRel, dst string) (n int64, err error) {
+	in, err := openBeneath(root.f, srcRel, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -214,11 +348,24 @@ func cjCopyFile(root *Root, srcRel, dst string) (n int64, err error) {
 	if err != nil {
 		return 0, err
 	}
+	if !info.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s: %w", srcRel, errNotRegular)
+	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return 0, err
 	}
-	n, err = io.Copy(out, in)
+	for err == nil {
+		var c int64
+		c, err = io.CopyN(out, in, cjSnapshotHeartbeatBytes)
+		n += c
+		if err == nil {
+			err = cjHeartbeat(ctx, n)
+		}
+	}
+	if err == io.EOF {
+		err = nil
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}

@@ -24,6 +24,24 @@ func ScheduledSnapshotName(t time.Time) string {
 	return scheduledPrefix + t.UTC().Format(scheduledLayout)
 }
 
+// scheduledTime is the time in a scheduled snapshot's name, ok false for
+// any other name. The C+J API refuses snapshot names starting with
+// scheduled- (api/cj checkSnapshot), so a name of this form is always the
+// schedule's own.
+func scheduledTime(name string) (at time.Time, ok bool) {
+	rest, ok := strings.CutPrefix(name, scheduledPrefix)
+	if !ok {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(scheduledLayout, rest)
+	return at, err == nil
+}
+
+func isScheduledName(name string) bool {
+	_, ok := scheduledTime(name)
+	return ok
+}
+
 // SpaceSnapshotInput asks a site to take a space's scheduled snapshot and
 // to remove the space's scheduled snapshots older than KeepFor.
 type SpaceSnapshotInput struct {
@@ -71,7 +89,7 @@ func (a *Activities) TakeSpaceSnapshot(ctx context.Context, in SpaceSnapshotInpu
 	}
 	// Scheduled snapshots of the space an earlier attempt was killed
 	// removing are still in the site trash.
-	if err := a.emptySnapshotTrash("snapshot-" + in.Space + "-" + scheduledPrefix); err != nil {
+	if err := a.emptySnapshotTrash(in.Space, isScheduledName); err != nil {
 		return nil, err
 	}
 	if in.KeepFor <= 0 {
@@ -91,8 +109,8 @@ func (a *Activities) TakeSpaceSnapshot(ctx context.Context, in SpaceSnapshotInpu
 	}
 	var expired []string
 	for _, e := range entries {
-		at, err := time.Parse(scheduledLayout, strings.TrimPrefix(e.Name(), scheduledPrefix))
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), scheduledPrefix) || err != nil || e.Name() == name {
+		at, ok := scheduledTime(e.Name())
+		if !e.IsDir() || !ok || e.Name() == name {
 			continue
 		}
 		if in.At.Sub(at) > in.KeepFor {

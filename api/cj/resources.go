@@ -417,6 +417,11 @@ func checkSnapshot(v *validator, doc map[string]any, cur *models.CJItem) error {
 	if cur != nil {
 		return nil
 	}
+	// The site's snapshot schedules name theirs scheduled-<time> and their
+	// retention removes any snapshot so named: a C+J snapshot never is.
+	if name, _ := doc["name"].(string); strings.HasPrefix(name, reservedSnapshotPrefix) {
+		v.fail("name", "names starting with %q are reserved for scheduled snapshots", reservedSnapshotPrefix)
+	}
 	space, _ := doc["space"].(string)
 	if ok, err := v.exists(models.CJSpaces, "", space); err != nil {
 		return err
@@ -425,6 +430,10 @@ func checkSnapshot(v *validator, doc map[string]any, cur *models.CJItem) error {
 	}
 	return nil
 }
+
+// reservedSnapshotPrefix starts the names of the snapshots a space's
+// snapshot schedule takes (site.ScheduledSnapshotName).
+const reservedSnapshotPrefix = "scheduled-"
 
 // usedBy returns an inUse check: the items of typ whose field (dotted, or
 // a list of names) names the item.
