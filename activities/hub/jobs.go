@@ -44,12 +44,8 @@ func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*workflows.J
 		Policy: policySelect(j.Definition.Policy)}
 	p.Include = append(globs(s.Include, j.IgnoreSiteIncludes), j.Include...)
 	p.Exclude = append(globs(s.Exclude, j.IgnoreSiteExcludes), j.Exclude...)
-	ts, err := models.JobTargets(ctx, a.DB, s.ID)
-	if err != nil {
+	if p.Targets, err = a.siteTargets(ctx, s.ID); err != nil {
 		return nil, err
-	}
-	for _, t := range ts {
-		p.Targets = append(p.Targets, targetSpec(t))
 	}
 	for _, r := range j.Definition.FilterRules {
 		p.Rules = append(p.Rules, site.RuleFilter{Type: r.Type, State: r.State})
@@ -206,6 +202,19 @@ func (a *Activities) planTransfer(ctx context.Context, sp *workflows.StepPlan, s
 		}
 	}
 	return nil
+}
+
+// siteTargets describes the site's enabled targets for its worker.
+func (a *Activities) siteTargets(ctx context.Context, siteID int64) ([]site.TargetSpec, error) {
+	ts, err := models.JobTargets(ctx, a.DB, siteID)
+	if err != nil {
+		return nil, err
+	}
+	specs := make([]site.TargetSpec, len(ts))
+	for i, t := range ts {
+		specs[i] = targetSpec(t)
+	}
+	return specs, nil
 }
 
 // targetSpec describes a target for the site. A field set on the target

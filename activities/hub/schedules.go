@@ -210,8 +210,12 @@ func (a *Activities) SnapshotPlan(ctx context.Context, spaceID int64) (*workflow
 		if l.Site == nil {
 			continue
 		}
+		ts, err := a.siteTargets(ctx, l.Site.ID)
+		if err != nil {
+			return nil, err
+		}
 		plan.Sites = append(plan.Sites, workflows.SnapshotAtSite{Site: l.Site.Name, Input: site.SpaceSnapshotInput{
-			Space: sp.Name, Folder: sp.Mountpoint, KeepFor: keep, LockThreshold: l.Site.LockThreshold}})
+			Space: sp.Name, Folder: sp.Mountpoint, KeepFor: keep, LockThreshold: l.Site.LockThreshold, Targets: ts}})
 	}
 	return plan, nil
 }

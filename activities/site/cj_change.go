@@ -87,6 +87,9 @@ type CJExposer struct {
 // CJSnapshot is a read-only copy of a space at <root>/.snapshots/<Space>/<Name>.
 type CJSnapshot struct {
 	Space, Name string
+	// Targets are the site's enabled targets, whose drivers keep the
+	// content of the space's stubs for the snapshot's copies of them.
+	Targets []TargetSpec `json:",omitempty"`
 }
 
 // CJPolicy is the policy text of a profile or an ilmstep, written to

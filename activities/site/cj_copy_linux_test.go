@@ -37,7 +37,7 @@ func TestCJCopyFileCopiesOthersFiles(t *testing.T) {
 		defer close(done)
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 		if _, err = unix.SetfsuidRetUid(65534); err == nil {
-			_, err = cjCopyFile(context.Background(), a.Root, "spaces/s1/f.txt", filepath.Join(out, "copy"))
+			_, err = cjCopyFile(context.Background(), a.Root, "spaces/s1/f.txt", filepath.Join(out, "copy"), nil)
 		}
 	}()
 	<-done

@@ -100,6 +100,11 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		if err := a.emptySnapshotTrash(s.Space, func(n string) bool { return n == s.Name }); err != nil {
 			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}
+		// Index records of its stubs (those in attributes went with the
+		// files). Their references are left for the references audit.
+		if err := a.Root.state.forgetTree(rel); err != nil {
+			return "", fmt.Errorf("remove %s: %w", rel, err)
+		}
 		_ = a.Root.removeDir(parentRel) // only when empty: other snapshots of the space stay
 		if err != nil {
 			return rel + " already removed", nil
@@ -134,13 +139,14 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 	}
 	defer build.Close()
 	buildDir := filepath.Join(a.Root.Dir(), filepath.FromSlash(snapshotsBuild))
-	own, held, err := newSnapshotBuild(ctx, build, buildDir)
+	own, held, err := newSnapshotBuild(ctx, a.Root, build, buildDir)
 	if err != nil {
 		return "", fmt.Errorf("snapshot %s: %w", rel, err)
 	}
 	defer held.Close() // releases the attempt's lock
+	stubs := &snapshotStubs{root: a.Root, drivers: newDriverSet(s.Targets, a.Cipher), src: srcRel, build: buildRel(own), final: rel}
 	tmp := filepath.Join(buildDir, own, snapshotTree)
-	files, bytes, err := cjCopyTree(ctx, a.Root, srcRel, tmp)
+	files, bytes, err := cjCopyTree(ctx, a.Root, srcRel, tmp, stubs)
 	if err == nil {
 		err = cjReadOnly(tmp)
 	}
@@ -149,11 +155,15 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		// The tree renamed is this attempt's own, whole: renamed out of
 		// the folder it holds locked, never over a snapshot another
 		// attempt placed meanwhile.
-		err = renameNoReplace(fdOf(held), snapshotTree, fdOf(parent), s.Name)
-		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-			err = renameCheckFirst(fdOf(held), snapshotTree, fdOf(parent), s.Name)
-		}
+		err = stubs.place(build, parent, s.Name, func() error {
+			err := renameNoReplace(fdOf(held), snapshotTree, fdOf(parent), s.Name)
+			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+				err = renameCheckFirst(fdOf(held), snapshotTree, fdOf(parent), s.Name)
+			}
+			return err
+		})
 		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
+			stubs.discard(ctx)
 			_ = cjRemoveTree(filepath.Join(buildDir, own))
 			if msg, found, err := placedSnapshot(parent, s.Name, rel); found {
 				return msg, err
@@ -166,10 +176,11 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		err = unix.Fchmodat(fdOf(parent), s.Name, 0o555, 0)
 	}
 	if err != nil {
+		stubs.discard(ctx)
 		_ = cjRemoveTree(filepath.Join(buildDir, own))
 		return "", fmt.Errorf("snapshot %s: %w", rel, err)
 	}
-	return fmt.Sprintf("took %s: %d files, %d bytes copied from %s", rel, files, bytes, srcRel), nil
+	return fmt.Sprintf("took %s: %d files, %d bytes copied from %s%s", rel, files, bytes, srcRel, stubs.summary()), nil
 }
 
 // placedSnapshot tells whether snapshot name is in place in parent. One
@@ -202,12 +213,9 @@ const snapshotTree = "tree"
 // folder, so that no attempt takes a folder just made, not locked yet, for
 // a leftover. Where the filesystem cannot lock, leftovers are left for an
 // operator: nothing tells them from a live attempt's.
-func newSnapshotBuild(ctx context.Context, build *os.File, buildDir string) (own string, held *os.File, err error) {
+func newSnapshotBuild(ctx context.Context, root *Root, build *os.File, buildDir string) (own string, held *os.File, err error) {
 	locks := true
-	err = unix.Flock(fdOf(build), unix.LOCK_EX)
-	for errors.Is(err, unix.EINTR) {
-		err = unix.Flock(fdOf(build), unix.LOCK_EX)
-	}
+	err = flockWait(build)
 	if noLocks(err) {
 		locks, err = false, nil
 	} else if err != nil {
@@ -221,7 +229,9 @@ func newSnapshotBuild(ctx context.Context, build *os.File, buildDir string) (own
 	defer func() {
 		for _, d := range dead {
 			if err == nil {
-				_ = cjRemoveTree(filepath.Join(buildDir, d.name))
+				if cjRemoveTree(filepath.Join(buildDir, d.name)) == nil {
+					_ = root.state.forgetTree(buildRel(d.name))
+				}
 				_ = cjHeartbeat(ctx)
 			}
 			d.f.Close()
@@ -281,7 +291,7 @@ func noLocks(err error) bool {
 // file of it is opened beneath the root without following a symlink: one
 // swapped in while the copy runs fails the copy instead of bringing
 // anything from elsewhere into the snapshot.
-func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string) (files, bytes int64, err error) {
+func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string, stubs *snapshotStubs) (files, bytes int64, err error) {
 	var copyDir func(rel, to string) error
 	copyDir = func(rel, to string) error {
 		d, err := openBeneath(root.f, rel, os.O_RDONLY|oDirectory, 0)
@@ -312,7 +322,7 @@ func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string) (files, byt
 				}
 			case de.Type().IsRegular():
 				var n int64
-				n, err = cjCopyFile(ctx, root, child, target)
+				n, err = cjCopyFile(ctx, root, child, target, stubs)
 				if errors.Is(err, errNotRegular) {
 					err = nil // swapped for a special file since listed: skipped as those are
 					break
@@ -337,8 +347,9 @@ var errNotRegular = errors.New("not a regular file")
 // which it creates, heartbeating every cjSnapshotHeartbeatBytes. The
 // source is opened without blocking (a FIFO swapped in would otherwise
 // wait for a writer, and then copy what it sends) and checked to be a
-// regular file before anything is read.
-func cjCopyFile(ctx context.Context, root *Root, srcRel, dst string) (n int64, err error) {
+// regular file before anything is read. A stub (a migrated file whose
+// record the site trusts) is copied by stubs, as a stub of its own.
+func cjCopyFile(ctx context.Context, root *Root, srcRel, dst string, stubs *snapshotStubs) (n int64, err error) {
 	in, err := openBeneath(root.f, srcRel, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return 0, err
@@ -350,6 +361,17 @@ func cjCopyFile(ctx context.Context, root *Root, srcRel, dst string) (n int64, e
 	}
 	if !info.Mode().IsRegular() {
 		return 0, fmt.Errorf("%s: %w", srcRel, errNotRegular)
+	}
+	if stubs != nil {
+		rec, err := root.record(filepath.Join(root.Dir(), filepath.FromSlash(srcRel)), srcRel, info)
+		if err != nil && !errors.Is(err, ErrUntrustedRecord) {
+			return 0, err
+		}
+		// The record is checked against the file opened: a file swapped
+		// in since is copied as what it is.
+		if rec != nil && rec.State == Migrated && rec.matches(info) {
+			return stubs.copy(ctx, in, info, srcRel, dst, *rec)
+		}
 	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

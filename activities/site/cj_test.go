@@ -159,7 +159,7 @@ func TestCJCopyFileRefusesASwappedLink(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(a.Root.Dir(), "spaces", "s1"), 0o755))
 	require.NoError(t, os.Symlink(secret, filepath.Join(a.Root.Dir(), "spaces", "s1", "f.txt")))
 	dst := filepath.Join(t.TempDir(), "copy")
-	_, err := cjCopyFile(context.Background(), a.Root, "spaces/s1/f.txt", dst)
+	_, err := cjCopyFile(context.Background(), a.Root, "spaces/s1/f.txt", dst, nil)
 	require.ErrorIs(t, err, ErrSymlink)
 	require.NoFileExists(t, dst)
 }

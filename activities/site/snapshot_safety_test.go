@@ -29,7 +29,7 @@ func TestSnapshotCopySkipsAFIFO(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "copy")
 	done := make(chan error, 1)
 	go func() {
-		_, err := cjCopyFile(context.Background(), a.Root, "spaces/s1/f.txt", dst)
+		_, err := cjCopyFile(context.Background(), a.Root, "spaces/s1/f.txt", dst, nil)
 		done <- err
 	}()
 	select {

@@ -54,6 +54,8 @@ type SpaceSnapshotInput struct {
 	// LockThreshold, when above 0, is the pool utilisation (percent) at
 	// or above which no new snapshot is taken; old ones are still removed.
 	LockThreshold int64
+	// Targets are the site's enabled targets (see CJSnapshot.Targets).
+	Targets []TargetSpec `json:",omitempty"`
 }
 
 // SpaceSnapshotResult says what the site did.
@@ -82,7 +84,7 @@ func (a *Activities) TakeSpaceSnapshot(ctx context.Context, in SpaceSnapshotInpu
 		}
 	}
 	if !full {
-		if _, err := a.snapshot(ctx, strings.TrimPrefix(path.Clean("/"+in.Folder), "/"), &CJSnapshot{Space: in.Space, Name: name}, false); err != nil {
+		if _, err := a.snapshot(ctx, strings.TrimPrefix(path.Clean("/"+in.Folder), "/"), &CJSnapshot{Space: in.Space, Name: name, Targets: in.Targets}, false); err != nil {
 			return nil, cjClassify(err)
 		}
 		res.Taken = name

@@ -606,7 +606,7 @@ func TestStepsLeaveTimesAlone(t *testing.T) {
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, paths)
 	requireKept("recall")
-	_, err = cjCopyFile(context.Background(), root, strings.TrimPrefix(paths[0], "/"), filepath.Join(t.TempDir(), "copy"))
+	_, err = cjCopyFile(context.Background(), root, strings.TrimPrefix(paths[0], "/"), filepath.Join(t.TempDir(), "copy"), nil)
 	require.NoError(t, err)
 	requireKept("a snapshot's copy")
 

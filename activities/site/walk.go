@@ -338,9 +338,11 @@ func walkTree(ctx context.Context, root *Root, paths []string, cfg walkConfig, v
 		if rel == "" {
 			w.queue.push(dirJob{rel: ""})
 			if cfg.audit {
-				// Missing (nothing was ever trashed) or not a folder, it
-				// holds no file: readDir skips it.
+				// The site trash and the snapshots being built hold
+				// stubs too. Missing or not a folder, either holds no
+				// file: readDir skips it.
 				w.queue.push(dirJob{rel: trashFolder})
+				w.queue.push(dirJob{rel: snapshotsBuild})
 			}
 			continue
 		}

@@ -13,6 +13,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/site"
+	"github.com/thehub/hub/activities/targets"
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/workflows"
 )
@@ -28,6 +30,10 @@ func TestSpaceSnapshotSchedule(t *testing.T) {
 		s := newJobSite(t, e, "south")
 		id := policySpace(t, e, "south", s.root, "lab")
 		require.NoError(t, os.WriteFile(filepath.Join(s.root, "spaces", "lab", "a.txt"), []byte("first"), 0o644))
+		// A migrated file: the snapshot keeps it as a stub of its own.
+		require.NoError(t, os.WriteFile(filepath.Join(s.root, "spaces", "lab", "m.txt"), []byte("migrated"), 0o644))
+		job := runJob(t, e, "south", "migrate", []string{"/spaces/lab/m.txt"}, nil)
+		require.Equal(t, "SUCCESS", job["state"], job)
 		base := fmt.Sprintf("/api/spaces/%d/", id)
 
 		for field, ss := range map[string]map[string]any{
@@ -74,6 +80,17 @@ func TestSpaceSnapshotSchedule(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(snaps, names[1], "a.txt"))
 		require.NoError(t, err)
 		require.Equal(t, "first", string(got))
+		// Its stub outlives the space's: deleted, its content collected
+		// (the reference left by the user's deletion dropped first), the
+		// snapshot's stub still recalls.
+		require.NoError(t, os.Remove(filepath.Join(s.root, "spaces", "lab", "m.txt")))
+		auditAndCollect(t, e, s)
+		snapStub := "/.snapshots/lab/" + names[1] + "/m.txt"
+		job = runJob(t, e, "south", "recall", []string{snapStub}, nil)
+		require.Equal(t, "SUCCESS", job["state"], job)
+		got, err = os.ReadFile(filepath.Join(s.root, filepath.FromSlash(snapStub)))
+		require.NoError(t, err)
+		require.Equal(t, "migrated", string(got))
 
 		// Removing the schedule removes its Temporal Schedule.
 		r = e.AsAdmin(http.MethodPatch, base, map[string]any{"snapshot_schedule": nil})
@@ -81,4 +98,23 @@ func TestSpaceSnapshotSchedule(t *testing.T) {
 		require.Nil(t, describeSchedule(t, e, tid))
 		apitest.RecordHistories(t, e.Temporal)
 	})
+}
+
+// auditAndCollect runs the site's references audit with --drop, as if
+// every reference were old enough, then the collector with no grace,
+// twice: what destroys the content nothing references any more.
+func auditAndCollect(t *testing.T, e *apitest.Env, s *jobSite) {
+	t.Helper()
+	ctx := context.Background()
+	root, err := site.NewRoot(s.root)
+	require.NoError(t, err)
+	d, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: s.targetDir})
+	require.NoError(t, err)
+	later := func() time.Time { return time.Now().Add(site.DefaultAuditMinAge + time.Hour) }
+	_, err = site.AuditRefs(ctx, root, map[string]targets.Driver{s.name + "-fs": d}, site.AuditOptions{Now: later, Drop: true})
+	require.NoError(t, err)
+	for range 2 {
+		_, err := site.Collect(ctx, d, site.CollectOptions{Grace: time.Nanosecond})
+		require.NoError(t, err)
+	}
 }

@@ -1,0 +1,180 @@
+package site
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/activities/targets"
+)
+
+// snapshotOfLab is snapshot s1 of space lab, with the audit site's target.
+func snapshotOfLab(tdir string) *CJSnapshot {
+	return &CJSnapshot{Space: "lab", Name: "s1", Targets: []TargetSpec{{Name: "archive",
+		Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}}}
+}
+
+// snapshotStubSite is a site whose C+J space lab holds the migrated
+// auditSpaceFiles and a resident file.
+func snapshotStubSite(t *testing.T, index bool) (dir, tdir string, s auditSite) {
+	dir, tdir = t.TempDir(), t.TempDir()
+	s = newAuditSite(t, dir, tdir, index)
+	_, err := s.a.cjSpace(&CJSpace{Name: "lab"}, false)
+	require.NoError(t, err)
+	s.migrateFiles(t, "spaces/lab", auditSpaceFiles)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "spaces", "lab", "r.txt"), []byte("resident"), 0o644))
+	return dir, tdir, s
+}
+
+// dropSpaceStubsAndCollect deletes the space's stubs, as a user would,
+// then audits with --drop and collects: the content of each is kept only
+// by what else references it.
+func (s auditSite) dropSpaceStubsAndCollect(t *testing.T) {
+	t.Helper()
+	for name := range auditSpaceFiles {
+		require.NoError(t, os.Remove(filepath.Join(s.a.Root.Dir(), "spaces", "lab", filepath.FromSlash(name))))
+	}
+	s.dropLeakedAndCollect(t)
+}
+
+// dropLeakedAndCollect is auditAndCollect where references may be leaked
+// (a kill between a reference and its record leaks one): it drops them.
+func (s auditSite) dropLeakedAndCollect(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
+	_, err := AuditRefs(ctx, s.a.Root, map[string]targets.Driver{"archive": s.target}, AuditOptions{Now: later, Drop: true})
+	require.NoError(t, err)
+	for range 2 {
+		_, err := Collect(ctx, s.target, CollectOptions{Grace: time.Nanosecond})
+		require.NoError(t, err)
+	}
+}
+
+// TestSnapshotKeepsStubsContent: a snapshot of a space holding stubs
+// copies each as a stub of its own (record and reference), so its content
+// outlives the space's stub: deleted by its user, its reference dropped by
+// an audit and its content collected, the snapshot's copy still recalls.
+// Before, the snapshot held an empty placeholder, and the data was lost.
+// Removing the snapshot drops its index records; its references are then
+// leaked, for the audit.
+func TestSnapshotKeepsStubsContent(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir, tdir, s := snapshotStubSite(t, index)
+			msg, err := s.a.cjSnapshot(context.Background(), snapshotOfLab(tdir), false)
+			require.NoError(t, err)
+			require.Contains(t, msg, "2 migrated files kept as stubs")
+			s.auditAndCollect(t) // nothing is leaked: every reference has its record
+			requireNoIndexRecordsBelow(t, s.a.Root, snapshotsBuild)
+
+			s.dropSpaceStubsAndCollect(t)
+			snap := filepath.Join(cjSnapshotsDir, "lab", "s1")
+			got, err := os.ReadFile(filepath.Join(dir, snap, "r.txt"))
+			require.NoError(t, err)
+			require.Equal(t, "resident", string(got))
+			s.requireRecalled(t, filepath.ToSlash(snap), auditSpaceFiles)
+
+			// Removed, the snapshot leaves no record; its references are
+			// the audit's to drop.
+			_, err = s.a.cjSnapshot(context.Background(), snapshotOfLab(tdir), true)
+			require.NoError(t, err)
+			requireNoRecordsAt(t, s.a.Root, filepath.ToSlash(snap))
+		})
+	}
+}
+
+// TestSnapshotOfAStubOnAnUnknownTarget: a stub whose target the site's
+// hub does not list fails the snapshot, clearly, rather than copying a
+// placeholder that holds nothing.
+func TestSnapshotOfAStubOnAnUnknownTarget(t *testing.T) {
+	t.Parallel()
+	dir, _, s := snapshotStubSite(t, false)
+	_, err := s.a.cjSnapshot(context.Background(), &CJSnapshot{Space: "lab", Name: "s1"}, false)
+	require.ErrorContains(t, err, `is migrated to target "archive", which is not enabled for this site`)
+	require.NoDirExists(t, filepath.Join(dir, cjSnapshotsDir, "lab", "s1"))
+	s.auditAndCollect(t) // the attempt left no reference
+}
+
+// TestSnapshotStubsChild is the worker process TestKillSnapshottingStubs
+// kills: it takes snapshot s1 of space lab.
+func TestSnapshotStubsChild(t *testing.T) {
+	dir := os.Getenv("HUB_SNAPSTUB_CHILD_ROOT")
+	if dir == "" {
+		return
+	}
+	a := &Activities{Root: newRoot(t, dir, os.Getenv("HUB_SNAPSTUB_CHILD_INDEX") == "1"), Site: "s",
+		ConfigDir: filepath.Join(dir, hubDir, "config")}
+	_, err := a.cjSnapshot(context.Background(), snapshotOfLab(os.Getenv("HUB_SNAPSTUB_CHILD_TARGET")), false)
+	require.NoError(t, err)
+}
+
+// TestKillSnapshottingStubs kills a snapshot of a space holding stubs at
+// every fault point of its writes (references, records, the placement),
+// runs an audit with --drop and the collector on what the kill left, then
+// the snapshot again; then the space's stubs are deleted and their
+// content collected: every stub of the snapshot still recalls, and no
+// record is left in the build folder.
+func TestKillSnapshottingStubs(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			child := func(dir, tdir string, env ...string) bool {
+				return runChild(t, "^TestSnapshotStubsChild$", append(env, "HUB_SNAPSTUB_CHILD_ROOT="+dir,
+					"HUB_SNAPSTUB_CHILD_INDEX="+idx, "HUB_SNAPSTUB_CHILD_TARGET="+tdir)...)
+			}
+			dir, tdir, _ := snapshotStubSite(t, index)
+			file := filepath.Join(t.TempDir(), "trace")
+			require.False(t, child(dir, tdir, "HUB_FAULT_TRACE="+file))
+			b, err := os.ReadFile(file)
+			require.NoError(t, err)
+			points := strings.Fields(string(b))
+			require.Contains(t, points, "snapshot.copied@1")
+			require.Contains(t, points, "snapshot.records-copied@1")
+			require.Contains(t, points, "snapshot.placed@1")
+			if index {
+				require.Contains(t, points, "commit.renamed@2", "the index writes are killed too")
+			}
+			for _, point := range points {
+				t.Run(point, func(t *testing.T) {
+					dir, tdir, s := snapshotStubSite(t, index)
+					require.True(t, child(dir, tdir, "HUB_FAULT_POINT="+point), "killed at %s", point)
+					s.dropLeakedAndCollect(t)
+					// The retry removes what the killed attempt left; the
+					// references of its copies are then leaked, for the audit
+					// below.
+					require.False(t, child(dir, tdir), "the retry")
+					requireNoIndexRecordsBelow(t, s.a.Root, snapshotsBuild)
+					s.dropSpaceStubsAndCollect(t)
+					s.requireRecalled(t, cjSnapshotsDir+"/lab/s1", auditSpaceFiles)
+				})
+			}
+		})
+	}
+}
+
+// requireNoIndexRecordsBelow checks that the state index holds no record
+// at or below rel.
+func requireNoIndexRecordsBelow(t *testing.T, root *Root, rel string) {
+	t.Helper()
+	_, folder, err := root.state.index.paths(rel)
+	require.NoError(t, err)
+	err = filepath.WalkDir(folder, func(p string, e os.DirEntry, err error) error {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		require.NoError(t, err)
+		require.True(t, e.IsDir() || strings.HasPrefix(e.Name(), "."), "a record is left below %s: %s", rel, p)
+		return nil
+	})
+	require.NoError(t, err)
+}
