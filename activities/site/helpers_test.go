@@ -125,6 +125,14 @@ func fsTarget(t testing.TB) targets.Driver {
 
 func s3Target(t testing.TB) targets.Driver {
 	t.Helper()
+	d, _ := s3TargetAndBackend(t)
+	return d
+}
+
+// s3TargetAndBackend is s3Target with the fake server's storage, bucket
+// "hub", to write to behind the driver's back.
+func s3TargetAndBackend(t testing.TB) (targets.Driver, *s3mem.Backend) {
+	t.Helper()
 	backend := s3mem.New()
 	require.NoError(t, backend.CreateBucket("hub"))
 	srv := httptest.NewServer(gofakes3.New(backend).Server())
@@ -134,7 +142,7 @@ func s3Target(t testing.TB) targets.Driver {
 		AccessKeyID: "test", SecretAccessKey: "test-secret",
 	})
 	require.NoError(t, err)
-	return d
+	return d, backend
 }
 
 func only(name string, d targets.Driver) TargetFunc {

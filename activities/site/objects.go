@@ -22,6 +22,7 @@ import (
 //	                           stub, on any site) that relies on that content
 //	trash/<sha256>             content the collector found unreferenced, kept
 //	                           for a grace period before it is deleted
+//	quarantine/<sha256>.<ns>   content a scrub found not to match its name
 //
 // Markers written before 2026-11-25 are at refs/<sha256>/<ref> (a folder
 // per content, whose mkdir cost a filesystem target more than the rest of

@@ -35,7 +35,7 @@ func siteCmd() *cobra.Command {
 	}
 	adopt.Flags().StringVar(&root, "root", env("HUB_ROOT", "/"), "the site's storage root, as given to its workers [HUB_ROOT]")
 	adopt.Flags().BoolVar(&dryRun, "dry-run", false, "count the records, change nothing")
-	cmd.AddCommand(adopt, auditRefsCmd(), restoreSpaceCmd())
+	cmd.AddCommand(adopt, auditRefsCmd(), scrubTargetCmd(), restoreSpaceCmd())
 	return cmd
 }
 
@@ -67,11 +67,55 @@ crash, it finishes. See docs/cj-api.md.`,
 	return cmd
 }
 
+// targetFlags name targets on the command line: filesystem targets by
+// folder, others by a JSON file of targets.Config (both repeatable).
+type targetFlags struct{ folders, configs []string }
+
+func (f *targetFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&f.folders, "target-folder", nil, "a filesystem target's folder (repeatable)")
+	cmd.Flags().StringArrayVar(&f.configs, "target-config", nil, "a JSON file holding a target's settings, as targets.Config: StorageType, MigrationTargetFolder, Endpoint, Bucket, Prefix, AccessKeyID, SecretAccessKey, ... (repeatable)")
+}
+
+// open opens every target named, by folder or configuration file name.
+func (f *targetFlags) open() (map[string]targets.Driver, error) {
+	if len(f.folders)+len(f.configs) == 0 {
+		return nil, fmt.Errorf("name the site's targets with --target-folder or --target-config")
+	}
+	drivers := map[string]targets.Driver{}
+	add := func(name string, cfg targets.Config) error {
+		d, err := targets.Open(cfg)
+		if err != nil {
+			return fmt.Errorf("target %s: %w", name, err)
+		}
+		drivers[name] = d
+		return nil
+	}
+	for _, dir := range f.folders {
+		if err := add(dir, targets.Config{StorageType: "filesystem", MigrationTargetFolder: dir}); err != nil {
+			return nil, err
+		}
+	}
+	for _, file := range f.configs {
+		var cfg targets.Config
+		b, err := os.ReadFile(file)
+		if err == nil {
+			err = json.Unmarshal(b, &cfg)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("target configuration %s: %w", file, err)
+		}
+		if err := add(file, cfg); err != nil {
+			return nil, err
+		}
+	}
+	return drivers, nil
+}
+
 // auditRefsCmd lists (and with --drop removes) the references this site
 // wrote on its targets that no record on the site names any more.
 func auditRefsCmd() *cobra.Command {
 	var root string
-	var folders, configs []string
+	var tf targetFlags
 	var drop bool
 	var minAge time.Duration
 	cmd := &cobra.Command{
@@ -85,53 +129,70 @@ grace period. References of other sites sharing a target are never listed. See
 docs/remote-copies.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(folders)+len(configs) == 0 {
-				return fmt.Errorf("name the site's targets with --target-folder or --target-config")
+			drivers, err := tf.open()
+			if err != nil {
+				return err
 			}
 			r, err := site.NewRoot(root)
 			if err != nil {
 				return err
 			}
-			drivers := map[string]targets.Driver{}
-			add := func(name string, cfg targets.Config) error {
-				d, err := targets.Open(cfg)
-				if err != nil {
-					return fmt.Errorf("target %s: %w", name, err)
-				}
-				drivers[name] = d
-				return nil
-			}
-			for _, f := range folders {
-				if err := add(f, targets.Config{StorageType: "filesystem", MigrationTargetFolder: f}); err != nil {
-					return err
-				}
-			}
-			for _, f := range configs {
-				var cfg targets.Config
-				b, err := os.ReadFile(f)
-				if err == nil {
-					err = json.Unmarshal(b, &cfg)
-				}
-				if err != nil {
-					return fmt.Errorf("target configuration %s: %w", f, err)
-				}
-				if err := add(f, cfg); err != nil {
-					return err
-				}
-			}
 			res, err := site.AuditRefs(cmd.Context(), r, drivers, site.AuditOptions{MinAge: minAge, Drop: drop})
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(res)
+			return printJSON(cmd.OutOrStdout(), res)
 		},
 	}
 	cmd.Flags().StringVar(&root, "root", env("HUB_ROOT", "/"), "the site's storage root, as given to its workers [HUB_ROOT]")
-	cmd.Flags().StringArrayVar(&folders, "target-folder", nil, "a filesystem target's folder (repeatable)")
-	cmd.Flags().StringArrayVar(&configs, "target-config", nil, "a JSON file holding a target's settings, as targets.Config: StorageType, MigrationTargetFolder, Endpoint, Bucket, Prefix, AccessKeyID, SecretAccessKey, ... (repeatable)")
+	tf.add(cmd)
 	cmd.Flags().BoolVar(&drop, "drop", false, "remove the leaked references found")
 	cmd.Flags().DurationVar(&minAge, "min-age", site.DefaultAuditMinAge, "only references older than this are considered (a younger one may belong to a step in flight)")
+	return cmd
+}
+
+// scrubTargetCmd reads every content object on the targets and checks it
+// against its name; --quarantine moves the bad ones aside.
+func scrubTargetCmd() *cobra.Command {
+	var tf targetFlags
+	var move bool
+	cmd := &cobra.Command{
+		Use:   "scrub-target",
+		Short: "Read every content object on the targets and check its bytes against its SHA-256 name; --quarantine moves bad ones aside so they are uploaded again",
+		Long: `scrub-target reads every content object (objects/ and trash/) on the given targets and checks
+that its bytes hash to its name. It finds bit rot, and objects an earlier version labelled with
+the checksum a file had before it changed during the upload: steps trust a target's label to
+skip an upload, so a migrate of a file with such content would release it onto wrong bytes.
+With --quarantine each bad object is copied to quarantine/<sha256>.<ns> and deleted where steps
+look, so that the next premigrate or migrate of that content uploads it again. Nothing is ever
+deleted outright. The result is JSON; the command fails (exit 1) when bad content was found.
+See docs/remote-copies.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			drivers, err := tf.open()
+			if err != nil {
+				return err
+			}
+			results := map[string]site.ScrubResult{}
+			bad := 0
+			for name, d := range drivers {
+				res, err := site.Scrub(cmd.Context(), d, site.ScrubOptions{Quarantine: move})
+				if err != nil {
+					return fmt.Errorf("target %s: %w", name, err)
+				}
+				results[name] = res
+				bad += len(res.Bad)
+			}
+			if err := printJSON(cmd.OutOrStdout(), results); err != nil {
+				return err
+			}
+			if bad > 0 {
+				return fmt.Errorf("%d objects do not match their names", bad)
+			}
+			return nil
+		},
+	}
+	tf.add(cmd)
+	cmd.Flags().BoolVar(&move, "quarantine", false, "move the objects that do not match to quarantine/")
 	return cmd
 }

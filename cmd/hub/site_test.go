@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -108,4 +110,44 @@ func TestSiteRestoreSpace(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(dir, "spaces", "lab", "f.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "thesis", string(got))
+}
+
+// TestSiteScrubTarget runs hub site scrub-target on a target holding one
+// object whose bytes do not match its name: it reports it and fails;
+// with --quarantine it moves it aside, and a scrub after that passes.
+func TestSiteScrubTarget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tdir := t.TempDir()
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	good := []byte("good content")
+	sum := sha256.Sum256(good)
+	key := site.ContentKey(hex.EncodeToString(sum[:]))
+	require.NoError(t, target.Put(ctx, key, bytes.NewReader([]byte("rotten bytes")), int64(len(good))))
+
+	scrub := func(extra ...string) (map[string]site.ScrubResult, error) {
+		t.Helper()
+		var out bytes.Buffer
+		cmd := rootCmd()
+		cmd.SetOut(&out)
+		cmd.SetErr(&bytes.Buffer{})
+		cmd.SetArgs(append([]string{"site", "scrub-target", "--target-folder", tdir}, extra...))
+		err := cmd.ExecuteContext(ctx)
+		var got map[string]site.ScrubResult
+		require.NoError(t, json.Unmarshal(out.Bytes(), &got), out.String())
+		return got, err
+	}
+	got, err := scrub()
+	require.ErrorContains(t, err, "1 objects do not match their names")
+	require.Len(t, got[tdir].Bad, 1)
+	require.Equal(t, key, got[tdir].Bad[0].Key)
+	require.Empty(t, got[tdir].Bad[0].Quarantined)
+
+	got, err = scrub("--quarantine")
+	require.Error(t, err)
+	require.NotEmpty(t, got[tdir].Bad[0].Quarantined)
+	got, err = scrub()
+	require.NoError(t, err)
+	require.Zero(t, got[tdir].Objects)
 }
