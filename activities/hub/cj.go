@@ -164,6 +164,7 @@ func (a *Activities) cjSiteChange(ctx context.Context, it *models.CJItem) (site.
 			if ch.Snapshot.Targets, err = a.siteTargets(ctx, s.ID); err != nil {
 				return ch, false, err
 			}
+			ch.Snapshot.LockThreshold = s.LockThreshold
 		}
 	case models.CJIlmsteps:
 		ch.Policy = &site.CJPolicy{Kind: site.CJIlmsteps, Name: it.Name,

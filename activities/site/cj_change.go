@@ -90,6 +90,9 @@ type CJSnapshot struct {
 	// Targets are the site's enabled targets, whose drivers keep the
 	// content of the space's stubs for the snapshot's copies of them.
 	Targets []TargetSpec `json:",omitempty"`
+	// LockThreshold is the site's lock_threshold: a snapshot never copies
+	// the pool past that many percent full (defaultSnapshotLimit if 0).
+	LockThreshold int64 `json:",omitempty"`
 }
 
 // CJPolicy is the policy text of a profile or an ilmstep, written to

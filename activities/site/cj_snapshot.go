@@ -144,9 +144,14 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		return "", fmt.Errorf("snapshot %s: %w", rel, err)
 	}
 	defer held.Close() // releases the attempt's lock
-	stubs := &snapshotStubs{root: a.Root, drivers: newDriverSet(s.Targets, a.Cipher), src: srcRel, build: buildRel(own), final: rel}
+	limit := s.LockThreshold
+	if limit <= 0 {
+		limit = defaultSnapshotLimit
+	}
+	sc := &snapshotCopy{root: a.Root, drivers: newDriverSet(s.Targets, a.Cipher), src: srcRel, build: buildRel(own), final: rel,
+		room: &poolRoom{limit: limit, measure: func() (int64, int64, error) { return a.measurePool(ctx, cjPoolName) }}}
 	tmp := filepath.Join(buildDir, own, snapshotTree)
-	files, bytes, err := cjCopyTree(ctx, a.Root, srcRel, tmp, stubs)
+	files, bytes, err := cjCopyTree(ctx, a.Root, srcRel, tmp, sc)
 	if err == nil {
 		err = cjReadOnly(tmp)
 	}
@@ -155,7 +160,7 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		// The tree renamed is this attempt's own, whole: renamed out of
 		// the folder it holds locked, never over a snapshot another
 		// attempt placed meanwhile.
-		err = stubs.place(build, parent, s.Name, func() error {
+		err = sc.place(build, parent, s.Name, func() error {
 			err := renameNoReplace(fdOf(held), snapshotTree, fdOf(parent), s.Name)
 			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
 				err = renameCheckFirst(fdOf(held), snapshotTree, fdOf(parent), s.Name)
@@ -163,7 +168,7 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 			return err
 		})
 		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
-			stubs.discard(ctx)
+			sc.discard(ctx)
 			_ = cjRemoveTree(filepath.Join(buildDir, own))
 			if msg, found, err := placedSnapshot(parent, s.Name, rel); found {
 				return msg, err
@@ -176,11 +181,11 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		err = unix.Fchmodat(fdOf(parent), s.Name, 0o555, 0)
 	}
 	if err != nil {
-		stubs.discard(ctx)
+		sc.discard(ctx)
 		_ = cjRemoveTree(filepath.Join(buildDir, own))
 		return "", fmt.Errorf("snapshot %s: %w", rel, err)
 	}
-	return fmt.Sprintf("took %s: %d files, %d bytes copied from %s%s", rel, files, bytes, srcRel, stubs.summary()), nil
+	return fmt.Sprintf("took %s: %d files, %d bytes copied from %s%s", rel, files, bytes, srcRel, sc.summary()), nil
 }
 
 // placedSnapshot tells whether snapshot name is in place in parent. One
@@ -291,7 +296,7 @@ func noLocks(err error) bool {
 // file of it is opened beneath the root without following a symlink: one
 // swapped in while the copy runs fails the copy instead of bringing
 // anything from elsewhere into the snapshot.
-func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string, stubs *snapshotStubs) (files, bytes int64, err error) {
+func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string, sc *snapshotCopy) (files, bytes int64, err error) {
 	var copyDir func(rel, to string) error
 	copyDir = func(rel, to string) error {
 		d, err := openBeneath(root.f, rel, os.O_RDONLY|oDirectory, 0)
@@ -322,7 +327,7 @@ func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string, stubs *snap
 				}
 			case de.Type().IsRegular():
 				var n int64
-				n, err = cjCopyFile(ctx, root, child, target, stubs)
+				n, err = cjCopyFile(ctx, root, child, target, sc)
 				if errors.Is(err, errNotRegular) {
 					err = nil // swapped for a special file since listed: skipped as those are
 					break
@@ -348,8 +353,8 @@ var errNotRegular = errors.New("not a regular file")
 // source is opened without blocking (a FIFO swapped in would otherwise
 // wait for a writer, and then copy what it sends) and checked to be a
 // regular file before anything is read. A stub (a migrated file whose
-// record the site trusts) is copied by stubs, as a stub of its own.
-func cjCopyFile(ctx context.Context, root *Root, srcRel, dst string, stubs *snapshotStubs) (n int64, err error) {
+// record the site trusts) is copied by sc, as a stub of its own.
+func cjCopyFile(ctx context.Context, root *Root, srcRel, dst string, sc *snapshotCopy) (n int64, err error) {
 	in, err := openBeneath(root.f, srcRel, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return 0, err
@@ -362,7 +367,10 @@ func cjCopyFile(ctx context.Context, root *Root, srcRel, dst string, stubs *snap
 	if !info.Mode().IsRegular() {
 		return 0, fmt.Errorf("%s: %w", srcRel, errNotRegular)
 	}
-	if stubs != nil {
+	if sc != nil {
+		if err := sc.room.reserve(info.Size()); err != nil {
+			return 0, err
+		}
 		rec, err := root.record(filepath.Join(root.Dir(), filepath.FromSlash(srcRel)), srcRel, info)
 		if err != nil && !errors.Is(err, ErrUntrustedRecord) {
 			return 0, err
@@ -370,7 +378,7 @@ func cjCopyFile(ctx context.Context, root *Root, srcRel, dst string, stubs *snap
 		// The record is checked against the file opened: a file swapped
 		// in since is copied as what it is.
 		if rec != nil && rec.State == Migrated && rec.matches(info) {
-			return stubs.copy(ctx, in, info, srcRel, dst, *rec)
+			return sc.copyStub(ctx, in, info, srcRel, dst, *rec)
 		}
 	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)

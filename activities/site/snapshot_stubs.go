@@ -15,8 +15,9 @@ import (
 	"github.com/thehub/hub/activities/fsutil"
 )
 
-// snapshotStubs copies the migrated files (stubs) of a space into a
-// snapshot as stubs of their own: the snapshot's file is a placeholder
+// snapshotCopy is what a snapshot's copy needs beyond the files: room
+// keeps it from filling the pool, and it copies the migrated files
+// (stubs) of a space as stubs of their own: the snapshot's file is a placeholder
 // like the space's, with a signed record naming the same remote copy and
 // a reference of its own on the target, so that the content outlives the
 // space's stub (deleted, or recalled and changed) for as long as the
@@ -30,7 +31,7 @@ import (
 // them; those of an attempt that does not place its tree are dropped, and
 // those of a killed attempt are left for the references audit, which
 // walks the build folder too.
-type snapshotStubs struct {
+type snapshotCopy struct {
 	root         *Root
 	drivers      *driverSet
 	src          string // the space's folder, root-relative
@@ -38,6 +39,7 @@ type snapshotStubs struct {
 	made         []madeRef
 	count        int
 	missing      int // stubs whose content the target has lost: copied as the space has them
+	room         *poolRoom
 }
 
 type madeRef struct {
@@ -45,9 +47,9 @@ type madeRef struct {
 	rec    Record
 }
 
-// copy makes dst (absolute, in the build tree), the snapshot's copy of the
+// copyStub makes dst (absolute, in the build tree), the snapshot's copy of the
 // stub opened as in, at srcRel, whose trusted record is rec.
-func (s *snapshotStubs) copy(ctx context.Context, in *os.File, info os.FileInfo, srcRel, dst string, rec Record) (n int64, err error) {
+func (s *snapshotCopy) copyStub(ctx context.Context, in *os.File, info os.FileInfo, srcRel, dst string, rec Record) (n int64, err error) {
 	d, err := s.drivers.get(rec.Target)
 	if err != nil {
 		return 0, cjPermanent(fmt.Errorf("%s is migrated to target %q, which is not enabled for this site: "+
@@ -115,7 +117,7 @@ func (s *snapshotStubs) copy(ctx context.Context, in *os.File, info os.FileInfo,
 // at both paths, each naming its own inodes: a final one not describing a
 // placed file is replaced by the next attempt's or ignored, and the
 // build's are dropped with the build's leftovers.
-func (s *snapshotStubs) place(build, parent *os.File, name string, rename func() error) error {
+func (s *snapshotCopy) place(build, parent *os.File, name string, rename func() error) error {
 	if err := flockWait(build); err != nil && !noLocks(err) {
 		return err
 	}
@@ -137,7 +139,7 @@ func (s *snapshotStubs) place(build, parent *os.File, name string, rename func()
 
 // discard drops what an attempt that did not place its tree wrote beside
 // it: its references and its index records.
-func (s *snapshotStubs) discard(ctx context.Context) {
+func (s *snapshotCopy) discard(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
 	for _, m := range s.made {
 		if d, err := s.drivers.get(m.target); err == nil {
@@ -149,7 +151,7 @@ func (s *snapshotStubs) discard(ctx context.Context) {
 }
 
 // summary tells what a snapshot did with the space's stubs.
-func (s *snapshotStubs) summary() string {
+func (s *snapshotCopy) summary() string {
 	switch {
 	case s.count == 0:
 		return ""
@@ -169,4 +171,48 @@ func flockWait(f *os.File) error {
 		err = unix.Flock(fdOf(f), unix.LOCK_EX)
 	}
 	return err
+}
+
+// defaultSnapshotLimit is how full (percent) a snapshot may make the pool
+// when the site sets no lock_threshold.
+const defaultSnapshotLimit = 95
+
+// poolRemeasure is how many bytes a snapshot copies between two
+// measurements of the pool (others write to it meanwhile).
+const poolRemeasure = 64 << 20
+
+// errPoolFull: a snapshot stopped before it filled the pool.
+var errPoolFull = errors.New("snapshot stopped before the pool filled")
+
+// poolRoom keeps a snapshot's copy from filling the pool past limit
+// percent: a full pool fails every user's writes. It measures the pool
+// before the copy and again every poolRemeasure bytes, counting what the
+// copy wrote in between.
+type poolRoom struct {
+	measure     func() (used, total int64, err error)
+	limit       int64
+	used, total int64
+	since       int64 // bytes copied since the last measurement
+	measured    bool
+}
+
+// reserve is called before n more bytes are copied; it fails, for good,
+// when they would take the pool past the limit.
+func (r *poolRoom) reserve(n int64) error {
+	if r == nil {
+		return nil
+	}
+	if !r.measured || r.since+n > poolRemeasure {
+		used, total, err := r.measure()
+		if err != nil {
+			return err
+		}
+		r.used, r.total, r.since, r.measured = used, total, 0, true
+	}
+	if r.total > 0 && (r.used+r.since+n)*100 > r.limit*r.total {
+		return cjPermanent(fmt.Errorf("%w: the pool is %d%% full and the copy would take it past %d%% (the site's lock_threshold, %d%% when unset): "+
+			"the snapshot was not taken; free space, or raise lock_threshold", errPoolFull, (r.used+r.since)*100/r.total, r.limit, defaultSnapshotLimit))
+	}
+	r.since += n
+	return nil
 }

@@ -178,3 +178,62 @@ func requireNoIndexRecordsBelow(t *testing.T, root *Root, rel string) {
 	})
 	require.NoError(t, err)
 }
+
+// TestSnapshotStopsBeforeThePoolFills: a snapshot copies into the pool it
+// protects, and a full pool fails every user's writes. The copy stops,
+// and leaves nothing, before it would take the pool past the site's
+// lock_threshold (95% when unset), however full the pool was when it
+// began; a scheduled firing then still removes its expired snapshots.
+func TestSnapshotStopsBeforeThePoolFills(t *testing.T) {
+	t.Parallel()
+	a := newCJActivities(t)
+	ctx := context.Background()
+	space := filepath.Join(a.Root.Dir(), "spaces", "s1")
+	require.NoError(t, os.MkdirAll(space, 0o755))
+	for _, n := range []string{"a", "b"} {
+		require.NoError(t, os.WriteFile(filepath.Join(space, n), []byte(strings.Repeat(n, 30)), 0o644))
+	}
+	// 900 of 1,000 bytes used, plus what the snapshots copied.
+	a.Utilisation = func(context.Context, string) (int64, int64, error) {
+		var copied int64
+		_ = filepath.WalkDir(filepath.Join(a.Root.Dir(), cjSnapshotsDir), func(_ string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				fi, _ := d.Info()
+				copied += fi.Size()
+			}
+			return nil
+		})
+		_ = filepath.WalkDir(filepath.Join(a.Root.Dir(), filepath.FromSlash(snapshotsBuild)), func(_ string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				fi, _ := d.Info()
+				copied += fi.Size()
+			}
+			return nil
+		})
+		return 900 + copied, 1000, nil
+	}
+	_, err := a.cjSnapshot(ctx, &CJSnapshot{Space: "s1", Name: "full"}, false)
+	require.ErrorIs(t, err, errPoolFull)
+	require.ErrorContains(t, err, "the copy would take it past 95%")
+	require.NoDirExists(t, filepath.Join(a.Root.Dir(), cjSnapshotsDir, "s1", "full"))
+	builds, err := os.ReadDir(filepath.Join(a.Root.Dir(), filepath.FromSlash(snapshotsBuild)))
+	require.NoError(t, err)
+	require.Empty(t, builds, "the partial copy is removed")
+
+	// Room up to 99%: taken.
+	_, err = a.cjSnapshot(ctx, &CJSnapshot{Space: "s1", Name: "fits", LockThreshold: 99}, false)
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(a.Root.Dir(), cjSnapshotsDir, "s1", "fits", "b"))
+
+	// A scheduled firing (now 96% full with the snapshot above) skips,
+	// and still removes the snapshot that expired.
+	expired := filepath.Join(a.Root.Dir(), cjSnapshotsDir, "s1", ScheduledSnapshotName(snapshotChildAt.Add(-8*24*time.Hour)))
+	require.NoError(t, os.MkdirAll(expired, 0o755))
+	res, err := a.TakeSpaceSnapshot(ctx, SpaceSnapshotInput{Space: "s1", Folder: "spaces/s1", At: snapshotChildAt,
+		KeepFor: 7 * 24 * time.Hour, LockThreshold: 98})
+	require.NoError(t, err)
+	require.Empty(t, res.Taken)
+	require.Contains(t, res.Skipped, "the copy would take it past 98%")
+	require.Len(t, res.Removed, 1)
+	require.NoDirExists(t, expired)
+}

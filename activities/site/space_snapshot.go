@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -84,10 +85,15 @@ func (a *Activities) TakeSpaceSnapshot(ctx context.Context, in SpaceSnapshotInpu
 		}
 	}
 	if !full {
-		if _, err := a.snapshot(ctx, strings.TrimPrefix(path.Clean("/"+in.Folder), "/"), &CJSnapshot{Space: in.Space, Name: name, Targets: in.Targets}, false); err != nil {
+		_, err := a.snapshot(ctx, strings.TrimPrefix(path.Clean("/"+in.Folder), "/"), &CJSnapshot{Space: in.Space, Name: name, Targets: in.Targets, LockThreshold: in.LockThreshold}, false)
+		switch {
+		case errors.Is(err, errPoolFull):
+			res.Skipped = "not taken: " + err.Error() // the expired ones still go, freeing room
+		case err != nil:
 			return nil, cjClassify(err)
+		default:
+			res.Taken = name
 		}
-		res.Taken = name
 	}
 	// Scheduled snapshots of the space an earlier attempt was killed
 	// removing are still in the site trash.
