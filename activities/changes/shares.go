@@ -267,6 +267,8 @@ func (s *Service) SaveNFSShare(ctx context.Context, id int64, in NFSShareInput) 
 			}
 			if err := site.CheckShare(NFSShareConfig(&check)); err != nil {
 				v.Add("clients", err.Error())
+			} else if err := fsidsFree(ctx, tx, &check, v); err != nil {
+				return err
 			}
 		}
 		if err := v.Err(); err != nil {
@@ -350,4 +352,36 @@ func (s *Service) deleteShare(ctx context.Context, kind string, id int64, del fu
 		}
 		return pushShare(ctx, tx, space, 0, kind, id)
 	})
+}
+
+// fsidsFree refuses (on clients) an fsid that another NFS share of
+// another folder uses: the NFS server takes two exports with one fsid for
+// one filesystem, and the file handles of one reach the other's files.
+// The sites check again across both APIs' exports.
+func fsidsFree(ctx context.Context, tx *Tx, sh *models.NFSShare, v models.FieldErrors) error {
+	mine := map[int64]bool{}
+	for _, c := range sh.Clients {
+		if c.FSID != nil {
+			mine[*c.FSID] = true
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	others, err := models.NFSShares(ctx, tx, nil)
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		if o.ID == sh.ID || (o.SpaceID == sh.SpaceID && o.Path == sh.Path) {
+			continue
+		}
+		for _, c := range o.Clients {
+			if c.FSID != nil && mine[*c.FSID] {
+				v.Add("clients", fmt.Sprintf("fsid %d is already used by NFS share %d (%s); each exported folder needs its own", *c.FSID, o.ID, o.Path))
+				return nil
+			}
+		}
+	}
+	return nil
 }

@@ -120,7 +120,13 @@ func (a *Activities) cjExposer(e *CJExposer, del bool) (string, error) {
 			}
 		}
 	}
-	if err := a.cjWriteFile(file, []byte(b.String())); err != nil {
+	write := a.cjWriteFile
+	if e.Kind == CJNFS {
+		write = a.writeExport
+	}
+	if err := write(file, []byte(b.String())); errors.Is(err, errFSIDInUse) {
+		return "", cjPermanent(err)
+	} else if err != nil {
 		return "", fmt.Errorf("write %s: %w", rel, err)
 	}
 	return "wrote " + rel, nil

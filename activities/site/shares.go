@@ -161,7 +161,13 @@ func (a *Activities) WriteShare(ctx context.Context, in ShareConfig) (res SpaceD
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
-	if err := a.writeConfig(file, []byte(text)); err != nil {
+	write := a.writeConfig
+	if in.Kind == ShareNFS {
+		write = a.writeExport
+	}
+	if err := write(file, []byte(text)); errors.Is(err, errFSIDInUse) {
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
+	} else if err != nil {
 		return res, err
 	}
 	res.Outcome, res.Message = "written", fmt.Sprintf("wrote %s on site %s", file, a.Site)

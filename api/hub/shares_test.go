@@ -66,6 +66,11 @@ func TestNFSShares(t *testing.T) {
 
 		requireStatus(t, http.StatusCreated, e.AsAdmin(http.MethodPost, "/api/nfsshares/", map[string]any{
 			"name": "exp2", "space": sp2, "path": "/spaces/two/sub", "clients": []any{}}))
+		// exp1's fsid, for another folder: one filesystem to the NFS server.
+		r = e.AsAdmin(http.MethodPost, "/api/nfsshares/", map[string]any{"name": "exp3", "space": sp2,
+			"clients": []any{map[string]any{"hosts": "h", "fsid": 7}}})
+		requireFieldError(t, r, "clients")
+		require.Contains(t, string(r.Body), "fsid 7 is already used by NFS share")
 		require.Equal(t, []string{"exp1", "exp2"}, bareNames(t, e, "/api/nfsshares/"))
 		require.Equal(t, []string{"exp2"}, bareNames(t, e, fmt.Sprintf("/api/nfsshares/?space=%d", sp2)))
 		require.Equal(t, []string{}, bareNames(t, e, "/api/nfsshares/?space=9999"))
