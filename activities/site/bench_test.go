@@ -137,6 +137,62 @@ func BenchmarkPremigrateSmallFiles(b *testing.B) {
 	b.ReportMetric(float64(cp.Microseconds())/1000/float64(b.N), "cp-ms/op")
 }
 
+// BenchmarkSnapshot times a C+J snapshot of a space of benchFiles small
+// files, a tenth of them migrated (copied as stubs of their own: record
+// and reference), and cp -r of the same space, in the same iterations,
+// alternating which goes first (see BenchmarkPremigrateSmallFiles); each
+// iteration takes a new snapshot, nothing is deleted until the end.
+func BenchmarkSnapshot(b *testing.B) {
+	dir := b.TempDir()
+	space := filepath.Join(dir, cjSpacesDir, "bench")
+	require.NoError(b, os.MkdirAll(space, 0o755))
+	paths := sortedPaths(makeTree(b, space, benchFiles, func(int) int { return benchFileSize }))
+	a := &Activities{Root: newRoot(b, dir, false), Site: "s", ConfigDir: filepath.Join(dir, hubDir, "config")}
+	b.Cleanup(func() { _ = cjRemoveTree(filepath.Join(dir, cjSnapshotsDir)) })
+	tdir := b.TempDir()
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(b, err)
+	var stubs []string
+	for i, p := range paths {
+		if i%10 == 0 {
+			stubs = append(stubs, "/"+cjSpacesDir+"/bench"+p)
+		}
+	}
+	ctx := context.Background()
+	res, err := Migrate(ctx, a.Root, stubs, target, "archive", StepOptions{})
+	require.NoError(b, err)
+	requireAll(b, res, CodeOK, stubs)
+	specs := []TargetSpec{{Name: "archive", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}}
+
+	var snap, cp time.Duration
+	runSnapshot := func(i int) {
+		start := time.Now()
+		msg, err := a.cjSnapshot(ctx, &CJSnapshot{Space: "bench", Name: fmt.Sprintf("s%d", i), Targets: specs}, false)
+		snap += time.Since(start)
+		require.NoError(b, err)
+		require.Contains(b, msg, fmt.Sprintf("%d migrated files kept as stubs", len(stubs)))
+	}
+	runCp := func() {
+		dst := filepath.Join(b.TempDir(), "copy")
+		start := time.Now()
+		out, err := exec.Command("cp", "-r", space, dst).CombinedOutput()
+		cp += time.Since(start)
+		require.NoError(b, err, string(out))
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			runSnapshot(i)
+			runCp()
+		} else {
+			runCp()
+			runSnapshot(i)
+		}
+	}
+	b.ReportMetric(float64(snap.Microseconds())/1000/float64(b.N), "snapshot-ms/op")
+	b.ReportMetric(float64(cp.Microseconds())/1000/float64(b.N), "cp-ms/op")
+}
+
 func BenchmarkWalk(b *testing.B) {
 	dir, files := walkBenchTree(b)
 	root := newRoot(b, dir, false)

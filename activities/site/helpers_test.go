@@ -74,7 +74,7 @@ func requireFiles(t *testing.T, dir string, files map[string]testFile) {
 	}
 }
 
-func requireAll(t *testing.T, res []Result, code Code, paths []string) {
+func requireAll(t testing.TB, res []Result, code Code, paths []string) {
 	t.Helper()
 	require.Len(t, res, len(paths))
 	for i, r := range res {

@@ -86,6 +86,8 @@ var jobRows = slices.Concat(jobs("sqlite", "sqlite"), jobs("postgres", "postgres
 var rows = slices.Concat(jobRows, []row{cjSpace("sqlite"), cjSpace("postgres")}, []row{
 	{what: "premigrate step (library) vs cp -r",
 		fig: ref{"BenchmarkPremigrateSmallFiles", "step-ms/op"}, base: ref{"BenchmarkPremigrateSmallFiles", "cp-ms/op"}, goal: 1, goalText: "≥ 1× (keep)"},
+	{what: "C+J snapshot of a space of 2,000 small files, a tenth of them stubs, vs cp -r",
+		fig: ref{"BenchmarkSnapshot", "snapshot-ms/op"}, base: ref{"BenchmarkSnapshot", "cp-ms/op"}},
 	{what: "discovery walk of a tree walked before vs find -printf '%s %T@' (2,000 files; 1M with LARGE=1)",
 		fig: ref{"BenchmarkWalk", "ns/op"}, base: ref{"BenchmarkFind", "ns/op"}, goal: 1, goalText: "≥ 1×"},
 	{what: "policy scan vs find -printf '%s %T@'",
