@@ -1,6 +1,7 @@
 package site
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -264,6 +265,36 @@ func BenchmarkCollect(b *testing.B) {
 	b.Run("find", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			cmd := exec.Command("find", dir, "-type", "f", "-printf", "%s %T@ %P\n")
+			cmd.Stdout = io.Discard
+			require.NoError(b, cmd.Run())
+		}
+	})
+}
+
+// BenchmarkScrub reads and hashes every content object of a filesystem
+// target (benchFiles objects of 64 KiB, named by their SHA-256) beside
+// sha256sum of the same files, the baseline for reading and hashing them.
+func BenchmarkScrub(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "target")
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: dir})
+	require.NoError(b, err)
+	ctx := context.Background()
+	data := make([]byte, 64<<10)
+	for i := range benchFiles {
+		copy(data, strconv.Itoa(i)+" ")
+		require.NoError(b, target.Put(ctx, contentKey(sha(data)), bytes.NewReader(data), int64(len(data))))
+	}
+	b.Run("hub", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			res, err := Scrub(ctx, target, ScrubOptions{})
+			require.NoError(b, err)
+			require.Equal(b, benchFiles, res.Objects)
+			require.Empty(b, res.Bad)
+		}
+	})
+	b.Run("sha256sum", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			cmd := exec.Command("sh", "-c", `find "$1" -type f -print0 | xargs -0 sha256sum`, "sh", filepath.Join(dir, "objects"))
 			cmd.Stdout = io.Discard
 			require.NoError(b, cmd.Run())
 		}
