@@ -262,3 +262,36 @@ func TestAuditKeepsStubsInTempNamedFolders(t *testing.T) {
 		})
 	}
 }
+
+// TestMoveCarriesRecordsWrittenDuringIt: a step that located its file
+// before a move writes its record at the old path, after the move copied
+// the records there. On the index backend the move then dropped that
+// record with the old path's: here a migrate releases a file of a space
+// while the space moves to the trash, and the restored stub could not be
+// recalled. Now the records written at the old path meanwhile are copied
+// too. (Not parallel: the hook is the package's.)
+func TestMoveCarriesRecordsWrittenDuringIt(t *testing.T) {
+	dir := t.TempDir()
+	s := newAuditSite(t, dir, t.TempDir(), true)
+	space := &CJSpace{Name: "moving"}
+	_, err := s.a.cjSpace(space, false)
+	require.NoError(t, err)
+	s.migrateFiles(t, "spaces/moving", auditSpaceFiles)
+	late := map[string]string{"late.txt": "migrated while its space moves"}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "spaces", "moving", "late.txt"), []byte(late["late.txt"]), 0o644))
+	recordsCopied = func(oldRel string) {
+		if oldRel == "spaces/moving" {
+			s.migrateFiles(t, "spaces/moving", late)
+		}
+	}
+	defer func() { recordsCopied = nil }()
+	_, err = s.a.cjSpace(space, true)
+	require.NoError(t, err)
+	recordsCopied = nil
+	requireNoRecordsAt(t, s.a.Root, "spaces/moving")
+
+	s.auditAndCollect(t)
+	require.NoError(t, s.a.Root.RestoreFromTrash(trashEntry(t, dir), "/spaces/moving"))
+	s.requireRecalled(t, "spaces/moving", auditSpaceFiles)
+	s.requireRecalled(t, "spaces/moving", late)
+}

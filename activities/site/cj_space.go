@@ -111,21 +111,21 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 // left at rel. Records kept in the files' attributes move with them. The
 // references audit walks the trash, so the trashed stubs keep their data.
 func (r *Root) trashWithRecords(rel, name string) (string, error) {
-	undo, err := r.copyRecords(rel, path.Join(trashFolder, name))
+	moved, err := r.copyRecords(rel, path.Join(trashFolder, name))
 	if err == nil {
 		err = r.state.sync() // the copies are durable before the move
 	}
 	if err != nil {
-		undo()
+		moved.undo()
 		return "", err
 	}
 	fsutil.Fault("cj.space.records-copied")
 	trash, err := r.moveToTrash(rel, name)
 	if err != nil {
-		undo()
+		moved.undo()
 		return "", err
 	}
-	return trash, r.state.forgetTree(rel)
+	return trash, r.finishMove(moved, rel, path.Join(trashFolder, name))
 }
 
 // RestoreFromTrash moves the site trash's entry name (a removed C+J space,
@@ -167,21 +167,21 @@ func (r *Root) RestoreFromTrash(name, p string) error {
 	case !isNotExist(err):
 		return err
 	}
-	undo, err := r.copyRecords(from, to.rel)
+	moved, err := r.copyRecords(from, to.rel)
 	if err == nil {
 		err = r.state.sync()
 	}
 	if err != nil {
-		undo()
+		moved.undo()
 		return err
 	}
 	fsutil.Fault("trash.restore.records-copied")
 	if err := renameBeneath(&loc{rel: from, parent: trash, name: name}, to, false); err != nil {
-		undo()
+		moved.undo()
 		return err
 	}
 	fsutil.Fault("trash.restored")
-	return r.state.forgetTree(from)
+	return r.finishMove(moved, from, to.rel)
 }
 
 // cjKindOf names a file mode's type for messages.

@@ -125,16 +125,16 @@ func (s *snapshotCopy) place(build, parent *os.File, name string, rename func() 
 	if _, err := fstatat(fdOf(parent), name); err == nil {
 		return unix.EEXIST
 	}
-	undo, err := s.root.copyRecords(s.build, s.final)
+	moved, err := s.root.copyRecords(s.build, s.final)
 	if err == nil {
 		fsutil.Fault("snapshot.records-copied")
 		err = rename()
 	}
 	if err != nil {
-		undo()
+		moved.undo()
 		return err
 	}
-	return s.root.state.forgetTree(s.build)
+	return s.root.finishMove(moved, s.build, s.final)
 }
 
 // discard drops what an attempt that did not place its tree wrote beside

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -373,16 +372,16 @@ func (a *Activities) replayMove(in ReceiveInput, f SentFile, l *loc, exists bool
 	if exists && !replace {
 		return keptAtNewPath, nil
 	}
-	undo, err := a.Root.copyRecords(old.rel, l.rel)
+	moved, err := a.Root.copyRecords(old.rel, l.rel)
 	if err != nil {
-		undo()
+		moved.undo()
 		return "", err
 	}
 	if marks := a.Root.state.marks; marks != nil {
 		// The folder a stub moves into is marked as holding records
 		// (folder_marks.go), or policy scans would read it as resident.
 		if err := marks.mark(l.path()); err != nil {
-			undo()
+			moved.undo()
 			return "", err
 		}
 	}
@@ -391,77 +390,14 @@ func (a *Activities) replayMove(in ReceiveInput, f SentFile, l *loc, exists bool
 		receiveRace(l.rel)
 	}
 	if err := renameBeneath(old, l, replace); err != nil {
-		undo()
+		moved.undo()
 		if errors.Is(err, fs.ErrExist) {
 			return keptAtNewPath, nil
 		}
 		return "", err
 	}
 	fsutil.Fault("move.renamed")
-	return "moved", a.Root.state.forgetTree(old.rel)
-}
-
-// copyRecords writes the index records at or below oldRel again at the
-// same places below newRel, as they are (signed, naming the same inodes,
-// which a rename keeps), and returns how to undo it: the records it
-// replaced are put back, the others removed. Records kept in the files'
-// attributes move with the files by themselves.
-func (r *Root) copyRecords(oldRel, newRel string) (undo func(), err error) {
-	ix := r.state.index
-	type prior struct {
-		rel string
-		rec *Record
-	}
-	var done []prior
-	undo = func() {
-		for _, p := range done {
-			if p.rec != nil {
-				_ = ix.set(p.rel, *p.rec)
-			} else {
-				_ = ix.remove(p.rel)
-			}
-		}
-	}
-	if err := ix.ensureImported(); err != nil {
-		return undo, err
-	}
-	name, folder, err := ix.paths(oldRel)
-	if err != nil {
-		return undo, nil // no record can be there
-	}
-	copyOne := func(file string) error {
-		l, err := readRecordFile(file)
-		switch {
-		case absent(err), errors.Is(err, ErrUntrustedRecord):
-			return nil // none, or one no step would use
-		case err != nil:
-			return fmt.Errorf("state index: %w", err)
-		case l.Record == nil || (l.Path != oldRel && !strings.HasPrefix(l.Path, oldRel+"/")):
-			return nil // another path's record, refused wherever it is
-		}
-		rel := newRel + strings.TrimPrefix(l.Path, oldRel)
-		prev, _ := ix.get(rel)
-		if err := ix.set(rel, *l.Record); err != nil {
-			return err
-		}
-		done = append(done, prior{rel, prev})
-		return nil
-	}
-	if err := copyOne(name); err != nil {
-		return undo, err
-	}
-	err = filepath.WalkDir(folder, func(p string, e fs.DirEntry, err error) error {
-		switch {
-		case err != nil && absent(err):
-			return nil
-		case err != nil:
-			return fmt.Errorf("state index: %w", err)
-		case e.IsDir() || strings.HasPrefix(e.Name(), "."):
-			return nil // a folder, or a writer's temporary file
-		}
-		return copyOne(p)
-	})
-	return undo, err
+	return "moved", a.Root.finishMove(moved, old.rel, l.rel)
 }
 
 // makeStub creates a migrated stub at l whose data is the sent object: an
