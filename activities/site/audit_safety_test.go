@@ -295,3 +295,35 @@ func TestMoveCarriesRecordsWrittenDuringIt(t *testing.T) {
 	s.requireRecalled(t, "spaces/moving", auditSpaceFiles)
 	s.requireRecalled(t, "spaces/moving", late)
 }
+
+// TestPurgeTrash: an operator purging a trashed space removes it and, on
+// the index backend, its records (rm -rf left them, for paths that no
+// longer exist); the audit then drops its stubs' references. A rerun
+// after a crash finishes; a path outside the trash is refused.
+func TestPurgeTrash(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s := newAuditSite(t, dir, t.TempDir(), index)
+			space := &CJSpace{Name: "lab"}
+			_, err := s.a.cjSpace(space, false)
+			require.NoError(t, err)
+			s.migrateFiles(t, "spaces/lab", auditSpaceFiles)
+			_, err = s.a.cjSpace(space, true)
+			require.NoError(t, err)
+			entry := trashEntry(t, dir)
+
+			require.ErrorContains(t, s.a.Root.PurgeTrash("../spaces"), "not an entry of the site trash")
+			require.NoError(t, s.a.Root.PurgeTrash(entry))
+			require.NoError(t, s.a.Root.PurgeTrash(entry), "run again")
+			require.NoDirExists(t, filepath.Join(dir, filepath.FromSlash(trashFolder), entry))
+			requireNoIndexRecordsBelow(t, s.a.Root, trashFolder)
+			later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
+			ar, err := AuditRefs(context.Background(), s.a.Root, map[string]targets.Driver{"archive": s.target}, AuditOptions{Now: later, Drop: true})
+			require.NoError(t, err)
+			require.Len(t, ar.Leaked, len(auditSpaceFiles))
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -182,6 +183,22 @@ func (r *Root) RestoreFromTrash(name, p string) error {
 	}
 	fsutil.Fault("trash.restored")
 	return r.finishMove(moved, from, to.rel)
+}
+
+// PurgeTrash removes the site trash's entry name (a removed C+J space, or
+// a snapshot's entry), for good, with its index records, which rm -rf
+// would leave behind. The references of its stubs are then leaked: a
+// references audit drops them and the collector frees their content. Run
+// again after a crash, it finishes.
+func (r *Root) PurgeTrash(name string) error {
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return fmt.Errorf("%q: not an entry of the site trash", name)
+	}
+	rel := path.Join(trashFolder, name)
+	if err := cjRemoveTree(filepath.Join(r.Dir(), filepath.FromSlash(rel))); err != nil {
+		return err
+	}
+	return r.state.forgetTree(rel)
 }
 
 // cjKindOf names a file mode's type for messages.

@@ -35,7 +35,7 @@ func siteCmd() *cobra.Command {
 	}
 	adopt.Flags().StringVar(&root, "root", env("HUB_ROOT", "/"), "the site's storage root, as given to its workers [HUB_ROOT]")
 	adopt.Flags().BoolVar(&dryRun, "dry-run", false, "count the records, change nothing")
-	cmd.AddCommand(adopt, auditRefsCmd(), scrubTargetCmd(), restoreSpaceCmd())
+	cmd.AddCommand(adopt, auditRefsCmd(), scrubTargetCmd(), restoreSpaceCmd(), purgeTrashCmd())
 	return cmd
 }
 
@@ -60,6 +60,33 @@ crash, it finishes. See docs/cj-api.md.`,
 				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "restored %s to %s\n", args[0], args[1])
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&root, "root", env("HUB_ROOT", "/"), "the site's storage root, as given to its workers [HUB_ROOT]")
+	return cmd
+}
+
+// purgeTrashCmd removes an entry of the site trash for good.
+func purgeTrashCmd() *cobra.Command {
+	var root string
+	cmd := &cobra.Command{
+		Use:   "purge-trash ENTRY",
+		Short: "Remove an entry of the site trash (<root>/.hub/trash/ENTRY, a removed C+J space) for good, with its migration records",
+		Long: `purge-trash removes the site trash's entry ENTRY and, on a site without extended attributes,
+the migration records kept for it by path, which rm -rf would leave behind. The references its
+stubs held on the targets are then leaked: hub site audit-refs --drop removes them and the
+collector frees their content. See docs/cj-api.md.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := site.NewRoot(root)
+			if err != nil {
+				return err
+			}
+			if err := r.PurgeTrash(args[0]); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "purged %s\n", args[0])
 			return err
 		},
 	}
