@@ -231,6 +231,23 @@ func MarkCancelling(ctx context.Context, db bun.IDB, id int64) error {
 	return dbErr(err)
 }
 
+// SetRunningState records state (STARTED, PAUSING or PAUSED), as a job's
+// workflow sees it, unless the job is CANCELLING or has ended: a cancel
+// recorded by the API while the workflow was starting, pausing or
+// resuming is not undone by it (the workflow receives the cancel next).
+// A job in such a state is left as it is, without an error.
+func SetRunningState(ctx context.Context, db bun.IDB, id int64, state string, started bool) error {
+	now := time.Now().UTC()
+	q := db.NewUpdate().Model((*Job)(nil)).Where("id = ? AND state NOT IN (?)", id,
+		bun.In([]string{vocab.JobCancelling, vocab.JobSuccess, vocab.JobFailure, vocab.JobCancelled})).
+		Set("state = ?", state).Set("updated = ?", now)
+	if started {
+		q.Set("started = COALESCE(started, ?)", now)
+	}
+	_, err := q.Exec(ctx)
+	return dbErr(err)
+}
+
 // JobUpdate is a partial update of a job's state and timestamps.
 type JobUpdate struct {
 	State           string

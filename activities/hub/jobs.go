@@ -311,7 +311,10 @@ func notFoundIsFinal(err error) error {
 
 // SetJobState records a job's state.
 func (a *Activities) SetJobState(ctx context.Context, c workflows.JobStateChange) error {
-	return models.UpdateJob(ctx, a.DB, c.JobID, models.JobUpdate{State: c.State, Started: c.Started, Completed: c.Completed})
+	if c.Completed || vocab.JobFinished(c.State) {
+		return models.UpdateJob(ctx, a.DB, c.JobID, models.JobUpdate{State: c.State, Started: c.Started, Completed: c.Completed})
+	}
+	return models.SetRunningState(ctx, a.DB, c.JobID, c.State, c.Started)
 }
 
 // RecordDiscovery stores discovery's counts and failures.

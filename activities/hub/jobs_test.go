@@ -107,3 +107,40 @@ func TestJobSiteFollowsRename(t *testing.T) {
 		require.Equal(t, "new-name", page.Site)
 	})
 }
+
+// TestJobStateKeepsACancel: a cancel the API records (CANCELLING) while
+// the job's workflow is starting, pausing or resuming is not overwritten
+// by the workflow's STARTED, PAUSING or PAUSED: the API answered the
+// cancel with CANCELLING, and the workflow receives the cancel next. An
+// ended job is not brought back either. Before, a job cancelled right
+// after its submission was shown STARTED (TestClientWatchOnTerminal
+// caught it under CI load).
+func TestJobStateKeepsACancel(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		site, err := models.EnsureSite(ctx, db, "states")
+		require.NoError(t, err)
+		a := &hubact.Activities{DB: db}
+		state := func(id int64) string {
+			j, err := models.GetJob(ctx, db, id)
+			require.NoError(t, err)
+			return j.State
+		}
+		running := createJob(t, db, site, "", []string{"/a"})
+		require.NoError(t, a.SetJobState(ctx, workflows.JobStateChange{JobID: running.ID, State: vocab.JobStarted, Started: true}))
+		require.Equal(t, vocab.JobStarted, state(running.ID))
+		require.NoError(t, a.SetJobState(ctx, workflows.JobStateChange{JobID: running.ID, State: vocab.JobPaused}))
+		require.Equal(t, vocab.JobPaused, state(running.ID))
+
+		cancelled := createJob(t, db, site, "", []string{"/a"})
+		require.NoError(t, models.MarkCancelling(ctx, db, cancelled.ID))
+		for _, s := range []string{vocab.JobStarted, vocab.JobPausing, vocab.JobPaused} {
+			require.NoError(t, a.SetJobState(ctx, workflows.JobStateChange{JobID: cancelled.ID, State: s, Started: true}))
+			require.Equal(t, vocab.JobCancelling, state(cancelled.ID), "after %s", s)
+		}
+		require.NoError(t, models.UpdateJob(ctx, db, cancelled.ID, models.JobUpdate{State: vocab.JobCancelled, Completed: true}))
+		require.NoError(t, a.SetJobState(ctx, workflows.JobStateChange{JobID: cancelled.ID, State: vocab.JobStarted}))
+		require.Equal(t, vocab.JobCancelled, state(cancelled.ID))
+	})
+}

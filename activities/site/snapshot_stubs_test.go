@@ -42,20 +42,6 @@ func (s auditSite) dropSpaceStubsAndCollect(t *testing.T) {
 	s.dropLeakedAndCollect(t)
 }
 
-// dropLeakedAndCollect is auditAndCollect where references may be leaked
-// (a kill between a reference and its record leaks one): it drops them.
-func (s auditSite) dropLeakedAndCollect(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
-	_, err := AuditRefs(ctx, s.a.Root, map[string]targets.Driver{"archive": s.target}, AuditOptions{Now: later, Drop: true})
-	require.NoError(t, err)
-	for range 2 {
-		_, err := Collect(ctx, s.target, CollectOptions{Grace: time.Nanosecond})
-		require.NoError(t, err)
-	}
-}
-
 // TestSnapshotKeepsStubsContent: a snapshot of a space holding stubs
 // copies each as a stub of its own (record and reference), so its content
 // outlives the space's stub: deleted by its user, its reference dropped by
