@@ -151,6 +151,10 @@ func TestAuditSpaceTrashChild(t *testing.T) {
 	}
 	a := &Activities{Root: newRoot(t, dir, os.Getenv("HUB_AUDIT_CHILD_INDEX") == "1"), Site: "s",
 		ConfigDir: filepath.Join(dir, hubDir, "config")}
+	if name := os.Getenv("HUB_AUDIT_CHILD_PURGE"); name != "" {
+		require.NoError(t, a.Root.PurgeTrash(name))
+		return
+	}
 	if name := os.Getenv("HUB_AUDIT_CHILD_RESTORE"); name != "" {
 		require.NoError(t, a.Root.RestoreFromTrash(name, "/spaces/lab"))
 		return
@@ -325,8 +329,15 @@ func TestPurgeTrash(t *testing.T) {
 			entry := trashEntry(t, dir)
 
 			require.ErrorContains(t, s.a.Root.PurgeTrash("../spaces"), "not an entry of the site trash")
-			require.NoError(t, s.a.Root.PurgeTrash(entry))
-			require.NoError(t, s.a.Root.PurgeTrash(entry), "run again")
+			// Killed between the removal and the records' (the index's
+			// writes too), then run again.
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			purge := func(env ...string) bool {
+				return runChild(t, "^TestAuditSpaceTrashChild$", append(env, "HUB_AUDIT_CHILD_ROOT="+dir,
+					"HUB_AUDIT_CHILD_INDEX="+idx, "HUB_AUDIT_CHILD_PURGE="+entry)...)
+			}
+			require.True(t, purge("HUB_FAULT_POINT=trash.purged@1"), "killed")
+			require.False(t, purge(), "run again")
 			require.NoDirExists(t, filepath.Join(dir, filepath.FromSlash(trashFolder), entry))
 			requireNoIndexRecordsBelow(t, s.a.Root, trashFolder)
 			require.Len(t, s.dropLeakedAndCollect(t).Leaked, len(auditSpaceFiles))

@@ -198,6 +198,7 @@ func (r *Root) PurgeTrash(name string) error {
 	if err := cjRemoveTree(filepath.Join(r.Dir(), filepath.FromSlash(rel))); err != nil {
 		return err
 	}
+	fsutil.Fault("trash.purged")
 	return r.state.forgetTree(rel)
 }
 
