@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
 )
 
@@ -299,4 +300,67 @@ func BenchmarkScrub(b *testing.B) {
 			require.NoError(b, cmd.Run())
 		}
 	})
+}
+
+// BenchmarkReceive times the destination half of a hydrating send: the
+// receive of benchFiles files of 4 KiB from a filesystem target (read,
+// checked against their SHA-256, written through temporary names, one
+// flush of the filesystem), beside `cp -r` of the target's objects and
+// `sync -f`, and the receive without its flush, in the same iterations,
+// in turn (see BenchmarkPremigrateSmallFiles). Nothing is deleted until
+// the end.
+func BenchmarkReceive(b *testing.B) {
+	tdir := filepath.Join(b.TempDir(), "target")
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(b, err)
+	ctx := context.Background()
+	var files []SentFile
+	data := make([]byte, benchFileSize)
+	for i := range benchFiles {
+		copy(data, strconv.Itoa(i)+" ")
+		sum := sha(data)
+		require.NoError(b, target.Put(ctx, contentKey(sum), bytes.NewReader(data), int64(len(data))))
+		files = append(files, SentFile{Path: fmt.Sprintf("/d%02d/f%05d", i%20, i), Type: TypeFile, Target: "t",
+			Key: contentKey(sum), Checksum: sum, Size: int64(len(data)), Mtime: time.Now().UnixNano()})
+	}
+	dir := b.TempDir()
+	a := &Activities{Root: newRoot(b, dir, false), Site: "dst"}
+	spec := TargetSpec{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}
+	defer func() { flushReceived = fsutil.SyncFS }()
+	var recv, noFlush, cp time.Duration
+	n := 0
+	receiveInto := func(total *time.Duration, flush func(string) error) {
+		flushReceived = flush
+		n++
+		in := ReceiveInput{JobID: 1, Step: "send", Hydrate: true, Targets: []TargetSpec{spec}, Files: files,
+			DestPath: fmt.Sprintf("/r%d", n)}
+		var out StepOutput
+		start := time.Now()
+		err := runActivity(a, a.Receive, in, &out)
+		*total += time.Since(start)
+		require.NoError(b, err)
+		require.Len(b, out.Outcomes, len(files))
+		require.Equal(b, OutcomeSuccess, out.Outcomes[len(files)-1].State, out.Outcomes[len(files)-1].Message)
+	}
+	runCp := func() {
+		dst := filepath.Join(b.TempDir(), "copy")
+		start := time.Now()
+		out, err := exec.Command("sh", "-c", `cp -r "$1" "$2" && sync -f "$2"`, "sh", filepath.Join(tdir, "objects"), dst).CombinedOutput()
+		cp += time.Since(start)
+		require.NoError(b, err, string(out))
+	}
+	runs := []func(){
+		func() { receiveInto(&recv, fsutil.SyncFS) },
+		func() { receiveInto(&noFlush, func(string) error { return nil }) },
+		runCp,
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range runs {
+			runs[(i+k)%len(runs)]()
+		}
+	}
+	b.ReportMetric(float64(recv.Microseconds())/1000/float64(b.N), "receive-ms/op")
+	b.ReportMetric(float64(noFlush.Microseconds())/1000/float64(b.N), "noflush-ms/op")
+	b.ReportMetric(float64(cp.Microseconds())/1000/float64(b.N), "cp-ms/op")
 }
