@@ -16,7 +16,7 @@ run: build
 
 SHELL := bash
 .SHELLFLAGS := -eo pipefail -c
-BENCH_PKGS := ./activities/site/ ./api/hub/ ./api/cj/
+BENCH_PKGS := ./activities/site/ ./activities/targets/ ./api/hub/ ./api/cj/
 
 ## test: every test, against sqlite and PostgreSQL (started here if needed),
 ## then every benchmark once at a small size (quick mode) so none rots
