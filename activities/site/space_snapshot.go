@@ -54,6 +54,8 @@ type SpaceSnapshotInput struct {
 	KeepFor time.Duration
 	// LockThreshold, when above 0, is the pool utilisation (percent) at
 	// or above which no new snapshot is taken; old ones are still removed.
+	// A copy also stops before it takes the pool past it (past
+	// defaultSnapshotLimit when 0).
 	LockThreshold int64
 	// Targets are the site's enabled targets (see CJSnapshot.Targets).
 	Targets []TargetSpec `json:",omitempty"`
