@@ -155,17 +155,17 @@ func (a *Activities) cjSiteChange(ctx context.Context, it *models.CJItem) (site.
 			Path: cjStr(d["path"]), Clients: cjStrList(d["clients"]), Options: cjStr(d["options"]),
 			ReadOnly: d["read_only"] == true, ValidUsers: cjStrList(d["valid_users"])}
 	case models.CJSnapshots:
-		ch.Snapshot = &site.CJSnapshot{Space: cjStr(d["space"]), Name: it.Name}
-		if !it.Deleted {
-			s, err := models.GetSiteByName(ctx, a.DB, it.Site)
-			if err != nil {
-				return ch, false, fmt.Errorf("load site %s: %w", it.Site, err)
-			}
-			if ch.Snapshot.Targets, err = a.siteTargets(ctx, s.ID); err != nil {
-				return ch, false, err
-			}
-			ch.Snapshot.LockThreshold = s.LockThreshold
+		s, err := models.GetSiteByName(ctx, a.DB, it.Site)
+		if err != nil {
+			return ch, false, fmt.Errorf("load site %s: %w", it.Site, err)
 		}
+		// The targets keep the content of the space's stubs for the
+		// snapshot, and its removal drops their references.
+		targets, err := a.siteTargets(ctx, s.ID)
+		if err != nil {
+			return ch, false, err
+		}
+		ch.Snapshot = &site.CJSnapshot{Space: cjStr(d["space"]), Name: it.Name, Targets: targets, LockThreshold: s.LockThreshold}
 	case models.CJIlmsteps:
 		ch.Policy = &site.CJPolicy{Kind: site.CJIlmsteps, Name: it.Name,
 			Text: fmt.Sprintf("/* ilmstep %s (C+J item %d), managed by the hub */\n%s", it.Name, it.ID, cjIlmstepRule(it.Name, d))}

@@ -45,8 +45,9 @@ func snapshotTrashPrefix(space, name string) string { return "snapshot." + space
 
 // emptySnapshotTrash removes the site trash's entries of the snapshots of
 // space whose name match accepts: snapshots moved there for removal, never
-// a space's data.
-func (a *Activities) emptySnapshotTrash(space string, match func(name string) bool) error {
+// a space's data. The references of their stubs on the targets drivers
+// opens are dropped first (see dropTrashedRefs).
+func (a *Activities) emptySnapshotTrash(ctx context.Context, drivers *driverSet, space string, match func(name string) bool) error {
 	trash, err := openBeneath(a.Root.f, trashFolder, os.O_RDONLY|oDirectory, 0)
 	if isNotExist(err) {
 		return nil
@@ -63,7 +64,12 @@ func (a *Activities) emptySnapshotTrash(space string, match func(name string) bo
 		if len(parts) != 4 || parts[0] != "snapshot" || parts[1] != space || !match(parts[2]) || !isDigits(parts[3]) {
 			continue
 		}
-		if err := cjRemoveTree(filepath.Join(a.Root.Dir(), filepath.FromSlash(trashFolder), n)); err != nil {
+		entry := path.Join(trashFolder, n)
+		if err := a.Root.dropTrashedRefs(ctx, drivers, entry, path.Join(cjSnapshotsDir, space, parts[2])); err != nil {
+			return err
+		}
+		fsutil.Fault("snapshot.refs-dropped")
+		if err := cjRemoveTree(filepath.Join(a.Root.Dir(), filepath.FromSlash(entry))); err != nil {
 			return err
 		}
 	}
@@ -97,11 +103,12 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		}
 		// Empty the trash of this snapshot, also of an attempt killed
 		// after its move.
-		if err := a.emptySnapshotTrash(s.Space, func(n string) bool { return n == s.Name }); err != nil {
+		drivers := newDriverSet(s.Targets, a.Cipher)
+		if err := a.emptySnapshotTrash(ctx, drivers, s.Space, func(n string) bool { return n == s.Name }); err != nil {
 			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}
 		// Index records of its stubs (those in attributes went with the
-		// files). Their references are left for the references audit.
+		// files).
 		if err := a.Root.state.forgetTree(rel); err != nil {
 			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -215,4 +217,43 @@ func (r *poolRoom) reserve(n int64) error {
 	}
 	r.since += n
 	return nil
+}
+
+// dropTrashedRefs drops the references of the stubs in the site-trash
+// entry entry (a removed snapshot, about to be deleted), whose files were
+// at oldRel: a record is read from the file's attributes, or from the
+// index at its old path, and counts only when the site signed it for
+// that very file. A reference whose target drivers cannot open is left
+// for the references audit. Dropping one twice (a rerun) is harmless.
+func (r *Root) dropTrashedRefs(ctx context.Context, drivers *driverSet, entry, oldRel string) error {
+	dir := filepath.Join(r.Dir(), filepath.FromSlash(entry))
+	return filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if absent(err) {
+				return nil
+			}
+			return err
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return nil // gone meanwhile
+		}
+		sub, _ := filepath.Rel(dir, p)
+		rel := path.Join(oldRel, filepath.ToSlash(sub))
+		rec, err := r.state.get(p, rel)
+		if err != nil || rec == nil || !rec.contentAddressed() {
+			return nil
+		}
+		if stale, err := r.state.trust(rec, inode(fi), func() int64 { return birthTime(p) }); err != nil || stale {
+			return nil
+		}
+		d, err := drivers.get(rec.Target)
+		if err != nil {
+			return nil
+		}
+		return dropRef(ctx, d, *rec)
+	})
 }

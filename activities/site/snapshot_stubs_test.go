@@ -68,11 +68,11 @@ func TestSnapshotKeepsStubsContent(t *testing.T) {
 			require.Equal(t, "resident", string(got))
 			s.requireRecalled(t, filepath.ToSlash(snap), auditSpaceFiles)
 
-			// Removed, the snapshot leaves no record; its references are
-			// the audit's to drop.
+			// Removed, the snapshot leaves no record and no reference.
 			_, err = s.a.cjSnapshot(context.Background(), snapshotOfLab(tdir), true)
 			require.NoError(t, err)
 			requireNoRecordsAt(t, s.a.Root, filepath.ToSlash(snap))
+			s.auditAndCollect(t)
 		})
 	}
 }
@@ -98,7 +98,7 @@ func TestSnapshotStubsChild(t *testing.T) {
 	}
 	a := &Activities{Root: newRoot(t, dir, os.Getenv("HUB_SNAPSTUB_CHILD_INDEX") == "1"), Site: "s",
 		ConfigDir: filepath.Join(dir, hubDir, "config")}
-	_, err := a.cjSnapshot(context.Background(), snapshotOfLab(os.Getenv("HUB_SNAPSTUB_CHILD_TARGET")), false)
+	_, err := a.cjSnapshot(context.Background(), snapshotOfLab(os.Getenv("HUB_SNAPSTUB_CHILD_TARGET")), os.Getenv("HUB_SNAPSTUB_CHILD_DELETE") == "1")
 	require.NoError(t, err)
 }
 
@@ -222,4 +222,56 @@ func TestSnapshotStopsBeforeThePoolFills(t *testing.T) {
 	require.Contains(t, res.Skipped, "the copy would take it past 98%")
 	require.Len(t, res.Removed, 1)
 	require.NoDirExists(t, expired)
+}
+
+// TestKillRemovingASnapshotWithStubs: removing a snapshot drops the
+// references of its stubs before their files go (before, they were left
+// for the references audit, and the target kept their content until an
+// operator ran it), and never the space's: the removal is killed at each
+// of its fault points and run again; no reference is left leaked, and
+// the space's stubs still recall once their content was collected.
+func TestKillRemovingASnapshotWithStubs(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			remove := func(dir, tdir string, env ...string) bool {
+				return runChild(t, "^TestSnapshotStubsChild$", append(env, "HUB_SNAPSTUB_CHILD_ROOT="+dir,
+					"HUB_SNAPSTUB_CHILD_INDEX="+idx, "HUB_SNAPSTUB_CHILD_TARGET="+tdir, "HUB_SNAPSTUB_CHILD_DELETE=1")...)
+			}
+			setup := func(t *testing.T) (string, string, auditSite) {
+				dir, tdir, s := snapshotStubSite(t, index)
+				_, err := s.a.cjSnapshot(context.Background(), snapshotOfLab(tdir), false)
+				require.NoError(t, err)
+				return dir, tdir, s
+			}
+			dir, tdir, s := setup(t)
+			file := filepath.Join(t.TempDir(), "trace")
+			require.False(t, remove(dir, tdir, "HUB_FAULT_TRACE="+file))
+			s.auditAndCollect(t)
+			b, err := os.ReadFile(file)
+			require.NoError(t, err)
+			points := strings.Fields(string(b))
+			require.Contains(t, points, "trash.renamed@1")
+			require.Contains(t, points, "snapshot.refs-dropped@1")
+			for _, point := range points {
+				t.Run(point, func(t *testing.T) {
+					dir, tdir, s := setup(t)
+					require.True(t, remove(dir, tdir, "HUB_FAULT_POINT="+point), "killed at %s", point)
+					// Only the snapshot's references may be leaked here (on the
+					// index backend its records stay at the old path while its
+					// files are in the trash); the space's are all needed.
+					for _, l := range s.dropLeakedAndCollect(t).Leaked {
+						require.True(t, strings.HasPrefix(l.Path, "/"+cjSnapshotsDir+"/"), "%+v", l)
+					}
+					require.False(t, remove(dir, tdir), "the retry")
+					require.NoDirExists(t, filepath.Join(dir, cjSnapshotsDir, "lab", "s1"))
+					requireNoRecordsAt(t, s.a.Root, cjSnapshotsDir+"/lab/s1")
+					s.auditAndCollect(t) // and the snapshot's were all dropped
+					s.requireRecalled(t, "spaces/lab", auditSpaceFiles)
+				})
+			}
+		})
+	}
 }

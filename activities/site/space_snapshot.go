@@ -99,7 +99,7 @@ func (a *Activities) TakeSpaceSnapshot(ctx context.Context, in SpaceSnapshotInpu
 	}
 	// Scheduled snapshots of the space an earlier attempt was killed
 	// removing are still in the site trash.
-	if err := a.emptySnapshotTrash(in.Space, isScheduledName); err != nil {
+	if err := a.emptySnapshotTrash(ctx, newDriverSet(in.Targets, a.Cipher), in.Space, isScheduledName); err != nil {
 		return nil, err
 	}
 	if in.KeepFor <= 0 {
@@ -129,7 +129,7 @@ func (a *Activities) TakeSpaceSnapshot(ctx context.Context, in SpaceSnapshotInpu
 	}
 	sort.Strings(expired)
 	for _, n := range expired {
-		if _, err := a.snapshot(ctx, "", &CJSnapshot{Space: in.Space, Name: n}, true); err != nil {
+		if _, err := a.snapshot(ctx, "", &CJSnapshot{Space: in.Space, Name: n, Targets: in.Targets}, true); err != nil {
 			return nil, err
 		}
 		res.Removed = append(res.Removed, n)

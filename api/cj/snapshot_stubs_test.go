@@ -2,6 +2,7 @@ package cj_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -66,6 +67,16 @@ func TestSnapshotKeepsMigratedFiles(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(e.Root, ".snapshots", "work", "before", "m.txt"))
 		require.NoError(t, err)
 		require.Equal(t, "migrated data", string(got))
+
+		// Removed, the snapshot drops its own references: none is left
+		// for an audit.
+		r := e.Do(http.MethodGet, snap, e.Admin, nil)
+		r = e.Do(http.MethodDelete, snap, e.Admin, nil, "If-Match", r.Item()["_etag"].(string))
+		require.Equal(t, http.StatusNoContent, r.Status, string(r.Body))
+		e.WaitGone(snap)
+		audit, err = site.AuditRefs(ctx, root, map[string]targets.Driver{"archive": d}, site.AuditOptions{Now: later})
+		require.NoError(t, err)
+		require.Zero(t, audit.Ours, "%+v", audit)
 		apitest.RecordHistories(t, e.Temporal)
 	})
 }
