@@ -1,6 +1,7 @@
 package site
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,9 +89,9 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		wrote.Store(true)
 		j.note = "recalled"
 	})
-	if s.ctx.Err() != nil {
-		return s.cancelRest()
-	}
+	// Cancelled, the batch still finishes the files whose data it wrote
+	// (the others were cancelled): a file left whole under a "recall in
+	// progress" mark would count as this recall's whatever its user writes.
 	// One flush for the batch before any record or reference goes.
 	if wrote.Load() {
 		if err := fsutil.SyncFS(s.root.dir); err != nil {
@@ -123,7 +126,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		}
 		driver, err := drivers.get(rec.Target)
 		if err == nil {
-			err = dropRef(s.ctx, driver, rec)
+			err = s.dropRefUnlessRecorded(j, driver, rec)
 		}
 		if err != nil {
 			j.note += fmt.Sprintf("; the remote copy stays referenced (%v)", err)
@@ -168,23 +171,43 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 		return fmt.Errorf("recalled data (%d bytes, sha256 %s) does not match the original (%d bytes, sha256 %s); the stub is unchanged", n, sum, rec.Size, rec.Checksum)
 	}
 	fsutil.Fault("recall.fetched")
-	if rec.Pending != pendingRecall {
+	f, err := fsutil.OpenFile(j.abs, os.O_RDWR|openNoFollow, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// The file must still be the stub seen, before the mark is written
+	// and after: the mark makes any size up to the data's count as this
+	// recall's, so a user's write must not carry it (the original record
+	// is put back, which the written file no longer matches).
+	changed := func() bool { fi, err := f.Stat(); return err != nil || !j.unchanged(fi) }
+	if changed() {
+		return errChangedDuringRecall
+	}
+	if rec.Pending == pendingRecall {
+		// Resumed: what the interrupted recall wrote is a prefix of the
+		// data. Anything else was written since by someone else.
+		if ok, err := isPrefixOf(f, tmp); err != nil {
+			return err
+		} else if !ok {
+			return errors.New("the file is not the data an interrupted recall was writing (written since by its user, or damaged): left as it is, with its record")
+		}
+	} else {
 		marked := rec
 		marked.Pending = pendingRecall
 		if err := s.root.state.set(j.abs, j.rel, marked); err != nil {
 			return err
 		}
 		fsutil.Fault("recall.marked")
-	}
-	f, err := fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !j.unchanged(fi) {
-		return errors.New("file changed during recall")
+		if changed() {
+			_ = s.root.state.set(j.abs, j.rel, rec)
+			return errChangedDuringRecall
+		}
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
 	if _, err := io.Copy(f, tmp); err != nil {
@@ -195,6 +218,60 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 	}
 	fsutil.Fault("recall.written")
 	return f.Close()
+}
+
+// moveAside moves the entry at l into the site trash as name, with its
+// index records (see copyRecords), and returns its new root-relative path.
+func (r *Root) moveAside(l *loc, name string) (string, error) {
+	if err := mkdirBeneath(r.f, trashFolder, 0o750); err != nil {
+		return "", err
+	}
+	trash, err := openBeneath(r.f, trashFolder, oDirPath, 0)
+	if err != nil {
+		return "", err
+	}
+	defer trash.Close()
+	to := &loc{rel: path.Join(trashFolder, name), parent: trash, name: name}
+	moved, err := r.copyRecords(l.rel, to.rel)
+	if err == nil {
+		err = r.state.sync()
+	}
+	if err == nil {
+		err = renameBeneath(l, to, false)
+	}
+	if err != nil {
+		moved.undo()
+		return "", err
+	}
+	return to.rel, r.finishMove(moved, l.rel, to.rel)
+}
+
+// errChangedDuringRecall: the stub was written to while its data was
+// fetched; the user's write wins and the file is left as it is.
+var errChangedDuringRecall = errors.New("file changed during recall")
+
+// isPrefixOf tells whether f's content is the first bytes of data's.
+func isPrefixOf(f, data io.ReadSeeker) (bool, error) {
+	for _, r := range []io.Seeker{f, data} {
+		if _, err := r.Seek(0, io.SeekStart); err != nil {
+			return false, err
+		}
+	}
+	a, b := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		n, err := io.ReadFull(f, a)
+		if n > 0 {
+			if m, _ := io.ReadFull(data, b[:n]); m != n || !bytes.Equal(a[:n], b[:n]) {
+				return false, nil
+			}
+		}
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			return true, nil
+		case err != nil:
+			return false, err
+		}
+	}
 }
 
 func (s *stepRun) hashFile(name string) (string, error) {
@@ -267,24 +344,37 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			j.fail(err)
 			return
 		}
-		// The records are read for the references to drop, and where
-		// records are kept by path (the state index) to find the stubs
-		// with other names, whose data only this path's record leads to.
-		var recs, linked []Record
-		if s.opts.DeleteRemote || !s.root.state.xattr {
-			if recs, linked, err = s.records(rel, abs, fi); err != nil {
+		// Where records are kept by path (the state index), a stub with
+		// other names has its data led to by this path's record only.
+		if !s.root.state.xattr {
+			_, linked, err := s.records(rel, abs, fi)
+			if err != nil {
 				j.fail(err)
 				return
 			}
-		}
-		if !s.root.state.xattr {
 			if n := countState(linked, Migrated); n > 0 {
 				j.finish(CodeFailed, "not deleted: %d stubs here have other names (hard links), which this site's state index does not know, so deleting would leave their data reachable from none; recall them first", n)
 				return
 			}
 		}
-		if !s.opts.DeleteRemote {
-			recs = nil
+		// The records are read for the references to drop, once the tree
+		// is moved where no user reaches it, with its records: a stub its
+		// user moves out (or links elsewhere) while the delete runs is then
+		// not among what is removed, and keeps its reference. A crash after
+		// the move leaves the entry in the site trash, its references kept
+		// (hub site purge-trash removes it).
+		var recs, linked []Record
+		if s.opts.DeleteRemote {
+			if rel, err = s.root.moveAside(l, fmt.Sprintf("delete-%d", time.Now().UnixNano())); err != nil {
+				j.fail(err)
+				return
+			}
+			fsutil.Fault("delete.moved-aside")
+			abs = filepath.Join(s.root.dir, filepath.FromSlash(rel))
+			if recs, linked, err = s.root.trashedRecords(rel, rel); err != nil {
+				j.fail(err)
+				return
+			}
 		}
 		if err := os.RemoveAll(abs); err != nil {
 			j.fail(err)

@@ -221,13 +221,33 @@ func (r *poolRoom) reserve(n int64) error {
 
 // dropTrashedRefs drops the references of the stubs in the site-trash
 // entry entry (a removed snapshot, about to be deleted), whose files were
-// at oldRel: a record is read from the file's attributes, or from the
-// index at its old path, and counts only when the site signed it for
-// that very file. A reference whose target drivers cannot open is left
-// for the references audit. Dropping one twice (a rerun) is harmless.
+// at oldRel (see trashedRecords). A reference whose target drivers cannot
+// open is left for the references audit. Dropping one twice (a rerun) is
+// harmless.
 func (r *Root) dropTrashedRefs(ctx context.Context, drivers *driverSet, entry, oldRel string) error {
+	recs, _, err := r.trashedRecords(entry, oldRel)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if d, err := drivers.get(rec.Target); err == nil {
+			if err := dropRef(ctx, d, rec); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// trashedRecords returns the content-addressed records of the files in
+// the site-trash entry entry, which users do not reach: a record read
+// from the file's attributes, or from the index at indexRel (the path its
+// records are kept under), counts only when the site signed it for that
+// very file. Those of files with other names (hard links) are returned
+// apart, in linked: their data is still needed.
+func (r *Root) trashedRecords(entry, indexRel string) (recs, linked []Record, err error) {
 	dir := filepath.Join(r.Dir(), filepath.FromSlash(entry))
-	return filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+	err = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			if absent(err) {
 				return nil
@@ -242,18 +262,19 @@ func (r *Root) dropTrashedRefs(ctx context.Context, drivers *driverSet, entry, o
 			return nil // gone meanwhile
 		}
 		sub, _ := filepath.Rel(dir, p)
-		rel := path.Join(oldRel, filepath.ToSlash(sub))
-		rec, err := r.state.get(p, rel)
+		rec, err := r.state.get(p, path.Join(indexRel, filepath.ToSlash(sub)))
 		if err != nil || rec == nil || !rec.contentAddressed() {
 			return nil
 		}
 		if stale, err := r.state.trust(rec, inode(fi), func() int64 { return birthTime(p) }); err != nil || stale {
 			return nil
 		}
-		d, err := drivers.get(rec.Target)
-		if err != nil {
-			return nil
+		if links(fi) > 1 {
+			linked = append(linked, *rec)
+		} else {
+			recs = append(recs, *rec)
 		}
-		return dropRef(ctx, d, *rec)
+		return nil
 	})
+	return recs, linked, err
 }

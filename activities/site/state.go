@@ -83,8 +83,10 @@ func (rec *Record) matches(fi fs.FileInfo) bool {
 	case rec.State == Migrated && rec.Pending == "":
 		return size == rec.StubSize && mtime == rec.Mtime
 	case rec.State == Migrated && rec.Pending == pendingRelease:
-		// The truncate moved the mtime; the size is either side of it.
-		return size == rec.StubSize || size == rec.Size
+		// The size is either side of the truncate, which moved the mtime.
+		// Whole, the file still has its recorded mtime: one written since
+		// (same size, other mtime) is its user's, and resident.
+		return size == rec.StubSize || (size == rec.Size && mtime == rec.Mtime)
 	case rec.State == Migrated && rec.Pending == pendingRecall:
 		return size >= rec.StubSize && size <= rec.Size
 	}

@@ -312,9 +312,41 @@ func Premigrate(ctx context.Context, root *Root, paths []string, target targets.
 // keeps the remote copy).
 func (s *stepRun) abandon(j *job, target targets.Driver, err error) {
 	if j.newRef {
-		_ = dropRef(context.WithoutCancel(s.ctx), target, j.next)
+		_ = s.dropRefUnlessRecorded(j, target, j.next)
 	}
 	j.fail(err)
+}
+
+// dropRefUnlessRecorded drops rec's reference unless the file's current
+// record, one the site trusts, names it: the reference is named by the
+// file and its content, so another worker's step on the same file (a
+// retry started while the first attempt still ran) may have recorded it
+// meanwhile, and released the file onto it. The record is read before the
+// drop and again after it, and a reference recorded in between is written
+// back: gone for that instant, it costs nothing, since the collector
+// deletes content only after a grace period in which it looks again.
+func (s *stepRun) dropRefUnlessRecorded(j *job, target targets.Driver, rec Record) error {
+	ctx := context.WithoutCancel(s.ctx)
+	recorded := func() *Record {
+		fi, err := os.Lstat(j.abs)
+		if err != nil {
+			return nil
+		}
+		if cur, err := s.root.record(j.abs, j.rel, fi); err == nil && cur != nil && cur.Ref == rec.Ref {
+			return cur
+		}
+		return nil
+	}
+	if recorded() != nil {
+		return nil
+	}
+	if err := dropRef(ctx, target, rec); err != nil {
+		return err
+	}
+	if cur := recorded(); cur != nil {
+		return s.root.addRef(ctx, target, cur.Checksum, cur.Ref, j.rel, cur.Ino)
+	}
+	return nil
 }
 
 // supersede drops the reference of the record that the job's new record
@@ -322,7 +354,7 @@ func (s *stepRun) abandon(j *job, target targets.Driver, err error) {
 // is written, so that the old copy can be collected.
 func (s *stepRun) supersede(j *job, target targets.Driver, targetName string) {
 	if p := j.prev; p != nil && p.Target == targetName && p.Ref != j.next.Ref {
-		_ = dropRef(context.WithoutCancel(s.ctx), target, *p)
+		_ = s.dropRefUnlessRecorded(j, target, *p)
 	}
 }
 
@@ -371,7 +403,7 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 		if err := s.release(j); err != nil {
 			if errors.Is(err, errChangedNotReleased) {
 				// The record is gone, so nothing refers to the copy.
-				_ = dropRef(context.WithoutCancel(s.ctx), target, j.next)
+				_ = s.dropRefUnlessRecorded(j, target, j.next)
 			}
 			j.fail(err)
 		}
@@ -575,7 +607,7 @@ func (s *stepRun) upload(j *job, target targets.Driver, targetName string) (sent
 	j.newRef = j.prev == nil || j.prev.Ref != ref
 	defer func() {
 		if err != nil && j.newRef {
-			_ = dropRef(context.WithoutCancel(s.ctx), target, j.next)
+			_ = s.dropRefUnlessRecorded(j, target, j.next)
 		}
 	}()
 	if !s.opts.Overwrite {

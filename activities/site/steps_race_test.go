@@ -1,0 +1,399 @@
+package site
+
+// Audit 3 probes (steps.go, recall.go, adopt.go and what they call). Each
+// probe asserts the SAFE behaviour: it fails while the fault exists.
+// Run: HUB_TEST_SQLITE_ONLY=1 go test ./activities/site/ -run 'Probe' -count=1
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/thehub/hub/activities/targets"
+)
+
+// stepHook is a target whose Get and Stat run a hook first: the instant
+// a user (or another worker) acts while a step talks to the target.
+type stepHook struct {
+	targets.Driver
+	onGet  func(key string)
+	onStat func(key string)
+	onDel  func(key string)
+}
+
+func (h *stepHook) Delete(ctx context.Context, key string) error {
+	if h.onDel != nil {
+		h.onDel(key)
+	}
+	return h.Driver.Delete(ctx, key)
+}
+
+func (h *stepHook) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if h.onGet != nil {
+		h.onGet(key)
+	}
+	return h.Driver.Get(ctx, key)
+}
+
+func (h *stepHook) Stat(ctx context.Context, key string) (targets.Object, error) {
+	if h.onStat != nil {
+		h.onStat(key)
+	}
+	return h.Driver.Stat(ctx, key)
+}
+
+func writeOld(t *testing.T, abs string, data []byte) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(abs), 0o755))
+	require.NoError(t, os.WriteFile(abs, data, 0o644))
+	old := time.Date(2019, 5, 6, 7, 8, 9, 123456789, time.UTC)
+	require.NoError(t, os.Chtimes(abs, old, old))
+}
+
+// sameSizeEdit is what a user saves in place over data (a database page,
+// a VM image): same size, other bytes.
+func sameSizeEdit(data []byte) []byte {
+	out := bytes.Clone(data)
+	for i := range out {
+		out[i] ^= 0x5a
+	}
+	return out
+}
+
+// TestRecallFailureKeepsUserWrite: a user writes to a stub
+// while its recall downloads. recallOne marks the record pendingRecall
+// BEFORE its "file changed" check and leaves the mark when the check
+// fails; matches() ignores the mtime of a pendingRecall record, so the
+// user's new file (any size up to the original) still reads as a stub
+// being recalled, and the next recall writes the old data over it.
+func TestRecallFailureKeepsUserWrite(t *testing.T) {
+	t.Parallel()
+	for _, index := range []bool{false, true} {
+		t.Run(map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			data := bytes.Repeat([]byte("original content "), 300)
+			writeOld(t, abs, data)
+			root := newRoot(t, dir, index)
+			target := fsTarget(t)
+			res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/f.bin"})
+
+			user := []byte("the user's new notes, saved while the recall ran")
+			hook := &stepHook{Driver: target}
+			var once sync.Once
+			hook.onGet = func(key string) {
+				if key == contentKey(sha(data)) {
+					once.Do(func() { _ = os.WriteFile(abs, user, 0o644) })
+				}
+			}
+			res, err = Recall(ctx, root, []string{"/f.bin"}, only("t", hook), StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeFailed, res[0].Code, "%v", res)
+			t.Logf("first recall: %+v", res[0])
+			e, rec, err := root.Stat("/f.bin")
+			require.NoError(t, err)
+			pending := ""
+			if rec != nil {
+				pending = rec.Pending
+			}
+			t.Logf("after the failed recall the user's file reads as %s (pending %q)", e.State, pending)
+			assert.Equal(t, Resident, e.State, "the user's file still reads as a stub")
+
+			// The job is resubmitted (or anyone recalls the folder).
+			res, err = Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(user, got), "the second recall (%+v) wrote the old data over the user's write (file now %d bytes)", res[0], len(got))
+		})
+	}
+}
+
+// TestCancelledRecallKeepsUserEdit: a recall batch cancelled
+// after some files were written back leaves those files whole, with a
+// fresh mtime and a pendingRecall record, indefinitely (cancelRest skips
+// the finishing phase). They look resident to users. A user edits one in
+// place; the next recall sees size == Size, a checksum mismatch, and
+// downloads the old data over the edit.
+func TestCancelledRecallKeepsUserEdit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.bin"), filepath.Join(dir, "b.bin")
+	dataA, dataB := bytes.Repeat([]byte("file A "), 900), bytes.Repeat([]byte("file B "), 900)
+	writeOld(t, a, dataA)
+	writeOld(t, b, dataB)
+	root := newRoot(t, dir, false)
+	target := fsTarget(t)
+	paths := []string{"/a.bin", "/b.bin"}
+	res, err := Migrate(context.Background(), root, paths, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hook := &stepHook{Driver: target, onGet: func(key string) {
+		if key == contentKey(sha(dataB)) {
+			cancel() // the job is cancelled while b downloads
+		}
+	}}
+	res, err = Recall(ctx, root, paths, only("t", hook), StepOptions{Workers: 1})
+	require.ErrorIs(t, err, context.Canceled)
+	t.Logf("cancelled recall: %+v", res)
+	got, err := os.ReadFile(a)
+	require.NoError(t, err)
+	require.Equal(t, dataA, got, "a was written back before the cancel")
+	e, rec, err := root.Stat("/a.bin")
+	require.NoError(t, err)
+	t.Logf("a.bin after the cancel: whole data, state %s, record pending %q", e.State, rec.Pending)
+
+	edit := sameSizeEdit(dataA)
+	require.NoError(t, os.WriteFile(a, edit, 0o644))
+	res, err = Recall(context.Background(), root, []string{"/a.bin"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	got, err = os.ReadFile(a)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(edit, got), "the recall (%+v) wrote the old data over the user's edit", res[0])
+}
+
+// TestInterruptedReleaseChild is the worker the kill probes kill; on its own it
+// does nothing.
+func TestInterruptedReleaseChild(t *testing.T) {
+	dir := os.Getenv("HUB_RELEASE_CHILD_ROOT")
+	if dir == "" || os.Getenv("HUB_FAULT_POINT") == "" {
+		return
+	}
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: os.Getenv("HUB_RELEASE_CHILD_TARGET")})
+	require.NoError(t, err)
+	_, err = Migrate(context.Background(), newRoot(t, dir, os.Getenv("HUB_RELEASE_CHILD_INDEX") == "1"), []string{"/f.bin"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+}
+
+// TestInterruptedReleaseKeepsUserEdit: a migrate is killed
+// after marking a file pendingRelease and before truncating it (or its
+// release failed: ETXTBSY, EPERM...). The file is whole; the user saves a
+// same-size edit. matches() ignores the mtime of a pendingRelease record
+// at full size (release() itself checks it, Recall does not), so Recall
+// finds a checksum mismatch and writes the old data over the edit. A
+// rerun of Migrate would have kept the edit ("file changed").
+func TestInterruptedReleaseKeepsUserEdit(t *testing.T) {
+	t.Parallel()
+	for _, index := range []bool{false, true} {
+		t.Run(map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
+			dir, tdir := t.TempDir(), t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			data := bytes.Repeat([]byte("version one of the database "), 200)
+			writeOld(t, abs, data)
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			require.True(t, runChild(t, "^TestInterruptedReleaseChild$", "HUB_FAULT_POINT=migrate.marked@1",
+				"HUB_RELEASE_CHILD_ROOT="+dir, "HUB_RELEASE_CHILD_TARGET="+tdir, "HUB_RELEASE_CHILD_INDEX="+idx), "killed at migrate.marked")
+
+			edit := sameSizeEdit(data)
+			require.NoError(t, os.WriteFile(abs, edit, 0o644))
+			root := newRoot(t, dir, index)
+			e, rec, err := root.Stat("/f.bin")
+			require.NoError(t, err)
+			pending := ""
+			if rec != nil {
+				pending = rec.Pending
+			}
+			t.Logf("edited whole file reads as %s (pending %q)", e.State, pending)
+			target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+			require.NoError(t, err)
+			res, err := Recall(context.Background(), root, []string{"/f.bin"}, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(edit, got), "the recall (%+v) wrote the old data over the user's edit", res[0])
+		})
+	}
+}
+
+// TestConcurrentMigrateKeepsReference: two workers migrate the
+// same file at once (two jobs, or a Temporal retry while the first
+// attempt still runs). References are derived from (inode, btime,
+// sha256), so both name the same marker. Worker A releases the file;
+// worker B then sees the file changed and abandons, and abandon drops
+// "its" new reference, which is A's: A's stub is left without a
+// reference, refuses to recall, and its only copy is collected.
+func TestConcurrentMigrateKeepsReference(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	abs := filepath.Join(dir, "f.bin")
+	data := bytes.Repeat([]byte("the only copy, soon "), 400)
+	writeOld(t, abs, data)
+	rootA, rootB := newRoot(t, dir, false), newRoot(t, dir, false)
+	target := fsTarget(t)
+
+	var once sync.Once
+	hook := &stepHook{Driver: target, onStat: func(key string) {
+		if key != contentKey(sha(data)) {
+			return
+		}
+		once.Do(func() {
+			// Worker A runs to the end while B is between its reference
+			// and its content check.
+			res, err := Migrate(ctx, rootA, []string{"/f.bin"}, target, "t", StepOptions{})
+			if err != nil || res[0].Code != CodeOK {
+				t.Errorf("worker A: %v %+v", err, res)
+			}
+		})
+	}}
+	res, err := Migrate(ctx, rootB, []string{"/f.bin"}, hook, "t", StepOptions{})
+	require.NoError(t, err)
+	t.Logf("worker B: %+v", res[0])
+	fi, err := os.Stat(abs)
+	require.NoError(t, err)
+	require.Zero(t, fi.Size(), "A released the file")
+	_, rec, err := rootA.Stat("/f.bin")
+	require.NoError(t, err)
+	require.NotNil(t, rec)
+	ok, err := hasRef(ctx, target, *rec)
+	require.NoError(t, err)
+	assert.True(t, ok, "the stub's reference was dropped by the other worker")
+
+	for range 2 {
+		_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+		require.NoError(t, err)
+	}
+	res, err = Recall(ctx, rootA, []string{"/f.bin"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	got, err := os.ReadFile(abs)
+	require.NoError(t, err)
+	assert.True(t, res[0].Code == CodeOK && bytes.Equal(data, got), "the stub's data is lost: %+v", res[0])
+}
+
+// TestDeleteSparesStubMovedOut: a delete with remote copies released
+// walked the folder for records, removed it, then dropped the references
+// it had walked; a stub its user moved out once the removal had begun
+// survived without its reference, refused to recall, and its content was
+// collected. Now the folder is first moved where no user reaches it, and
+// its records are read there: the user's move, at the same instant (the
+// first file removed), finds nothing to move, or the stub keeps its data.
+func TestDeleteSparesStubMovedOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, big, keep := filepath.Join(dir, "d"), filepath.Join(dir, "d", "big"), filepath.Join(dir, "keep")
+	require.NoError(t, os.MkdirAll(big, 0o755))
+	require.NoError(t, os.MkdirAll(keep, 0o755))
+	for i := range 3000 {
+		require.NoError(t, os.WriteFile(filepath.Join(big, fmt.Sprintf("r%05d", i)), nil, 0o644))
+	}
+	data := bytes.Repeat([]byte("rescued by its owner "), 300)
+	// A stub name that os.RemoveAll reaches after big/ (readdir order),
+	// so the removal is still inside big/ when the user acts.
+	name := ""
+	for i := 0; i < 200 && name == ""; i++ {
+		n := fmt.Sprintf("s%d", i)
+		writeOld(t, filepath.Join(d, n), data)
+		f, err := os.Open(d)
+		require.NoError(t, err)
+		names, err := f.Readdirnames(-1)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		if slices.Index(names, "big") < slices.Index(names, n) {
+			name = n
+		} else {
+			require.NoError(t, os.Remove(filepath.Join(d, n)))
+		}
+	}
+	require.NotEmpty(t, name)
+	root := newRoot(t, dir, false)
+	target := fsTarget(t)
+	res, err := Migrate(ctx, root, []string{"/d/" + name}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/d/" + name})
+
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	_, err = unix.InotifyAddWatch(fd, big, unix.IN_DELETE)
+	require.NoError(t, err)
+	moved := make(chan error, 1)
+	go func() {
+		// The first file of big/ is removed: the records were read.
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 30000)
+		if err != nil || n == 0 {
+			moved <- fmt.Errorf("no removal seen: %v", err)
+			return
+		}
+		moved <- os.Rename(filepath.Join(d, name), filepath.Join(keep, name))
+	}()
+	res, err = Delete(ctx, root, []string{"/d"}, only("t", target), StepOptions{DeleteRemote: true})
+	require.NoError(t, err)
+	require.Equal(t, CodeOK, res[0].Code, res[0].Message)
+	if err := <-moved; err != nil {
+		require.ErrorIs(t, err, fs.ErrNotExist, "the delete had taken the folder away")
+		return
+	}
+	for range 2 {
+		_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+		require.NoError(t, err)
+	}
+	res, err = Recall(ctx, root, []string{"/keep/" + name}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(keep, name))
+	require.NoError(t, err)
+	assert.True(t, res[0].Code == CodeOK && bytes.Equal(data, got), "the moved stub's data is lost: %+v", res[0])
+}
+
+// TestReverseStubRacingMigrate: the same shared reference,
+// from the other side. Worker A reverse-stubs a premigrated file: it
+// clears the record, then drops the reference. In between, worker B
+// migrates the now resident file: same inode and content, so the same
+// reference, which B writes again and relies on. A's drop then removes
+// the reference of B's fresh stub.
+func TestReverseStubRacingMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	abs := filepath.Join(dir, "f.bin")
+	data := bytes.Repeat([]byte("premigrated, then migrated "), 300)
+	writeOld(t, abs, data)
+	rootA, rootB := newRoot(t, dir, false), newRoot(t, dir, false)
+	target := fsTarget(t)
+	res, err := Premigrate(ctx, rootA, []string{"/f.bin"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+
+	var once sync.Once
+	hook := &stepHook{Driver: target, onDel: func(key string) {
+		once.Do(func() {
+			res, err := Migrate(ctx, rootB, []string{"/f.bin"}, target, "t", StepOptions{})
+			if err != nil || res[0].Code != CodeOK {
+				t.Errorf("worker B: %v %+v", err, res)
+			}
+		})
+	}}
+	res, err = ReverseStub(ctx, rootA, []string{"/f.bin"}, only("t", hook), StepOptions{})
+	require.NoError(t, err)
+	t.Logf("worker A: %+v", res[0])
+	fi, err := os.Stat(abs)
+	require.NoError(t, err)
+	require.Zero(t, fi.Size(), "B released the file")
+	for range 2 {
+		_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+		require.NoError(t, err)
+	}
+	res, err = Recall(ctx, rootB, []string{"/f.bin"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	got, err := os.ReadFile(abs)
+	require.NoError(t, err)
+	assert.True(t, res[0].Code == CodeOK && bytes.Equal(data, got), "B's stub's data is lost: %+v", res[0])
+}
