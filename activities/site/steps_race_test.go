@@ -179,8 +179,50 @@ func TestInterruptedReleaseChild(t *testing.T) {
 	}
 	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: os.Getenv("HUB_RELEASE_CHILD_TARGET")})
 	require.NoError(t, err)
-	_, err = Migrate(context.Background(), newRoot(t, dir, os.Getenv("HUB_RELEASE_CHILD_INDEX") == "1"), []string{"/f.bin"}, target, "t", StepOptions{})
+	root := newRoot(t, dir, os.Getenv("HUB_RELEASE_CHILD_INDEX") == "1")
+	if os.Getenv("HUB_RELEASE_CHILD_RECALL") == "1" {
+		_, err = Recall(context.Background(), root, []string{"/f.bin"}, only("t", target), StepOptions{})
+	} else {
+		_, err = Migrate(context.Background(), root, []string{"/f.bin"}, target, "t", StepOptions{})
+	}
 	require.NoError(t, err)
+}
+
+// TestInterruptedRecallKeepsUserEdit: a recall is killed once it wrote
+// the data back, before it finished (its "recall in progress" mark still
+// on the record); the user then saves a same-size edit. The next recall
+// found a checksum mismatch and wrote the old data over the edit. Now a
+// resumed recall writes only over a prefix of the verified data: the edit
+// stays, and the path fails saying why.
+func TestInterruptedRecallKeepsUserEdit(t *testing.T) {
+	t.Parallel()
+	for _, index := range []bool{false, true} {
+		t.Run(map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
+			dir, tdir := t.TempDir(), t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			data := bytes.Repeat([]byte("version one of the notebook "), 200)
+			writeOld(t, abs, data)
+			root := newRoot(t, dir, index)
+			target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+			require.NoError(t, err)
+			res, err := Migrate(context.Background(), root, []string{"/f.bin"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/f.bin"})
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			require.True(t, runChild(t, "^TestInterruptedReleaseChild$", "HUB_FAULT_POINT=recall.written@1", "HUB_RELEASE_CHILD_RECALL=1",
+				"HUB_RELEASE_CHILD_ROOT="+dir, "HUB_RELEASE_CHILD_TARGET="+tdir, "HUB_RELEASE_CHILD_INDEX="+idx), "killed at recall.written")
+
+			edit := sameSizeEdit(data)
+			require.NoError(t, os.WriteFile(abs, edit, 0o644))
+			res, err = Recall(context.Background(), root, []string{"/f.bin"}, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeFailed, res[0].Code, "%+v", res[0])
+			require.Contains(t, res[0].Message, "not the data an interrupted recall was writing")
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(edit, got), "the recall wrote the old data over the user's edit")
+		})
+	}
 }
 
 // TestInterruptedReleaseKeepsUserEdit: a migrate is killed
