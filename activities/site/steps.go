@@ -400,6 +400,10 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 	}
 	// Phase 2: truncate, restore the mtime, and drop the pending mark.
 	s.finishEach(func(j *job) {
+		if err := s.keepRef(j, target); err != nil {
+			j.fail(fmt.Errorf("not released: %w", err))
+			return
+		}
 		if err := s.release(j); err != nil {
 			if errors.Is(err, errChangedNotReleased) {
 				// The record is gone, so nothing refers to the copy.
@@ -409,6 +413,29 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 		}
 	})
 	return s.results()
+}
+
+// keepRef checks, right before the file's data is released, that the
+// reference its record names is on the target, and writes it back (with
+// the content, from the target's trash) if it is not: another worker on
+// the same file, which names the same reference, may have dropped it
+// after this step wrote it and before this step's record was there to
+// tell it not to (see dropRefUnlessRecorded).
+func (s *stepRun) keepRef(j *job, target targets.Driver) error {
+	rec := j.next
+	if !rec.contentAddressed() {
+		return nil
+	}
+	if ok, err := hasRef(s.ctx, target, rec); err != nil || ok {
+		return err
+	}
+	if err := s.root.addRef(s.ctx, target, rec.Checksum, rec.Ref, j.rel, rec.Ino); err != nil {
+		return err
+	}
+	if ok, err := ensureContent(s.ctx, target, rec.Checksum, rec.Size); err != nil || !ok {
+		return errors.Join(errors.New("the remote copy is gone"), err)
+	}
+	return nil
 }
 
 // errChangedNotReleased: the user wrote to a file being migrated; their

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -438,4 +439,51 @@ func TestReverseStubRacingMigrate(t *testing.T) {
 	got, err := os.ReadFile(abs)
 	require.NoError(t, err)
 	assert.True(t, res[0].Code == CodeOK && bytes.Equal(data, got), "B's stub's data is lost: %+v", res[0])
+}
+
+// dropRefsOnPut is a target that, the moment an object's content is
+// stored, deletes every reference on it: another worker on the same file
+// dropping the reference both name, after this step wrote it and before
+// its record was there to stop it.
+type dropRefsOnPut struct {
+	targets.Driver
+	once sync.Once
+}
+
+func (d *dropRefsOnPut) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	err := d.Driver.Put(ctx, key, r, size)
+	if err == nil && strings.HasPrefix(key, objectsDir) {
+		d.once.Do(func() {
+			_ = eachObject(ctx, d.Driver, refsDir, func(o targets.Object) error { return d.Driver.Delete(ctx, o.Key) })
+		})
+	}
+	return err
+}
+
+// TestReleaseRestoresADroppedReference: the reference a migrate wrote is
+// dropped (by another worker on the same file) before the migrate's
+// record exists; the other worker's check finds no record naming it.
+// The migrate checks its reference right before it releases the file and
+// writes it back: after a collection with no grace, the stub recalls.
+func TestReleaseRestoresADroppedReference(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	data := bytes.Repeat([]byte("its reference was dropped under it "), 200)
+	writeOld(t, filepath.Join(dir, "f.bin"), data)
+	root := newRoot(t, dir, false)
+	target := fsTarget(t)
+	res, err := Migrate(ctx, root, []string{"/f.bin"}, &dropRefsOnPut{Driver: target}, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+	for range 2 {
+		_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+		require.NoError(t, err)
+	}
+	res, err = Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+	got, err := os.ReadFile(filepath.Join(dir, "f.bin"))
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got))
 }
