@@ -335,7 +335,13 @@ func (ix *index) removeTree(rel string) error {
 	if err != nil {
 		return nil
 	}
-	if err := os.RemoveAll(folder); err != nil && !absent(err) {
+	// Another process writing a record below folder may put an entry back
+	// while it is emptied: the removal is simply done again.
+	err = os.RemoveAll(folder)
+	for i := 0; i < writeAttempts && errors.Is(err, syscall.ENOTEMPTY); i++ {
+		err = os.RemoveAll(folder)
+	}
+	if err != nil && !absent(err) {
 		return fmt.Errorf("state index: %w", err)
 	}
 	if err := ix.unlink(name); err != nil {

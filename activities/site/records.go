@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // ErrUntrustedRecord is returned (wrapped, with the reason) for a migration
@@ -93,6 +95,11 @@ func createKey(dir, name string) ([]byte, error) {
 	if err := os.Link(tmp.Name(), name); errors.Is(err, fs.ErrExist) {
 		return os.ReadFile(name) // another node made it first
 	} else if err != nil {
+		return nil, err
+	}
+	// Durable before anything is signed with it: a key lost to a power
+	// failure would make every record signed with it untrusted.
+	if err := fsutil.SyncDir(dir); err != nil {
 		return nil, err
 	}
 	return key, nil
