@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
 )
@@ -222,6 +224,8 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 
 // moveAside moves the entry at l into the site trash as name, with its
 // index records (see copyRecords), and returns its new root-relative path.
+// An entry on another filesystem than the trash (a mount below the root)
+// is moved beside itself instead, under a temporary name (tmpPrefix).
 func (r *Root) moveAside(l *loc, name string) (string, error) {
 	if err := mkdirBeneath(r.f, trashFolder, 0o750); err != nil {
 		return "", err
@@ -231,19 +235,28 @@ func (r *Root) moveAside(l *loc, name string) (string, error) {
 		return "", err
 	}
 	defer trash.Close()
-	to := &loc{rel: path.Join(trashFolder, name), parent: trash, name: name}
-	moved, err := r.copyRecords(l.rel, to.rel)
+	rel, err := r.moveWithRecords(l, &loc{rel: path.Join(trashFolder, name), parent: trash, name: name})
+	if errors.Is(err, unix.EXDEV) {
+		beside := tmpPrefix + name
+		rel, err = r.moveWithRecords(l, &loc{rel: path.Join(path.Dir(l.rel), beside), parent: l.parent, name: beside})
+	}
+	return rel, err
+}
+
+// moveWithRecords renames from to to, with the index records of from.
+func (r *Root) moveWithRecords(from, to *loc) (string, error) {
+	moved, err := r.copyRecords(from.rel, to.rel)
 	if err == nil {
 		err = r.state.sync()
 	}
 	if err == nil {
-		err = renameBeneath(l, to, false)
+		err = renameBeneath(from, to, false)
 	}
 	if err != nil {
 		moved.undo()
 		return "", err
 	}
-	return to.rel, r.finishMove(moved, l.rel, to.rel)
+	return to.rel, r.finishMove(moved, from.rel, to.rel)
 }
 
 // errChangedDuringRecall: the stub was written to while its data was

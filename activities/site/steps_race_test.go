@@ -487,3 +487,38 @@ func TestReleaseRestoresADroppedReference(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(data, got))
 }
+
+// TestDeleteOnAnotherFilesystem: a path on another filesystem than the
+// site trash (a mount below the root) cannot be renamed into the trash
+// (EXDEV); a delete with remote copies released moves it beside itself,
+// under a temporary name, instead, and deletes it with its references.
+// Mounting needs root: skipped otherwise.
+func TestDeleteOnAnotherFilesystem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	mnt := filepath.Join(dir, "mnt")
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"))
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	data := bytes.Repeat([]byte("on another filesystem "), 100)
+	writeOld(t, filepath.Join(mnt, "d", "s"), data)
+	root := newRoot(t, dir, true)
+	target := fsTarget(t)
+	res, err := Migrate(ctx, root, []string{"/mnt/d/s"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/mnt/d/s"})
+
+	res, err = Delete(ctx, root, []string{"/mnt/d"}, only("t", target), StepOptions{DeleteRemote: true})
+	require.NoError(t, err)
+	require.Equal(t, CodeOK, res[0].Code, res[0].Message)
+	require.Contains(t, res[0].Message, "1 remote copies released")
+	entries, err := os.ReadDir(mnt)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing is left beside it")
+	var refs int
+	require.NoError(t, eachObject(ctx, target, refsDir, func(targets.Object) error { refs++; return nil }))
+	require.Zero(t, refs)
+}
