@@ -168,11 +168,7 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		// the folder it holds locked, never over a snapshot another
 		// attempt placed meanwhile.
 		err = sc.place(build, parent, s.Name, func() error {
-			err := renameNoReplace(fdOf(held), snapshotTree, fdOf(parent), s.Name)
-			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-				err = renameCheckFirst(fdOf(held), snapshotTree, fdOf(parent), s.Name)
-			}
-			return err
+			return renameBeneath(&loc{rel: sc.build, parent: held, name: snapshotTree}, &loc{rel: rel, parent: parent, name: s.Name}, false)
 		})
 		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
 			sc.discard(ctx)

@@ -112,21 +112,13 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 // left at rel. Records kept in the files' attributes move with them. The
 // references audit walks the trash, so the trashed stubs keep their data.
 func (r *Root) trashWithRecords(rel, name string) (string, error) {
-	moved, err := r.copyRecords(rel, path.Join(trashFolder, name))
-	if err == nil {
-		err = r.state.sync() // the copies are durable before the move
-	}
-	if err != nil {
-		moved.undo()
-		return "", err
-	}
-	fsutil.Fault("cj.space.records-copied")
-	trash, err := r.moveToTrash(rel, name)
-	if err != nil {
-		moved.undo()
-		return "", err
-	}
-	return trash, r.finishMove(moved, rel, path.Join(trashFolder, name))
+	var trash string
+	err := r.moveWithRecords(rel, path.Join(trashFolder, name), func() (err error) {
+		fsutil.Fault("cj.space.records-copied")
+		trash, err = r.moveToTrash(rel, name)
+		return err
+	})
+	return trash, err
 }
 
 // RestoreFromTrash moves the site trash's entry name (a removed C+J space,
@@ -137,8 +129,8 @@ func (r *Root) trashWithRecords(rel, name string) (string, error) {
 // the references audit would drop their references. A kill leaves records
 // at both paths; run again, it finishes.
 func (r *Root) RestoreFromTrash(name, p string) error {
-	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
-		return fmt.Errorf("%q: not an entry of the site trash", name)
+	if err := checkTrashEntry(name); err != nil {
+		return err
 	}
 	from := path.Join(trashFolder, name)
 	to, err := r.locateCreating(p)
@@ -168,21 +160,14 @@ func (r *Root) RestoreFromTrash(name, p string) error {
 	case !isNotExist(err):
 		return err
 	}
-	moved, err := r.copyRecords(from, to.rel)
-	if err == nil {
-		err = r.state.sync()
-	}
-	if err != nil {
-		moved.undo()
-		return err
-	}
-	fsutil.Fault("trash.restore.records-copied")
-	if err := renameBeneath(&loc{rel: from, parent: trash, name: name}, to, false); err != nil {
-		moved.undo()
-		return err
-	}
-	fsutil.Fault("trash.restored")
-	return r.finishMove(moved, from, to.rel)
+	return r.moveWithRecords(from, to.rel, func() error {
+		fsutil.Fault("trash.restore.records-copied")
+		if err := renameBeneath(&loc{rel: from, parent: trash, name: name}, to, false); err != nil {
+			return err
+		}
+		fsutil.Fault("trash.restored")
+		return nil
+	})
 }
 
 // PurgeTrash removes the site trash's entry name (a removed C+J space, or
@@ -191,8 +176,8 @@ func (r *Root) RestoreFromTrash(name, p string) error {
 // references audit drops them and the collector frees their content. Run
 // again after a crash, it finishes.
 func (r *Root) PurgeTrash(name string) error {
-	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
-		return fmt.Errorf("%q: not an entry of the site trash", name)
+	if err := checkTrashEntry(name); err != nil {
+		return err
 	}
 	rel := path.Join(trashFolder, name)
 	if err := cjRemoveTree(filepath.Join(r.Dir(), filepath.FromSlash(rel))); err != nil {
@@ -200,6 +185,14 @@ func (r *Root) PurgeTrash(name string) error {
 	}
 	fsutil.Fault("trash.purged")
 	return r.state.forgetTree(rel)
+}
+
+// checkTrashEntry refuses a name that is no entry of the site trash.
+func checkTrashEntry(name string) error {
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return fmt.Errorf("%q: not an entry of the site trash", name)
+	}
+	return nil
 }
 
 // cjKindOf names a file mode's type for messages.

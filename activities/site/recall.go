@@ -235,28 +235,17 @@ func (r *Root) moveAside(l *loc, name string) (string, error) {
 		return "", err
 	}
 	defer trash.Close()
-	rel, err := r.moveWithRecords(l, &loc{rel: path.Join(trashFolder, name), parent: trash, name: name})
+	to := &loc{rel: path.Join(trashFolder, name), parent: trash, name: name}
+	err = r.moveWithRecords(l.rel, to.rel, func() error { return renameBeneath(l, to, false) })
 	if errors.Is(err, unix.EXDEV) {
 		beside := tmpPrefix + name
-		rel, err = r.moveWithRecords(l, &loc{rel: path.Join(path.Dir(l.rel), beside), parent: l.parent, name: beside})
-	}
-	return rel, err
-}
-
-// moveWithRecords renames from to to, with the index records of from.
-func (r *Root) moveWithRecords(from, to *loc) (string, error) {
-	moved, err := r.copyRecords(from.rel, to.rel)
-	if err == nil {
-		err = r.state.sync()
-	}
-	if err == nil {
-		err = renameBeneath(from, to, false)
+		to = &loc{rel: path.Join(path.Dir(l.rel), beside), parent: l.parent, name: beside}
+		err = r.moveWithRecords(l.rel, to.rel, func() error { return renameBeneath(l, to, false) })
 	}
 	if err != nil {
-		moved.undo()
 		return "", err
 	}
-	return to.rel, r.finishMove(moved, from.rel, to.rel)
+	return to.rel, nil
 }
 
 // errChangedDuringRecall: the stub was written to while its data was

@@ -66,6 +66,25 @@ func (r *Root) copyRecords(oldRel, newRel string) (*recordCopy, error) {
 	return c, err
 }
 
+// moveWithRecords runs rename, which moves the file or folder at oldRel
+// to newRel, with the index records at or below oldRel: copied first and
+// made durable, then the rename, then finishMove. A failed rename undoes
+// the copies and returns its error.
+func (r *Root) moveWithRecords(oldRel, newRel string, rename func() error) error {
+	moved, err := r.copyRecords(oldRel, newRel)
+	if err == nil {
+		err = r.state.sync()
+	}
+	if err == nil {
+		err = rename()
+	}
+	if err != nil {
+		moved.undo()
+		return err
+	}
+	return r.finishMove(moved, oldRel, newRel)
+}
+
 // finishMove ends a move copyRecords prepared, after the rename: the
 // records written at oldRel since the copy (by a step that located its
 // file before the rename, and wrote its record at the old path) are copied

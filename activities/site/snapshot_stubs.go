@@ -127,16 +127,10 @@ func (s *snapshotCopy) place(build, parent *os.File, name string, rename func() 
 	if _, err := fstatat(fdOf(parent), name); err == nil {
 		return unix.EEXIST
 	}
-	moved, err := s.root.copyRecords(s.build, s.final)
-	if err == nil {
+	return s.root.moveWithRecords(s.build, s.final, func() error {
 		fsutil.Fault("snapshot.records-copied")
-		err = rename()
-	}
-	if err != nil {
-		moved.undo()
-		return err
-	}
-	return s.root.finishMove(moved, s.build, s.final)
+		return rename()
+	})
 }
 
 // discard drops what an attempt that did not place its tree wrote beside

@@ -372,32 +372,30 @@ func (a *Activities) replayMove(in ReceiveInput, f SentFile, l *loc, exists bool
 	if exists && !replace {
 		return keptAtNewPath, nil
 	}
-	moved, err := a.Root.copyRecords(old.rel, l.rel)
-	if err != nil {
-		moved.undo()
+	err = a.Root.moveWithRecords(old.rel, l.rel, func() error {
+		if marks := a.Root.state.marks; marks != nil {
+			// The folder a stub moves into is marked as holding records
+			// (folder_marks.go), or policy scans would read it as resident.
+			if err := marks.mark(l.path()); err != nil {
+				return err
+			}
+		}
+		fsutil.Fault("move.records-copied")
+		if receiveRace != nil {
+			receiveRace(l.rel)
+		}
+		if err := renameBeneath(old, l, replace); err != nil {
+			return err
+		}
+		fsutil.Fault("move.renamed")
+		return nil
+	})
+	if errors.Is(err, fs.ErrExist) {
+		return keptAtNewPath, nil
+	} else if err != nil {
 		return "", err
 	}
-	if marks := a.Root.state.marks; marks != nil {
-		// The folder a stub moves into is marked as holding records
-		// (folder_marks.go), or policy scans would read it as resident.
-		if err := marks.mark(l.path()); err != nil {
-			moved.undo()
-			return "", err
-		}
-	}
-	fsutil.Fault("move.records-copied")
-	if receiveRace != nil {
-		receiveRace(l.rel)
-	}
-	if err := renameBeneath(old, l, replace); err != nil {
-		moved.undo()
-		if errors.Is(err, fs.ErrExist) {
-			return keptAtNewPath, nil
-		}
-		return "", err
-	}
-	fsutil.Fault("move.renamed")
-	return "moved", a.Root.finishMove(moved, old.rel, l.rel)
+	return "moved", nil
 }
 
 // makeStub creates a migrated stub at l whose data is the sent object: an
