@@ -309,6 +309,77 @@ func TestMoveCarriesRecordsWrittenDuringIt(t *testing.T) {
 	s.requireRecalled(t, "spaces/moving", late)
 }
 
+// TestRecordFollowsAFileMovedWhileWritten: a step that located its file
+// before a move, and writes its record only once the move has run whole
+// (records carried, old path's dropped), wrote it at the old path, where
+// nothing would ever read it. On the index backend the migrate below then
+// released the file, now in the site trash, without a record: the audit
+// dropped its reference, the collector its content. Now the record is
+// written again where the file is. (Not parallel: the hook is the
+// package's.)
+func TestRecordFollowsAFileMovedWhileWritten(t *testing.T) {
+	dir := t.TempDir()
+	s := newAuditSite(t, dir, t.TempDir(), true)
+	space := &CJSpace{Name: "moving"}
+	_, err := s.a.cjSpace(space, false)
+	require.NoError(t, err)
+	s.migrateFiles(t, "spaces/moving", auditSpaceFiles)
+	late := map[string]string{"late.txt": "migrated while its space moves"}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "spaces", "moving", "late.txt"), []byte(late["late.txt"]), 0o644))
+	moved := false
+	indexRecordWriting = func(rel string) {
+		if rel == "spaces/moving/late.txt" && !moved {
+			moved = true
+			_, err := s.a.cjSpace(space, true)
+			require.NoError(t, err)
+		}
+	}
+	defer func() { indexRecordWriting = nil }()
+	res, err := Migrate(context.Background(), s.a.Root, []string{"/spaces/moving/late.txt"}, s.target, "archive", StepOptions{})
+	indexRecordWriting = nil
+	require.NoError(t, err)
+	require.True(t, moved)
+	requireAll(t, res, CodeOK, []string{"/spaces/moving/late.txt"})
+	rec, err := s.a.Root.state.index.get("spaces/moving/late.txt")
+	require.NoError(t, err)
+	require.Nil(t, rec, "no record is left at the old path")
+
+	s.auditAndCollect(t)
+	require.NoError(t, s.a.Root.RestoreFromTrash(trashEntry(t, dir), "/spaces/moving"))
+	s.requireRecalled(t, "spaces/moving", auditSpaceFiles)
+	s.requireRecalled(t, "spaces/moving", late)
+}
+
+// TestReceivedStubFollowsItsFolder: a stub received into a folder that a
+// move takes elsewhere between the stub's record and its rename into
+// place keeps its record at the folder's new path. (Not parallel: the hook
+// is the package's.)
+func TestReceivedStubFollowsItsFolder(t *testing.T) {
+	fx := newTransferFixture(t, true)
+	require.NoError(t, os.Mkdir(fx.abs("/d"), 0o755))
+	sent := fx.sent
+	sent.Path = "/d/f.txt"
+	moved := false
+	indexRecordWriting = func(rel string) {
+		if rel == "d/f.txt" && !moved {
+			moved = true
+			require.NoError(t, fx.root.moveWithRecords("d", "e", func() error {
+				return os.Rename(fx.abs("/d"), fx.abs("/e"))
+			}))
+		}
+	}
+	defer func() { indexRecordWriting = nil }()
+	_, err := fx.receive(ReceiveInput{Step: "send"}, sent, nil)
+	indexRecordWriting = nil
+	require.NoError(t, err)
+	require.True(t, moved)
+	require.NotNil(t, fx.record(t, "/e/f.txt"))
+	rec, err := fx.root.state.index.get("d/f.txt")
+	require.NoError(t, err)
+	require.Nil(t, rec)
+	fx.requireRecall(t, "/e/f.txt", fx.data)
+}
+
 // TestPurgeTrash: an operator purging a trashed space removes it and, on
 // the index backend, its records (rm -rf left them, for paths that no
 // longer exist); the audit then drops its stubs' references. A rerun

@@ -89,7 +89,9 @@ func NewRoot(dir string, opts ...RootOption) (*Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("site root %q: %w", dir, err)
 	}
-	return &Root{dir: real, f: f, state: openStateStore(real, !cfg.indexOnly && xattrSupported(real))}, nil
+	state := openStateStore(real, !cfg.indexOnly && xattrSupported(real))
+	state.root, state.dir = f, real
+	return &Root{dir: real, f: f, state: state}, nil
 }
 
 // Dir returns the root's absolute, symlink-free directory.

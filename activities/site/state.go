@@ -5,7 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/thehub/hub/activities/fsutil"
 )
@@ -133,6 +139,10 @@ type stateStore struct {
 	xattr  bool
 	index  *index
 	signer *signer
+	// root and dir are the site root (see follow); without them (some
+	// tests) index records are not followed.
+	root *os.File
+	dir  string
 	// marks, with xattrs, name the folders that may hold records.
 	marks *folderMarks
 }
@@ -170,31 +180,119 @@ func (s *stateStore) getAt(at entryAt, abs, rel string) (*Record, error) {
 	return s.index.get(rel)
 }
 
-// set signs and stores rec for the file.
+// set signs and stores rec for the file abs reaches, whose path is rel.
+// A record kept in the index then follows the file if it moved meanwhile.
 func (s *stateStore) set(abs, rel string, rec Record) error {
+	indexed, err := s.store(abs, rel, rec)
+	if err != nil || indexed == nil {
+		return err
+	}
+	return s.follow(abs, rel, *indexed)
+}
+
+// indexRecordWriting, nil outside tests, is called right before a record
+// is written to the index: the instant a move of a folder above the file
+// may run whole.
+var indexRecordWriting func(rel string)
+
+// store signs and stores rec, in the file's attributes or at rel in the
+// index; it returns the signed record if it went to the index.
+func (s *stateStore) store(abs, rel string, rec Record) (indexed *Record, err error) {
 	if err := s.signer.sign(&rec); err != nil {
-		return fmt.Errorf("record state of %s: %w", apiPath(rel), err)
+		return nil, fmt.Errorf("record state of %s: %w", apiPath(rel), err)
 	}
 	if s.xattr {
 		b, err := json.Marshal(rec)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := s.marks.mark(abs); err != nil {
-			return fmt.Errorf("record state of %s: %w", apiPath(rel), err)
+			return nil, fmt.Errorf("record state of %s: %w", apiPath(rel), err)
 		}
 		fsutil.Fault("marks.marked")
 		err = lsetxattr(abs, recordXattr, b)
 		if err == nil {
-			return s.index.remove(rel)
+			return nil, s.index.remove(rel)
 		}
 		// Files whose attributes we may not write (read-only to a non-root
 		// worker, or on a mount without xattrs) use the index instead.
 		if !errors.Is(err, errXattrUnsupported) && !errors.Is(err, fs.ErrPermission) {
-			return fmt.Errorf("record state of %s: %w", apiPath(rel), err)
+			return nil, fmt.Errorf("record state of %s: %w", apiPath(rel), err)
 		}
 	}
-	return s.index.set(rel, rec)
+	if indexRecordWriting != nil {
+		indexRecordWriting(rel)
+	}
+	if err := s.index.set(rel, rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// errMovedWhileRecorded: the file left its path while its record was
+// written, for a place the record cannot follow it to.
+var errMovedWhileRecorded = errors.New("the file was moved or replaced while its state was recorded")
+
+// follow checks that the index record rec, just written at rel for the
+// file abs reaches, is at that file's path. The index keeps records by
+// path, and a move of a folder above the file (a C+J space to the trash, a
+// site_sync's replayed move) carries the records it finds; a step that
+// located its file before such a move, and writes its record after the
+// move took the folder's records, writes at the old path, where the record
+// would be lost (and with it, once the data is released, the file). So
+// rel is looked up again from the root: if it no longer holds the file,
+// the record is written where the file is now (abs reaches the file
+// through its folder's descriptor, which knows where that folder went)
+// and looked up there in turn. A move that starts after a look-up found
+// the file carries the record with the others.
+func (s *stateStore) follow(abs, rel string, rec Record) error {
+	if s.root == nil {
+		return nil
+	}
+	for range 8 {
+		if st, err := s.statRel(rel); err == nil && uint64(st.Ino) == rec.Ino { //nolint:unconvert // not uint64 everywhere
+			return nil
+		}
+		now, ok := s.whereNow(abs)
+		if !ok || now == rel {
+			return fmt.Errorf("record state of %s: %w", apiPath(rel), errMovedWhileRecorded)
+		}
+		if err := s.index.set(now, rec); err != nil {
+			return err
+		}
+		if cur, err := s.index.get(rel); err == nil && cur != nil && *cur == rec {
+			_ = s.index.remove(rel) // names a file no longer there
+		}
+		rel = now
+	}
+	return fmt.Errorf("record state of %s: %w (it kept moving)", apiPath(rel), errMovedWhileRecorded)
+}
+
+// statRel describes rel, looked up from the root now, without following
+// symlinks.
+func (s *stateStore) statRel(rel string) (unix.Stat_t, error) {
+	dir, name := path.Split(rel)
+	d, err := openBeneath(s.root, strings.TrimSuffix(dir, "/"), oDirPath, 0)
+	if err != nil {
+		return unix.Stat_t{}, err
+	}
+	defer d.Close()
+	return fstatat(fdOf(d), name)
+}
+
+// whereNow is the path below the root of the file abs reaches through
+// its folder's descriptor (see loc), wherever that folder was moved to.
+func (s *stateStore) whereNow(abs string) (string, bool) {
+	dir, name := filepath.Split(abs)
+	at, err := os.Readlink(filepath.Clean(dir))
+	if err != nil || !filepath.IsAbs(at) {
+		return "", false
+	}
+	rel, err := filepath.Rel(s.dir, filepath.Join(at, name))
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return filepath.ToSlash(rel), true
 }
 
 // clear forgets the file's record (it becomes resident).

@@ -477,7 +477,8 @@ func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets
 	// record. The record the index held for rel is put back if the rename
 	// fails.
 	prev, _ := a.Root.state.index.get(rel)
-	if err := a.Root.state.set(tmp.Name(), rel, rec); err != nil {
+	indexed, err := a.Root.state.store(tmp.Name(), rel, rec)
+	if err != nil {
 		return err
 	}
 	committed = true // Commit renames or discards it
@@ -489,6 +490,11 @@ func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets
 		}
 		_ = dropRef(context.WithoutCancel(ctx), d, rec)
 		return fmt.Errorf("stub %s: %w", apiPath(rel), err)
+	}
+	if indexed != nil {
+		// Renamed into a folder that a move took elsewhere meanwhile, the
+		// stub's record goes with it.
+		return a.Root.state.follow(abs, rel, *indexed)
 	}
 	return nil
 }

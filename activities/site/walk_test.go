@@ -32,7 +32,8 @@ func TestWalk(t *testing.T) {
 	dir, files := walkTestTree(t)
 	root := newRoot(t, dir, true)
 	// Index state creates the .hub folder, which walks must skip.
-	require.NoError(t, root.state.set(filepath.Join(dir, "d00/e00/f0000.bin"), "d00/e00/f0000.bin", Record{State: Premigrated}))
+	_, err := root.state.store(filepath.Join(dir, "d00/e00/f0000.bin"), "d00/e00/f0000.bin", Record{State: Premigrated})
+	require.NoError(t, err)
 
 	dirs := map[string]bool{"/empty": true}
 	for p := range files {
