@@ -449,6 +449,11 @@ func (s *stepRun) release(j *job) error {
 		return err
 	}
 	defer f.Close()
+	// The lease is granted only while no other descriptor of the file is
+	// open, and held, it keeps every other open waiting until f is closed:
+	// no write can come between the check below and the truncation, nor
+	// through a descriptor opened before.
+	inUse := leaseForRelease(f)
 	fi, err := f.Stat()
 	if err != nil {
 		return err
@@ -461,14 +466,16 @@ func (s *stepRun) release(j *job) error {
 		_ = s.root.state.clear(j.abs, j.rel)
 		return errChangedNotReleased
 	}
-	if n := links(fi); n > 1 && fi.Size() == rec.Size {
+	whole := fi.Size() == rec.Size
+	switch n := links(fi); {
+	case inUse != nil && whole:
+		return s.keepWhole(j, rec, inUse)
+	case inUse != nil: // truncated by an interrupted release: the mark stays
+		return fmt.Errorf("not released yet: %w", inUse)
+	case n > 1 && whole:
 		// Truncating would make a stub of every name, and only this one
-		// is known to the hub: the file stays whole and premigrated.
-		rec.State, rec.Pending, rec.StubSize = Premigrated, "", 0
-		if err := s.root.state.set(j.abs, j.rel, rec); err != nil {
-			return err
-		}
-		return fmt.Errorf("not released: the file has %d names (hard links), and releasing it would turn every one into a stub; it stays premigrated", n)
+		// is known to the hub.
+		return s.keepWhole(j, rec, fmt.Errorf("the file has %d names (hard links), and releasing it would turn every one into a stub", n))
 	}
 	if err := f.Truncate(rec.StubSize); err != nil {
 		return err
@@ -483,6 +490,16 @@ func (s *stepRun) release(j *job) error {
 	fsutil.Fault("migrate.mtime-restored")
 	rec.Pending = ""
 	return s.root.state.set(j.abs, j.rel, rec)
+}
+
+// keepWhole leaves a file marked for release whole and premigrated, and
+// says why it was not released.
+func (s *stepRun) keepWhole(j *job, rec Record, why error) error {
+	rec.State, rec.Pending, rec.StubSize = Premigrated, "", 0
+	if err := s.root.state.set(j.abs, j.rel, rec); err != nil {
+		return err
+	}
+	return fmt.Errorf("not released: %w; it stays premigrated", why)
 }
 
 // transfer is the upload half of Premigrate and Migrate. It leaves in

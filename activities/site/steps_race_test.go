@@ -269,56 +269,127 @@ func TestInterruptedReleaseKeepsUserEdit(t *testing.T) {
 // TestConcurrentMigrateKeepsReference: two workers migrate the
 // same file at once (two jobs, or a Temporal retry while the first
 // attempt still runs). References are derived from (inode, btime,
-// sha256), so both name the same marker. Worker A releases the file;
-// worker B then sees the file changed and abandons, and abandon drops
-// "its" new reference, which is A's: A's stub is left without a
-// reference, refuses to recall, and its only copy is collected.
+// sha256), so both name the same marker. Worker A runs whole while B
+// checks the target for the content, B's file still open.
+//   - Without leases (NFS, or a kernel refusing them): A releases the
+//     file; B then sees the file changed and abandons, and abandon
+//     dropped "its" new reference, which is A's: A's stub was left
+//     without a reference, refused to recall, and its only copy was
+//     collected.
+//   - With leases: A does not release a file B has open; it stays
+//     premigrated, and B releases it.
+//
+// (Not parallel: it replaces the package's lease for one case.)
 func TestConcurrentMigrateKeepsReference(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	abs := filepath.Join(dir, "f.bin")
-	data := bytes.Repeat([]byte("the only copy, soon "), 400)
-	writeOld(t, abs, data)
-	rootA, rootB := newRoot(t, dir, false), newRoot(t, dir, false)
-	target := fsTarget(t)
-
-	var once sync.Once
-	hook := &stepHook{Driver: target, onStat: func(key string) {
-		if key != contentKey(sha(data)) {
-			return
-		}
-		once.Do(func() {
-			// Worker A runs to the end while B is between its reference
-			// and its content check.
-			res, err := Migrate(ctx, rootA, []string{"/f.bin"}, target, "t", StepOptions{})
-			if err != nil || res[0].Code != CodeOK {
-				t.Errorf("worker A: %v %+v", err, res)
+	for _, leases := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no-leases", true: "leases"}[leases], func(t *testing.T) {
+			if !leases {
+				leaseForRelease = func(*os.File) error { return nil }
+				defer func() { leaseForRelease = writeLease }()
 			}
-		})
-	}}
-	res, err := Migrate(ctx, rootB, []string{"/f.bin"}, hook, "t", StepOptions{})
-	require.NoError(t, err)
-	t.Logf("worker B: %+v", res[0])
-	fi, err := os.Stat(abs)
-	require.NoError(t, err)
-	require.Zero(t, fi.Size(), "A released the file")
-	_, rec, err := rootA.Stat("/f.bin")
-	require.NoError(t, err)
-	require.NotNil(t, rec)
-	ok, err := hasRef(ctx, target, *rec)
-	require.NoError(t, err)
-	assert.True(t, ok, "the stub's reference was dropped by the other worker")
+			ctx := context.Background()
+			dir := t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			data := bytes.Repeat([]byte("the only copy, soon "), 400)
+			writeOld(t, abs, data)
+			rootA, rootB := newRoot(t, dir, false), newRoot(t, dir, false)
+			target := fsTarget(t)
 
-	for range 2 {
-		_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
-		require.NoError(t, err)
+			var once sync.Once
+			var resA []Result
+			hook := &stepHook{Driver: target, onStat: func(key string) {
+				if key != contentKey(sha(data)) {
+					return
+				}
+				once.Do(func() {
+					var err error
+					resA, err = Migrate(ctx, rootA, []string{"/f.bin"}, target, "t", StepOptions{})
+					require.NoError(t, err)
+				})
+			}}
+			res, err := Migrate(ctx, rootB, []string{"/f.bin"}, hook, "t", StepOptions{})
+			require.NoError(t, err)
+			t.Logf("worker A: %+v, worker B: %+v", resA[0], res[0])
+			if leases {
+				require.Equal(t, CodeFailed, resA[0].Code)
+				require.Contains(t, resA[0].Message, "open in another program; it stays premigrated")
+				require.Equal(t, CodeOK, res[0].Code)
+			} else {
+				require.Equal(t, CodeOK, resA[0].Code)
+			}
+			fi, err := os.Stat(abs)
+			require.NoError(t, err)
+			require.Zero(t, fi.Size(), "released")
+			_, rec, err := rootA.Stat("/f.bin")
+			require.NoError(t, err)
+			require.NotNil(t, rec)
+			ok, err := hasRef(ctx, target, *rec)
+			require.NoError(t, err)
+			assert.True(t, ok, "the stub's reference was dropped by the other worker")
+
+			for range 2 {
+				_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+				require.NoError(t, err)
+			}
+			res, err = Recall(ctx, rootA, []string{"/f.bin"}, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			assert.True(t, res[0].Code == CodeOK && bytes.Equal(data, got), "the stub's data is lost: %+v", res[0])
+		})
 	}
-	res, err = Recall(ctx, rootA, []string{"/f.bin"}, only("t", target), StepOptions{})
-	require.NoError(t, err)
-	got, err := os.ReadFile(abs)
-	require.NoError(t, err)
-	assert.True(t, res[0].Code == CodeOK && bytes.Equal(data, got), "the stub's data is lost: %+v", res[0])
+}
+
+// TestReleaseSparesAFileOpenElsewhere: a program holding a file open for
+// writing (a log, a database, a download) may write through it at any
+// time; a migrate that released the file under it made the program's
+// next write land in a stub, at the old offset after a hole, and the
+// file's data was gone but for what the target kept under a record the
+// write made stale. Now the release takes a write lease, which the kernel
+// grants only while nobody else has the file open: the file stays whole
+// and premigrated, and a later migrate releases it once it is closed.
+func TestReleaseSparesAFileOpenElsewhere(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			abs := filepath.Join(dir, "app.log")
+			data := bytes.Repeat([]byte("a line the program wrote\n"), 100)
+			writeOld(t, abs, data)
+			root, target := newRoot(t, dir, index), fsTarget(t)
+			w, err := os.OpenFile(abs, os.O_WRONLY|os.O_APPEND, 0)
+			require.NoError(t, err)
+
+			res, err := Migrate(ctx, root, []string{"/app.log"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeFailed, res[0].Code)
+			require.Contains(t, res[0].Message, "not released: the file is open in another program; it stays premigrated")
+			e, _, err := root.Stat("/app.log")
+			require.NoError(t, err)
+			require.Equal(t, Premigrated, e.State)
+
+			// The program goes on writing, then closes the file.
+			more := []byte("and one more\n")
+			_, err = w.Write(more)
+			require.NoError(t, err)
+			require.NoError(t, w.Close())
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			require.Equal(t, append(bytes.Clone(data), more...), got)
+
+			res, err = Migrate(ctx, root, []string{"/app.log"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeOK, res[0].Code, res[0].Message)
+			res, err = Recall(ctx, root, []string{"/app.log"}, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeOK, res[0].Code, res[0].Message)
+			got, err = os.ReadFile(abs)
+			require.NoError(t, err)
+			require.Equal(t, append(bytes.Clone(data), more...), got)
+		})
+	}
 }
 
 // TestDeleteSparesStubMovedOut: a delete with remote copies released

@@ -81,3 +81,33 @@ func birthTime(path string) int64 {
 func accessChangeTimes(st *syscall.Stat_t) (atime, ctime time.Time) {
 	return time.Unix(st.Atim.Sec, st.Atim.Nsec).UTC(), time.Unix(st.Ctim.Sec, st.Ctim.Nsec).UTC()
 }
+
+// errOpenElsewhere: another open file description of the file exists
+// (another program, or another step, has it open), so its data is not
+// released: a write through that descriptor after the truncation would
+// land in a stub.
+var errOpenElsewhere = errors.New("the file is open in another program")
+
+// leaseForRelease takes a write lease on f, opened for writing: it fails
+// with errOpenElsewhere while any other descriptor of the file is open,
+// and, held, makes every other open of the file wait until f is closed.
+// Where the kernel grants no lease (NFS and other filesystems without
+// them, a file another user owns without CAP_LEASE, leases disabled), the
+// release goes on without one, as before leases were used. (A variable:
+// tests stand in for such a kernel.)
+var leaseForRelease = writeLease
+
+func writeLease(f *os.File) error {
+	// An open that lasts an instant (a reader's, or a descriptor a fork
+	// holds until its exec closes it) is waited out: about 60 ms in all.
+	for wait := time.Millisecond; ; wait *= 2 {
+		_, err := unix.FcntlInt(f.Fd(), unix.F_SETLEASE, unix.F_WRLCK)
+		switch {
+		case !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EBUSY):
+			return nil
+		case wait > 32*time.Millisecond:
+			return errOpenElsewhere
+		}
+		time.Sleep(wait)
+	}
+}

@@ -31,3 +31,8 @@ func birthTime(string) int64 { return 0 }
 
 // accessChangeTimes is unknown here: the Stat_t fields differ per platform.
 func accessChangeTimes(*syscall.Stat_t) (atime, ctime time.Time) { return time.Time{}, time.Time{} }
+
+var errOpenElsewhere = errors.New("the file is open in another program")
+
+// leaseForRelease: no leases here; see sys_linux.go.
+var leaseForRelease = func(*os.File) error { return nil }
