@@ -86,6 +86,10 @@ var jobRows = slices.Concat(jobs("sqlite", "sqlite"), jobs("postgres", "postgres
 var rows = slices.Concat(jobRows, []row{cjSpace("sqlite"), cjSpace("postgres")}, []row{
 	{what: "premigrate step (library) vs cp -r",
 		fig: ref{"BenchmarkPremigrateSmallFiles", "step-ms/op"}, base: ref{"BenchmarkPremigrateSmallFiles", "cp-ms/op"}, goal: 1, goalText: "≥ 1× (keep)"},
+	{what: "migrate step (library): premigrate and release 2,000 files of 4 KiB, vs cp -r",
+		fig: ref{"BenchmarkMigrateSmallFiles", "migrate-ms/op"}, base: ref{"BenchmarkMigrateSmallFiles", "cp-ms/op"}},
+	{what: "migrate step with its release lease vs without",
+		fig: ref{"BenchmarkMigrateSmallFiles", "migrate-ms/op"}, base: ref{"BenchmarkMigrateSmallFiles", "nolease-ms/op"}},
 	{what: "C+J snapshot of a space of 2,000 small files, a tenth of them stubs, vs cp -r",
 		fig: ref{"BenchmarkSnapshot", "snapshot-ms/op"}, base: ref{"BenchmarkSnapshot", "cp-ms/op"}},
 	{what: "send's receive (hydrate) of 2,000 files of 4 KiB with its flush, vs cp -r + sync -f",
