@@ -276,6 +276,30 @@ func TestAuditKeepsStubsInTempNamedFolders(t *testing.T) {
 	}
 }
 
+// movingSpace is an index site with a C+J space "moving" holding migrated
+// files, and late, a resident file in it to migrate while the space moves.
+func movingSpace(t *testing.T) (s auditSite, space *CJSpace, late map[string]string) {
+	t.Helper()
+	s = newAuditSite(t, t.TempDir(), t.TempDir(), true)
+	space = &CJSpace{Name: "moving"}
+	_, err := s.a.cjSpace(space, false)
+	require.NoError(t, err)
+	s.migrateFiles(t, "spaces/moving", auditSpaceFiles)
+	late = map[string]string{"late.txt": "migrated while its space moves"}
+	require.NoError(t, os.WriteFile(filepath.Join(s.a.Root.Dir(), "spaces", "moving", "late.txt"), []byte(late["late.txt"]), 0o644))
+	return s, space, late
+}
+
+// requireRestoredSpaceRecalls audits and collects, restores the space
+// "moving" from the site trash and recalls all its files, late too.
+func (s auditSite) requireRestoredSpaceRecalls(t *testing.T, late map[string]string) {
+	t.Helper()
+	s.auditAndCollect(t)
+	require.NoError(t, s.a.Root.RestoreFromTrash(trashEntry(t, s.a.Root.Dir()), "/spaces/moving"))
+	s.requireRecalled(t, "spaces/moving", auditSpaceFiles)
+	s.requireRecalled(t, "spaces/moving", late)
+}
+
 // TestMoveCarriesRecordsWrittenDuringIt: a step that located its file
 // before a move writes its record at the old path, after the move copied
 // the records there. On the index backend the move then dropped that
@@ -284,29 +308,19 @@ func TestAuditKeepsStubsInTempNamedFolders(t *testing.T) {
 // recalled. Now the records written at the old path meanwhile are copied
 // too. (Not parallel: the hook is the package's.)
 func TestMoveCarriesRecordsWrittenDuringIt(t *testing.T) {
-	dir := t.TempDir()
-	s := newAuditSite(t, dir, t.TempDir(), true)
-	space := &CJSpace{Name: "moving"}
-	_, err := s.a.cjSpace(space, false)
-	require.NoError(t, err)
-	s.migrateFiles(t, "spaces/moving", auditSpaceFiles)
-	late := map[string]string{"late.txt": "migrated while its space moves"}
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "spaces", "moving", "late.txt"), []byte(late["late.txt"]), 0o644))
+	s, space, late := movingSpace(t)
 	recordsCopied = func(oldRel string) {
 		if oldRel == "spaces/moving" {
 			s.migrateFiles(t, "spaces/moving", late)
 		}
 	}
 	defer func() { recordsCopied = nil }()
-	_, err = s.a.cjSpace(space, true)
+	_, err := s.a.cjSpace(space, true)
 	require.NoError(t, err)
 	recordsCopied = nil
 	requireNoRecordsAt(t, s.a.Root, "spaces/moving")
 
-	s.auditAndCollect(t)
-	require.NoError(t, s.a.Root.RestoreFromTrash(trashEntry(t, dir), "/spaces/moving"))
-	s.requireRecalled(t, "spaces/moving", auditSpaceFiles)
-	s.requireRecalled(t, "spaces/moving", late)
+	s.requireRestoredSpaceRecalls(t, late)
 }
 
 // TestRecordFollowsAFileMovedWhileWritten: a step that located its file
@@ -318,14 +332,7 @@ func TestMoveCarriesRecordsWrittenDuringIt(t *testing.T) {
 // written again where the file is. (Not parallel: the hook is the
 // package's.)
 func TestRecordFollowsAFileMovedWhileWritten(t *testing.T) {
-	dir := t.TempDir()
-	s := newAuditSite(t, dir, t.TempDir(), true)
-	space := &CJSpace{Name: "moving"}
-	_, err := s.a.cjSpace(space, false)
-	require.NoError(t, err)
-	s.migrateFiles(t, "spaces/moving", auditSpaceFiles)
-	late := map[string]string{"late.txt": "migrated while its space moves"}
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "spaces", "moving", "late.txt"), []byte(late["late.txt"]), 0o644))
+	s, space, late := movingSpace(t)
 	moved := false
 	indexRecordWriting = func(rel string) {
 		if rel == "spaces/moving/late.txt" && !moved {
@@ -344,10 +351,7 @@ func TestRecordFollowsAFileMovedWhileWritten(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, rec, "no record is left at the old path")
 
-	s.auditAndCollect(t)
-	require.NoError(t, s.a.Root.RestoreFromTrash(trashEntry(t, dir), "/spaces/moving"))
-	s.requireRecalled(t, "spaces/moving", auditSpaceFiles)
-	s.requireRecalled(t, "spaces/moving", late)
+	s.requireRestoredSpaceRecalls(t, late)
 }
 
 // TestReceivedStubFollowsItsFolder: a stub received into a folder that a
