@@ -51,8 +51,9 @@ func newFolderMarks(rootDir string) *folderMarks {
 	m := &folderMarks{dir: filepath.Join(rootDir, hubDir, folderMarksDir), cleanMargin: cleanMargin}
 	if _, err := os.Stat(filepath.Join(m.dir, marksComplete)); err == nil {
 		m.complete.Store(true)
-	} else if _, err := os.Stat(filepath.Join(rootDir, hubDir, recordKeyFile)); absent(err) {
-		// No key, so no record the site would trust: nothing to mark.
+	} else if _, err := os.Stat(filepath.Join(rootDir, hubDir, recordKeyFile)); absent(err) && !signedBefore(filepath.Join(rootDir, hubDir)) {
+		// No key and none lost, so no record the site would trust:
+		// nothing to mark.
 		_ = m.setComplete()
 	}
 	return m

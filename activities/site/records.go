@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/thehub/hub/activities/fsutil"
@@ -57,6 +58,9 @@ func (s *signer) loadKey() ([]byte, error) {
 	name := filepath.Join(s.dir, recordKeyFile)
 	key, err := os.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {
+		if signedBefore(s.dir) {
+			return nil, fmt.Errorf("site record key %s: %w", name, ErrRecordKeyLost)
+		}
 		key, err = createKey(s.dir, name)
 	}
 	if err != nil {
@@ -67,6 +71,41 @@ func (s *signer) loadKey() ([]byte, error) {
 	}
 	s.key = key
 	return key, nil
+}
+
+// ErrRecordKeyLost: the site's record key is gone, but the site wrote
+// records with it. A new key would make every one of them untrusted (every
+// stub refusing to recall), and records signed with it untrusted in turn
+// once the old key is put back, so none is made.
+var ErrRecordKeyLost = errors.New("missing, but this site has records signed with it: put the key back from a backup of the site's .hub folder (with a new key every migrated file would refuse to recall); a site starting over without records removes .hub/state and .hub/xattr-folders first")
+
+// signedBefore reports whether the site in whose .hub folder dir is shows
+// signs of records signed with a key: a signed one in the state index (the
+// unsigned records of earlier versions, imported, wait for a key to be
+// adopted), or a folder marked as holding one (a folder is marked before
+// its first record is signed). A site of a version before the marks,
+// keeping records in attributes only, shows none.
+func signedBefore(dir string) bool {
+	found := errors.New("found")
+	err := filepath.WalkDir(filepath.Join(dir, indexDir), func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			return nil
+		}
+		if l, err := readRecordFile(p); err == nil && l.Record != nil && l.Record.Sig != "" {
+			return found
+		}
+		return nil
+	})
+	if err == found {
+		return true
+	}
+	marks, _ := os.ReadDir(filepath.Join(dir, folderMarksDir))
+	for _, e := range marks {
+		if n := e.Name(); n != marksComplete && n != cleanFoldersDir && !strings.HasPrefix(n, ".") {
+			return true
+		}
+	}
+	return false
 }
 
 func createKey(dir, name string) ([]byte, error) {

@@ -295,6 +295,57 @@ func setRecord(t *testing.T, abs string, rec Record) {
 func jsonMarshal(v any) ([]byte, error)   { return json.Marshal(v) }
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
+// TestLostRecordKeyIsNotReplaced: a site whose record key file went
+// missing (deleted by hand, left out of a restore) made a new key at the
+// next step: every stub then refused to recall, and once the old key was
+// put back, the records signed with the new one did. Now no key is made
+// while the site has signed records; steps fail saying what to do, and
+// the key put back makes everything recall.
+func TestLostRecordKeyIsNotReplaced(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			data := []byte("migrated before the key went missing")
+			writeOld(t, filepath.Join(dir, "a.txt"), data)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "b.txt"), []byte("to migrate meanwhile"), 0o644))
+			target := fsTarget(t)
+			res, err := Migrate(ctx, newRoot(t, dir, index), []string{"/a.txt"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/a.txt"})
+
+			keyFile := filepath.Join(dir, hubDir, recordKeyFile)
+			key, err := os.ReadFile(keyFile)
+			require.NoError(t, err)
+			require.NoError(t, os.Remove(keyFile))
+			reopen := func() *Root { // as a new worker process would
+				signers.Delete(dir)
+				return newRoot(t, dir, index)
+			}
+			root := reopen()
+			res, err = Recall(ctx, root, []string{"/a.txt"}, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeFailed, res[0].Code)
+			require.Contains(t, res[0].Message, "put the key back from a backup")
+			res, err = Migrate(ctx, root, []string{"/b.txt"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeFailed, res[0].Code)
+			require.NoFileExists(t, keyFile)
+
+			require.NoError(t, os.WriteFile(keyFile, key, 0o600))
+			root = reopen()
+			res, err = Recall(ctx, root, []string{"/a.txt"}, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeOK, res[0].Code, res[0].Message)
+			got, err := os.ReadFile(filepath.Join(dir, "a.txt"))
+			require.NoError(t, err)
+			require.Equal(t, data, got)
+		})
+	}
+}
+
 // TestAdoptRecords: records from before signing are refused until an
 // operator adopts them; then the files recall from their legacy copies.
 func TestAdoptRecords(t *testing.T) {
