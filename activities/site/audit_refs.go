@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"time"
 
@@ -128,10 +129,7 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 			if live[sum+"/"+ref] {
 				return nil
 			}
-			written := o.Mtime
-			if written.IsZero() {
-				written, _ = time.Parse(time.RFC3339, body.Created)
-			}
+			written := refWritten(o, body)
 			if written.IsZero() || written.After(cutoff) {
 				res.Young++
 				return nil
@@ -152,15 +150,76 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 	}
 	for i := range res.Leaked {
 		l := &res.Leaked[i]
-		if sum, ref, _ := parseRefKey(l.Key); again[sum+"/"+ref] {
+		sum, ref, _ := parseRefKey(l.Key)
+		if again[sum+"/"+ref] {
 			continue // its file was moved during the first walk
 		}
-		if err := drivers[l.Target].Delete(ctx, l.Key); err != nil && !errors.Is(err, targets.ErrNotFound) {
+		if l.Dropped, err = root.dropLeaked(ctx, drivers[l.Target], l.Key, sum, ref, cutoff); err != nil {
 			return res, fmt.Errorf("drop reference %s on target %s: %w", l.Key, l.Target, err)
 		}
-		l.Dropped = true
 	}
 	return res, nil
+}
+
+// refWritten is when the marker o was written: its mtime, or where the
+// target keeps none, the time its body gives.
+func refWritten(o targets.Object, body refBody) time.Time {
+	if !o.Mtime.IsZero() {
+		return o.Mtime
+	}
+	t, _ := time.Parse(time.RFC3339, body.Created)
+	return t
+}
+
+// dropLeaked drops a reference the audit found leaked, unless it was
+// written again since it was listed, and puts it back if, once it is gone,
+// a record relies on it. A reference is named by its file and content, so
+// a step retried on the file (a migrate killed long ago, run again) writes
+// the very marker the audit is about to drop, records it, checks that it
+// is there and releases the file: the marker is looked at again before
+// the drop, and after the drop the record at the path the marker names
+// (its last writer's) is read; a step whose check came before the drop
+// wrote that record before it.
+func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref string, cutoff time.Time) (bool, error) {
+	body, err := readRefBody(ctx, d, key)
+	if errors.Is(err, targets.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	o, err := d.Stat(ctx, key)
+	if errors.Is(err, targets.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if written := refWritten(o, body); written.IsZero() || written.After(cutoff) {
+		return false, nil // written again: young
+	}
+	if err := d.Delete(ctx, key); err != nil && !errors.Is(err, targets.ErrNotFound) {
+		return false, err
+	}
+	l, err := r.locate(body.Path)
+	if err != nil {
+		return true, nil
+	}
+	defer l.close()
+	if _, err := os.Lstat(l.path()); err != nil {
+		return true, nil
+	}
+	rec, err := r.state.get(l.path(), l.rel)
+	if err != nil || rec == nil || rec.Ref != ref || rec.Checksum != sum {
+		return true, nil
+	}
+	if err := r.addRef(ctx, d, sum, ref, l.rel, rec.Ino); err != nil {
+		return false, err
+	}
+	if _, err := ensureContent(ctx, d, sum, rec.Size); err != nil {
+		return false, err
+	}
+	return false, nil
 }
 
 // liveRefs walks the whole site and returns the references its records

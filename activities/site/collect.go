@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -15,18 +16,31 @@ type CollectInput struct {
 }
 
 // CollectTarget frees the target's content that no record refers to any
-// more (see Collect). It heartbeats while it lists.
+// more (see Collect). It heartbeats every few seconds while it runs, also
+// through a long copy or listing: an attempt whose heartbeats stopped is
+// retried, and two collections of one target at once can free content a
+// new reference needs (on filesystem targets a lock stops the second).
 func (a *Activities) CollectTarget(ctx context.Context, in CollectInput) (CollectResult, error) {
 	d, err := newDriverSet([]TargetSpec{in.Target}, a.Cipher).get(in.Target.Name)
 	if err != nil {
 		return CollectResult{}, err
 	}
-	n := 0
-	return Collect(ctx, d, CollectOptions{Grace: in.Grace, Progress: func() {
-		if n++; n%100 == 0 {
-			activity.RecordHeartbeat(ctx, n)
+	var seen atomic.Int64
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				activity.RecordHeartbeat(ctx, seen.Load())
+			}
 		}
-	}})
+	}()
+	return Collect(ctx, d, CollectOptions{Grace: in.Grace, Progress: func() { seen.Add(1) }})
 }
 
 // CollectTargetBothLayouts is CollectTarget under the name the hub has

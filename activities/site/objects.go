@@ -182,18 +182,43 @@ func ensureContent(ctx context.Context, d targets.Driver, sum string, size int64
 	if remoteHas(ctx, d, contentKey(sum), size, sum) {
 		return true, nil
 	}
-	rc, err := d.Get(ctx, trashKey(sum))
-	if errors.Is(err, targets.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer rc.Close()
-	if err := putChecked(ctx, d, contentKey(sum), rc, sum, size); err != nil {
+	err = restoreContent(ctx, d, trashKey(sum), sum, size)
+	switch {
+	case errors.Is(err, targets.ErrNotFound), errors.Is(err, errDamagedCopy):
+		return false, nil // to be uploaded again
+	case err != nil:
 		return false, fmt.Errorf("restore %s from the trash: %w", sum, err)
 	}
 	return true, nil
+}
+
+// errDamagedCopy: a copy's bytes do not match the content its name says
+// it holds (bit rot on the target).
+var errDamagedCopy = errors.New("its bytes do not match its checksum (damaged)")
+
+// restoreContent copies content sum from key from (in the trash) to its
+// key under objects/. The copy is read once first and its bytes checked:
+// a damaged copy replaces nothing and is errDamagedCopy, since a Put
+// replaces whatever the key held, and some S3 servers do not check what
+// they are sent.
+func restoreContent(ctx context.Context, d targets.Driver, from, sum string, size int64) error {
+	rc, err := d.Get(ctx, from)
+	if err != nil {
+		return err
+	}
+	got, err := sha256Of(rc)
+	rc.Close()
+	if err != nil {
+		return err
+	}
+	if got != sum {
+		return fmt.Errorf("%s: %w", from, errDamagedCopy)
+	}
+	if rc, err = d.Get(ctx, from); err != nil {
+		return err
+	}
+	defer rc.Close()
+	return putChecked(ctx, d, contentKey(sum), rc, sum, size)
 }
 
 // putChecked stores a stream under key and checks that the target holds
@@ -227,6 +252,7 @@ type CollectResult struct {
 	Trashed  int `json:"trashed"`  // moved to the trash: nothing referred to them
 	Restored int `json:"restored"` // put back from the trash: a reference appeared
 	Deleted  int `json:"deleted"`  // deleted: unreferenced for the whole grace period
+	Damaged  int `json:"damaged"`  // in the trash, referenced, but damaged: not put back (hub site scrub-target)
 }
 
 // DefaultCollectGrace is how long unreferenced content is kept in the trash.
@@ -236,7 +262,10 @@ const DefaultCollectGrace = 7 * 24 * time.Hour
 // target: content without a reference moves to the trash; trashed content
 // still without a reference after Grace is deleted, and trashed content
 // that gained one goes back. One collector may run per target at a time
-// (the hub runs it as a workflow with one ID per target).
+// (the hub runs it as a workflow with one ID per target, and CollectTarget
+// heartbeats so that an attempt still running is not retried beside it);
+// on targets that can lock (targets.Locker: the filesystem), a second
+// collection fails at once.
 //
 // Why no reference can lose its content: a writer records its reference
 // before it relies on content it did not upload. If the collector listed
@@ -247,6 +276,15 @@ const DefaultCollectGrace = 7 * 24 * time.Hour
 func Collect(ctx context.Context, d targets.Driver, opts CollectOptions) (CollectResult, error) {
 	if opts.Grace <= 0 {
 		opts.Grace = DefaultCollectGrace
+	}
+	if l, ok := d.(targets.Locker); ok {
+		release, err := l.TryLock("collect")
+		if errors.Is(err, targets.ErrLocked) {
+			return CollectResult{}, errors.New("another collection of this target is running (or a killed one's process still holds its lock)")
+		} else if err != nil {
+			return CollectResult{}, err
+		}
+		defer release()
 	}
 	beat := opts.Progress
 	if beat == nil {
@@ -287,12 +325,26 @@ func Collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 		case err != nil:
 			return err
 		case referenced:
-			if err := moveObject(ctx, d, o.Key, contentKey(sum), sum, o.Size); err != nil {
+			err := moveObject(ctx, d, o.Key, contentKey(sum), sum, o.Size)
+			if errors.Is(err, errDamagedCopy) {
+				res.Damaged++ // left for hub site scrub-target
+				return nil
+			}
+			if err != nil {
 				return err
 			}
 			res.Restored++
 		case now.Sub(o.Mtime) >= opts.Grace:
-			if err := d.Delete(ctx, o.Key); err != nil {
+			// Looked at again: a copy trashed afresh since the listing
+			// starts a grace period of its own.
+			cur, err := d.Stat(ctx, o.Key)
+			if errors.Is(err, targets.ErrNotFound) || (err == nil && time.Since(cur.Mtime) < opts.Grace) {
+				return nil
+			}
+			if err == nil {
+				err = d.Delete(ctx, o.Key)
+			}
+			if err != nil {
 				return err
 			}
 			res.Deleted++
@@ -361,23 +413,32 @@ func (x *refIndex) has(ctx context.Context, sum string) (bool, error) {
 // moveObject copies content to its new key, checked against its name, and
 // then deletes the old key: a crash in between leaves two copies, never
 // none.
+//
+// Content put back under objects/ is checked before it replaces anything
+// (restoreContent), and not copied at all when objects/ already holds it
+// (a writer put it back, or uploaded it, since): a damaged copy in the
+// trash never replaces a good one.
 func moveObject(ctx context.Context, d targets.Driver, from, to, sum string, size int64) error {
-	rc, err := d.Get(ctx, from)
+	var err error
+	switch {
+	case to == contentKey(sum) && remoteHas(ctx, d, to, size, sum):
+	case to == contentKey(sum):
+		err = restoreContent(ctx, d, from, sum, size)
+	default:
+		var rc io.ReadCloser
+		if rc, err = d.Get(ctx, from); err == nil {
+			err = putChecked(ctx, d, to, rc, sum, size)
+			rc.Close()
+		}
+	}
 	if errors.Is(err, targets.ErrNotFound) {
 		return nil // moved or deleted since the listing
 	}
 	if err != nil {
-		return err
-	}
-	err = putChecked(ctx, d, to, rc, sum, size)
-	rc.Close()
-	if err != nil {
 		return fmt.Errorf("move %s to %s: %w", from, to, err)
 	}
-	if s, ok := d.(targets.Syncer); ok {
-		if err := s.Sync(ctx); err != nil {
-			return err
-		}
+	if err := flushTarget(ctx, d); err != nil {
+		return err
 	}
 	fsutil.Fault("collect.copied")
 	return d.Delete(ctx, from)

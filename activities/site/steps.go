@@ -435,6 +435,15 @@ func (s *stepRun) keepRef(j *job, target targets.Driver) error {
 	if ok, err := ensureContent(s.ctx, target, rec.Checksum, rec.Size); err != nil || !ok {
 		return errors.Join(errors.New("the remote copy is gone"), err)
 	}
+	return flushTarget(s.ctx, target) // both durable before the release
+}
+
+// flushTarget makes what was written to the target durable, on targets
+// that buffer (targets.Syncer).
+func flushTarget(ctx context.Context, target targets.Driver) error {
+	if syncer, ok := target.(targets.Syncer); ok {
+		return syncer.Sync(context.WithoutCancel(ctx))
+	}
 	return nil
 }
 
@@ -547,13 +556,16 @@ func (s *stepRun) transfer(target targets.Driver, targetName string, migrate boo
 		}
 		j.upload = sent
 	})
+	// A migrate flushes even when it uploaded nothing: the references it
+	// wrote, and content put back from the target's trash, must be as
+	// durable as uploaded content before any file is released.
 	syncer, ok := target.(targets.Syncer)
-	if !ok || !uploaded.Load() {
+	if !ok || !(uploaded.Load() || migrate) {
 		return
 	}
 	if err := syncer.Sync(context.WithoutCancel(s.ctx)); err != nil {
 		for _, j := range s.jobs {
-			if j.res == nil && j.upload {
+			if j.res == nil && (j.upload || migrate) {
 				s.abandon(j, target, fmt.Errorf("flush target: %w", err))
 			}
 		}

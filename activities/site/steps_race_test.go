@@ -25,20 +25,36 @@ import (
 	"github.com/thehub/hub/activities/targets"
 )
 
-// stepHook is a target whose Get and Stat run a hook first: the instant
-// a user (or another worker) acts while a step talks to the target.
+// stepHook is a target whose calls run a hook first (and for Delete,
+// afterDel after): the instant a user (or another worker) acts while a
+// step or a collector talks to the target. It hides the driver's optional
+// interfaces (Walker, Syncer, Creator, Locker), so a collector run through
+// it lists page by page, as on S3.
 type stepHook struct {
 	targets.Driver
-	onGet  func(key string)
-	onStat func(key string)
-	onDel  func(key string)
+	onGet    func(key string)
+	onStat   func(key string)
+	onDel    func(key string)
+	afterDel func(key string)
+	onList   func(prefix string)
 }
 
 func (h *stepHook) Delete(ctx context.Context, key string) error {
 	if h.onDel != nil {
 		h.onDel(key)
 	}
-	return h.Driver.Delete(ctx, key)
+	err := h.Driver.Delete(ctx, key)
+	if h.afterDel != nil {
+		h.afterDel(key)
+	}
+	return err
+}
+
+func (h *stepHook) List(ctx context.Context, prefix, marker string, max int) ([]targets.Object, string, error) {
+	if h.onList != nil {
+		h.onList(prefix)
+	}
+	return h.Driver.List(ctx, prefix, marker, max)
 }
 
 func (h *stepHook) Get(ctx context.Context, key string) (io.ReadCloser, error) {

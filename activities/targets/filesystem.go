@@ -342,7 +342,7 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 		switch {
 		case e.IsDir():
 			list = append(list, entry{rel + e.Name() + "/", true})
-		case e.Type().IsRegular() && !strings.HasPrefix(e.Name(), fsutil.TmpPrefix):
+		case e.Type().IsRegular() && !strings.HasPrefix(e.Name(), fsutil.TmpPrefix) && !strings.HasPrefix(e.Name(), lockPrefix):
 			list = append(list, entry{rel + e.Name(), false})
 		}
 	}
@@ -378,6 +378,30 @@ func (f *Filesystem) Sync(ctx context.Context) error {
 		return fmt.Errorf("sync %s: %w", f.dir, err)
 	}
 	return nil
+}
+
+// lockPrefix names the lock files (TryLock), which listings leave out.
+const lockPrefix = ".hub-lock-"
+
+// TryLock takes an exclusive flock on the file .hub-lock-<name> in the
+// target folder. Where the filesystem cannot lock (NFS without a lock
+// service), it succeeds without a lock.
+func (f *Filesystem) TryLock(name string) (func(), error) {
+	lf, err := os.OpenFile(filepath.Join(f.dir, lockPrefix+name), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	err = syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	switch {
+	case err == nil, errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EOPNOTSUPP):
+		return func() { _ = lf.Close() }, nil
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		_ = lf.Close()
+		return nil, fmt.Errorf("lock %s: %w", name, ErrLocked)
+	default:
+		_ = lf.Close()
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
 }
 
 func (f *Filesystem) wrap(op, key string, err error) error {

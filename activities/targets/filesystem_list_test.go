@@ -165,3 +165,25 @@ func walkAll(t *testing.T, dir string) []string {
 	sort.Strings(all)
 	return all
 }
+
+// TestFilesystemTryLock: a lock held (by this process or another) is
+// refused at once with ErrLocked, taken again once released, and its file
+// is in no listing.
+func TestFilesystemTryLock(t *testing.T) {
+	dir := t.TempDir()
+	a, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	b, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	release, err := a.TryLock("collect")
+	require.NoError(t, err)
+	_, err = b.TryLock("collect")
+	require.ErrorIs(t, err, ErrLocked)
+	release()
+	release, err = b.TryLock("collect")
+	require.NoError(t, err)
+	defer release()
+	objs, _, err := a.List(context.Background(), "", "", 100)
+	require.NoError(t, err)
+	require.Empty(t, objs)
+}

@@ -62,6 +62,18 @@ type Syncer interface {
 	Sync(ctx context.Context) error
 }
 
+// Locker is implemented by drivers whose storage can hold a lock that
+// other processes see (the filesystem driver: flock on a file in the
+// target folder, which NFSv4 and NFSv3 with a lock service share between
+// hosts). TryLock takes the lock name or fails at once with ErrLocked; the
+// lock ends with release, or with the process.
+type Locker interface {
+	TryLock(name string) (release func(), err error)
+}
+
+// ErrLocked: another process holds the lock.
+var ErrLocked = errors.New("held by another process")
+
 // Creator is implemented by drivers that can write a small new object in
 // place, without the temporary object and rename that make Put atomic. It
 // is for markers whose existence is what counts: a crash may leave one

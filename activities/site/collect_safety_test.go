@@ -1,0 +1,302 @@
+package site
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/activities/targets"
+)
+
+// Found by a fifth audit (the collector and the references audit); each
+// test failed on the code before its fix.
+
+// requireRecallsIntact recalls p and checks it comes back byte-identical.
+func requireRecallsIntact(t *testing.T, root *Root, p string, tf TargetFunc, data []byte) {
+	t.Helper()
+	res, err := Recall(context.Background(), root, []string{p}, tf, StepOptions{})
+	require.NoError(t, err)
+	require.Equal(t, CodeOK, res[0].Code, "%s: the data is lost: %s", p, res[0].Message)
+	got, err := os.ReadFile(filepath.Join(root.Dir(), filepath.FromSlash(p)))
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got), "%s: recalled bytes differ", p)
+}
+
+// TestAuditKeepsAReferenceWrittenAgain: a migrate killed right after it
+// wrote its reference left the marker; eight days later the references
+// audit lists it as leaked, and while it runs the migrate is retried,
+// which names the same reference (same file, same content): it writes the
+// marker again, records it, finds it there and releases the file. The
+// audit then dropped the marker it had listed as old, and the collector
+// freed the stub's only copy. Now the audit looks at the marker again
+// before the drop and, after it, reads the record at the marker's path
+// and puts the reference back (the retry lands here between the two).
+func TestAuditKeepsAReferenceWrittenAgain(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir, tdir := t.TempDir(), t.TempDir()
+			data := []byte("the only copy of this report, once released")
+			writeOld(t, filepath.Join(dir, "f.bin"), data)
+			root := newRoot(t, dir, index)
+			target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+			require.NoError(t, err)
+
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			require.True(t, runChild(t, "^TestInterruptedReleaseChild$", "HUB_RELEASE_CHILD_ROOT="+dir,
+				"HUB_RELEASE_CHILD_TARGET="+tdir, "HUB_RELEASE_CHILD_INDEX="+idx, "HUB_FAULT_POINT=upload.ref-added@1"))
+			fi, err := os.Lstat(filepath.Join(dir, "f.bin"))
+			require.NoError(t, err)
+			sum := sha(data)
+			ref, err := root.refID(inode(fi), birthTime(filepath.Join(dir, "f.bin")), sum)
+			require.NoError(t, err)
+			marker := filepath.Join(tdir, filepath.FromSlash(refKey(sum, ref)))
+			old := time.Now().Add(-DefaultAuditMinAge - 24*time.Hour)
+			require.NoError(t, os.Chtimes(marker, old, old))
+
+			var once sync.Once
+			hook := &stepHook{Driver: target, onDel: func(key string) {
+				if key == refKey(sum, ref) {
+					once.Do(func() {
+						res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
+						require.NoError(t, err)
+						requireAll(t, res, CodeOK, []string{"/f.bin"})
+					})
+				}
+			}}
+			ar, err := AuditRefs(ctx, root, map[string]targets.Driver{"t": hook}, AuditOptions{Drop: true})
+			require.NoError(t, err)
+			require.Len(t, ar.Leaked, 1)
+			require.False(t, ar.Leaked[0].Dropped, "put back")
+			for range 2 {
+				_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+				require.NoError(t, err)
+			}
+			requireRecallsIntact(t, root, "/f.bin", only("t", target), data)
+		})
+	}
+}
+
+// lockingHook is a stepHook that keeps its filesystem driver's lock.
+type lockingHook struct {
+	*stepHook
+	targets.Locker
+}
+
+// TestCollectionsOfOneTargetDoNotOverlap: two collections of one target
+// at once (an attempt retried while the first still ran) freed content a
+// new stub needed: one listed a trashed copy as old, the other moved the
+// content there afresh (its last reference had just gone, and a migrate
+// wrote a new one), and the first deleted that fresh copy. Now a second
+// collection of a filesystem target fails while one runs, and a copy is
+// looked at again right before it is deleted.
+func TestCollectionsOfOneTargetDoNotOverlap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, tdir := t.TempDir(), t.TempDir()
+	data := []byte("content X, shared by two files over time")
+	for _, f := range []string{"f1.bin", "f2.bin"} {
+		writeOld(t, filepath.Join(dir, f), data)
+	}
+	root := newRoot(t, dir, false)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	tf := only("t", target)
+	res, err := Migrate(ctx, root, []string{"/f1.bin"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f1.bin"})
+
+	// Collector B stops in its trash pass; collector A starts meanwhile.
+	inB, done := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hookB := lockingHook{&stepHook{Driver: target, onList: func(prefix string) {
+		if prefix == trashDir {
+			once.Do(func() { close(inB); <-done })
+		}
+	}}, target.(targets.Locker)}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, err := Collect(ctx, hookB, CollectOptions{})
+		assert.NoError(t, err)
+	}()
+	<-inB
+	_, err = Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+	require.ErrorContains(t, err, "another collection of this target is running")
+	close(done)
+	wg.Wait()
+
+	// A trashed copy written again after the listing is not deleted.
+	res, err = Recall(ctx, root, []string{"/f1.bin"}, tf, StepOptions{DeleteOnRecall: true})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f1.bin"})
+	sum := sha(data)
+	trashed := filepath.Join(tdir, filepath.FromSlash(trashKey(sum)))
+	hook := &stepHook{Driver: target, onStat: func(key string) {
+		if key == trashKey(sum) { // the listing saw it old; now it is fresh
+			now := time.Now()
+			require.NoError(t, os.Chtimes(trashed, now, now))
+		}
+	}}
+	_, err = Collect(ctx, target, CollectOptions{Grace: time.Hour}) // into the trash
+	require.NoError(t, err)
+	old := time.Now().Add(-2 * time.Hour)
+	require.NoError(t, os.Chtimes(trashed, old, old))
+	cr, err := Collect(ctx, hook, CollectOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	require.Zero(t, cr.Deleted)
+	res, err = Migrate(ctx, root, []string{"/f2.bin"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f2.bin"})
+	require.Contains(t, res[0].Message, "identical content", "restored from the trash, not uploaded")
+	requireRecallsIntact(t, root, "/f2.bin", tf, data)
+}
+
+// TestCollectorKeepsTheGoodCopy: with content both under objects/ (put
+// back by a migrate, which copies) and in the trash, and the trash copy
+// damaged (one bit, size and mtime kept), the collector "restored" the
+// trash copy over the good one and only then saw the mismatch: the stub
+// failed its checksum for good, and every later collection stopped at
+// that object. Now a copy already under objects/ is kept (the trash one
+// deleted), and a damaged trash copy is checked before it replaces
+// anything, counted, and left for the scrub.
+func TestCollectorKeepsTheGoodCopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, tdir := t.TempDir(), t.TempDir()
+	data := []byte("content X: a large archive, in short")
+	writeOld(t, filepath.Join(dir, "f1.bin"), data)
+	writeOld(t, filepath.Join(dir, "f2.bin"), data)
+	root := newRoot(t, dir, false)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	tf := only("t", target)
+	sum := sha(data)
+	migrate := func(p string) {
+		res, err := Migrate(ctx, root, []string{p}, target, "t", StepOptions{})
+		require.NoError(t, err)
+		requireAll(t, res, CodeOK, []string{p})
+	}
+	migrate("/f1.bin")
+	res, err := Recall(ctx, root, []string{"/f1.bin"}, tf, StepOptions{DeleteOnRecall: true})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f1.bin"})
+	_, err = Collect(ctx, target, CollectOptions{})
+	require.NoError(t, err)
+	migrate("/f2.bin") // X copied back from the trash: in both places
+	trashed := filepath.Join(tdir, filepath.FromSlash(trashKey(sum)))
+	flipBit(t, trashed)
+
+	cr, err := Collect(ctx, target, CollectOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, 1, cr.Restored+cr.Damaged)
+	requireRecallsIntact(t, root, "/f2.bin", tf, data)
+
+	// Damaged in the trash, and nowhere else: counted, not put back, and
+	// a migrate of the same content uploads it again.
+	migrate("/f2.bin")
+	require.NoError(t, os.Remove(filepath.Join(tdir, filepath.FromSlash(contentKey(sum)))))
+	require.NoError(t, os.WriteFile(trashed, data, 0o644))
+	flipBit(t, trashed)
+	cr, err = Collect(ctx, target, CollectOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, 1, cr.Damaged)
+	require.NoFileExists(t, filepath.Join(tdir, filepath.FromSlash(contentKey(sum))))
+	writeOld(t, filepath.Join(dir, "f3.bin"), data)
+	migrate("/f3.bin")
+	requireRecallsIntact(t, root, "/f3.bin", tf, data)
+}
+
+// flipBit damages one bit of the file name, keeping its size and mtime.
+func flipBit(t *testing.T, name string) {
+	t.Helper()
+	fi, err := os.Stat(name)
+	require.NoError(t, err)
+	b, err := os.ReadFile(name)
+	require.NoError(t, err)
+	b[3] ^= 1
+	require.NoError(t, os.WriteFile(name, b, fi.Mode()))
+	require.NoError(t, os.Chtimes(name, fi.ModTime(), fi.ModTime()))
+}
+
+// flushLog is a filesystem target that logs its writes and flushes.
+type flushLog struct {
+	*targets.Filesystem
+	mu  sync.Mutex
+	log []string
+}
+
+func (f *flushLog) add(e string) { f.mu.Lock(); f.log = append(f.log, e); f.mu.Unlock() }
+
+func (f *flushLog) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	defer f.add("put " + key)
+	return f.Filesystem.Put(ctx, key, r, size)
+}
+
+func (f *flushLog) Create(ctx context.Context, key string, data []byte) error {
+	defer f.add("create " + key)
+	return f.Filesystem.Create(ctx, key, data)
+}
+
+func (f *flushLog) Sync(ctx context.Context) error {
+	f.add("sync")
+	return f.Filesystem.Sync(ctx)
+}
+
+// TestMigrateFlushesWhatItDidNotUpload: a migrate flushed the target only
+// when it had uploaded something, so a file whose content was already
+// there (an identical file, or content put back from the target's trash)
+// was released before its reference marker, or the restored content, was
+// durable: a power loss on the target's host then lost them.
+func TestMigrateFlushesWhatItDidNotUpload(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, tdir := t.TempDir(), t.TempDir()
+	data := []byte("content restored from the target's trash")
+	for _, f := range []string{"f1.bin", "f2.bin", "f3.bin"} {
+		writeOld(t, filepath.Join(dir, f), data)
+	}
+	root := newRoot(t, dir, false)
+	fs, err := targets.NewFilesystem(targets.Config{MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	target := &flushLog{Filesystem: fs}
+	tf := only("t", target)
+	res, err := Migrate(ctx, root, []string{"/f1.bin"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f1.bin"})
+	res, err = Recall(ctx, root, []string{"/f1.bin"}, tf, StepOptions{DeleteOnRecall: true})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f1.bin"})
+	_, err = Collect(ctx, target, CollectOptions{})
+	require.NoError(t, err)
+
+	for _, p := range []string{"/f2.bin", "/f3.bin"} { // from the trash, then already there
+		target.log = nil
+		res, err = Migrate(ctx, root, []string{p}, target, "t", StepOptions{})
+		require.NoError(t, err)
+		requireAll(t, res, CodeOK, []string{p})
+		require.Contains(t, res[0].Message, "identical content")
+		last := map[string]int{}
+		for i, e := range target.log {
+			last[strings.SplitN(e, "/", 2)[0]] = i
+		}
+		require.Contains(t, last, "create refs", "%s: %q", p, target.log)
+		require.Greater(t, last["sync"], last["create refs"], "%s: %q", p, target.log)
+		if p == "/f2.bin" {
+			require.Contains(t, last, "put objects", "%s: %q", p, target.log)
+			require.Greater(t, last["sync"], last["put objects"], "%s: %q", p, target.log)
+		}
+	}
+}
