@@ -300,3 +300,59 @@ func TestMigrateFlushesWhatItDidNotUpload(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreChild runs a collection of the filesystem target in
+// HUB_RESTORE_CHILD_TARGET, in a child process a fault point kills.
+func TestRestoreChild(t *testing.T) {
+	tdir := os.Getenv("HUB_RESTORE_CHILD_TARGET")
+	if tdir == "" {
+		return
+	}
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	_, err = Collect(context.Background(), target, CollectOptions{Grace: time.Hour})
+	require.NoError(t, err)
+}
+
+// TestKillRestoringFromTheTrash: content a stub needs is in the trash
+// (moved there just before its reference was written); a collection puts
+// it back (read and checked, copied, flushed, the trash copy removed) and
+// is killed at every fault point on the way, then runs again. The stub
+// recalls, and one copy is left, under objects/.
+func TestKillRestoringFromTheTrash(t *testing.T) {
+	t.Parallel()
+	data := []byte("content the collector trashed an instant too early")
+	sum := sha(data)
+	setup := func() (*Root, string, targets.Driver) {
+		dir, tdir := t.TempDir(), t.TempDir()
+		writeOld(t, filepath.Join(dir, "f.bin"), data)
+		root := newRoot(t, dir, false)
+		target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+		require.NoError(t, err)
+		res, err := Migrate(context.Background(), root, []string{"/f.bin"}, target, "t", StepOptions{})
+		require.NoError(t, err)
+		requireAll(t, res, CodeOK, []string{"/f.bin"})
+		trashed := filepath.Join(tdir, filepath.FromSlash(trashKey(sum)))
+		require.NoError(t, os.MkdirAll(filepath.Dir(trashed), 0o755))
+		require.NoError(t, os.Rename(filepath.Join(tdir, filepath.FromSlash(contentKey(sum))), trashed))
+		return root, tdir, target
+	}
+	_, tdir, _ := setup()
+	trace := filepath.Join(t.TempDir(), "trace")
+	require.False(t, runChild(t, "^TestRestoreChild$", "HUB_RESTORE_CHILD_TARGET="+tdir, "HUB_FAULT_TRACE="+trace))
+	b, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	points := strings.Fields(string(b))
+	require.Contains(t, points, "collect.copied@1")
+	t.Logf("fault points: %v", points)
+	for _, point := range points {
+		root, tdir, target := setup()
+		require.True(t, runChild(t, "^TestRestoreChild$", "HUB_RESTORE_CHILD_TARGET="+tdir, "HUB_FAULT_POINT="+point), point)
+		cr, err := Collect(context.Background(), target, CollectOptions{Grace: time.Hour})
+		require.NoError(t, err, point)
+		require.Zero(t, cr.Damaged, point)
+		require.FileExists(t, filepath.Join(tdir, filepath.FromSlash(contentKey(sum))), point)
+		require.NoFileExists(t, filepath.Join(tdir, filepath.FromSlash(trashKey(sum))), point)
+		requireRecallsIntact(t, root, "/f.bin", only("t", target), data)
+	}
+}
