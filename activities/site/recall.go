@@ -468,21 +468,23 @@ func countState(recs []Record, state State) int {
 // is never seen half-written and an existing file (or stub) at p is
 // replaced as a whole, becoming resident. It does not fsync.
 func CopyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, mtime time.Time) error {
-	return copyIn(ctx, root, p, r, size, mtime, nil, nil)
-}
-
-// copyIn is CopyIn with a progress callback (heartbeats during long
-// copies) and a check run after the data is written but before it
-// replaces p: a failed check leaves p exactly as it was.
-func copyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, mtime time.Time, beat func(int), check func() error) (err error) {
 	l, err := root.locateCreating(p)
 	if err != nil {
 		return err
 	}
 	defer l.close()
+	return copyIn(ctx, root, l, r, size, mtime, nil, nil)
+}
+
+// copyIn is CopyIn into the path l pins (so that the caller's checks and
+// the replacement see the same folder, wherever its path leads meanwhile),
+// with a progress callback (heartbeats during long copies) and a check
+// run after the data is written but before it replaces the file: a
+// failed check leaves it exactly as it was.
+func copyIn(ctx context.Context, root *Root, l *loc, r io.Reader, size int64, mtime time.Time, beat func(int), check func() error) (err error) {
 	rel, abs := l.rel, l.path()
 	if rel == "" {
-		return fmt.Errorf("copy in %q: is the site root", p)
+		return errors.New("copy in: the site root is not a file")
 	}
 	if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
 		return fmt.Errorf("copy in %s: is a directory", apiPath(rel))
@@ -517,6 +519,9 @@ func copyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, 
 	}
 	if err != nil {
 		return fmt.Errorf("copy in %s: %w", apiPath(rel), err)
+	}
+	if now, ok := root.state.whereNow(abs); ok && now != rel {
+		return nil // its folder was moved: rel is another file's now
 	}
 	return root.state.forgetTree(rel)
 }

@@ -230,7 +230,7 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	// checks again that it is the one it chose: a file saved there during
 	// the download is the destination's newer copy.
 	recheck := in.Step == "site_sync" && in.Preference != "ignore"
-	err = copyIn(ctx, a.Root, dst, io.TeeReader(r, h), f.Size, time.Unix(0, f.Mtime), beat, func() error {
+	err = copyIn(ctx, a.Root, l, io.TeeReader(r, h), f.Size, time.Unix(0, f.Mtime), beat, func() error {
 		if got := hex.EncodeToString(h.Sum(nil)); got != f.Checksum {
 			return fmt.Errorf("checksum mismatch for %s: got %s, want %s", f.Key, got, f.Checksum)
 		}
@@ -260,8 +260,7 @@ func changedSince(abs string, before os.FileInfo) bool {
 	if before == nil {
 		return !isNotExist(err)
 	}
-	return err != nil || device(now) != device(before) || inode(now) != inode(before) ||
-		now.Size() != before.Size() || !now.ModTime().Equal(before.ModTime())
+	return err != nil || changed(now, before)
 }
 
 // receiveRace, nil outside tests, is called at the instant between a
@@ -275,6 +274,15 @@ var receiveRace func(rel string)
 // when empty. A file goes only while it is the version the source deleted
 // or an older one (see deletionKeeps).
 func (a *Activities) replayDeletion(in ReceiveInput, f SentFile, l *loc, existing os.FileInfo) (string, error) {
+	if existing == nil {
+		// A deletion killed with the file set aside puts it back, and
+		// decides again.
+		restored, err := restoreAside(l)
+		if err != nil {
+			return "", err
+		}
+		existing = restored
+	}
 	switch {
 	case existing == nil:
 		return "already deleted", nil
@@ -302,13 +310,98 @@ func (a *Activities) replayDeletion(in ReceiveInput, f SentFile, l *loc, existin
 		if receiveRace != nil {
 			receiveRace(l.rel)
 		}
-		if err := unlinkBeneath(l, false); errors.Is(err, fs.ErrNotExist) {
+		kept, err := removeIfUnchanged(l, existing)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return "already deleted", nil
-		} else if err != nil {
+		case err != nil:
 			return "", err
+		case kept != "":
+			return "kept the destination's copy: " + kept, nil
 		}
 	}
 	return "deleted", a.Root.state.forgetTree(l.rel)
+}
+
+// removeIfUnchanged unlinks the file l names only while it still is the
+// version before, which a replayed deletion chose to remove. The name is
+// first renamed aside (a random name in the same folder), so a user's
+// save by rename lands at the name afresh and is not touched; then the
+// file is opened and leased (see leaseForRelease: no other program has it
+// open, and none opens it until it is gone), compared with before, and
+// unlinked. A file that changed, or is open elsewhere, goes back to its
+// name; if a new file took the name meanwhile, it stays beside it. kept
+// says why the file was kept ("" when removed).
+func removeIfUnchanged(l *loc, before os.FileInfo) (kept string, err error) {
+	aside := asideOf(l)
+	if err := renameBeneath(l, aside, false); err != nil {
+		if errors.Is(err, syscall.ENOENT) {
+			return "", fs.ErrNotExist
+		}
+		return "", err
+	}
+	fsutil.Fault("sync.delete.aside")
+	why := "it changed during the deletion"
+	unchanged := !changedSince(aside.path(), before)
+	if unchanged && before.Mode().IsRegular() {
+		f, err := fsutil.OpenFile(aside.path(), os.O_WRONLY|openNoFollow, 0)
+		switch {
+		case errors.Is(err, syscall.ETXTBSY):
+			unchanged, why = false, "it is being run"
+		case err == nil:
+			defer f.Close() // the lease lasts until the file is gone
+			if leaseForRelease(f) != nil {
+				unchanged, why = false, "it is open in another program"
+			} else if fi, err := f.Stat(); err != nil || changed(fi, before) {
+				unchanged = false
+			}
+		}
+		// Any other refusal to open it (a read-only file of another user):
+		// compared by name only, as where the kernel grants no lease.
+	}
+	if unchanged {
+		return "", unlinkBeneath(aside, false)
+	}
+	if err := renameBeneath(aside, l, false); err != nil {
+		conflict := fmt.Sprintf("%s.sync-kept-%d", l.name, time.Now().UnixNano())
+		if renameBeneath(aside, &loc{rel: path.Join(path.Dir(l.rel), conflict), parent: l.parent, name: conflict}, false) == nil {
+			return why + "; a new file took its name meanwhile, so it is kept as " + conflict, nil
+		}
+		return "", fmt.Errorf("%s: %s, and could not be put back (it is %s): %w", apiPath(l.rel), why, aside.name, err)
+	}
+	return why, nil
+}
+
+// asideOf is where removeIfUnchanged sets the file of l aside: a name of
+// the hub's temporary files in the same folder, fixed, so that a rerun
+// after a kill finds it (restoreAside).
+func asideOf(l *loc) *loc {
+	name := fsutil.TmpPrefix + "del-" + l.name
+	if len(name) > 255 {
+		sum := sha256.Sum256([]byte(l.name))
+		name = fsutil.TmpPrefix + "del-" + hex.EncodeToString(sum[:])
+	}
+	return &loc{rel: path.Join(path.Dir(l.rel), name), parent: l.parent, name: name}
+}
+
+// restoreAside puts back the file a replayed deletion killed after
+// setting it aside left, if the name is free, and describes it; nil when
+// there was none.
+func restoreAside(l *loc) (os.FileInfo, error) {
+	aside := asideOf(l)
+	if _, err := os.Lstat(aside.path()); err != nil {
+		return nil, nil
+	}
+	if err := renameBeneath(aside, l, false); err != nil {
+		return nil, err
+	}
+	return os.Lstat(l.path())
+}
+
+// changed tells whether fi is no longer the file before describes.
+func changed(fi, before os.FileInfo) bool {
+	return device(fi) != device(before) || inode(fi) != inode(before) ||
+		fi.Size() != before.Size() || !fi.ModTime().Equal(before.ModTime())
 }
 
 // deletionKeeps says why a replayed deletion leaves the destination's file

@@ -209,7 +209,8 @@ func TestStubSendFailureKeepsDestination(t *testing.T) {
 // TestSyncDeletionNeverRecurses: a file the source deleted is removed with
 // unlink, a directory only when empty, so a folder swapped in for the file
 // (RENAME_EXCHANGE) between the check and the removal keeps everything in
-// it, and a file swapped in for an empty directory stays too. Before, the
+// it (it is put back: not the file the deletion chose), and a file swapped
+// in for an empty directory stays too. Before, the
 // file was removed with RemoveAll, and the directory with os.Remove
 // (which unlinks a file).
 func TestSyncDeletionNeverRecurses(t *testing.T) {
@@ -230,8 +231,9 @@ func TestSyncDeletionNeverRecurses(t *testing.T) {
 					require.NoError(t, unix.Renameat2(unix.AT_FDCWD, fx.abs("/e"), unix.AT_FDCWD, fx.abs("/e.txt"), unix.RENAME_EXCHANGE))
 				}
 			})
-			_, err := fx.receive(sync, SentFile{Path: "/x", Type: TypeFile, Change: Deleted, Size: 13, Mtime: fx.sent.Mtime}, nil)
-			require.Error(t, err)
+			msg, err := fx.receive(sync, SentFile{Path: "/x", Type: TypeFile, Change: Deleted, Size: 13, Mtime: fx.sent.Mtime}, nil)
+			require.NoError(t, err)
+			require.Equal(t, "kept the destination's copy: it changed during the deletion", msg)
 			fx.requireFile(t, "/x/keep.txt", "the destination's own", mtime)
 
 			_, err = fx.receive(sync, SentFile{Path: "/e", Type: TypeDirectory, Change: Deleted}, nil)
@@ -596,4 +598,154 @@ func TestReceiveWaitsForTheFlush(t *testing.T) {
 	out = *receive(t, a, in)
 	require.Equal(t, OutcomeSuccess, out.Outcomes[0].State, out.Outcomes[0].Message)
 	require.Equal(t, "already up to date", out.Outcomes[0].Message, "the retry finds the file in place")
+}
+
+// TestSyncDeletionSparesAUserSave: a replayed deletion (site_sync,
+// newest) checked the destination's file, and the user saved it in the
+// instant before the unlink, which removed the save. Now the file is
+// renamed aside, leased (nobody has it open, nobody opens it) and
+// compared before it goes, and put back otherwise: a save in place, a
+// save by rename over the name, and a program holding the file open all
+// keep it. (From a sixth audit, helper-34.)
+func TestSyncDeletionSparesAUserSave(t *testing.T) {
+	for name, index := range stateBackends {
+		for _, how := range []string{"in place", "rename over", "held open"} {
+			t.Run(name+"/"+how, func(t *testing.T) {
+				fx := newTransferFixture(t, index)
+				synced := time.Unix(0, fx.sent.Mtime)
+				fx.write(t, "/f.txt", "synced before", synced)
+				saved, content := time.Now(), "the user's new work, saved just now"
+				var held *os.File
+				withReceiveRace(t, func(rel string) {
+					switch how {
+					case "in place":
+						fx.write(t, "/f.txt", content, saved)
+					case "rename over":
+						fx.write(t, "/.f.txt.swp", content, saved)
+						require.NoError(t, os.Rename(fx.abs("/.f.txt.swp"), fx.abs("/f.txt")))
+					default: // writes once the deletion looked
+						var err error
+						held, err = os.OpenFile(fx.abs("/f.txt"), os.O_WRONLY, 0)
+						require.NoError(t, err)
+					}
+				})
+				del := SentFile{Path: "/f.txt", Type: TypeFile, Change: Deleted, Size: 13, Mtime: fx.sent.Mtime}
+				msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, del, nil)
+				require.NoError(t, err)
+				require.Contains(t, msg, "kept the destination's copy")
+				if held != nil {
+					_, err := held.WriteAt([]byte(content), 0)
+					require.NoError(t, err)
+					require.NoError(t, held.Close())
+					require.NoError(t, os.Chtimes(fx.abs("/f.txt"), saved, saved))
+				}
+				fx.requireFile(t, "/f.txt", content, saved)
+				requireNoTemp(t, fx.dir)
+
+				// Unchanged, it goes.
+				fx.write(t, "/g.txt", "synced before", synced)
+				del.Path = "/g.txt"
+				msg, err = fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, del, nil)
+				require.NoError(t, err)
+				require.Equal(t, "deleted", msg)
+				require.NoFileExists(t, fx.abs("/g.txt"))
+			})
+		}
+	}
+}
+
+// TestReceiveIntoAFolderMovedMeanwhile: a sync checked /d/f.txt (absent,
+// or older) through its pinned folder, then replaced the file by path
+// after the download: the user had renamed /d and saved a new /d/f.txt,
+// and the sync replaced that one. Now the check and the replacement go
+// through the same pinned folder: the copy lands in the renamed folder,
+// and the user's new file stays. (From a sixth audit, helper-34.)
+func TestReceiveIntoAFolderMovedMeanwhile(t *testing.T) {
+	for name, index := range stateBackends {
+		for _, pref := range []string{"local", "newest"} {
+			t.Run(name+"/"+pref, func(t *testing.T) {
+				fx := newTransferFixture(t, index)
+				require.NoError(t, os.MkdirAll(fx.abs("/d"), 0o755))
+				if pref == "newest" {
+					fx.write(t, "/d/f.txt", "older copy", time.Unix(0, fx.sent.Mtime).Add(-time.Hour))
+				}
+				saved := time.Now()
+				d := &stepHook{Driver: fx.target}
+				d.onGet = func(string) {
+					d.onGet = nil
+					require.NoError(t, os.Rename(fx.abs("/d"), fx.abs("/d.old")))
+					fx.write(t, "/d/f.txt", "the user's newest work", saved)
+				}
+				sent := fx.sent
+				sent.Path = "/d/f.txt"
+				msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: pref}, sent, d)
+				require.NoError(t, err)
+				require.Equal(t, "copied", msg)
+				fx.requireFile(t, "/d/f.txt", "the user's newest work", saved)
+				fx.requireFile(t, "/d.old/f.txt", string(fx.data), time.Unix(0, fx.sent.Mtime))
+			})
+		}
+	}
+}
+
+// syncDeletion replays the deletion of /f.txt (newest) on the site at dir.
+func syncDeletion(t *testing.T, dir string, index bool, mtime int64) string {
+	t.Helper()
+	fx := &transferFixture{dir: dir, root: newRoot(t, dir, index)}
+	fx.a = &Activities{Root: fx.root, Site: "dst"}
+	msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"},
+		SentFile{Path: "/f.txt", Type: TypeFile, Change: Deleted, Size: 13, Mtime: mtime}, nil)
+	require.NoError(t, err)
+	return msg
+}
+
+// TestSyncDeletionFaultChild is the worker TestKillReplayingADeletion
+// kills; on its own it does nothing.
+func TestSyncDeletionFaultChild(t *testing.T) {
+	dir := os.Getenv("HUB_DELETE_FAULT_ROOT")
+	if dir == "" {
+		return
+	}
+	syncDeletion(t, dir, os.Getenv("HUB_DELETE_FAULT_INDEX") == "1", syncedMtime.UnixNano())
+}
+
+var syncedMtime = time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+
+// TestKillReplayingADeletion: a replayed deletion killed once the file is
+// set aside leaves it under a temporary name, hidden from the hub's walks;
+// the rerun puts it back and decides again: the version the source
+// deleted goes, and one its user saved since (here, after the kill) stays
+// at its name.
+func TestKillReplayingADeletion(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			for _, saved := range []bool{false, true} {
+				dir := t.TempDir()
+				fx := &transferFixture{dir: dir}
+				fx.write(t, "/f.txt", "synced before", syncedMtime)
+				require.True(t, runChild(t, "^TestSyncDeletionFaultChild$", "HUB_DELETE_FAULT_ROOT="+dir,
+					"HUB_DELETE_FAULT_INDEX="+idx, "HUB_FAULT_POINT=sync.delete.aside@1"))
+				require.NoFileExists(t, fx.abs("/f.txt"))
+				if saved { // the user writes the set-aside file (an fd opened before)
+					aside := fx.abs("/" + fsutil.TmpPrefix + "del-f.txt")
+					fx.write(t, "/"+fsutil.TmpPrefix+"del-f.txt", "saved after the kill", time.Now())
+					require.FileExists(t, aside)
+				}
+				msg := syncDeletion(t, dir, index, syncedMtime.UnixNano())
+				if saved {
+					require.Contains(t, msg, "kept the destination's copy")
+					got, err := os.ReadFile(fx.abs("/f.txt"))
+					require.NoError(t, err)
+					require.Equal(t, "saved after the kill", string(got))
+				} else {
+					require.Equal(t, "deleted", msg)
+					require.NoFileExists(t, fx.abs("/f.txt"))
+				}
+				requireNoTemp(t, dir)
+			}
+		})
+	}
 }
