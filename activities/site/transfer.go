@@ -563,31 +563,24 @@ func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets
 	if err != nil {
 		return err
 	}
-	// The record is written before the rename: in the stub's attributes,
-	// or in the index at rel for the stub's inode, which the file still at
-	// rel does not match. A kill before the rename leaves that file as it
-	// was; the retry reuses the temporary file, and so its inode and
-	// record. The record the index held for rel is put back if the rename
-	// fails.
-	prev, _ := a.Root.state.index.get(rel)
-	indexed, err := a.Root.state.store(tmp.Name(), rel, rec)
-	if err != nil {
-		return err
+	// In the stub's attributes, the record is written before the rename,
+	// which takes it along. The index keeps records by path, and the file
+	// at rel (maybe a stub of the destination's own, whose only record
+	// that is) keeps its record until the rename replaces it: the stub's
+	// is written after. A kill in between leaves the new stub without a
+	// record (its content is still the source's); the retry replaces it.
+	if a.Root.state.xattr {
+		if _, err := a.Root.state.store(tmp.Name(), rel, rec); err != nil {
+			return err
+		}
 	}
 	committed = true // Commit renames or discards it
 	if err := fsutil.Commit(tmp, abs); err != nil {
-		if prev != nil {
-			_ = a.Root.state.index.set(rel, *prev)
-		} else {
-			_ = a.Root.state.index.remove(rel)
-		}
 		_ = dropRef(context.WithoutCancel(ctx), d, rec)
 		return fmt.Errorf("stub %s: %w", apiPath(rel), err)
 	}
-	if indexed != nil {
-		// Renamed into a folder that a move took elsewhere meanwhile, the
-		// stub's record goes with it.
-		return a.Root.state.follow(abs, rel, *indexed)
+	if !a.Root.state.xattr {
+		return a.Root.state.set(abs, rel, rec)
 	}
 	return nil
 }

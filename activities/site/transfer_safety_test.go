@@ -749,3 +749,109 @@ func TestKillReplayingADeletion(t *testing.T) {
 		})
 	}
 }
+
+// stubSendFixture is a destination site whose /f.txt is a stub of its
+// own (migrated "the destination's own data"), and a target also holding
+// the content a stub send will name.
+type stubSendFixture struct {
+	dir, tdir string
+	index     bool
+	sent      SentFile
+}
+
+const (
+	destinationsOwn = "the destination's own data, migrated"
+	stubSendContent = "the content a stub send names"
+)
+
+// stubSent is the stub send of stubSendContent to /f.txt.
+func stubSent() SentFile {
+	sum := sha([]byte(stubSendContent))
+	return SentFile{Path: "/f.txt", Type: TypeFile, Target: "t", Key: contentKey(sum), Size: int64(len(stubSendContent)),
+		Mtime: syncedMtime.UnixNano(), Checksum: sum}
+}
+
+func newStubSendFixture(t *testing.T, index bool) stubSendFixture {
+	t.Helper()
+	fx := stubSendFixture{dir: t.TempDir(), tdir: t.TempDir(), index: index, sent: stubSent()}
+	data := []byte(stubSendContent)
+	writeOld(t, filepath.Join(fx.dir, "f.txt"), []byte(destinationsOwn))
+	root, target := fx.open(t)
+	res, err := Migrate(context.Background(), root, []string{"/f.txt"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.txt"})
+	require.NoError(t, target.Put(context.Background(), fx.sent.Key, strings.NewReader(string(data)), fx.sent.Size))
+	return fx
+}
+
+func (fx stubSendFixture) open(t *testing.T) (*Root, targets.Driver) {
+	t.Helper()
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: fx.tdir})
+	require.NoError(t, err)
+	return newRoot(t, fx.dir, fx.index), target
+}
+
+// send receives the stub send of /f.txt, as the destination's worker.
+func (fx stubSendFixture) send(t *testing.T) {
+	t.Helper()
+	root, target := fx.open(t)
+	tf := &transferFixture{dir: fx.dir, root: root, a: &Activities{Root: root, Site: "dst"}}
+	_, err := tf.receive(ReceiveInput{Step: "send"}, fx.sent, target)
+	require.NoError(t, err)
+	require.NoError(t, root.state.sync())
+}
+
+// TestStubSendFaultChild is the worker TestKilledStubSendKeepsTheDestinationsStub
+// kills; on its own it does nothing.
+func TestStubSendFaultChild(t *testing.T) {
+	dir := os.Getenv("HUB_STUB_SEND_ROOT")
+	if dir == "" {
+		return
+	}
+	stubSendFixture{dir: dir, tdir: os.Getenv("HUB_STUB_SEND_TARGET"), index: os.Getenv("HUB_STUB_SEND_INDEX") == "1",
+		sent: stubSent()}.send(t)
+}
+
+// TestKilledStubSendKeepsTheDestinationsStub: a stub send onto a path
+// where the destination has a stub of its own is killed at every fault
+// point. On the index backend the new stub's record was written at the
+// path before the rename, over the destination's stub's only record: a
+// kill in between left that stub unrecallable (and, once the audit
+// dropped its reference, its content collected) if the send was never
+// retried. Now the record follows the rename. After each kill the
+// destination's file is either its own stub, which recalls, or the new
+// stub; a retried send then leaves the new stub, which recalls the sent
+// content. (From a sixth audit, helper-34.)
+func TestKilledStubSendKeepsTheDestinationsStub(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			child := func(fx stubSendFixture, env ...string) bool {
+				return runChild(t, "^TestStubSendFaultChild$", append(env, "HUB_STUB_SEND_ROOT="+fx.dir,
+					"HUB_STUB_SEND_TARGET="+fx.tdir, "HUB_STUB_SEND_INDEX="+idx)...)
+			}
+			fx := newStubSendFixture(t, index)
+			trace := filepath.Join(t.TempDir(), "trace")
+			require.False(t, child(fx, "HUB_FAULT_TRACE="+trace))
+			b, err := os.ReadFile(trace)
+			require.NoError(t, err)
+			points := strings.Fields(string(b))
+			require.Contains(t, points, "commit.renamed@1")
+			for _, point := range points {
+				fx := newStubSendFixture(t, index)
+				before, err := os.Lstat(filepath.Join(fx.dir, "f.txt"))
+				require.NoError(t, err)
+				require.True(t, child(fx, "HUB_FAULT_POINT="+point), point)
+				root, target := fx.open(t)
+				if after, err := os.Lstat(filepath.Join(fx.dir, "f.txt")); err == nil && os.SameFile(before, after) {
+					requireRecallsIntact(t, root, "/f.txt", only("t", target), []byte(destinationsOwn))
+					continue
+				}
+				fx.send(t) // the retry
+				requireRecallsIntact(t, root, "/f.txt", only("t", target), []byte(stubSendContent))
+			}
+		})
+	}
+}

@@ -391,7 +391,15 @@ func (f *Filesystem) TryLock(name string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", name, err)
 	}
-	err = syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	// A lock held for an instant (a descriptor a fork of this process
+	// holds until its exec closes it) is waited out: about 130 ms in all.
+	for wait := time.Millisecond; ; wait *= 2 {
+		err = syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || wait > 64*time.Millisecond {
+			break
+		}
+		time.Sleep(wait)
+	}
 	switch {
 	case err == nil, errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EOPNOTSUPP):
 		return func() { _ = lf.Close() }, nil
