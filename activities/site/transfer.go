@@ -128,8 +128,16 @@ func (a *Activities) Receive(ctx context.Context, in ReceiveInput) (*StepOutput,
 			return nil, err
 		}
 		beat := func(int) { activity.RecordHeartbeat(ctx, i) }
+		// With sync_preference local the destination's entries keep their
+		// own metadata (a folder's fields and tags too), as they keep their
+		// content.
+		keepMeta := false
+		if in.Step == "site_sync" && in.Preference == "local" {
+			_, err := a.Root.lstat(a.destPath(in, f.Path))
+			keepMeta = err == nil
+		}
 		msg, err := a.receiveOne(ctx, in, f, drivers, beat)
-		if err == nil && f.Meta != nil && !strings.HasPrefix(msg, "kept ") && f.Change != Deleted {
+		if err == nil && f.Meta != nil && !keepMeta && !strings.HasPrefix(msg, "kept ") && f.Change != Deleted {
 			err = a.replaceMeta(ctx, a.destPath(in, f.Path), *f.Meta)
 		}
 		o := Outcome{Path: f.Path, State: OutcomeSuccess, Message: msg}

@@ -855,3 +855,31 @@ func TestKilledStubSendKeepsTheDestinationsStub(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncLocalKeepsTheDestinationsMetadata: with sync_preference local a
+// site_sync keeps the destination's files, but replaced the metadata of
+// every folder it received with the source's: the destination user's
+// fields and tags on it were gone. Now an entry the destination had keeps
+// its metadata; a new one gets the source's. (From helper-34.)
+func TestSyncLocalKeepsTheDestinationsMetadata(t *testing.T) {
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			fx := newTransferFixture(t, index)
+			fx.write(t, "/d/own.txt", "x", syncedMtime)
+			note := "the destination user's note"
+			_, err := fx.a.SetMetadata(context.Background(), SetMetadataInput{Paths: []string{"/d"},
+				Change: MetaChange{Set: map[string]*string{"note": &note}, AddTags: []string{"dst-tag"}}})
+			require.NoError(t, err)
+			src := Meta{Fields: map[string]string{"project": "from the source"}}
+			receive(t, fx.a, ReceiveInput{Step: "site_sync", Preference: "local", Files: []SentFile{
+				{Path: "/d", Type: TypeDirectory, Change: "updated", Meta: &src},
+				{Path: "/new", Type: TypeDirectory, Change: "created", Meta: &src}}})
+			kept := fx.a.fileMeta(context.Background(), fx.abs("/d"), "/d")
+			require.Equal(t, note, kept.Fields["note"])
+			require.Contains(t, kept.Tags, "dst-tag")
+			require.NotContains(t, kept.Fields, "project")
+			made := fx.a.fileMeta(context.Background(), fx.abs("/new"), "/new")
+			require.Equal(t, "from the source", made.Fields["project"])
+		})
+	}
+}
