@@ -332,9 +332,9 @@ func (a *Activities) replayDeletion(in ReceiveInput, f SentFile, l *loc, existin
 }
 
 // removeIfUnchanged unlinks the file l names only while it still is the
-// version before, which a replayed deletion chose to remove. The name is
-// first renamed aside (a random name in the same folder), so a user's
-// save by rename lands at the name afresh and is not touched; then the
+// version before, which a replayed deletion chose to remove. The file is
+// first renamed aside (asideOf), so a user's save by rename lands at the
+// name afresh and is not touched; then the
 // file is opened and leased (see leaseForRelease: no other program has it
 // open, and none opens it until it is gone), compared with before, and
 // unlinked. A file that changed, or is open elsewhere, goes back to its
