@@ -198,27 +198,11 @@ var indexRecordWriting func(rel string)
 // store signs and stores rec, in the file's attributes or at rel in the
 // index; it returns the signed record if it went to the index.
 func (s *stateStore) store(abs, rel string, rec Record) (indexed *Record, err error) {
+	if done, err := s.storeAttr(abs, rel, rec); done || err != nil {
+		return nil, err
+	}
 	if err := s.signer.sign(&rec); err != nil {
 		return nil, fmt.Errorf("record state of %s: %w", apiPath(rel), err)
-	}
-	if s.xattr {
-		b, err := json.Marshal(rec)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.marks.mark(abs); err != nil {
-			return nil, fmt.Errorf("record state of %s: %w", apiPath(rel), err)
-		}
-		fsutil.Fault("marks.marked")
-		err = lsetxattr(abs, recordXattr, b)
-		if err == nil {
-			return nil, s.index.remove(rel)
-		}
-		// Files whose attributes we may not write (read-only to a non-root
-		// worker, or on a mount without xattrs) use the index instead.
-		if !errors.Is(err, errXattrUnsupported) && !errors.Is(err, fs.ErrPermission) {
-			return nil, fmt.Errorf("record state of %s: %w", apiPath(rel), err)
-		}
 	}
 	if indexRecordWriting != nil {
 		indexRecordWriting(rel)
@@ -227,6 +211,35 @@ func (s *stateStore) store(abs, rel string, rec Record) (indexed *Record, err er
 		return nil, err
 	}
 	return &rec, nil
+}
+
+// storeAttr signs and stores rec in the file's attributes, on a site that
+// keeps records there; done is false (and err nil) where they cannot be
+// written (a file read-only to a non-root worker, a mount without
+// xattrs), for the index to keep the record instead.
+func (s *stateStore) storeAttr(abs, rel string, rec Record) (done bool, err error) {
+	if !s.xattr {
+		return false, nil
+	}
+	if err := s.signer.sign(&rec); err != nil {
+		return false, fmt.Errorf("record state of %s: %w", apiPath(rel), err)
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return false, err
+	}
+	if err := s.marks.mark(abs); err != nil {
+		return false, fmt.Errorf("record state of %s: %w", apiPath(rel), err)
+	}
+	fsutil.Fault("marks.marked")
+	err = lsetxattr(abs, recordXattr, b)
+	switch {
+	case err == nil:
+		return true, s.index.remove(rel)
+	case errors.Is(err, errXattrUnsupported), errors.Is(err, fs.ErrPermission):
+		return false, nil
+	}
+	return false, fmt.Errorf("record state of %s: %w", apiPath(rel), err)
 }
 
 // errMovedWhileRecorded: the file left its path while its record was

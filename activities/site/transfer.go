@@ -571,23 +571,23 @@ func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets
 	if err != nil {
 		return err
 	}
-	// In the stub's attributes, the record is written before the rename,
-	// which takes it along. The index keeps records by path, and the file
-	// at rel (maybe a stub of the destination's own, whose only record
-	// that is) keeps its record until the rename replaces it: the stub's
-	// is written after. A kill in between leaves the new stub without a
-	// record (its content is still the source's); the retry replaces it.
-	if a.Root.state.xattr {
-		if _, err := a.Root.state.store(tmp.Name(), rel, rec); err != nil {
-			return err
-		}
+	// In the stub's attributes (where they can be written), the record is
+	// written before the rename, which takes it along. The index keeps
+	// records by path, and the file at rel (maybe a stub of the
+	// destination's own, whose only record that is) keeps its record until
+	// the rename replaces it: the stub's is written after. A kill in
+	// between leaves the new stub without a record (its content is still
+	// the source's); the retry replaces it.
+	inAttr, err := a.Root.state.storeAttr(tmp.Name(), rel, rec)
+	if err != nil {
+		return err
 	}
 	committed = true // Commit renames or discards it
 	if err := fsutil.Commit(tmp, abs); err != nil {
 		_ = dropRef(context.WithoutCancel(ctx), d, rec)
 		return fmt.Errorf("stub %s: %w", apiPath(rel), err)
 	}
-	if !a.Root.state.xattr {
+	if !inAttr {
 		return a.Root.state.set(abs, rel, rec)
 	}
 	return nil
