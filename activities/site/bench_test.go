@@ -161,8 +161,8 @@ func BenchmarkMigrateSmallFiles(b *testing.B) {
 		target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: filepath.Join(b.TempDir(), "target")})
 		require.NoError(b, err)
 		if !lease {
-			leaseForRelease = func(*os.File) error { return nil }
-			defer func() { leaseForRelease = writeLease }()
+			exclusiveLease = func(*os.File) error { return nil }
+			defer func() { exclusiveLease = writeLease }()
 		}
 		start := time.Now()
 		res, err := Migrate(ctx, root, paths, target, "bench", StepOptions{})

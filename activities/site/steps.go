@@ -462,7 +462,7 @@ func (s *stepRun) release(j *job) error {
 	// open, and held, it keeps every other open waiting until f is closed:
 	// no write can come between the check below and the truncation, nor
 	// through a descriptor opened before.
-	inUse := leaseForRelease(f)
+	inUse := exclusiveLease(f)
 	fi, err := f.Stat()
 	if err != nil {
 		return err

@@ -300,8 +300,8 @@ func TestConcurrentMigrateKeepsReference(t *testing.T) {
 	for _, leases := range []bool{false, true} {
 		t.Run(map[bool]string{false: "no-leases", true: "leases"}[leases], func(t *testing.T) {
 			if !leases {
-				leaseForRelease = func(*os.File) error { return nil }
-				defer func() { leaseForRelease = writeLease }()
+				exclusiveLease = func(*os.File) error { return nil }
+				defer func() { exclusiveLease = writeLease }()
 			}
 			ctx := context.Background()
 			dir := t.TempDir()

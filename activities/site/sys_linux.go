@@ -88,14 +88,15 @@ func accessChangeTimes(st *syscall.Stat_t) (atime, ctime time.Time) {
 // land in a stub.
 var errOpenElsewhere = errors.New("the file is open in another program")
 
-// leaseForRelease takes a write lease on f, opened for writing: it fails
+// exclusiveLease takes a write lease on f, opened for writing, before a
+// migrate releases the file or a replayed deletion removes it: it fails
 // with errOpenElsewhere while any other descriptor of the file is open,
 // and, held, makes every other open of the file wait until f is closed.
 // Where the kernel grants no lease (NFS and other filesystems without
 // them, a file another user owns without CAP_LEASE, leases disabled), the
-// release goes on without one, as before leases were used. (A variable:
+// caller goes on without one, as before leases were used. (A variable:
 // tests stand in for such a kernel.)
-var leaseForRelease = writeLease
+var exclusiveLease = writeLease
 
 func writeLease(f *os.File) error {
 	// An open that lasts an instant (a reader's, or a descriptor a fork

@@ -34,5 +34,5 @@ func accessChangeTimes(*syscall.Stat_t) (atime, ctime time.Time) { return time.T
 
 var errOpenElsewhere = errors.New("the file is open in another program")
 
-// leaseForRelease: no leases here; see sys_linux.go.
-var leaseForRelease = func(*os.File) error { return nil }
+// exclusiveLease: no leases here; see sys_linux.go.
+var exclusiveLease = func(*os.File) error { return nil }

@@ -335,7 +335,7 @@ func (a *Activities) replayDeletion(in ReceiveInput, f SentFile, l *loc, existin
 // version before, which a replayed deletion chose to remove. The file is
 // first renamed aside (asideOf), so a user's save by rename lands at the
 // name afresh and is not touched; then the
-// file is opened and leased (see leaseForRelease: no other program has it
+// file is opened and leased (see exclusiveLease: no other program has it
 // open, and none opens it until it is gone), compared with before, and
 // unlinked. A file that changed, or is open elsewhere, goes back to its
 // name; if a new file took the name meanwhile, it stays beside it. kept
@@ -358,7 +358,7 @@ func removeIfUnchanged(l *loc, before os.FileInfo) (kept string, err error) {
 			unchanged, why = false, "it is being run"
 		case err == nil:
 			defer f.Close() // the lease lasts until the file is gone
-			if leaseForRelease(f) != nil {
+			if exclusiveLease(f) != nil {
 				unchanged, why = false, "it is open in another program"
 			} else if fi, err := f.Stat(); err != nil || changed(fi, before) {
 				unchanged = false
