@@ -84,8 +84,8 @@ func accessChangeTimes(st *syscall.Stat_t) (atime, ctime time.Time) {
 
 // errOpenElsewhere: another open file description of the file exists
 // (another program, or another step, has it open), so its data is not
-// released: a write through that descriptor after the truncation would
-// land in a stub.
+// released (a write through that descriptor after the truncation would
+// land in a stub), nor is it removed by a replayed deletion.
 var errOpenElsewhere = errors.New("the file is open in another program")
 
 // exclusiveLease takes a write lease on f, opened for writing, before a
