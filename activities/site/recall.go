@@ -182,8 +182,8 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 	// and after: the mark makes any size up to the data's count as this
 	// recall's, so a user's write must not carry it (the original record
 	// is put back, which the written file no longer matches).
-	changed := func() bool { fi, err := f.Stat(); return err != nil || !j.unchanged(fi) }
-	if changed() {
+	written := func() bool { fi, err := f.Stat(); return err != nil || !j.unchanged(fi) }
+	if written() {
 		return errChangedDuringRecall
 	}
 	if rec.Pending == pendingRecall {
@@ -201,7 +201,7 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 			return err
 		}
 		fsutil.Fault("recall.marked")
-		if changed() {
+		if written() {
 			_ = s.root.state.set(j.abs, j.rel, rec)
 			return errChangedDuringRecall
 		}

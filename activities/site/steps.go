@@ -274,9 +274,7 @@ func typeName(m fs.FileMode) string {
 }
 
 // unchanged reports whether the file still is the one the job saw.
-func (j *job) unchanged(fi fs.FileInfo) bool {
-	return fi.Size() == j.fi.Size() && fi.ModTime().Equal(j.fi.ModTime()) && inode(fi) == inode(j.fi)
-}
+func (j *job) unchanged(fi fs.FileInfo) bool { return !changed(fi, j.fi) }
 
 // Premigrate copies files to target and records them as premigrated:
 // for each file it hashes the data, uploads it (unless the target already

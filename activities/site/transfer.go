@@ -406,7 +406,8 @@ func restoreAside(l *loc) (os.FileInfo, error) {
 	return os.Lstat(l.path())
 }
 
-// changed tells whether fi is no longer the file before describes.
+// changed tells whether fi is no longer the file before describes (the
+// one a check saw): another file, or the same one written since.
 func changed(fi, before os.FileInfo) bool {
 	return device(fi) != device(before) || inode(fi) != inode(before) ||
 		fi.Size() != before.Size() || !fi.ModTime().Equal(before.ModTime())
