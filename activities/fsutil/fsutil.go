@@ -164,7 +164,7 @@ func ours(f *os.File, fi os.FileInfo) bool {
 	if fi.Size() == 0 {
 		return true
 	}
-	marked, supported := hasMarker(f)
+	marked, supported := Marked(f)
 	return marked || !supported
 }
 
@@ -178,8 +178,15 @@ func ours(f *os.File, fi os.FileInfo) bool {
 // the rename leaves the marker on the stored file, where it means nothing:
 // only temporary names are ever reused.)
 func Commit(f *os.File, dst string) error {
+	return CommitBy(f, func(f *os.File) error { return rename(f.Name(), dst) })
+}
+
+// CommitBy is Commit with the rename done by put, for a caller that puts
+// the file in place under conditions of its own. If put fails, the file
+// is discarded (Discard: its name is removed only while it holds f).
+func CommitBy(f *os.File, put func(f *os.File) error) error {
 	Fault("commit.before-rename")
-	if err := rename(f.Name(), dst); err != nil {
+	if err := put(f); err != nil {
 		Discard(f)
 		return err
 	}
@@ -209,9 +216,14 @@ func OpenScratch(ctx context.Context, dst string) (f *os.File, release func(), e
 }
 
 // Discard removes a temporary file from OpenTemp and then unlocks it, in
-// that order, so a waiting writer starts afresh.
+// that order, so a waiting writer starts afresh. The name is removed only
+// while it holds f: a caller's put (CommitBy) may have left another file
+// there.
 func Discard(f *os.File) {
-	_ = os.Remove(f.Name())
+	held, err := f.Stat()
+	if named, errNamed := os.Lstat(f.Name()); err == nil && errNamed == nil && os.SameFile(held, named) {
+		_ = os.Remove(f.Name())
+	}
 	_ = f.Close()
 }
 

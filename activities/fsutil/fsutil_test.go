@@ -99,7 +99,7 @@ func hasMarkerAt(t *testing.T, name string) (marked, supported bool) {
 	f, err := os.Open(name)
 	require.NoError(t, err)
 	defer f.Close()
-	return hasMarker(f)
+	return Marked(f)
 }
 
 // TestOpenTempWithoutLocks: on a filesystem that cannot lock files, two

@@ -9,9 +9,11 @@ import (
 
 func setMarker(f *os.File) error { return unix.Fsetxattr(int(f.Fd()), tmpMarker, []byte("1"), 0) }
 
-// hasMarker reports whether f carries the hub's marker and whether its
-// filesystem keeps user extended attributes at all.
-func hasMarker(f *os.File) (marked, supported bool) {
+// Marked reports whether f is a temporary file of the hub's not yet put
+// in place (it carries the marker OpenTemp sets and Commit clears), and
+// whether f's filesystem can tell at all (it keeps user extended
+// attributes).
+func Marked(f *os.File) (marked, supported bool) {
 	_, err := unix.Fgetxattr(int(f.Fd()), tmpMarker, nil)
 	switch {
 	case err == nil:

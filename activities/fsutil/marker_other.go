@@ -6,8 +6,8 @@ import "os"
 
 func setMarker(*os.File) error { return nil }
 
-// hasMarker: without extended attributes, a plain single-link file under
+// Marked: without extended attributes, a plain single-link file under
 // a temporary name is taken for the hub's own.
-func hasMarker(*os.File) (marked, supported bool) { return false, false }
+func Marked(*os.File) (marked, supported bool) { return false, false }
 
 func clearMarker(*os.File) {}

@@ -473,15 +473,16 @@ func CopyIn(ctx context.Context, root *Root, p string, r io.Reader, size int64, 
 		return err
 	}
 	defer l.close()
-	return copyIn(ctx, root, l, r, size, mtime, nil, nil)
+	return copyIn(ctx, root, l, r, size, mtime, nil, nil, nil)
 }
 
 // copyIn is CopyIn into the path l pins (so that the caller's checks and
 // the replacement see the same folder, wherever its path leads meanwhile),
-// with a progress callback (heartbeats during long copies) and a check
-// run after the data is written but before it replaces the file: a
-// failed check leaves it exactly as it was.
-func copyIn(ctx context.Context, root *Root, l *loc, r io.Reader, size int64, mtime time.Time, beat func(int), check func() error) (err error) {
+// with a progress callback (heartbeats during long copies), a check run
+// after the data is written but before it replaces the file (a failed
+// check leaves it exactly as it was), and put, which puts the written
+// temporary file at l's name (nil: renamed over it; see fsutil.CommitBy).
+func copyIn(ctx context.Context, root *Root, l *loc, r io.Reader, size int64, mtime time.Time, beat func(int), check func() error, put func(*os.File) error) (err error) {
 	rel, abs := l.rel, l.path()
 	if rel == "" {
 		return errors.New("copy in: the site root is not a file")
@@ -515,7 +516,11 @@ func copyIn(ctx context.Context, root *Root, l *loc, r io.Reader, size int64, mt
 	}
 	if err == nil {
 		committed = true // Commit renames or discards it
-		err = fsutil.Commit(tmp, abs)
+		if put == nil {
+			err = fsutil.Commit(tmp, abs)
+		} else {
+			err = fsutil.CommitBy(tmp, put)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("copy in %s: %w", apiPath(rel), err)

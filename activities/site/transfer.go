@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -190,6 +191,11 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	}
 	defer l.close()
 	abs := l.path()
+	if f.Change != Deleted && f.Change != Moved && f.Type != TypeDirectory {
+		if err := restoreExchanged(l); err != nil {
+			return "", err
+		}
+	}
 	existing, statErr := os.Lstat(abs)
 	exists := statErr == nil
 	switch f.Change {
@@ -235,20 +241,20 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	// The checksum is checked before the new data replaces anything, so a
 	// changed or corrupt remote copy never costs the destination its file.
 	// A sync that chose to replace the destination's file (older, or none)
-	// checks again that it is the one it chose: a file saved there during
-	// the download is the destination's newer copy.
-	recheck := in.Step == "site_sync" && in.Preference != "ignore"
+	// replaces only that one: a file saved there during the download is
+	// the destination's newer copy.
+	var put func(*os.File) error
+	if in.Step == "site_sync" && in.Preference != "ignore" {
+		put = func(tmp *os.File) error { return replaceIfUnchanged(l, tmp, existing) }
+	}
 	err = copyIn(ctx, a.Root, l, io.TeeReader(r, h), f.Size, time.Unix(0, f.Mtime), beat, func() error {
 		if got := hex.EncodeToString(h.Sum(nil)); got != f.Checksum {
 			return fmt.Errorf("checksum mismatch for %s: got %s, want %s", f.Key, got, f.Checksum)
 		}
-		if recheck && changedSince(abs, existing) {
-			return errChangedMeanwhile
-		}
 		return nil
-	})
-	if errors.Is(err, errChangedMeanwhile) {
-		return "kept the destination's copy: it changed during the download", nil
+	}, put)
+	if kept := (*keptError)(nil); errors.As(err, &kept) {
+		return "kept the destination's copy: " + kept.why, nil
 	}
 	if err != nil {
 		return "", err
@@ -256,9 +262,136 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	return "copied", nil
 }
 
-// errChangedMeanwhile: the destination's file changed between a sync's
-// check and its replacement.
-var errChangedMeanwhile = errors.New("the destination's file changed during the download")
+// keptError: a sync's download did not replace the destination's file,
+// which stays, for the reason why.
+type keptError struct{ why string }
+
+func (e *keptError) Error() string { return "kept the destination's file: " + e.why }
+
+// changedMeanwhile is why a sync keeps a destination file saved (or
+// created, or removed) between its check and its replacement.
+const changedMeanwhile = "it changed during the download"
+
+// replaceIfUnchanged puts a sync's download tmp, a temporary file in l's
+// folder, at l's name only while the entry there is still before (nil:
+// none), the version the sync chose to replace; otherwise it fails with a
+// keptError and the destination keeps its file. An empty name is filled
+// with RENAME_NOREPLACE. A file is not replaced by name after a last
+// check: the download and the file are exchanged (RENAME_EXCHANGE, so
+// the name is never empty), the file, now under the temporary name, is
+// leased and compared (leaseUnchanged) and unlinked, or exchanged back
+// when it changed (a save in place, by rename over the name, or a program
+// holding it open). A worker killed between the exchange and that look
+// leaves the download, still marked as temporary, at the name: the rerun
+// exchanges them back and decides again (restoreExchanged).
+func replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) error {
+	if changedSince(l.path(), before) {
+		return &keptError{changedMeanwhile}
+	}
+	if receiveRace != nil {
+		receiveRace(l.rel)
+	}
+	from := sibling(l, filepath.Base(tmp.Name()))
+	if before == nil {
+		err := renameBeneath(from, l, false)
+		if errors.Is(err, fs.ErrExist) {
+			return &keptError{changedMeanwhile}
+		}
+		return err
+	}
+	download, err := tmp.Stat()
+	if err != nil {
+		return err
+	}
+	err = syscall.ENOSYS
+	if _, supported := fsutil.Marked(tmp); supported {
+		err = renameExchange(from, l)
+	}
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return &keptError{changedMeanwhile} // removed meanwhile
+	case errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ENOSYS):
+		// No exchange on this filesystem, or no marker to tell a killed
+		// exchange's download from a user's file: replaced by name after
+		// the last check, as before exchanges were used.
+		return renameBeneath(from, l, true)
+	case err != nil:
+		return err
+	}
+	fsutil.Fault("sync.replace.exchanged")
+	if exchangeRace != nil {
+		exchangeRace(l.rel)
+	}
+	// from now holds the destination's former file, l the download.
+	why, done := leaseUnchanged(from, before, changedMeanwhile)
+	defer done()
+	if why == "" {
+		return unlinkBeneath(from, false)
+	}
+	if err := renameExchange(from, l); err != nil {
+		// The download is gone from l (removed meanwhile): the file goes
+		// back without replacing anything.
+		kept, err := putBack(from, l, why)
+		if err != nil {
+			return err
+		}
+		return &keptError{kept}
+	}
+	// from holds what was at l: the download, unless a user saved over it
+	// or into it meanwhile; such a save stays, beside the file.
+	if fi, err := os.Lstat(from.path()); err == nil && changed(fi, download) {
+		if name, ok := keepBeside(from, l); ok {
+			why += "; a save made meanwhile is kept as " + name
+		}
+	}
+	return &keptError{why}
+}
+
+// restoreExchanged undoes the exchange of a replaceIfUnchanged killed
+// before it looked at the file it took out: the download, still marked as
+// the hub's temporary file, is at l's name and the destination's former
+// file under the download's temporary name. It exchanges them back and
+// removes the download, so the rerun decides again as if nothing had
+// happened.
+func restoreExchanged(l *loc) error {
+	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil // nothing there, or not a file the hub wrote
+	}
+	marked, _ := fsutil.Marked(f)
+	_ = f.Close()
+	tmp := sibling(l, filepath.Base(fsutil.TempName(l.name)))
+	if !marked || !heldByUser(tmp) {
+		return nil
+	}
+	if err := renameExchange(tmp, l); err != nil {
+		return fmt.Errorf("%s: put back the file an interrupted sync set aside (%s): %w", apiPath(l.rel), tmp.name, err)
+	}
+	if f, err := fsutil.OpenFile(tmp.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0); err == nil {
+		fsutil.Discard(f) // the download, at its temporary name again
+	}
+	return nil
+}
+
+// heldByUser tells whether the entry of l exists and is not a temporary
+// file of the hub's (marked).
+func heldByUser(l *loc) bool {
+	if _, err := os.Lstat(l.path()); err != nil {
+		return false
+	}
+	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return true // a link, a folder, a file the worker may not read
+	}
+	defer f.Close()
+	marked, _ := fsutil.Marked(f)
+	return !marked
+}
+
+// sibling is the entry name in l's folder.
+func sibling(l *loc, name string) *loc {
+	return &loc{rel: path.Join(path.Dir(l.rel), name), parent: l.parent, name: name}
+}
 
 // changedSince tells whether the entry at abs is no longer the one a check
 // saw as before (nil: there was none): another file, or the same one
@@ -276,6 +409,10 @@ func changedSince(abs string, before os.FileInfo) bool {
 // with the destination's root-relative path: tests play a user's action
 // there.
 var receiveRace func(rel string)
+
+// exchangeRace, nil outside tests, is called right after a sync's
+// download and the destination's file were exchanged (replaceIfUnchanged).
+var exchangeRace func(rel string)
 
 // replayDeletion removes what the source deleted, never recursively: a
 // file with unlink (a folder swapped in for it stays), a directory only
@@ -334,12 +471,9 @@ func (a *Activities) replayDeletion(in ReceiveInput, f SentFile, l *loc, existin
 // removeIfUnchanged unlinks the file l names only while it still is the
 // version before, which a replayed deletion chose to remove. The file is
 // first renamed aside (asideOf), so a user's save by rename lands at the
-// name afresh and is not touched; then the
-// file is opened and leased (see exclusiveLease: no other program has it
-// open, and none opens it until it is gone), compared with before, and
-// unlinked. A file that changed, or is open elsewhere, goes back to its
-// name; if a new file took the name meanwhile, it stays beside it. kept
-// says why the file was kept ("" when removed).
+// name afresh and is not touched; then it is looked at again (see
+// leaseUnchanged) and unlinked, or put back. kept says why the file was
+// kept ("" when removed).
 func removeIfUnchanged(l *loc, before os.FileInfo) (kept string, err error) {
 	aside := asideOf(l)
 	if err := renameBeneath(l, aside, false); err != nil {
@@ -349,35 +483,65 @@ func removeIfUnchanged(l *loc, before os.FileInfo) (kept string, err error) {
 		return "", err
 	}
 	fsutil.Fault("sync.delete.aside")
-	why := "it changed during the deletion"
-	unchanged := !changedSince(aside.path(), before)
-	if unchanged && before.Mode().IsRegular() {
-		f, err := fsutil.OpenFile(aside.path(), os.O_WRONLY|openNoFollow, 0)
-		switch {
-		case errors.Is(err, syscall.ETXTBSY):
-			unchanged, why = false, "it is being run"
-		case err == nil:
-			defer f.Close() // the lease lasts until the file is gone
-			if exclusiveLease(f) != nil {
-				unchanged, why = false, "it is open in another program"
-			} else if fi, err := f.Stat(); err != nil || changed(fi, before) {
-				unchanged = false
-			}
-		}
-		// Any other refusal to open it (a read-only file of another user):
-		// compared by name only, as where the kernel grants no lease.
-	}
-	if unchanged {
+	why, done := leaseUnchanged(aside, before, "it changed during the deletion")
+	defer done()
+	if why == "" {
 		return "", unlinkBeneath(aside, false)
 	}
+	return putBack(aside, l, why)
+}
+
+// leaseUnchanged looks at a file set aside (no longer at the name users
+// save to) before it is removed: it is opened and leased (see
+// exclusiveLease: no other program has it open, and none opens it until
+// done is called, which comes after the removal) and compared with
+// before. why is "" when the file may go, otherwise why it stays
+// (changed, for a file that is no longer before).
+func leaseUnchanged(aside *loc, before os.FileInfo, changedWhy string) (why string, done func()) {
+	done = func() {}
+	if changedSince(aside.path(), before) {
+		return changedWhy, done
+	}
+	if !before.Mode().IsRegular() {
+		return "", done
+	}
+	f, err := fsutil.OpenFile(aside.path(), os.O_WRONLY|openNoFollow, 0)
+	switch {
+	case errors.Is(err, syscall.ETXTBSY):
+		return "it is being run", done
+	case err != nil:
+		// Any other refusal to open it (a read-only file of another user):
+		// compared by name only, as where the kernel grants no lease.
+		return "", done
+	}
+	done = func() { _ = f.Close() }
+	if exclusiveLease(f) != nil {
+		return "it is open in another program", done
+	}
+	if fi, err := f.Stat(); err != nil || changed(fi, before) {
+		return changedWhy, done
+	}
+	return "", done
+}
+
+// putBack returns a file set aside to its name l, after leaseUnchanged
+// kept it; if a new file took the name meanwhile, it stays beside it
+// under a name of its own, which kept tells.
+func putBack(aside, l *loc, why string) (kept string, err error) {
 	if err := renameBeneath(aside, l, false); err != nil {
-		conflict := fmt.Sprintf("%s.sync-kept-%d", l.name, time.Now().UnixNano())
-		if renameBeneath(aside, &loc{rel: path.Join(path.Dir(l.rel), conflict), parent: l.parent, name: conflict}, false) == nil {
+		if conflict, ok := keepBeside(aside, l); ok {
 			return why + "; a new file took its name meanwhile, so it is kept as " + conflict, nil
 		}
 		return "", fmt.Errorf("%s: %s, and could not be put back (it is %s): %w", apiPath(l.rel), why, aside.name, err)
 	}
 	return why, nil
+}
+
+// keepBeside renames the entry of from, a user's file whose name l is
+// taken, to a name of its own beside l (<name>.sync-kept-<ns>).
+func keepBeside(from, l *loc) (string, bool) {
+	name := fmt.Sprintf("%s.sync-kept-%d", l.name, time.Now().UnixNano())
+	return name, renameBeneath(from, sibling(l, name), false) == nil
 }
 
 // asideOf is where removeIfUnchanged sets the file of l aside: a name of
@@ -389,7 +553,7 @@ func asideOf(l *loc) *loc {
 		sum := sha256.Sum256([]byte(l.name))
 		name = fsutil.TmpPrefix + "del-" + hex.EncodeToString(sum[:])
 	}
-	return &loc{rel: path.Join(path.Dir(l.rel), name), parent: l.parent, name: name}
+	return sibling(l, name)
 }
 
 // restoreAside puts back the file a replayed deletion killed after

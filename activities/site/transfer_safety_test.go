@@ -76,7 +76,14 @@ type transferFixture struct {
 
 func newTransferFixture(t *testing.T, index bool) *transferFixture {
 	t.Helper()
-	fx := &transferFixture{dir: t.TempDir(), tdir: t.TempDir(), data: []byte("the sent content")}
+	return newTransferFixtureAt(t, t.TempDir(), t.TempDir(), index)
+}
+
+// newTransferFixtureAt is newTransferFixture at these folders (a site's,
+// a target's), which may hold what an earlier fixture left.
+func newTransferFixtureAt(t *testing.T, dir, tdir string, index bool) *transferFixture {
+	t.Helper()
+	fx := &transferFixture{dir: dir, tdir: tdir, data: []byte("the sent content")}
 	fx.root = newRoot(t, fx.dir, index)
 	fx.a = &Activities{Root: fx.root, Site: "dst"}
 	var err error

@@ -1,0 +1,199 @@
+package site
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/activities/fsutil"
+)
+
+// TestSyncReplaceSparesAUserSave: a sync (newest) replacing an older
+// destination file checked it, then renamed its download over the name:
+// a save in the instant between the two was replaced. Now the download
+// and the file are exchanged, and the file, under the temporary name, is
+// leased and compared before it goes; a save in place, by rename over
+// the name, the file's removal, or a program holding it open keep it; a
+// file created where there was none is not replaced either.
+func TestSyncReplaceSparesAUserSave(t *testing.T) {
+	for name, index := range stateBackends {
+		for _, how := range []string{"in place", "rename over", "held open", "removed", "created"} {
+			t.Run(name+"/"+how, func(t *testing.T) {
+				fx := newTransferFixture(t, index)
+				older := time.Unix(0, fx.sent.Mtime).Add(-time.Hour)
+				if how != "created" { // there is nothing to replace at first
+					fx.write(t, "/f.txt", "the destination's older copy", older)
+				}
+				saved, content := time.Now(), "the user's new work, saved just now"
+				var held *os.File
+				withReceiveRace(t, func(string) {
+					switch how {
+					case "in place", "created":
+						fx.write(t, "/f.txt", content, saved)
+					case "rename over":
+						fx.write(t, "/.f.txt.swp", content, saved)
+						require.NoError(t, os.Rename(fx.abs("/.f.txt.swp"), fx.abs("/f.txt")))
+					case "removed":
+						require.NoError(t, os.Remove(fx.abs("/f.txt")))
+					default: // writes once the sync looked
+						var err error
+						held, err = os.OpenFile(fx.abs("/f.txt"), os.O_WRONLY, 0)
+						require.NoError(t, err)
+					}
+				})
+				msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, fx.sent, nil)
+				require.NoError(t, err)
+				require.Contains(t, msg, "kept the destination's copy")
+				switch how {
+				case "removed":
+					require.NoFileExists(t, fx.abs("/f.txt"))
+				case "held open":
+					require.Contains(t, msg, "open in another program")
+					_, err := held.WriteAt([]byte(content), 0)
+					require.NoError(t, err)
+					require.NoError(t, held.Close())
+					require.NoError(t, os.Chtimes(fx.abs("/f.txt"), saved, saved))
+					fallthrough
+				default:
+					fx.requireFile(t, "/f.txt", content, saved)
+				}
+				requireNoTemp(t, fx.dir)
+
+				// Untouched, it is replaced.
+				receiveRace = nil
+				fx.write(t, "/f.txt", "the destination's older copy", older)
+				msg, err = fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, fx.sent, nil)
+				require.NoError(t, err)
+				require.Equal(t, "copied", msg)
+				fx.requireFile(t, "/f.txt", string(fx.data), time.Unix(0, fx.sent.Mtime))
+				requireNoTemp(t, fx.dir)
+			})
+		}
+	}
+}
+
+// TestSyncReplaceRacedAfterTheExchange: saves made in the instant after
+// the download took the name. A program that had the file open writes
+// into it (the file goes back to its name), and another saves a new
+// version over the download: both are kept, the latter beside the file.
+// A save over the download alone, the former file untouched, is the
+// file at the name afterwards.
+func TestSyncReplaceRacedAfterTheExchange(t *testing.T) {
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			fx := newTransferFixture(t, index)
+			older := time.Unix(0, fx.sent.Mtime).Add(-time.Hour)
+			fx.write(t, "/f.txt", "the destination's older copy", older)
+			held, err := os.OpenFile(fx.abs("/f.txt"), os.O_WRONLY, 0)
+			require.NoError(t, err)
+			exchangeRace = func(string) {
+				_, err := held.WriteAt([]byte("written through a descriptor"), 0)
+				require.NoError(t, err)
+				require.NoError(t, held.Close())
+				fx.write(t, "/.f.txt.swp", "saved over the download", time.Now())
+				require.NoError(t, os.Rename(fx.abs("/.f.txt.swp"), fx.abs("/f.txt")))
+			}
+			t.Cleanup(func() { exchangeRace = nil })
+			msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, fx.sent, nil)
+			require.NoError(t, err)
+			require.Contains(t, msg, "kept the destination's copy: it changed during the download; a save made meanwhile is kept as f.txt.sync-kept-")
+			got, err := os.ReadFile(fx.abs("/f.txt"))
+			require.NoError(t, err)
+			require.Equal(t, "written through a descriptor", string(got))
+			kept := fx.abs("/" + strings.TrimPrefix(msg[strings.Index(msg, "f.txt.sync-kept-"):], "/"))
+			got, err = os.ReadFile(kept)
+			require.NoError(t, err)
+			require.Equal(t, "saved over the download", string(got))
+			require.NoError(t, os.Remove(kept))
+			requireNoTemp(t, fx.dir)
+
+			fx.write(t, "/f.txt", "the destination's older copy", older)
+			exchangeRace = func(string) {
+				fx.write(t, "/.f.txt.swp", "saved over the download", time.Now())
+				require.NoError(t, os.Rename(fx.abs("/.f.txt.swp"), fx.abs("/f.txt")))
+			}
+			msg, err = fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, fx.sent, nil)
+			require.NoError(t, err)
+			require.Equal(t, "copied", msg)
+			got, err = os.ReadFile(fx.abs("/f.txt"))
+			require.NoError(t, err)
+			require.Equal(t, "saved over the download", string(got))
+			requireNoTemp(t, fx.dir)
+			entries, err := os.ReadDir(fx.dir)
+			require.NoError(t, err)
+			for _, e := range entries {
+				require.NotContains(t, e.Name(), "sync-kept", "nothing else was kept")
+			}
+		})
+	}
+}
+
+// TestSyncReplaceFaultChild is the worker TestKillReplacingAFile kills;
+// on its own it does nothing.
+func TestSyncReplaceFaultChild(t *testing.T) {
+	dir, tdir := os.Getenv("HUB_REPLACE_FAULT_ROOT"), os.Getenv("HUB_REPLACE_FAULT_TARGET")
+	if dir == "" {
+		return
+	}
+	syncReplace(t, dir, tdir, os.Getenv("HUB_REPLACE_FAULT_INDEX") == "1")
+}
+
+// syncReplace receives the fixture's sent file at the site at dir, as a
+// sync (newest) with the target at tdir.
+func syncReplace(t *testing.T, dir, tdir string, index bool) string {
+	t.Helper()
+	fx := newTransferFixtureAt(t, dir, tdir, index)
+	msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, fx.sent, nil)
+	require.NoError(t, err)
+	return msg
+}
+
+// TestKillReplacingAFile: a sync killed right after exchanging its
+// download with the destination's older file leaves the download (still
+// marked as temporary) at the name and the file under the temporary
+// name. The rerun exchanges them back and decides again: the older file
+// is replaced, and one its user saved since (through a descriptor opened
+// before, into the file under the temporary name) is kept.
+func TestKillReplacingAFile(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			for _, saved := range []bool{false, true} {
+				dir, tdir := t.TempDir(), t.TempDir()
+				fx := newTransferFixtureAt(t, dir, tdir, index)
+				older := time.Unix(0, fx.sent.Mtime).Add(-time.Hour)
+				fx.write(t, "/f.txt", "the destination's older copy", older)
+				require.True(t, runChild(t, "^TestSyncReplaceFaultChild$", "HUB_REPLACE_FAULT_ROOT="+dir,
+					"HUB_REPLACE_FAULT_TARGET="+tdir, "HUB_REPLACE_FAULT_INDEX="+idx, "HUB_FAULT_POINT=sync.replace.exchanged@1"))
+				set := "/" + fsutil.TmpPrefix + "f.txt"
+				got, err := os.ReadFile(fx.abs(set))
+				require.NoError(t, err, "the older file is under the temporary name")
+				require.Equal(t, "the destination's older copy", string(got))
+				if saved {
+					fx.write(t, set, "saved after the kill", time.Now())
+				}
+				msg := syncReplace(t, dir, tdir, index)
+				if saved {
+					require.Equal(t, "kept the destination's newer copy", msg)
+					got, err := os.ReadFile(fx.abs("/f.txt"))
+					require.NoError(t, err)
+					require.Equal(t, "saved after the kill", string(got))
+				} else {
+					require.Equal(t, "copied", msg)
+					fx.requireFile(t, "/f.txt", string(fx.data), time.Unix(0, fx.sent.Mtime))
+					f, err := os.Open(fx.abs("/f.txt"))
+					require.NoError(t, err)
+					marked, _ := fsutil.Marked(f)
+					require.NoError(t, f.Close())
+					require.False(t, marked, "the file in place is not marked as temporary")
+				}
+				requireNoTemp(t, dir)
+			}
+		})
+	}
+}
