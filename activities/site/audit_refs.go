@@ -144,6 +144,9 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 	if !opts.Drop || len(res.Leaked) == 0 {
 		return res, nil
 	}
+	if err := root.state.signer.checkKeyOrigin(); err != nil {
+		return res, err
+	}
 	again, err := liveRefs(ctx, root)
 	if err != nil {
 		return res, err

@@ -141,6 +141,12 @@ func createKey(dir, name string) ([]byte, error) {
 	if err := fsutil.SyncDir(dir); err != nil {
 		return nil, err
 	}
+	// Recorded now, so that a copy of the site made before its first
+	// audit is known for one too; if this fails, the first audit that
+	// drops a reference records it.
+	if o, err := originOf(name); err == nil {
+		_ = writeKeyOrigin(dir, o)
+	}
 	return key, nil
 }
 
