@@ -61,7 +61,10 @@ func (s *signer) checkKeyOrigin() error {
 	}
 	b, err := os.ReadFile(filepath.Join(s.dir, keyOriginFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return writeKeyOrigin(s.dir, now)
+		if err := writeKeyOrigin(s.dir, now); !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		b, err = os.ReadFile(filepath.Join(s.dir, keyOriginFile)) // another node wrote it first
 	}
 	var was keyOrigin
 	if err == nil {
@@ -77,8 +80,11 @@ func (s *signer) checkKeyOrigin() error {
 }
 
 // writeKeyOrigin records o as the origin of the key file in the .hub
-// folder dir.
+// folder dir, unless a record exists (fs.ErrExist).
 func writeKeyOrigin(dir string, o keyOrigin) error {
 	b, _ := json.Marshal(o)
-	return fsutil.WriteFile(filepath.Join(dir, keyOriginFile), b, 0o600)
+	if err := createFile(filepath.Join(dir, keyOriginFile), b); err != nil {
+		return err
+	}
+	return fsutil.SyncDir(dir)
 }

@@ -116,22 +116,7 @@ func createKey(dir, name string) ([]byte, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	tmp, err := os.CreateTemp(dir, ".hub-tmp-key-*")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(key)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Link(tmp.Name(), name); errors.Is(err, fs.ErrExist) {
+	if err := createFile(name, key); errors.Is(err, fs.ErrExist) {
 		return os.ReadFile(name) // another node made it first
 	} else if err != nil {
 		return nil, err
@@ -148,6 +133,29 @@ func createKey(dir, name string) ([]byte, error) {
 		_ = writeKeyOrigin(dir, o)
 	}
 	return key, nil
+}
+
+// createFile makes the file name holding data, complete and flushed,
+// unless one exists (fs.ErrExist): the data is written to a temporary
+// file linked into place, so concurrent makers on the nodes of a site
+// agree on the first one.
+func createFile(name string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), ".hub-tmp-key-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Link(tmp.Name(), name)
 }
 
 func (s *signer) mac(rec Record) ([]byte, error) {
