@@ -354,14 +354,17 @@ func replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) error {
 // removes the download, so the rerun decides again as if nothing had
 // happened.
 func restoreExchanged(l *loc) error {
+	tmp := sibling(l, filepath.Base(fsutil.TempName(l.name)))
+	if !heldByUser(tmp) {
+		return nil // usually nothing is there: one lstat
+	}
 	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil // nothing there, or not a file the hub wrote
 	}
 	marked, _ := fsutil.Marked(f)
 	_ = f.Close()
-	tmp := sibling(l, filepath.Base(fsutil.TempName(l.name)))
-	if !marked || !heldByUser(tmp) {
+	if !marked {
 		return nil
 	}
 	if err := renameExchange(tmp, l); err != nil {
