@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -96,16 +97,20 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 	// progress" mark would count as this recall's whatever its user writes.
 	// One flush for the batch before any record or reference goes.
 	if wrote.Load() {
-		if err := fsutil.SyncFS(s.root.dir); err != nil {
+		if err := flushRecalled(s.root.dir); err != nil {
 			s.failRest(fmt.Errorf("flush recalled data: %w", err))
 		}
 	}
 	s.finishEach(func(j *job) {
 		rec := j.next
 		if rec.State == Migrated {
-			if err := setMtime(j.abs, timeFromNs(rec.Mtime)); err != nil {
+			kept, err := restoreMtime(j, timeFromNs(rec.Mtime))
+			if err != nil {
 				j.fail(err)
 				return
+			}
+			if kept {
+				j.note += "; written since by its user, whose mtime it keeps"
 			}
 			fsutil.Fault("recall.mtime-restored")
 		}
@@ -219,7 +224,33 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 		return err
 	}
 	fsutil.Fault("recall.written")
+	// What the recall left, which restoreMtime compares with.
+	if j.fi, err = f.Stat(); err != nil {
+		return err
+	}
 	return f.Close()
+}
+
+// flushRecalled is fsutil.SyncFS; tests play a user's save during it.
+var flushRecalled = fsutil.SyncFS
+
+// restoreMtime gives a recalled file its original mtime back, unless its
+// user wrote it since the recall did: a save keeps its own mtime (set
+// back, it would look older than it is to a sync choosing the newest
+// version). The file is leased while it is compared and its mtime set
+// (see exclusiveLease: where the kernel grants one, nobody writes in
+// between; a program having the file open leaves the compare alone).
+func restoreMtime(j *job, mtime time.Time) (kept bool, err error) {
+	f, err := fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	_ = exclusiveLease(f)
+	if fi, err := f.Stat(); err != nil || !j.unchanged(fi) {
+		return true, err
+	}
+	return false, setMtimeOf(f, mtime)
 }
 
 // moveAside moves the entry at l into the site trash as name, with its

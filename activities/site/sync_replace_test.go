@@ -1,7 +1,9 @@
 package site
 
 import (
+	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -194,6 +196,53 @@ func TestKillReplacingAFile(t *testing.T) {
 				}
 				requireNoTemp(t, dir)
 			}
+		})
+	}
+}
+
+// TestRecallKeepsAUserSavesMtime: a recall wrote the data back, flushed,
+// then set the file's original mtime by path: a save made by its user in
+// between (here, during the flush) got the old mtime back, and so looked
+// older than it is (a sync choosing the newest version would replace
+// it). Now the mtime is restored only while the file is as the recall
+// left it, under a lease. Untouched files still get their mtime back.
+func TestRecallKeepsAUserSavesMtime(t *testing.T) {
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			dir, target := t.TempDir(), fsTarget(t)
+			root := newRoot(t, dir, index)
+			writeOld(t, filepath.Join(dir, "saved.txt"), []byte("the original data"))
+			writeOld(t, filepath.Join(dir, "other.txt"), []byte("another file"))
+			original, err := os.Stat(filepath.Join(dir, "other.txt"))
+			require.NoError(t, err)
+			paths := []string{"/saved.txt", "/other.txt"}
+			res, err := Migrate(ctx, root, paths, target, "t", StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, paths)
+
+			saved := time.Now().Truncate(time.Second).Add(time.Hour)
+			flushRecalled = func(dir string) error {
+				abs := filepath.Join(dir, "saved.txt")
+				require.NoError(t, os.WriteFile(abs, []byte("the user's newer work"), 0o644))
+				require.NoError(t, os.Chtimes(abs, saved, saved))
+				return fsutil.SyncFS(dir)
+			}
+			t.Cleanup(func() { flushRecalled = fsutil.SyncFS })
+			res, err = Recall(ctx, root, paths, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, paths)
+			require.Contains(t, res[0].Message, "written since by its user")
+
+			fi, err := os.Stat(filepath.Join(dir, "saved.txt"))
+			require.NoError(t, err)
+			require.True(t, saved.Equal(fi.ModTime()), "the save's mtime is %v, want %v", fi.ModTime(), saved)
+			got, err := os.ReadFile(filepath.Join(dir, "saved.txt"))
+			require.NoError(t, err)
+			require.Equal(t, "the user's newer work", string(got))
+			fi, err = os.Stat(filepath.Join(dir, "other.txt"))
+			require.NoError(t, err)
+			require.True(t, original.ModTime().Equal(fi.ModTime()), "the untouched file's mtime is restored")
 		})
 	}
 }

@@ -3,6 +3,7 @@ package site
 import (
 	"errors"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -66,6 +67,15 @@ func setMtime(path string, mtime time.Time) error {
 }
 
 const openNoFollow = unix.O_NOFOLLOW
+
+// setMtimeOf sets the mtime of the open file f (its atime unchanged).
+func setMtimeOf(f *os.File, mtime time.Time) error {
+	ts := []unix.Timespec{{Sec: 0, Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime.UnixNano())}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), ts, 0); err != nil {
+		return &os.PathError{Op: "utimensat", Path: f.Name(), Err: err}
+	}
+	return nil
+}
 
 // birthTime returns the creation time of path in Unix ns, or 0 when the
 // filesystem does not record one.

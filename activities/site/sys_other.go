@@ -24,6 +24,9 @@ func lremovexattr(string, string) error { return errXattrUnsupported }
 
 func setMtime(path string, mtime time.Time) error { return os.Chtimes(path, time.Time{}, mtime) }
 
+// setMtimeOf sets the mtime of f, by its name here.
+func setMtimeOf(f *os.File, mtime time.Time) error { return os.Chtimes(f.Name(), time.Time{}, mtime) }
+
 const openNoFollow = syscall.O_NOFOLLOW
 
 // birthTime is unknown without statx(2).
