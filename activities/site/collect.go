@@ -19,7 +19,7 @@ type CollectInput struct {
 // more (see Collect). It heartbeats every few seconds while it runs, also
 // through a long copy or listing: an attempt whose heartbeats stopped is
 // retried, and two collections of one target at once can free content a
-// new reference needs (on filesystem targets a lock stops the second).
+// new reference needs (on filesystem and S3 targets a lock stops the second).
 func (a *Activities) CollectTarget(ctx context.Context, in CollectInput) (CollectResult, error) {
 	d, err := newDriverSet([]TargetSpec{in.Target}, a.Cipher).get(in.Target.Name)
 	if err != nil {

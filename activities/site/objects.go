@@ -264,8 +264,8 @@ const DefaultCollectGrace = 7 * 24 * time.Hour
 // that gained one goes back. One collector may run per target at a time
 // (the hub runs it as a workflow with one ID per target, and CollectTarget
 // heartbeats so that an attempt still running is not retried beside it);
-// on targets that can lock (targets.Locker: the filesystem), a second
-// collection fails at once.
+// on targets that can lock (targets.Locker: the filesystem, S3), a second
+// collection fails at once, and one that loses its lock stops.
 //
 // Why no reference can lose its content: a writer records its reference
 // before it relies on content it did not upload. If the collector listed
@@ -277,15 +277,27 @@ func Collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 	if opts.Grace <= 0 {
 		opts.Grace = DefaultCollectGrace
 	}
-	if l, ok := d.(targets.Locker); ok {
-		release, err := l.TryLock("collect")
-		if errors.Is(err, targets.ErrLocked) {
-			return CollectResult{}, errors.New("another collection of this target is running (or a killed one's process still holds its lock)")
-		} else if err != nil {
-			return CollectResult{}, err
-		}
-		defer release()
+	l, ok := d.(targets.Locker)
+	if !ok {
+		return collect(ctx, d, opts)
 	}
+	held, release, err := l.TryLock(ctx, "collect")
+	if errors.Is(err, targets.ErrLocked) {
+		return CollectResult{}, fmt.Errorf("another collection of this target is running (or a killed one's lock is not freed yet): %w", err)
+	} else if err != nil {
+		return CollectResult{}, err
+	}
+	defer release()
+	// held ends when the lock is lost: nothing is moved or deleted after.
+	res, err := collect(held, d, opts)
+	if cause := context.Cause(held); err != nil && errors.Is(cause, targets.ErrLockLost) {
+		err = fmt.Errorf("%w (%w)", cause, err)
+	}
+	return res, err
+}
+
+// collect is Collect once its lock is held.
+func collect(ctx context.Context, d targets.Driver, opts CollectOptions) (CollectResult, error) {
 	beat := opts.Progress
 	if beat == nil {
 		beat = func() {}

@@ -385,11 +385,12 @@ const lockPrefix = ".hub-lock-"
 
 // TryLock takes an exclusive flock on the file .hub-lock-<name> in the
 // target folder. Where the filesystem cannot lock (NFS without a lock
-// service), it succeeds without a lock.
-func (f *Filesystem) TryLock(name string) (func(), error) {
+// service), it succeeds without a lock. An flock is held until release,
+// so held is ctx.
+func (f *Filesystem) TryLock(ctx context.Context, name string) (held context.Context, release func(), err error) {
 	lf, err := os.OpenFile(filepath.Join(f.dir, lockPrefix+name), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", name, err)
+		return nil, nil, fmt.Errorf("lock %s: %w", name, err)
 	}
 	// A lock held for an instant (a descriptor a fork of this process
 	// holds until its exec closes it) is waited out: about 130 ms in all.
@@ -402,13 +403,13 @@ func (f *Filesystem) TryLock(name string) (func(), error) {
 	}
 	switch {
 	case err == nil, errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EOPNOTSUPP):
-		return func() { _ = lf.Close() }, nil
+		return ctx, func() { _ = lf.Close() }, nil
 	case errors.Is(err, syscall.EWOULDBLOCK):
 		_ = lf.Close()
-		return nil, fmt.Errorf("lock %s: %w", name, ErrLocked)
+		return nil, nil, fmt.Errorf("lock %s: %w", name, ErrLocked)
 	default:
 		_ = lf.Close()
-		return nil, fmt.Errorf("lock %s: %w", name, err)
+		return nil, nil, fmt.Errorf("lock %s: %w", name, err)
 	}
 }
 

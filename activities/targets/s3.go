@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
@@ -49,6 +50,10 @@ type S3 struct {
 	// multipart uploads with small objects.
 	multipartThreshold int64
 	partSize           int64
+
+	// lockTTL and lockRenew time the locks of TryLock (s3_lock.go);
+	// fields so tests need not wait for minutes.
+	lockTTL, lockRenew time.Duration
 }
 
 // NewS3 returns an S3 driver for cfg. It does not contact the server.
@@ -97,6 +102,8 @@ func NewS3(cfg Config) (*S3, error) {
 		prefix:             prefix,
 		multipartThreshold: defaultMultipartThreshold,
 		partSize:           defaultPartSize,
+		lockTTL:            defaultLockTTL,
+		lockRenew:          defaultLockRenew,
 	}, nil
 }
 
@@ -348,7 +355,8 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 }
 
 // List pages with StartAfter so that the marker is simply the last key
-// returned, the same contract as the filesystem driver.
+// listed, the same contract as the filesystem driver. Lock objects
+// (TryLock) are left out.
 func (s *S3) List(ctx context.Context, prefix, marker string, max int) ([]Object, string, error) {
 	if max <= 0 {
 		max = 1000
@@ -366,16 +374,24 @@ func (s *S3) List(ctx context.Context, prefix, marker string, max int) ([]Object
 		return nil, "", fmt.Errorf("list %q: %w", prefix, err)
 	}
 	objs := make([]Object, 0, len(out.Contents))
+	last := ""
 	for _, o := range out.Contents {
+		key := strings.TrimPrefix(aws.ToString(o.Key), s.prefix)
+		last = key
+		if strings.HasPrefix(key[strings.LastIndexByte(key, '/')+1:], lockPrefix) {
+			continue // a lock object (TryLock), as on a filesystem target
+		}
 		objs = append(objs, Object{
-			Key:   strings.TrimPrefix(aws.ToString(o.Key), s.prefix),
+			Key:   key,
 			Size:  aws.ToInt64(o.Size),
 			Mtime: aws.ToTime(o.LastModified),
 		})
 	}
+	// The marker is the last key listed, even a lock's: a page may then
+	// hold no object and still not be the last.
 	next := ""
-	if aws.ToBool(out.IsTruncated) && len(objs) > 0 {
-		next = objs[len(objs)-1].Key
+	if aws.ToBool(out.IsTruncated) {
+		next = last
 	}
 	return objs, next, nil
 }

@@ -25,8 +25,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestS3AgainstVersityGW runs the driver contract and multipart uploads
-// against a real S3 server rather than the in-process fake: versitygw
+// TestS3AgainstVersityGW runs the driver contract, multipart uploads and
+// the lock contract against a real S3 server rather than the in-process fake: versitygw
 // (pinned by the tools/s3server module) with its posix backend, built once
 // into the user cache and started on a loopback port for this test.
 func TestS3AgainstVersityGW(t *testing.T) {
@@ -67,6 +67,18 @@ func TestS3AgainstVersityGW(t *testing.T) {
 	t.Run("multipart", func(t *testing.T) {
 		t.Parallel()
 		runS3Multipart(t, gw.config(newBucket(t), ""))
+	})
+	t.Run("lock", func(t *testing.T) {
+		t.Parallel()
+		runS3LockContract(t, func(t *testing.T) Config { return gw.config(newBucket(t), "") })
+	})
+	t.Run("lock-prefix", func(t *testing.T) {
+		t.Parallel()
+		bucket := newBucket(t)
+		var sites atomic.Int64
+		runS3LockContract(t, func(t *testing.T) Config {
+			return gw.config(bucket, fmt.Sprintf("/sites/site-%d/", sites.Add(1)))
+		})
 	})
 }
 

@@ -63,16 +63,24 @@ type Syncer interface {
 }
 
 // Locker is implemented by drivers whose storage can hold a lock that
-// other processes see (the filesystem driver: flock on a file in the
-// target folder, which NFSv4 and NFSv3 with a lock service share between
-// hosts). TryLock takes the lock name or fails at once with ErrLocked; the
-// lock ends with release, or with the process.
+// other processes see: the filesystem driver takes an flock on a file in
+// the target folder (which NFSv4 and NFSv3 with a lock service share
+// between hosts), the S3 driver writes a lock object with conditional
+// requests and renews it while it holds it. TryLock takes the lock name
+// or fails at once with ErrLocked. The lock ends with release, or with the
+// process (an S3 lock expires a minute after its last renewal). held is
+// ctx until release, or until the lock is lost, when it ends with
+// ErrLockLost as its cause: what the lock protects is done with held.
 type Locker interface {
-	TryLock(name string) (release func(), err error)
+	TryLock(ctx context.Context, name string) (held context.Context, release func(), err error)
 }
 
 // ErrLocked: another process holds the lock.
 var ErrLocked = errors.New("held by another process")
+
+// ErrLockLost: a lock held was taken over by another process, or could
+// not be renewed in time (S3).
+var ErrLockLost = errors.New("lock lost")
 
 // Creator is implemented by drivers that can write a small new object in
 // place, without the temporary object and rename that make Put atomic. It
@@ -136,6 +144,8 @@ var (
 	_ Driver = (*Filesystem)(nil)
 	_ Syncer = (*Filesystem)(nil)
 	_ Driver = (*S3)(nil)
+	_ Locker = (*Filesystem)(nil)
+	_ Locker = (*S3)(nil)
 )
 
 // openers maps a storage type to its constructor; azure and gcs drivers
