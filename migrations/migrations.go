@@ -43,6 +43,7 @@ func NewMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	registerAuthGeneration(ms)
 	registerRowCounts(ms)
 	registerTaskCount(ms)
+	registerStateCounts(ms)
 	return migrate.NewMigrator(db, ms, migrate.WithTemplateData(typesFor(db)), migrate.WithMarkAppliedOnSuccess(true)), nil
 }
 

@@ -2,13 +2,18 @@ package migrations_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 
 	"github.com/thehub/hub/migrations"
+	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/models/dbtest"
+	"github.com/thehub/hub/workflows/vocab"
 )
 
 // TestDownAndUpAgain: every migration can be rolled back and applied
@@ -33,5 +38,89 @@ func TestDownAndUpAgain(t *testing.T) {
 		ms, err = m.MigrationsWithStatus(ctx)
 		require.NoError(t, err)
 		require.Empty(t, ms.Unapplied())
+	})
+}
+
+// TestStateCountsFilled: the migration that keeps the number of jobs and
+// of tasks in each state counts the rows already there, and its rollback
+// stops keeping them.
+func TestStateCountsFilled(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		m, err := migrations.NewMigrator(db)
+		require.NoError(t, err)
+		// kept is the counts row_counts holds for table's states; real is
+		// COUNT(*) ... GROUP BY state.
+		kept := func(table string) map[string]int {
+			var rows []struct {
+				Name string `bun:"name"`
+				N    int    `bun:"n"`
+			}
+			require.NoError(t, db.NewSelect().Table("row_counts").Column("name", "n").Where("name LIKE ?", table+":state:%").Scan(ctx, &rows))
+			out := map[string]int{}
+			for _, r := range rows {
+				if r.N != 0 { // a state no row has any more
+					out[strings.TrimPrefix(r.Name, table+":state:")] = r.N
+				}
+			}
+			return out
+		}
+		real := func(table string) map[string]int {
+			var rows []struct {
+				State string `bun:"state"`
+				N     int    `bun:"n"`
+			}
+			require.NoError(t, db.NewRaw("SELECT state, COUNT(*) AS n FROM ? GROUP BY state", bun.Ident(table)).Scan(ctx, &rows))
+			out := map[string]int{}
+			for _, r := range rows {
+				out[r.State] = r.N
+			}
+			return out
+		}
+		insert := func() {
+			site, err := models.EnsureSite(ctx, db, "east")
+			require.NoError(t, err)
+			at := time.Now().UTC()
+			jobs := make([]models.Job, 12)
+			for i := range jobs {
+				jobs[i] = models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: vocab.DefaultQueue,
+					State: models.JobStates[i%3], Created: at, Updated: at, Run: 1, OwnerType: models.OwnerSystem, OwnerName: "System",
+					Fields: map[string]any{}, Paths: []string{"/data"}}
+			}
+			_, err = db.NewInsert().Model(&jobs).Exec(ctx)
+			require.NoError(t, err)
+			tasks := make([]models.Task, 10)
+			for i := range tasks {
+				tasks[i] = models.Task{JobID: jobs[i].ID, Site: site.Name, Queue: vocab.DefaultQueue, TaskType: "premigrate",
+					TaskID: fmt.Sprintf("job-%d-r1-b%d-r1-s0", jobs[i].ID, i), State: models.TaskStates[i%4], Run: 1, Created: at}
+			}
+			_, err = db.NewInsert().Model(&tasks).Exec(ctx)
+			require.NoError(t, err)
+		}
+
+		// The state counts' migration alone is the last group, rolled back.
+		res, err := db.NewUpdate().Table("bun_migrations").Set("group_id = (SELECT MAX(group_id) + 1 FROM bun_migrations)").
+			Where("name = ?", "20261126020000").Exec(ctx)
+		require.NoError(t, err)
+		n, err := res.RowsAffected()
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n, "the state counts' migration is applied")
+		g, err := m.Rollback(ctx)
+		require.NoError(t, err)
+		require.Len(t, g.Migrations, 1)
+		insert()
+		require.Empty(t, kept("jobs"))
+		require.Empty(t, kept("tasks"))
+
+		require.NoError(t, migrations.Up(ctx, db))
+		require.Len(t, real("jobs"), 3)
+		require.Len(t, real("tasks"), 4)
+		require.Equal(t, real("jobs"), kept("jobs"))
+		require.Equal(t, real("tasks"), kept("tasks"))
+		insert()
+		_, err = db.NewUpdate().Table("tasks").Set("state = ?", vocab.TaskFailure).Where("id % 2 = 0").Exec(ctx)
+		require.NoError(t, err)
+		require.Equal(t, real("jobs"), kept("jobs"))
+		require.Equal(t, real("tasks"), kept("tasks"))
 	})
 }

@@ -222,10 +222,14 @@ func JobsPage(db bun.IDB, dest any, f JobFilter, w Window) *bun.SelectQuery {
 }
 
 // CountJobs is the number of jobs matching f: kept by the database for
-// every job (CountAllJobs), counted otherwise.
+// every job (CountAllJobs) and for the jobs of one state, counted
+// otherwise.
 func CountJobs(ctx context.Context, db bun.IDB, f JobFilter) (int, error) {
 	if f.Empty() {
 		return CountAllJobs(ctx, db)
+	}
+	if s := f.onlyState(); s != "" {
+		return keptCount(ctx, db, "jobs:state:"+s)
 	}
 	n, err := f.apply(db, db.NewSelect().TableExpr("jobs AS j")).Count(ctx)
 	return int(n), dbErr(err)
@@ -482,6 +486,17 @@ func (f TaskFilter) apply(q *bun.SelectQuery) *bun.SelectQuery {
 // Empty tells whether f selects every task.
 func (f TaskFilter) Empty() bool { return reflect.ValueOf(f).IsZero() }
 
+// onlyState is the one state f selects tasks by when it selects them by
+// nothing else, "" otherwise: the number of such tasks is kept.
+func (f TaskFilter) onlyState() string {
+	rest := f
+	rest.States = nil
+	if len(f.States) != 1 || !rest.Empty() {
+		return ""
+	}
+	return f.States[0]
+}
+
 // TasksPage is JobsPage for tasks: window w of the tasks matching f,
 // newest first, their ids found first ((created, id) for every task,
 // (state, created, id) for one state).
@@ -495,10 +510,14 @@ func TasksPage(db bun.IDB, dest *[]TaskRow, f TaskFilter, w Window) *bun.SelectQ
 }
 
 // CountTasks is the number of tasks matching f: kept by the database for
-// every task (CountAllTasks), counted otherwise.
+// every task (CountAllTasks) and for the tasks of one state, counted
+// otherwise.
 func CountTasks(ctx context.Context, db bun.IDB, f TaskFilter) (int, error) {
 	if f.Empty() {
 		return CountAllTasks(ctx, db)
+	}
+	if s := f.onlyState(); s != "" {
+		return keptCount(ctx, db, "tasks:state:"+s)
 	}
 	n, err := f.apply(db.NewSelect().TableExpr("tasks AS t")).Count(ctx)
 	return int(n), dbErr(err)
@@ -603,6 +622,17 @@ func JobStatHistoryQuery(db bun.IDB, dest *[]JobStatHistoryRow, f JobStatFilter)
 // Empty tells whether f selects every job.
 func (f JobFilter) Empty() bool { return reflect.ValueOf(f).IsZero() }
 
+// onlyState is the one stored state f selects jobs by when it selects
+// them by nothing else, "" otherwise: the number of such jobs is kept.
+func (f JobFilter) onlyState() string {
+	rest := f
+	rest.States = nil
+	if len(f.States) != 1 || f.States[0] == vocab.JobHasFailures || !rest.Empty() {
+		return ""
+	}
+	return f.States[0]
+}
+
 // CountAllJobs is the number of jobs, kept by the database (row_counts,
 // moved by triggers on every insert and delete), without reading them.
 func CountAllJobs(ctx context.Context, db bun.IDB) (int, error) { return keptCount(ctx, db, "jobs") }
@@ -610,10 +640,17 @@ func CountAllJobs(ctx context.Context, db bun.IDB) (int, error) { return keptCou
 // CountAllTasks is the number of tasks, kept like CountAllJobs.
 func CountAllTasks(ctx context.Context, db bun.IDB) (int, error) { return keptCount(ctx, db, "tasks") }
 
-func keptCount(ctx context.Context, db bun.IDB, table string) (int, error) {
-	var n int
-	err := db.NewSelect().Table("row_counts").Column("n").Where("name = ?", table).Scan(ctx, &n)
-	return n, dbErr(err)
+// keptCount is the number row_counts keeps under name: a table's rows
+// ("jobs") or its rows in one state ("jobs:state:SUCCESS", moved also by
+// the updates that change a state). A state no row has had yet has no
+// row in row_counts: none.
+func keptCount(ctx context.Context, db bun.IDB, name string) (int, error) {
+	var n []int
+	err := db.NewSelect().Table("row_counts").Column("n").Where("name = ?", name).Scan(ctx, &n)
+	if err != nil || len(n) == 0 {
+		return 0, dbErr(err)
+	}
+	return n[0], nil
 }
 
 // OnlyJob tells whether f selects all the stats of one job and nothing
