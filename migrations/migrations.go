@@ -44,6 +44,7 @@ func NewMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	registerRowCounts(ms)
 	registerTaskCount(ms)
 	registerStateCounts(ms)
+	registerJobVersions(ms)
 	return migrate.NewMigrator(db, ms, migrate.WithTemplateData(typesFor(db)), migrate.WithMarkAppliedOnSuccess(true)), nil
 }
 

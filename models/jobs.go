@@ -76,6 +76,9 @@ type Job struct {
 	// Error says why a FAILURE job ended so (nothing could run, or every
 	// path failed); empty otherwise.
 	Error string `bun:"error"`
+	// Version moves on every update of the row (a database trigger; never
+	// written by the hub), see JobRows.
+	Version int64 `bun:"version,scanonly"`
 }
 
 // JobDefinition is the snapshot of a workflow definition a job runs, so

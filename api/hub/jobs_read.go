@@ -243,7 +243,9 @@ func (s *Server) listJobs(c *gin.Context) error {
 		return err
 	}
 	return web.PaginateCounted(c, gin.H{"owners": owners},
-		func(d *[]models.Job, w models.Window) *bun.SelectQuery { return models.JobsPage(s.DB, d, f, w) },
+		func(ctx context.Context, w models.Window) ([]models.Job, error) {
+			return s.jobRows.Page(ctx, s.DB, f, w)
+		},
 		func(ctx context.Context) (int, error) { return models.CountJobs(ctx, s.DB, f) },
 		func(j *models.Job) any { return renderJob(c, j) })
 }

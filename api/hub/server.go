@@ -13,6 +13,7 @@ import (
 	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows/vocab"
 )
 
@@ -31,6 +32,8 @@ type Server struct {
 	// WorkflowWait bounds how long an endpoint that runs a short workflow
 	// (site refresh, target listing) waits for it; default 30 s.
 	WorkflowWait time.Duration
+
+	jobRows models.JobRows // the rows the jobs list showed, kept by version
 }
 
 // Handler returns the API's HTTP handler with every route registered.

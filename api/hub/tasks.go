@@ -96,7 +96,7 @@ func (s *Server) listTasks(c *gin.Context) error {
 		return err
 	}
 	return web.PaginateCounted(c, nil,
-		func(d *[]models.TaskRow, w models.Window) *bun.SelectQuery { return models.TasksPage(s.DB, d, f, w) },
+		web.Scan(func(d *[]models.TaskRow, w models.Window) *bun.SelectQuery { return models.TasksPage(s.DB, d, f, w) }),
 		func(ctx context.Context) (int, error) { return models.CountTasks(ctx, s.DB, f) },
 		func(t *models.TaskRow) any { return renderTask(c, t) })
 }

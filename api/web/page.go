@@ -74,41 +74,51 @@ func PaginateWith[T any](c *gin.Context, extra map[string]any, query func(dest *
 
 // PaginateCounted is PaginateWith for a list that finds its rows its own
 // way: count gives the total (a number the database keeps, or a count),
-// and query selects the page in the window it is given. A page past the
+// and rows reads the page in the window it is given (Scan makes it of a
+// query). A page past the
 // middle of the list is asked for from the list's end, so the total is
 // read before any page but the first; as in ScanPage, a first page that
 // is not full is the whole list and needs no count.
-func PaginateCounted[T any](c *gin.Context, extra map[string]any, query func(dest *[]T, w models.Window) *bun.SelectQuery,
+func PaginateCounted[T any](c *gin.Context, extra map[string]any, rows func(ctx context.Context, w models.Window) ([]T, error),
 	count func(ctx context.Context) (int, error), render func(*T) any) error {
 	ctx := c.Request.Context()
 	page, size, err := pageParams(c)
 	if err != nil {
 		return err
 	}
-	var rows []T
 	n := -1
 	if page > 1 && size > 0 {
 		if n, err = count(ctx); err != nil {
 			return err
 		}
 	}
-	if err := query(&rows, window(page, size, n)).Scan(ctx); err != nil {
+	got, err := rows(ctx, window(page, size, n))
+	if err != nil {
 		return err
 	}
 	switch {
 	case n >= 0:
-	case size == 0 || len(rows) < size:
-		n = len(rows)
+	case size == 0 || len(got) < size:
+		n = len(got)
 	default:
 		if n, err = count(ctx); err != nil {
 			return err
 		}
 	}
-	out := make([]any, len(rows))
-	for i := range rows {
-		out[i] = render(&rows[i])
+	out := make([]any, len(got))
+	for i := range got {
+		out[i] = render(&got[i])
 	}
 	return WritePageWith(c, extra, out, n, page, size)
+}
+
+// Scan makes a PaginateCounted reader of a query selecting a page into
+// dest.
+func Scan[T any](query func(dest *[]T, w models.Window) *bun.SelectQuery) func(context.Context, models.Window) ([]T, error) {
+	return func(ctx context.Context, w models.Window) ([]T, error) {
+		var rows []T
+		return rows, query(&rows, w).Scan(ctx)
+	}
 }
 
 // window is the window of page (of size rows; 0: every row) in a list of
