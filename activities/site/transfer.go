@@ -355,17 +355,11 @@ func replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) error {
 // happened.
 func restoreExchanged(l *loc) error {
 	tmp := sibling(l, filepath.Base(fsutil.TempName(l.name)))
-	if !heldByUser(tmp) {
+	if _, err := os.Lstat(tmp.path()); err != nil {
 		return nil // usually nothing is there: one lstat
 	}
-	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil // nothing there, or not a file the hub wrote
-	}
-	marked, _ := fsutil.Marked(f)
-	_ = f.Close()
-	if !marked {
-		return nil
+	if markedAt(tmp) || !markedAt(l) {
+		return nil // a write's own temporary file; or no download at l
 	}
 	if err := renameExchange(tmp, l); err != nil {
 		return fmt.Errorf("%s: put back the file an interrupted sync set aside (%s): %w", apiPath(l.rel), tmp.name, err)
@@ -376,19 +370,17 @@ func restoreExchanged(l *loc) error {
 	return nil
 }
 
-// heldByUser tells whether the entry of l exists and is not a temporary
-// file of the hub's (marked).
-func heldByUser(l *loc) bool {
-	if _, err := os.Lstat(l.path()); err != nil {
-		return false
-	}
+// markedAt tells whether the entry of l is a temporary file of the hub's
+// (fsutil.Marked): not when it cannot be opened as a file (nothing there,
+// a link, a folder, a file the worker may not read).
+func markedAt(l *loc) bool {
 	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return true // a link, a folder, a file the worker may not read
+		return false
 	}
 	defer f.Close()
 	marked, _ := fsutil.Marked(f)
-	return !marked
+	return marked
 }
 
 // sibling is the entry name in l's folder.
