@@ -242,11 +242,17 @@ var flushRecalled = fsutil.SyncFS
 // between; a program having the file open leaves the compare alone).
 func restoreMtime(j *job, mtime time.Time) (kept bool, err error) {
 	f, err := fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+	writable := err == nil
+	if errors.Is(err, fs.ErrPermission) { // a read-only file: compared without a lease
+		f, err = fsutil.OpenFile(j.abs, os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+	}
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	_ = exclusiveLease(f)
+	if writable {
+		_ = exclusiveLease(f)
+	}
 	if fi, err := f.Stat(); err != nil || !j.unchanged(fi) {
 		return true, err
 	}
