@@ -640,6 +640,25 @@ func CountAllJobs(ctx context.Context, db bun.IDB) (int, error) { return keptCou
 // CountAllTasks is the number of tasks, kept like CountAllJobs.
 func CountAllTasks(ctx context.Context, db bun.IDB) (int, error) { return keptCount(ctx, db, "tasks") }
 
+// CountJobsByState is the number of jobs in each state, as row_counts
+// keeps them (states no job is in any more count 0), without reading the
+// jobs.
+func CountJobsByState(ctx context.Context, db bun.IDB) (map[string]int64, error) {
+	var rows []struct {
+		Name string `bun:"name"`
+		N    int64  `bun:"n"`
+	}
+	const prefix = "jobs:state:"
+	if err := db.NewSelect().Table("row_counts").Column("name", "n").Where("name LIKE ?", prefix+"%").Scan(ctx, &rows); err != nil {
+		return nil, dbErr(err)
+	}
+	counts := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		counts[strings.TrimPrefix(r.Name, prefix)] = r.N
+	}
+	return counts, nil
+}
+
 // keptCount is the number row_counts keeps under name: a table's rows
 // ("jobs") or its rows in one state ("jobs:state:SUCCESS", moved also by
 // the updates that change a state). A state no row has had yet has no

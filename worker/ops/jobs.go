@@ -19,11 +19,12 @@ var jobStates = []string{vocab.JobPending, vocab.JobStarted, vocab.JobPausing, v
 
 // jobsCacheFor is how long one count serves scrapes: several Prometheus
 // servers or replicas scraping every few seconds then cost the database
-// one indexed GROUP BY (jobs_state_created_id) per interval.
+// one read of the numbers the database keeps per state per interval.
 const jobsCacheFor = 5 * time.Second
 
 // JobsCollector reports hub_jobs{state}, the number of jobs in each
-// state, counted from the hub database when scraped.
+// state, as the hub database keeps it (models.CountJobsByState), when
+// scraped.
 type JobsCollector struct {
 	db   bun.IDB
 	desc *prometheus.Desc
@@ -83,15 +84,10 @@ func (c *JobsCollector) count() (map[string]float64, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	var rows []struct {
-		State string `bun:"state"`
-		N     int64  `bun:"n"`
-	}
-	err := c.db.NewSelect().Model((*models.Job)(nil)).Column("state").ColumnExpr("count(*) AS n").
-		Group("state").Scan(ctx, &rows)
-	counts := make(map[string]float64, len(rows))
-	for _, r := range rows {
-		counts[r.State] = float64(r.N)
+	kept, err := models.CountJobsByState(ctx, c.db)
+	counts := make(map[string]float64, len(kept))
+	for s, n := range kept {
+		counts[s] = float64(n)
 	}
 	c.at, c.counts, c.err = time.Now(), counts, err
 	return counts, err
