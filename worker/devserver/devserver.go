@@ -244,14 +244,21 @@ func dialHost(ip string) string {
 // kernel (":0") and released was seen taken by another process in that
 // moment (CI: "bind: address already in use", the server's start failed).
 // Below the range only another listener picking the same port at random
-// can take it.
+// can take it; within this process no port is handed out twice (the tests
+// start many servers at once, each binding its ports seconds after
+// picking them: CI saw one take a port another had just picked).
 func FreePort(ip string) (int, error) {
 	if low := ephemeralLow(); low > minPort {
 		for range 100 {
 			port := minPort + mrand.IntN(low-minPort)
+			if _, given := handedOut.Load(port); given {
+				continue
+			}
 			if ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port))); err == nil {
 				_ = ln.Close()
-				return port, nil
+				if _, given := handedOut.LoadOrStore(port, true); !given {
+					return port, nil
+				}
 			}
 		}
 	}
@@ -262,6 +269,9 @@ func FreePort(ip string) (int, error) {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
+
+// handedOut holds the ports FreePort gave in this process.
+var handedOut sync.Map
 
 // minPort is the lowest port FreePort picks: below it are the well-known
 // and commonly configured ones.

@@ -264,3 +264,16 @@ func TestPortsAreBelowTheEphemeralRange(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, p, low, "the frontend's port 0 is picked the same way")
 }
+
+// TestFreePortNeverTwice: ports are handed out once per process, so two
+// servers starting at the same moment never pick the same one (each
+// binds its ports seconds after picking them).
+func TestFreePortNeverTwice(t *testing.T) {
+	seen := map[int]bool{}
+	for range 2000 {
+		p, err := FreePort("127.0.0.1")
+		require.NoError(t, err)
+		require.False(t, seen[p], "port %d handed out twice", p)
+		seen[p] = true
+	}
+}
