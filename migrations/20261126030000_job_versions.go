@@ -11,7 +11,7 @@ import (
 // jobs.version moves on every update of a job's row (a trigger, so no
 // writer can forget it; job ids are never reused), so that the jobs list
 // can keep the rows it showed and read again only those that changed
-// (models.JobRows).
+// (models.JobKey).
 func registerJobVersions(ms *migrate.Migrations) {
 	ms.MustRegister(func(ctx context.Context, db *bun.DB) error {
 		stmts := []string{`ALTER TABLE jobs ADD COLUMN version BIGINT NOT NULL DEFAULT 0`}

@@ -77,7 +77,7 @@ type Job struct {
 	// path failed); empty otherwise.
 	Error string `bun:"error"`
 	// Version moves on every update of the row (a database trigger; never
-	// written by the hub), see JobRows.
+	// written by the hub), see JobKey.
 	Version int64 `bun:"version,scanonly"`
 }
 

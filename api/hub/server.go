@@ -13,7 +13,6 @@ import (
 	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
-	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows/vocab"
 )
 
@@ -33,7 +32,7 @@ type Server struct {
 	// (site refresh, target listing) waits for it; default 30 s.
 	WorkflowWait time.Duration
 
-	jobRows models.JobRows // the rows the jobs list showed, kept by version
+	renderedJobs web.JSONCache[renderedJob] // the jobs the jobs list showed
 }
 
 // Handler returns the API's HTTP handler with every route registered.

@@ -1,9 +1,14 @@
 package web
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -68,8 +73,7 @@ func PaginateWith[T any](c *gin.Context, extra map[string]any, query func(dest *
 	if err != nil {
 		return err
 	}
-	writeEnvelope(c, extra, p)
-	return nil
+	return writeEnvelope(c, extra, p)
 }
 
 // PaginateCounted is PaginateWith for a list that finds its rows its own
@@ -210,8 +214,7 @@ func WritePageWith(c *gin.Context, extra map[string]any, results []any, count, p
 	if err != nil {
 		return err
 	}
-	writeEnvelope(c, extra, p)
-	return nil
+	return writeEnvelope(c, extra, p)
 }
 
 // envelope builds the page answer; a page past the end is 404.
@@ -231,13 +234,76 @@ func envelope(c *gin.Context, results []any, count, page, size int) (*PageRespon
 	return p, nil
 }
 
-func writeEnvelope(c *gin.Context, extra map[string]any, p *PageResponse) {
-	body := gin.H{}
+// writeEnvelope writes the page as c.JSON writes the map of its keys and
+// extra's (encoding/json: sorted keys, HTML escaped), except that a row
+// already rendered to JSON (json.RawMessage made by json.Marshal, see
+// JSONCache) is copied as it is: encoding/json would parse it again,
+// which costs as much as rendering it.
+func writeEnvelope(c *gin.Context, extra map[string]any, p *PageResponse) error {
+	body := make(map[string]any, len(extra)+4)
 	for k, v := range extra {
 		body[k] = v
 	}
 	body["count"], body["next"], body["previous"], body["results"] = p.Count, p.Next, p.Previous, p.Results
-	c.JSON(http.StatusOK, body)
+	var buf bytes.Buffer
+	buf.Grow(sizeOf(p.Results))
+	buf.WriteByte('{')
+	for i, k := range slices.Sorted(maps.Keys(body)) {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		if err := writeJSON(&buf, k); err != nil {
+			return err
+		}
+		buf.WriteByte(':')
+		rows, ok := body[k].([]any)
+		if k != "results" || !ok {
+			if err := writeJSON(&buf, body[k]); err != nil {
+				return err
+			}
+			continue
+		}
+		buf.WriteByte('[')
+		for j, r := range rows {
+			if j > 0 {
+				buf.WriteByte(',')
+			}
+			if raw, ok := r.(json.RawMessage); ok {
+				buf.Write(raw)
+			} else if err := writeJSON(&buf, r); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+	}
+	buf.WriteByte('}')
+	c.Data(http.StatusOK, "application/json; charset=utf-8", buf.Bytes())
+	return nil
+}
+
+// sizeOf guesses the size of a page of results, so that its buffer grows
+// once rather than while written.
+func sizeOf(results any) int {
+	n := 1024
+	rows, _ := results.([]any)
+	for _, r := range rows {
+		if raw, ok := r.(json.RawMessage); ok {
+			n += len(raw) + 1
+		} else {
+			n += 1024
+		}
+	}
+	return n
+}
+
+// writeJSON appends v as json.Marshal writes it.
+func writeJSON(buf *bytes.Buffer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("render JSON: %w", err)
+	}
+	buf.Write(b)
+	return nil
 }
 
 func pageLink(c *gin.Context, page int) *string {
