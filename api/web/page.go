@@ -245,8 +245,10 @@ func writeEnvelope(c *gin.Context, extra map[string]any, p *PageResponse) error 
 		body[k] = v
 	}
 	body["count"], body["next"], body["previous"], body["results"] = p.Count, p.Next, p.Previous, p.Results
+	rows, _ := p.Results.([]any)
+	size, raw := rawSize(rows)
 	var buf bytes.Buffer
-	buf.Grow(sizeOf(p.Results))
+	buf.Grow(size + 1024)
 	buf.WriteByte('{')
 	for i, k := range slices.Sorted(maps.Keys(body)) {
 		if i > 0 {
@@ -256,8 +258,7 @@ func writeEnvelope(c *gin.Context, extra map[string]any, p *PageResponse) error 
 			return err
 		}
 		buf.WriteByte(':')
-		rows, ok := body[k].([]any)
-		if k != "results" || !ok {
+		if k != "results" || !raw {
 			if err := writeJSON(&buf, body[k]); err != nil {
 				return err
 			}
@@ -268,8 +269,8 @@ func writeEnvelope(c *gin.Context, extra map[string]any, p *PageResponse) error 
 			if j > 0 {
 				buf.WriteByte(',')
 			}
-			if raw, ok := r.(json.RawMessage); ok {
-				buf.Write(raw)
+			if kept, ok := r.(json.RawMessage); ok {
+				buf.Write(kept)
 			} else if err := writeJSON(&buf, r); err != nil {
 				return err
 			}
@@ -281,19 +282,16 @@ func writeEnvelope(c *gin.Context, extra map[string]any, p *PageResponse) error 
 	return nil
 }
 
-// sizeOf guesses the size of a page of results, so that its buffer grows
-// once rather than while written.
-func sizeOf(results any) int {
-	n := 1024
-	rows, _ := results.([]any)
-	for _, r := range rows {
+// rawSize is the size of the rows of results rendered ahead, if any: a
+// page of them is written in a buffer grown once for them and each of
+// its other rows is marshaled alone; a page of none is marshaled whole.
+func rawSize(results []any) (n int, some bool) {
+	for _, r := range results {
 		if raw, ok := r.(json.RawMessage); ok {
-			n += len(raw) + 1
-		} else {
-			n += 1024
+			n, some = n+len(raw)+1, true
 		}
 	}
-	return n
+	return n, some
 }
 
 // writeJSON appends v as json.Marshal writes it.

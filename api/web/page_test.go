@@ -40,6 +40,14 @@ func TestEnvelopeWritesWhatJSONWrites(t *testing.T) {
 	require.Equal(t, want.Body.String(), w.Body.String())
 	require.Equal(t, want.Header().Get("Content-Type"), w.Header().Get("Content-Type"))
 
+	w = httptest.NewRecorder() // no row rendered ahead
+	c, _ = gin.CreateTestContext(w)
+	require.NoError(t, writeEnvelope(c, nil, &PageResponse{Count: 3, Results: rows}))
+	want = httptest.NewRecorder()
+	cw, _ = gin.CreateTestContext(want)
+	cw.JSON(200, gin.H{"count": 3, "next": nil, "previous": nil, "results": rows})
+	require.Equal(t, want.Body.String(), w.Body.String())
+
 	w = httptest.NewRecorder()
 	c, _ = gin.CreateTestContext(w)
 	require.Error(t, writeEnvelope(c, nil, &PageResponse{Results: []any{math.NaN()}}))
