@@ -45,6 +45,7 @@ func NewMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	registerTaskCount(ms)
 	registerStateCounts(ms)
 	registerJobVersions(ms)
+	registerTaskVersions(ms)
 	return migrate.NewMigrator(db, ms, migrate.WithTemplateData(typesFor(db)), migrate.WithMarkAppliedOnSuccess(true)), nil
 }
 

@@ -77,7 +77,7 @@ type Job struct {
 	// path failed); empty otherwise.
 	Error string `bun:"error"`
 	// Version moves on every update of the row (a database trigger; never
-	// written by the hub), see JobKey.
+	// written by the hub), see RowKey.
 	Version int64 `bun:"version,scanonly"`
 }
 
@@ -146,6 +146,9 @@ type Task struct {
 	Completed    *time.Time     `bun:"completed"`
 	Result       map[string]any `bun:"result,type:jsonb"`
 	FriendlyName string         `bun:"friendly_name"`
+	// Version moves on every update of the row (a database trigger; never
+	// written by the hub), see RowKey.
+	Version int64 `bun:"version,scanonly"`
 }
 
 // JobStat is the latest outcome of one path of a job.

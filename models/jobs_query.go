@@ -207,20 +207,6 @@ func windowIDs(ids *bun.SelectQuery, w Window, desc bool, cols ...string) *bun.S
 	return ids.Limit(int64(w.Limit)).Offset(int64(w.Offset))
 }
 
-// JobsPage selects window w of the jobs matching f into dest, newest
-// first: the page's ids first, then their rows. The ids come from an index
-// in the list's order where one fits the filter ((created, id) for every
-// job, (state, created, id) for one state), so a page skips index
-// entries, never whole rows, and no filter sorts the jobs it matches.
-func JobsPage(db bun.IDB, dest any, f JobFilter, w Window) *bun.SelectQuery {
-	if w.Limit == 0 {
-		return JobsQuery(db, dest, f)
-	}
-	ids := f.apply(db, db.NewSelect().TableExpr("jobs AS j").Column("j.id"))
-	return db.NewSelect().Model(dest).Where("j.id IN (?)", windowIDs(ids, w, true, "j.created", "j.id")).
-		Order("j.created DESC", "j.id DESC")
-}
-
 // CountJobs is the number of jobs matching f: kept by the database for
 // every job (CountAllJobs) and for the jobs of one state, counted
 // otherwise.
@@ -497,16 +483,9 @@ func (f TaskFilter) onlyState() string {
 	return f.States[0]
 }
 
-// TasksPage is JobsPage for tasks: window w of the tasks matching f,
-// newest first, their ids found first ((created, id) for every task,
-// (state, created, id) for one state).
-func TasksPage(db bun.IDB, dest *[]TaskRow, f TaskFilter, w Window) *bun.SelectQuery {
-	q := tasksSelect(db, dest).Order("t.created DESC", "t.id DESC")
-	if w.Limit == 0 {
-		return f.apply(q)
-	}
-	ids := f.apply(db.NewSelect().TableExpr("tasks AS t").Column("t.id"))
-	return q.Where("t.id IN (?)", windowIDs(ids, w, true, "t.created", "t.id"))
+// TasksQuery selects the tasks matching f into dest, newest first.
+func TasksQuery(db bun.IDB, dest *[]TaskRow, f TaskFilter) *bun.SelectQuery {
+	return f.apply(tasksSelect(db, dest)).Order("t.created DESC", "t.id DESC")
 }
 
 // CountTasks is the number of tasks matching f: kept by the database for

@@ -248,73 +248,27 @@ func (s *Server) listJobs(c *gin.Context) error {
 		func(j *any) any { return *j })
 }
 
-// renderedJob names a job's rendering: its row's key and the base URL of
-// its links.
-type renderedJob struct {
-	models.JobKey
-	base string
-}
-
-// jobPage renders window w of the jobs matching f. It reads the window's
-// keys, takes each job rendered at its row's version from s.renderedJobs,
-// and reads and renders only the others: a list whose jobs did not change
-// since it was last shown reads no row. A running job's runtime moves
-// with the clock: it is rendered each time. A job deleted between the two
-// reads is left out; one updated in between is shown as read (newer).
+// jobPage renders window w of the jobs matching f, each job kept
+// rendered at its row's version (keptPage) but a running one: its runtime
+// moves with the clock.
 func (s *Server) jobPage(c *gin.Context, f models.JobFilter, w models.Window) ([]any, error) {
 	ctx := c.Request.Context()
+	render := func(j *models.Job) any { return renderJob(c, j) }
 	if w.Limit == 0 {
 		var jobs []models.Job
 		if err := models.JobsQuery(s.DB, &jobs, f).Scan(ctx); err != nil {
 			return nil, err
 		}
-		out := make([]any, len(jobs))
-		for i := range jobs {
-			out[i] = renderJob(c, &jobs[i])
-		}
-		return out, nil
+		return renderAll(jobs, render), nil
 	}
 	keys, err := models.JobKeys(ctx, s.DB, f, w)
 	if err != nil {
 		return nil, err
 	}
-	base := web.AbsURL(c, "")
-	out := make([]any, len(keys))
-	var missing []int64
-	for i, k := range keys {
-		if raw, ok := s.renderedJobs.Get(renderedJob{k, base}); ok {
-			out[i] = raw
-		} else {
-			missing = append(missing, k.ID)
-		}
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	jobs, err := models.JobsByID(ctx, s.DB, missing)
-	if err != nil {
-		return nil, err
-	}
-	byID := make(map[int64]*models.Job, len(jobs))
-	for i := range jobs {
-		byID[jobs[i].ID] = &jobs[i]
-	}
-	page := out[:0]
-	for i, k := range keys {
-		if out[i] == nil {
-			j, ok := byID[k.ID]
-			if !ok {
-				continue
-			}
-			if j.Started != nil && j.Completed == nil {
-				out[i] = renderJob(c, j)
-			} else {
-				out[i] = s.renderedJobs.Render(renderedJob{models.JobKey{ID: j.ID, Version: j.Version}, base}, renderJob(c, j))
-			}
-		}
-		page = append(page, out[i])
-	}
-	return page, nil
+	return keptPage(c, &s.renderedJobs, keys, func(ids []int64) ([]models.Job, error) { return models.JobsByID(ctx, s.DB, ids) },
+		func(j *models.Job) (models.RowKey, bool) {
+			return models.RowKey{ID: j.ID, Version: j.Version}, j.Started == nil || j.Completed != nil
+		}, render)
 }
 
 func (s *Server) jobsStats(c *gin.Context) error {

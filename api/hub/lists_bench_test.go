@@ -125,9 +125,10 @@ func seedJobs(b testing.TB, db *bun.DB, kind string, site *models.Site, n, perJo
 			FROM (SELECT id, created FROM jobs ORDER BY id DESC LIMIT ?) AS j CROSS JOIN c`, []any{perJob, statsJobs}},
 		{`UPDATE jobs SET numstats = (SELECT COUNT(*) FROM job_stats WHERE job_stats.job_id = jobs.id)
 			WHERE id IN (SELECT id FROM jobs ORDER BY id DESC LIMIT ?)`, []any{statsJobs}},
-		// Every job was updated since it was created, as a real job is
-		// (started, finished): its row's version is not the first.
+		// Every job and task was updated since it was created, as real
+		// ones are (started, finished): its row's version is not the first.
 		{`UPDATE jobs SET progress = 100`, nil},
+		{`UPDATE tasks SET started = created`, nil},
 	}
 	for _, st := range stmts {
 		if _, err := db.ExecContext(ctx, st.sql, st.args...); err != nil {

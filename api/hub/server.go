@@ -32,7 +32,8 @@ type Server struct {
 	// (site refresh, target listing) waits for it; default 30 s.
 	WorkflowWait time.Duration
 
-	renderedJobs web.JSONCache[renderedJob] // the jobs the jobs list showed
+	renderedJobs  web.JSONCache[renderedRow] // the jobs the jobs list showed
+	renderedTasks web.JSONCache[renderedRow] // the tasks the tasks list showed
 }
 
 // Handler returns the API's HTTP handler with every route registered.

@@ -96,9 +96,32 @@ func (s *Server) listTasks(c *gin.Context) error {
 		return err
 	}
 	return web.PaginateCounted(c, nil,
-		web.Scan(func(d *[]models.TaskRow, w models.Window) *bun.SelectQuery { return models.TasksPage(s.DB, d, f, w) }),
+		func(ctx context.Context, w models.Window) ([]any, error) { return s.taskPage(c, f, w) },
 		func(ctx context.Context) (int, error) { return models.CountTasks(ctx, s.DB, f) },
-		func(t *models.TaskRow) any { return renderTask(c, t) })
+		func(t *any) any { return *t })
+}
+
+// taskPage renders window w of the tasks matching f, each task kept
+// rendered at its row's version (keptPage). A task's parent, part of its
+// rendering, is made before it and never changes.
+func (s *Server) taskPage(c *gin.Context, f models.TaskFilter, w models.Window) ([]any, error) {
+	ctx := c.Request.Context()
+	render := func(t *models.TaskRow) any { return renderTask(c, t) }
+	if w.Limit == 0 {
+		var tasks []models.TaskRow
+		if err := models.TasksQuery(s.DB, &tasks, f).Scan(ctx); err != nil {
+			return nil, err
+		}
+		return renderAll(tasks, render), nil
+	}
+	keys, err := models.TaskKeys(ctx, s.DB, f, w)
+	if err != nil {
+		return nil, err
+	}
+	return keptPage(c, &s.renderedTasks, keys, func(ids []int64) ([]models.TaskRow, error) { return models.TasksByID(ctx, s.DB, ids) },
+		func(t *models.TaskRow) (models.RowKey, bool) {
+			return models.RowKey{ID: t.ID, Version: t.Version}, true
+		}, render)
 }
 
 func (s *Server) taskFromPath(c *gin.Context) (*models.TaskRow, error) {

@@ -32,14 +32,17 @@ func TestJobKeys(t *testing.T) {
 		}
 		_, err = db.NewInsert().Model(&jobs).Exec(ctx)
 		require.NoError(t, err)
-		for _, w := range []models.Window{{Limit: 3}, {Limit: 2, Offset: 1, FromEnd: true}} {
-			keys, err := models.JobKeys(ctx, db, models.JobFilter{}, w)
+		var all []models.Job // newest first
+		require.NoError(t, models.JobsQuery(db, &all, models.JobFilter{}).Scan(ctx))
+		for _, c := range []struct {
+			w    models.Window
+			want []models.Job
+		}{{models.Window{Limit: 3}, all[:3]}, {models.Window{Limit: 2, Offset: 1, FromEnd: true}, all[2:4]}} {
+			keys, err := models.JobKeys(ctx, db, models.JobFilter{}, c.w)
 			require.NoError(t, err)
-			var want []models.Job
-			require.NoError(t, models.JobsPage(db, &want, models.JobFilter{}, w).Scan(ctx))
-			require.Len(t, keys, len(want))
-			for i := range want {
-				require.Equal(t, want[i].ID, keys[i].ID, "%+v", w)
+			require.Len(t, keys, len(c.want))
+			for i := range c.want {
+				require.Equal(t, c.want[i].ID, keys[i].ID, "%+v", c.w)
 			}
 		}
 		version := func(id int64) int64 {

@@ -1,0 +1,111 @@
+package hub_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/models/dbtest"
+	"github.com/thehub/hub/workflows/vocab"
+)
+
+// TestListsShowEveryChange: the jobs and tasks lists keep each row they
+// rendered under the row's version, and whatever changes a row (the
+// models, a raw UPDATE of any column, a delete, an insert), each page of
+// the list is then what the list read and rendered anew shows. A row is
+// rendered again for another host (its links), and a running job's
+// runtime moves with the clock.
+func TestListsShowEveryChange(t *testing.T) {
+	for _, kind := range dbtest.Dialects(t) {
+		t.Run(kind, func(t *testing.T) {
+			e := apitest.New(t, kind)
+			ctx := t.Context()
+			site, err := models.EnsureSite(ctx, e.DB, "east")
+			require.NoError(t, err)
+			seedJobs(t, e.DB, kind, site, 45, 1, 1) // one task each; three pages of 20, the last read from the end
+			h := e.API.Handler()
+			get := func(host, path string) string {
+				t.Helper()
+				req := httptest.NewRequest(http.MethodGet, e.URL+path, nil)
+				req.Host = host
+				req.Header.Set("Authorization", apitest.Bearer(e.Admin))
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				body, err := io.ReadAll(w.Result().Body)
+				require.NoError(t, err)
+				require.Equal(t, http.StatusOK, w.Code, string(body))
+				return string(body)
+			}
+			results := func(path string) []string {
+				t.Helper()
+				var page struct{ Results []json.RawMessage }
+				require.NoError(t, json.Unmarshal([]byte(get("hub.test", path)), &page))
+				var out []string
+				for _, r := range page.Results {
+					out = append(out, string(r))
+				}
+				return out
+			}
+			// same: the pages of 20 of each list, as kept, are the list
+			// rendered whole (page_size=0: read and rendered anew at each
+			// request), row for row.
+			same := func() {
+				t.Helper()
+				for _, list := range []string{"/api/jobs/?", "/api/jobs/?state=SUCCESS&", "/api/tasks/?", "/api/tasks/?state=SUCCESS&"} {
+					var pages []string
+					for p := 1; p <= 3; p++ {
+						pages = append(pages, results(fmt.Sprintf("%spage_size=20&page=%d", list, p))...)
+					}
+					require.Equal(t, results(list+"page_size=0"), pages, list)
+				}
+			}
+			var jobs []models.Job // newest first
+			require.NoError(t, models.JobsQuery(e.DB, &jobs, models.JobFilter{}).Scan(ctx))
+			var tasks []models.TaskRow
+			require.NoError(t, models.TasksQuery(e.DB, &tasks, models.TaskFilter{}).Scan(ctx))
+			exec := func(query string, args ...any) {
+				t.Helper()
+				_, err := e.DB.ExecContext(ctx, query, args...)
+				require.NoError(t, err)
+			}
+			same()
+			same() // now from what they kept
+
+			require.NoError(t, models.UpdateJob(ctx, e.DB, jobs[0].ID, models.JobUpdate{State: vocab.JobPaused}))
+			require.NoError(t, models.FinishTask(ctx, e.DB, tasks[0].ID, vocab.TaskFailure, map[string]any{"error": "broke"}))
+			same()
+			exec("UPDATE jobs SET friendly_name = 'renamed', numfiles = 7 WHERE id = ?", jobs[14].ID)
+			exec("UPDATE jobs SET error = 'broke', state = 'FAILURE' WHERE id = ?", jobs[42].ID)
+			exec("UPDATE tasks SET queue = 'slow' WHERE id = ?", tasks[30].ID)
+			exec("UPDATE tasks SET started = ? WHERE id = ?", time.Now().UTC(), tasks[44].ID)
+			same()
+			exec("DELETE FROM jobs WHERE id IN (?, ?)", jobs[4].ID, jobs[34].ID) // and their tasks
+			same()
+			seedJob(t, e, models.Job{Workflow: "recall", Site: "east", Paths: []string{"/data/new"}}, vocab.JobSuccess, time.Now())
+			seedJob(t, e, models.Job{Workflow: "recall", Site: "east", Paths: []string{"/data/old"}}, vocab.JobSuccess, time.Now().Add(-24*time.Hour))
+			exec(`INSERT INTO tasks (job_id, site, queue, tasktype, task_id, state, created, run)
+				SELECT id, site, 'default', 'recall', 'job-' || id || '-r1-b0-r1-s0', 'SUCCESS', created, 1 FROM jobs WHERE workflow = 'recall'`)
+			same()
+
+			other := get("other.test", "/api/jobs/?page_size=20")
+			require.Contains(t, other, `"url":"http://other.test/api/jobs/`)
+			require.NotContains(t, other, "hub.test", "links name the host asked")
+			other = get("other.test", "/api/tasks/?page_size=20")
+			require.Contains(t, other, `"url":"http://other.test/api/tasks/`)
+			require.NotContains(t, other, "hub.test", "links name the host asked")
+
+			exec("UPDATE jobs SET state = 'STARTED', started = ?, completed = NULL WHERE id = ?", time.Now().UTC().Add(-time.Hour), jobs[0].ID)
+			first := get("hub.test", "/api/jobs/?page_size=20&state=STARTED")
+			time.Sleep(20 * time.Millisecond)
+			require.NotEqual(t, first, get("hub.test", "/api/jobs/?page_size=20&state=STARTED"), "a running job's runtime moves")
+		})
+	}
+}

@@ -1,0 +1,67 @@
+package models
+
+import (
+	"context"
+	"slices"
+
+	"github.com/uptrace/bun"
+)
+
+// RowKey names a job's or a task's row as it is now: its id and its
+// version (jobs.version, tasks.version: a trigger moves it on every
+// update of the row; ids are never reused), so that what was made of the
+// row (its rendering in a list) can be kept and told stale by its key
+// alone.
+type RowKey struct {
+	ID      int64 `bun:"id"`
+	Version int64 `bun:"version"`
+}
+
+// JobKeys is window w (not 0) of the jobs matching f, newest first, as
+// keys. They come from an index in the list's order where one fits the
+// filter ((created, id, version) for every job, (state, created, id,
+// version) for one state; migration 20261126040000), so a page skips
+// index entries, never whole rows, reads no row, and no filter sorts the
+// jobs it matches.
+func JobKeys(ctx context.Context, db bun.IDB, f JobFilter, w Window) ([]RowKey, error) {
+	return rowKeys(ctx, f.apply(db, db.NewSelect().TableExpr("jobs AS j").Column("j.id", "j.version")), w, "j")
+}
+
+// TaskKeys is window w (not 0) of the tasks matching f, newest first, as
+// keys, from the index of the list's order alone (migration
+// 20261126050000).
+func TaskKeys(ctx context.Context, db bun.IDB, f TaskFilter, w Window) ([]RowKey, error) {
+	return rowKeys(ctx, f.apply(db.NewSelect().TableExpr("tasks AS t").Column("t.id", "t.version")), w, "t")
+}
+
+// rowKeys reads window w of q, a select of the ids and versions of a
+// table aliased alias, in the lists' order (newest first).
+func rowKeys(ctx context.Context, q *bun.SelectQuery, w Window, alias string) ([]RowKey, error) {
+	var keys []RowKey
+	if err := windowIDs(q, w, true, alias+".created", alias+".id").Scan(ctx, &keys); err != nil {
+		return nil, dbErr(err)
+	}
+	if w.FromEnd {
+		slices.Reverse(keys)
+	}
+	return keys, nil
+}
+
+// JobsByID reads the jobs of ids (those that exist), in no order.
+func JobsByID(ctx context.Context, db bun.IDB, ids []int64) ([]Job, error) {
+	var jobs []Job
+	if len(ids) == 0 {
+		return jobs, nil
+	}
+	// j.* for the version, which bun leaves out of a model's columns (scanonly).
+	return jobs, dbErr(db.NewSelect().Model(&jobs).ColumnExpr("j.*").Where("j.id IN (?)", bun.In(ids)).Scan(ctx))
+}
+
+// TasksByID reads the tasks of ids (those that exist), in no order.
+func TasksByID(ctx context.Context, db bun.IDB, ids []int64) ([]TaskRow, error) {
+	var tasks []TaskRow
+	if len(ids) == 0 {
+		return tasks, nil
+	}
+	return tasks, dbErr(tasksSelect(db, &tasks).Where("t.id IN (?)", bun.In(ids)).Scan(ctx))
+}
