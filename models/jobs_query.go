@@ -249,28 +249,41 @@ func JobOwners(ctx context.Context, db bun.IDB, f JobFilter) ([]JobOwner, error)
 		q := f.apply(db, db.NewSelect().TableExpr(jobs).ColumnExpr("1").Where(cond, args...))
 		return bun.Safe("EXISTS (" + q.String() + ")")
 	}
-	var users []JobOwner
+	// One statement, one round trip: the users, then a row for the
+	// system and one for the unknown when they own a matching job.
+	// Anything but a user with an id or the system is unknown: the owner
+	// types below, between and above the two, each an index range.
+	var rows []struct {
+		Kind string  `bun:"kind"`
+		ID   *int64  `bun:"id"`
+		Name *string `bun:"name"`
+	}
 	err := db.NewRaw(`WITH RECURSIVE u(id) AS (
 		SELECT MIN(owner_id) FROM jobs WHERE owner_type = ?0
 		UNION ALL
 		SELECT (SELECT MIN(j.owner_id) FROM jobs j WHERE j.owner_type = ?0 AND j.owner_id > u.id) FROM u WHERE u.id IS NOT NULL
 	)
-	SELECT u.id, (SELECT MAX(j.owner_name) FROM jobs j WHERE j.owner_type = ?0 AND j.owner_id = u.id) AS name
-	FROM u WHERE u.id IS NOT NULL AND ?1`, OwnerUser, exists("j.owner_type = ? AND j.owner_id = u.id", OwnerUser)).Scan(ctx, &users)
-	if err != nil {
-		return nil, dbErr(err)
-	}
-	for i := range users {
-		users[i].Type = OwnerUser
-	}
-	var system, unknown bool
-	// Anything but a user with an id or the system is unknown: the
-	// owner types below, between and above the two, each an index range.
-	err = db.NewRaw(`SELECT ?, ? OR ? OR ? OR ?`, exists("j.owner_type = ?", OwnerSystem),
+	SELECT 'user' AS kind, u.id, (SELECT MAX(j.owner_name) FROM jobs j WHERE j.owner_type = ?0 AND j.owner_id = u.id) AS name
+	FROM u WHERE u.id IS NOT NULL AND ?1
+	UNION ALL SELECT 'system', NULL, NULL WHERE ?2
+	UNION ALL SELECT 'unknown', NULL, NULL WHERE ?3 OR ?4 OR ?5 OR ?6`,
+		OwnerUser, exists("j.owner_type = ? AND j.owner_id = u.id", OwnerUser), exists("j.owner_type = ?", OwnerSystem),
 		exists("j.owner_type < ?", OwnerSystem), exists("j.owner_type > ? AND j.owner_type < ?", OwnerSystem, OwnerUser),
-		exists("j.owner_type > ?", OwnerUser), exists("j.owner_type = ? AND j.owner_id IS NULL", OwnerUser)).Scan(ctx, &system, &unknown)
+		exists("j.owner_type > ?", OwnerUser), exists("j.owner_type = ? AND j.owner_id IS NULL", OwnerUser)).Scan(ctx, &rows)
 	if err != nil {
 		return nil, dbErr(err)
+	}
+	var users []JobOwner
+	var system, unknown bool
+	for _, r := range rows {
+		switch {
+		case r.Kind == "system":
+			system = true
+		case r.Kind == "unknown":
+			unknown = true
+		case r.ID != nil && r.Name != nil:
+			users = append(users, JobOwner{Type: OwnerUser, ID: *r.ID, Name: *r.Name})
+		}
 	}
 	return ownersList(users, system, unknown), nil
 }
