@@ -11,3 +11,13 @@ func setMarker(*os.File) error { return nil }
 func Marked(*os.File) (marked, supported bool) { return false, false }
 
 func clearMarker(*os.File) {}
+
+// MarkExchange: nothing to mark without extended attributes (and no
+// exchange either).
+func MarkExchange(*os.File) error { return nil }
+
+// Exchanged: never, without extended attributes.
+func Exchanged(*os.File) bool { return false }
+
+// ClearMark: nothing to clear.
+func ClearMark(*os.File) {}

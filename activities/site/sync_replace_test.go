@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/thehub/hub/activities/fsutil"
 )
@@ -154,18 +155,21 @@ func syncReplace(t *testing.T, dir, tdir string, index bool) string {
 }
 
 // TestKillReplacingAFile: a sync killed right after exchanging its
-// download with the destination's older file leaves the download (still
-// marked as temporary) at the name and the file under the temporary
-// name. The rerun exchanges them back and decides again: the older file
-// is replaced, and one its user saved since (through a descriptor opened
-// before, into the file under the temporary name) is kept.
+// download with the destination's older file leaves the download (marked
+// as exchanged) at the name and the file under the temporary name, never
+// compared. The rerun keeps that file beside the name, whatever happened
+// since, and decides about the file at the name as about any other:
+// nothing is removed, whether the user then saved into the set-aside file
+// (through a descriptor opened before), or into the download at the name
+// (which keeps its marker: the audit's case, where exchanging back by the
+// marker alone removed that save).
 func TestKillReplacingAFile(t *testing.T) {
 	t.Parallel()
 	for name, index := range stateBackends {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			idx := map[bool]string{false: "0", true: "1"}[index]
-			for _, saved := range []bool{false, true} {
+			for _, saved := range []string{"", "aside", "at the name"} {
 				dir, tdir := t.TempDir(), t.TempDir()
 				fx := newTransferFixtureAt(t, dir, tdir, index)
 				older := time.Unix(0, fx.sent.Mtime).Add(-time.Hour)
@@ -176,26 +180,61 @@ func TestKillReplacingAFile(t *testing.T) {
 				got, err := os.ReadFile(fx.abs(set))
 				require.NoError(t, err, "the older file is under the temporary name")
 				require.Equal(t, "the destination's older copy", string(got))
-				if saved {
-					fx.write(t, set, "saved after the kill", time.Now())
+				aside, atName := "the destination's older copy", string(fx.data)
+				switch saved {
+				case "aside":
+					aside = "saved after the kill, aside"
+					fx.write(t, set, aside, time.Now())
+				case "at the name":
+					atName = "saved after the kill, at the name"
+					require.NoError(t, os.WriteFile(fx.abs("/f.txt"), []byte(atName), 0)) // in place: the marker stays
 				}
 				msg := syncReplace(t, dir, tdir, index)
-				if saved {
-					require.Equal(t, "kept the destination's newer copy", msg)
-					got, err := os.ReadFile(fx.abs("/f.txt"))
-					require.NoError(t, err)
-					require.Equal(t, "saved after the kill", string(got))
+				if saved == "at the name" {
+					require.Contains(t, msg, "kept the destination's newer copy", saved)
 				} else {
-					require.Equal(t, "copied", msg)
-					fx.requireFile(t, "/f.txt", string(fx.data), time.Unix(0, fx.sent.Mtime))
-					f, err := os.Open(fx.abs("/f.txt"))
-					require.NoError(t, err)
-					marked, _ := fsutil.Marked(f)
-					require.NoError(t, f.Close())
-					require.False(t, marked, "the file in place is not marked as temporary")
+					require.Contains(t, msg, "already up to date", saved)
 				}
+				require.Contains(t, msg, "the file an interrupted sync set aside is kept as f.txt.sync-kept-", saved)
+				got, err = os.ReadFile(fx.abs("/f.txt"))
+				require.NoError(t, err)
+				require.Equal(t, atName, string(got), saved)
+				kept, err := filepath.Glob(fx.abs("/f.txt.sync-kept-*"))
+				require.NoError(t, err)
+				require.Len(t, kept, 1, saved)
+				got, err = os.ReadFile(kept[0])
+				require.NoError(t, err)
+				require.Equal(t, aside, string(got), saved)
+				f, err := os.Open(fx.abs("/f.txt"))
+				require.NoError(t, err)
+				marked, _ := fsutil.Marked(f)
+				require.NoError(t, f.Close())
+				require.False(t, marked, "the file in place is not marked as temporary")
 				requireNoTemp(t, dir)
 			}
+		})
+	}
+}
+
+// TestStaleMarkerBesideAWritersTemp: a writer killed just after its rename
+// leaves the plain marker on the stored file (fsutil.Commit), and another
+// killed just after creating its temporary file leaves it empty and
+// unmarked. A sync's rerun must not take them for a killed exchange (the
+// audit's second case: the empty file was exchanged in and the user's
+// file removed).
+func TestStaleMarkerBesideAWritersTemp(t *testing.T) {
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			dir, tdir := t.TempDir(), t.TempDir()
+			fx := newTransferFixtureAt(t, dir, tdir, index)
+			newer := time.Unix(0, fx.sent.Mtime).Add(time.Hour)
+			fx.write(t, "/f.txt", "the user's newer file", newer)
+			require.NoError(t, unix.Setxattr(fx.abs("/f.txt"), "user.hub.tmp", []byte("1"), 0))
+			require.NoError(t, os.WriteFile(fx.abs("/"+fsutil.TmpPrefix+"f.txt"), nil, 0o600))
+			msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, fx.sent, nil)
+			require.NoError(t, err)
+			require.Equal(t, "kept the destination's newer copy", msg)
+			fx.requireFile(t, "/f.txt", "the user's newer file", newer)
 		})
 	}
 }

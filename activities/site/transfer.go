@@ -173,7 +173,7 @@ func (a *Activities) destPath(in ReceiveInput, p string) string {
 	return path.Join(in.DestPath, p)
 }
 
-func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile, drivers *driverSet, beat func(int)) (string, error) {
+func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile, drivers *driverSet, beat func(int)) (msg string, err error) {
 	dst := a.destPath(in, f.Path)
 	// The destination's folder is pinned and the final name never
 	// followed: a link at the destination is replaced or removed itself,
@@ -192,8 +192,16 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	defer l.close()
 	abs := l.path()
 	if f.Change != Deleted && f.Change != Moved && f.Type != TypeDirectory {
-		if err := restoreExchanged(l); err != nil {
+		kept, err := restoreExchanged(l)
+		if err != nil {
 			return "", err
+		}
+		if kept != "" {
+			defer func() {
+				if err == nil {
+					msg += "; the file an interrupted sync set aside is kept as " + kept
+				}
+			}()
 		}
 	}
 	existing, statErr := os.Lstat(abs)
@@ -305,6 +313,9 @@ func replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) error {
 	}
 	err = syscall.ENOSYS
 	if _, supported := fsutil.Marked(tmp); supported {
+		if err := fsutil.MarkExchange(tmp); err != nil {
+			return err
+		}
 		err = renameExchange(from, l)
 	}
 	switch {
@@ -347,27 +358,35 @@ func replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) error {
 	return &keptError{why}
 }
 
-// restoreExchanged undoes the exchange of a replaceIfUnchanged killed
-// before it looked at the file it took out: the download, still marked as
-// the hub's temporary file, is at l's name and the destination's former
-// file under the download's temporary name. It exchanges them back and
-// removes the download, so the rerun decides again as if nothing had
-// happened.
-func restoreExchanged(l *loc) error {
+// restoreExchanged finishes a replaceIfUnchanged killed after its
+// exchange and before it looked at the file it took out: the download is
+// at l's name, marked as exchanged (fsutil.MarkExchange; a user may have
+// written to it since), and the destination's former file under the
+// download's temporary name. That file was never compared, so it may hold
+// a save made in that instant, which nothing can tell from the version
+// the sync meant to replace: it is kept beside l (keepBeside), the mark
+// cleared, and the rerun decides about the file at l as about any other.
+// Nothing is removed. It returns the name the file was kept under, ""
+// when there was nothing to finish.
+func restoreExchanged(l *loc) (string, error) {
 	tmp := sibling(l, filepath.Base(fsutil.TempName(l.name)))
 	if _, err := os.Lstat(tmp.path()); err != nil {
-		return nil // usually nothing is there: one lstat
+		return "", nil // usually nothing is there: one lstat
 	}
-	if markedAt(tmp) || !markedAt(l) {
-		return nil // a write's own temporary file; or no download at l
+	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", nil // no file at l
 	}
-	if err := renameExchange(tmp, l); err != nil {
-		return fmt.Errorf("%s: put back the file an interrupted sync set aside (%s): %w", apiPath(l.rel), tmp.name, err)
+	defer f.Close()
+	if !fsutil.Exchanged(f) {
+		return "", nil // a write's own temporary file beside a stored file
 	}
-	if f, err := fsutil.OpenFile(tmp.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0); err == nil {
-		fsutil.Discard(f) // the download, at its temporary name again
+	name, ok := keepBeside(tmp, l)
+	if !ok {
+		return "", fmt.Errorf("%s: could not keep the file an interrupted sync set aside (%s) beside it", apiPath(l.rel), tmp.name)
 	}
-	return nil
+	fsutil.ClearMark(f)
+	return name, nil
 }
 
 // markedAt tells whether the entry of l is a temporary file of the hub's
