@@ -191,15 +191,17 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 	if written() {
 		return errChangedDuringRecall
 	}
-	if rec.Pending == pendingRecall {
-		// Resumed: what the interrupted recall wrote is a prefix of the
-		// data. Anything else was written since by someone else.
-		if ok, err := isPrefixOf(f, tmp); err != nil {
-			return err
-		} else if !ok {
-			return errors.New("the file is not the data an interrupted recall was writing (written since by its user, or damaged): left as it is, with its record")
-		}
-	} else {
+	// A stub is the data's first bytes, and so is what an interrupted
+	// recall wrote. Anything else was written by its user, even at the
+	// size a record accepts: a stub's, which an interrupted release
+	// matches by size alone (the mtime moved with the truncate), also when
+	// the stub was the whole file.
+	if ok, err := isPrefixOf(f, tmp); err != nil {
+		return err
+	} else if !ok {
+		return errors.New("the file is not the data's first bytes, as a stub or an interrupted recall leaves it (written since by its user, or damaged): left as it is, with its record")
+	}
+	if rec.Pending != pendingRecall {
 		marked := rec
 		marked.Pending = pendingRecall
 		if err := s.root.state.set(j.abs, j.rel, marked); err != nil {

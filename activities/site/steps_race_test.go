@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -200,7 +201,8 @@ func TestInterruptedReleaseChild(t *testing.T) {
 	if os.Getenv("HUB_RELEASE_CHILD_RECALL") == "1" {
 		_, err = Recall(context.Background(), root, []string{"/f.bin"}, only("t", target), StepOptions{})
 	} else {
-		_, err = Migrate(context.Background(), root, []string{"/f.bin"}, target, "t", StepOptions{})
+		stub, _ := strconv.ParseInt(os.Getenv("HUB_RELEASE_CHILD_STUB"), 10, 64)
+		_, err = Migrate(context.Background(), root, []string{"/f.bin"}, target, "t", StepOptions{StubSize: stub})
 	}
 	require.NoError(t, err)
 }
@@ -234,7 +236,7 @@ func TestInterruptedRecallKeepsUserEdit(t *testing.T) {
 			res, err = Recall(context.Background(), root, []string{"/f.bin"}, only("t", target), StepOptions{})
 			require.NoError(t, err)
 			require.Equal(t, CodeFailed, res[0].Code, "%+v", res[0])
-			require.Contains(t, res[0].Message, "not the data an interrupted recall was writing")
+			require.Contains(t, res[0].Message, "not the data's first bytes")
 			got, err := os.ReadFile(abs)
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(edit, got), "the recall wrote the old data over the user's edit")
@@ -251,34 +253,48 @@ func TestInterruptedRecallKeepsUserEdit(t *testing.T) {
 // rerun of Migrate would have kept the edit ("file changed").
 func TestInterruptedReleaseKeepsUserEdit(t *testing.T) {
 	t.Parallel()
-	for _, index := range []bool{false, true} {
-		t.Run(map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
-			dir, tdir := t.TempDir(), t.TempDir()
-			abs := filepath.Join(dir, "f.bin")
-			data := bytes.Repeat([]byte("version one of the database "), 200)
-			writeOld(t, abs, data)
-			idx := map[bool]string{false: "0", true: "1"}[index]
-			require.True(t, runChild(t, "^TestInterruptedReleaseChild$", "HUB_FAULT_POINT=migrate.marked@1",
-				"HUB_RELEASE_CHILD_ROOT="+dir, "HUB_RELEASE_CHILD_TARGET="+tdir, "HUB_RELEASE_CHILD_INDEX="+idx), "killed at migrate.marked")
+	data := bytes.Repeat([]byte("version one of the database "), 200)
+	// The stub sizes and the user's edits: a same-size edit of the whole
+	// file, also where the stub would have been the whole file (stub_size
+	// at least the file's size: a stub of the file's size then matches
+	// by size alone), and an edit of exactly a stub's size.
+	for _, c := range []struct {
+		name string
+		stub int64
+		edit []byte
+	}{
+		{"whole", 0, sameSizeEdit(data)},
+		{"whole, stub of the whole file", int64(len(data)) + 100, sameSizeEdit(data)},
+		{"stub-sized", 100, bytes.Repeat([]byte("x"), 100)},
+	} {
+		for _, index := range []bool{false, true} {
+			t.Run(c.name+"/"+map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
+				dir, tdir := t.TempDir(), t.TempDir()
+				abs := filepath.Join(dir, "f.bin")
+				writeOld(t, abs, data)
+				idx := map[bool]string{false: "0", true: "1"}[index]
+				require.True(t, runChild(t, "^TestInterruptedReleaseChild$", "HUB_FAULT_POINT=migrate.marked@1",
+					"HUB_RELEASE_CHILD_ROOT="+dir, "HUB_RELEASE_CHILD_TARGET="+tdir, "HUB_RELEASE_CHILD_INDEX="+idx,
+					"HUB_RELEASE_CHILD_STUB="+strconv.FormatInt(c.stub, 10)), "killed at migrate.marked")
 
-			edit := sameSizeEdit(data)
-			require.NoError(t, os.WriteFile(abs, edit, 0o644))
-			root := newRoot(t, dir, index)
-			e, rec, err := root.Stat("/f.bin")
-			require.NoError(t, err)
-			pending := ""
-			if rec != nil {
-				pending = rec.Pending
-			}
-			t.Logf("edited whole file reads as %s (pending %q)", e.State, pending)
-			target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
-			require.NoError(t, err)
-			res, err := Recall(context.Background(), root, []string{"/f.bin"}, only("t", target), StepOptions{})
-			require.NoError(t, err)
-			got, err := os.ReadFile(abs)
-			require.NoError(t, err)
-			assert.True(t, bytes.Equal(edit, got), "the recall (%+v) wrote the old data over the user's edit", res[0])
-		})
+				require.NoError(t, os.WriteFile(abs, c.edit, 0o644))
+				root := newRoot(t, dir, index)
+				e, rec, err := root.Stat("/f.bin")
+				require.NoError(t, err)
+				pending := ""
+				if rec != nil {
+					pending = rec.Pending
+				}
+				t.Logf("edited file reads as %s (pending %q)", e.State, pending)
+				target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+				require.NoError(t, err)
+				res, err := Recall(context.Background(), root, []string{"/f.bin"}, only("t", target), StepOptions{})
+				require.NoError(t, err)
+				got, err := os.ReadFile(abs)
+				require.NoError(t, err)
+				assert.True(t, bytes.Equal(c.edit, got), "the recall (%+v) wrote the old data over the user's edit", res[0])
+			})
+		}
 	}
 }
 
