@@ -178,7 +178,9 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 		return fmt.Errorf("recalled data (%d bytes, sha256 %s) does not match the original (%d bytes, sha256 %s); the stub is unchanged", n, sum, rec.Size, rec.Checksum)
 	}
 	fsutil.Fault("recall.fetched")
-	f, err := fsutil.OpenFile(j.abs, os.O_RDWR|openNoFollow, 0)
+	// NoAtime: the stub is read (isPrefixOf below), which is not its
+	// users' access.
+	f, err := fsutil.OpenFile(j.abs, os.O_RDWR|openNoFollow|fsutil.NoAtime, 0)
 	if err != nil {
 		return err
 	}
