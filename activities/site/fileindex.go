@@ -23,7 +23,10 @@ import (
 // state, user metadata and tags) in an embedded sqlite database,
 // <root>/.hub/files.db, beside the state records. It is not the state
 // index (index.go), which holds migration records where xattrs are
-// missing: this one is a cache of what a walk sees, rebuilt at will.
+// missing. Where the root has user xattrs it is a cache of what a walk
+// sees, rebuilt at will; where it has none it also holds the only copy of
+// the files' user metadata and tags (by path), so it must be kept: a
+// rebuilt index has lost them.
 //
 // It is filled by a scan (ScanFileIndex, a parallel Walk of the root that
 // an operator schedules, and that the first search of a site runs) and
@@ -144,16 +147,33 @@ func splitAPIPath(p string) (parent, name string) {
 // put writes rows in one transaction; keepMeta leaves the stored metadata
 // of existing rows as it is (roots without xattrs, whose metadata lives
 // only here).
+//
+// Each row is stamped with the newest scan begun, not the scan (or the
+// step) that writes it, and its stamp never goes down: the sweep of scan
+// S removes the rows below its folders stamped lower than S, so exactly
+// those no walk, step or metadata change wrote since S began. Scans of
+// other nodes run beside S (scanMu is per process): an older scan that
+// reaches a file after S did, or sees a file made after S read its
+// folder, must not leave a row S then sweeps, with the only copy of the
+// file's metadata on a root without xattrs (TestTwoScansKeepMetadata).
+// The write lock taken at BEGIN (_txlock=immediate) keeps a scan from
+// beginning until the rows are in.
 func (x *FileIndex) put(ctx context.Context, scan int64, rows []IndexedFile, keepMeta bool) error {
 	tx, err := x.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
+	var newest sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT MAX(id) FROM scans`).Scan(&newest); err != nil {
+		return err
+	}
+	scan = max(scan, newest.Int64)
 	up := `INSERT INTO files (path, parent, name, type, size, mtime, atime, ctime, state, meta, scan)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (path) DO UPDATE SET type = excluded.type, size = excluded.size, mtime = excluded.mtime,
-		atime = excluded.atime, ctime = excluded.ctime, state = excluded.state, scan = excluded.scan`
+		atime = excluded.atime, ctime = excluded.ctime, state = excluded.state,
+		scan = MAX(files.scan, excluded.scan)`
 	if !keepMeta {
 		up += `, meta = excluded.meta`
 	}
@@ -508,10 +528,33 @@ func (x *FileIndex) scan(ctx context.Context, paths []string, progress func(n in
 	if err != nil {
 		return n, fmt.Errorf("scan the file index: %w", err)
 	}
-	// Sweep what the walk did not see: gone since the last scan.
+	whole := len(rels) == 1 && rels[0] == ""
+	if err := x.sweep(ctx, id, rels, n); err != nil {
+		return n, err
+	}
+	if marks := x.root.state.marks; whole && marks != nil {
+		// Every folder where this walk found a record is marked, and the
+		// site marks a folder before writing a record in it.
+		if err := marks.setComplete(); err != nil {
+			return n, fmt.Errorf("scan the file index: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// sweep ends scan id of rels (clean relative paths), which saw n
+// entries: it removes the rows below them that nothing wrote since the
+// scan began (gone since the last scan) and records the scan, in one
+// transaction.
+func (x *FileIndex) sweep(ctx context.Context, id int64, rels []string, n int64) error {
+	if !x.root.state.xattr {
+		if err := x.keepPresent(ctx, id, rels); err != nil {
+			return err
+		}
+	}
 	tx, err := x.db.BeginTx(ctx, nil)
 	if err != nil {
-		return n, err
+		return err
 	}
 	defer func() { _ = tx.Rollback() }()
 	for _, rel := range topLevel(rels) {
@@ -524,29 +567,70 @@ func (x *FileIndex) scan(ctx context.Context, paths []string, progress func(n in
 			`DELETE FROM files WHERE path > ? AND path < ? AND scan < ?`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, lo, hi, id); err != nil {
-				return n, err
+				return err
 			}
 		}
 	}
-	whole := len(rels) == 1 && rels[0] == ""
-	if whole {
+	if len(rels) == 1 && rels[0] == "" {
 		_, err = tx.ExecContext(ctx, `UPDATE scans SET finished = ?, entries = ? WHERE id = ?`, time.Now().UnixNano(), n, id)
 	} else {
 		// A partial scan does not make the whole index fresh.
 		_, err = tx.ExecContext(ctx, `UPDATE scans SET entries = ? WHERE id = ?`, n, id)
 	}
 	if err != nil {
-		return n, err
+		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return n, err
-	}
-	if marks := x.root.state.marks; whole && marks != nil {
-		// Every folder where this walk found a record is marked, and the
-		// site marks a folder before writing a record in it.
-		if err := marks.setComplete(); err != nil {
-			return n, fmt.Errorf("scan the file index: %w", err)
+	return tx.Commit()
+}
+
+// keepPresent looks again, before the sweep of scan id, at the rows below
+// rels it would remove that hold metadata, which on a root without xattrs
+// lives only here: a file the walk missed while it was away from its path
+// (moved away and back, an editor's save by rename) but that is there
+// now keeps its row and metadata. A file away both when the walk read
+// its folder and now loses them, as a deleted file does.
+func (x *FileIndex) keepPresent(ctx context.Context, id int64, rels []string) error {
+	var stale []string
+	for _, rel := range topLevel(rels) {
+		lo, hi := subtreeRange(apiPath(rel))
+		rows, err := x.db.QueryContext(ctx,
+			`SELECT path FROM files WHERE path > ? AND path < ? AND scan < ? AND meta IS NOT NULL`, lo, hi, id)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var p string
+			if err := rows.Scan(&p); err != nil {
+				rows.Close()
+				return err
+			}
+			stale = append(stale, p)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
 		}
 	}
-	return n, nil
+	var back []IndexedFile
+	for _, p := range stale {
+		row, ok, err := x.describeRow(p)
+		if err != nil {
+			return err
+		}
+		if ok {
+			back = append(back, row)
+		}
+		if len(back) >= scanBatch {
+			if err := x.put(ctx, id, back, true); err != nil {
+				return err
+			}
+			back = back[:0]
+		}
+	}
+	if len(back) == 0 {
+		return nil
+	}
+	return x.put(ctx, id, back, true)
 }
