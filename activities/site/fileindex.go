@@ -144,9 +144,11 @@ func splitAPIPath(p string) (parent, name string) {
 	return parent, name
 }
 
-// put writes rows in one transaction; keepMeta leaves the stored metadata
-// of existing rows as it is (roots without xattrs, whose metadata lives
-// only here).
+// put writes rows in one transaction. Rows a walk saw (walked) carry
+// the metadata read from the files' xattrs: where the index holds the
+// only copy (roots without xattrs, and symlinks everywhere, which take no
+// user xattrs) the stored metadata of existing rows is kept instead.
+// Other rows (a metadata change) carry the metadata to store.
 //
 // Each row is stamped with the newest scan begun, not the scan (or the
 // step) that writes it, and its stamp never goes down: the sweep of scan
@@ -158,7 +160,7 @@ func splitAPIPath(p string) (parent, name string) {
 // file's metadata on a root without xattrs (TestTwoScansKeepMetadata).
 // The write lock taken at BEGIN (_txlock=immediate) keeps a scan from
 // beginning until the rows are in.
-func (x *FileIndex) put(ctx context.Context, scan int64, rows []IndexedFile, keepMeta bool) error {
+func (x *FileIndex) put(ctx context.Context, scan int64, rows []IndexedFile, walked bool) error {
 	tx, err := x.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -174,15 +176,16 @@ func (x *FileIndex) put(ctx context.Context, scan int64, rows []IndexedFile, kee
 		ON CONFLICT (path) DO UPDATE SET type = excluded.type, size = excluded.size, mtime = excluded.mtime,
 		atime = excluded.atime, ctime = excluded.ctime, state = excluded.state,
 		scan = MAX(files.scan, excluded.scan)`
-	if !keepMeta {
-		up += `, meta = excluded.meta`
+	stmts := map[bool]*sql.Stmt{} // by whether the stored metadata is kept
+	for keep, q := range map[bool]string{true: up, false: up + `, meta = excluded.meta`} {
+		if stmts[keep], err = tx.PrepareContext(ctx, q); err != nil {
+			return err
+		}
+		defer stmts[keep].Close()
 	}
-	stmt, err := tx.PrepareContext(ctx, up)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
 	for _, f := range rows {
+		keepMeta := walked && (!x.root.state.xattr || f.Type == TypeSymlink)
+		stmt := stmts[keepMeta]
 		parent, name := splitAPIPath(f.Path)
 		var meta any
 		if !f.Meta.empty() {
@@ -305,7 +308,7 @@ func (x *FileIndex) Refresh(ctx context.Context, paths []string, deep bool) erro
 		}
 	}
 	if len(rows) > 0 {
-		if err := x.put(ctx, x.currentScan(ctx), rows, !x.root.state.xattr); err != nil {
+		if err := x.put(ctx, x.currentScan(ctx), rows, true); err != nil {
 			return err
 		}
 	}
@@ -475,14 +478,13 @@ func (x *FileIndex) scan(ctx context.Context, paths []string, progress func(n in
 	if err != nil {
 		return 0, err
 	}
-	keepMeta := !x.root.state.xattr
 	var n int64
 	var pending []IndexedFile
 	flush := func() error {
 		if len(pending) == 0 {
 			return nil
 		}
-		err := x.put(ctx, id, pending, keepMeta)
+		err := x.put(ctx, id, pending, true)
 		fsutil.Fault("fileindex.batch")
 		pending = pending[:0]
 		if progress != nil {

@@ -51,7 +51,7 @@ func TestTwoScansKeepMetadata(t *testing.T) {
 		row, ok, err := xA.describeRow(p)
 		require.NoError(t, err)
 		require.True(t, ok, p)
-		require.NoError(t, xA.put(ctx, idA, []IndexedFile{row}, !rootA.state.xattr))
+		require.NoError(t, xA.put(ctx, idA, []IndexedFile{row}, true))
 	}
 
 	// The user deletes a file and moves another away while B walks.
@@ -109,4 +109,33 @@ func TestTwoScansKeepMetadata(t *testing.T) {
 	_, err = xA.Scan(ctx, nil, nil)
 	require.NoError(t, err)
 	check("after the next scan")
+}
+
+// TestScanKeepsASymlinksMetadata: on a root with user xattrs, a file's
+// metadata lives in its xattrs and a scan reads it from there; a symlink
+// takes no user xattrs, so its metadata lives in the index only, and a
+// scan (which found none in xattrs) wrote it away.
+func TestScanKeepsASymlinksMetadata(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"/f.txt": "f"})
+	require.NoError(t, os.Symlink("f.txt", filepath.Join(dir, "link")))
+	root := newRoot(t, dir, false)
+	require.True(t, root.state.xattr, "the files' metadata must live in xattrs")
+	x, err := root.Files()
+	require.NoError(t, err)
+	node := &Activities{Root: root, Site: "s"}
+	v := "apollo"
+	for _, p := range []string{"/f.txt", "/link"} {
+		_, err = node.setMeta(ctx, x, p, MetaChange{Set: map[string]*string{"project": &v}})
+		require.NoError(t, err)
+	}
+	_, err = x.Scan(ctx, nil, nil)
+	require.NoError(t, err)
+	for _, p := range []string{"/f.txt", "/link"} {
+		m, err := x.storedMeta(ctx, p)
+		require.NoError(t, err)
+		assert.Equal(t, "apollo", m.Fields["project"], "metadata of %s after a scan", p)
+	}
 }
