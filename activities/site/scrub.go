@@ -22,7 +22,8 @@ const quarantineDir = "quarantine/"
 // ScrubOptions tunes Scrub.
 type ScrubOptions struct {
 	// Quarantine moves the content that does not match its name to
-	// quarantine/ (copied, then deleted from where steps look).
+	// quarantine/, out of where steps look: only the object read, never
+	// one written to its key since (see Scrub).
 	Quarantine bool
 	// Progress is called now and then, to drive heartbeats.
 	Progress func()
@@ -53,13 +54,21 @@ type BadContent struct {
 // upload. Steps trust that label to skip an upload, so a migrate of a
 // file with such content would release the file onto wrong bytes.
 //
-// With opts.Quarantine, bad content is copied to quarantine/ and then
-// deleted where steps look: the next premigrate or migrate of a file with
-// that content uploads it again (they find it missing), and until then
-// stubs naming it cannot be recalled, as they could not before (a recall
-// checks the bytes it reads). An object rewritten between the read and
-// the deletion (a step uploaded the content again) is left in place: it
-// is read once more right before it is deleted.
+// With opts.Quarantine, bad content is moved to quarantine/, out of where
+// steps look: the next premigrate or migrate of a file with that content
+// uploads it again (they find it missing), and until then stubs naming it
+// cannot be recalled, as they could not before (a recall checks the bytes
+// it reads). Only the object read is moved (targets.Pinner): a step that
+// found the content wrong may upload it again, verify it and release its
+// file to a stub while the scrub reads or judges the old object, and that
+// upload stays where it is. On a filesystem target the file read is held
+// open until it is renamed to quarantine/ and recognized there by its
+// inode; a file put at the key meanwhile is renamed back. On S3 the object
+// read is copied to quarantine/ and deleted with If-Match on the ETag read
+// (and, for servers that ignore the condition, only after a look at the
+// ETag: an upload landing between that look and the DELETE is lost
+// there). A target that cannot pin the object read gets a copy in
+// quarantine/ and keeps the object, reported again by the next scrub.
 func Scrub(ctx context.Context, d targets.Driver, opts ScrubOptions) (ScrubResult, error) {
 	beat := opts.Progress
 	if beat == nil {
@@ -73,12 +82,21 @@ func Scrub(ctx context.Context, d targets.Driver, opts ScrubOptions) (ScrubResul
 			if !validSum(sum) || (o.Key != contentKey(sum) && o.Key != trashKey(sum)) {
 				return nil // not ours
 			}
-			got, n, err := hashObject(ctx, d, o.Key)
+			rc, pin, err := getPinned(ctx, d, o.Key)
 			if errors.Is(err, targets.ErrNotFound) {
 				return nil // moved or deleted since the listing
 			} else if err != nil {
 				return fmt.Errorf("read %s: %w", o.Key, err)
 			}
+			// Open until the object is dealt with: a file's inode, its
+			// pin, is then no other file's.
+			defer rc.Close()
+			h := sha256.New()
+			n, err := copyBuffer(h, rc)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", o.Key, err)
+			}
+			got := hex.EncodeToString(h.Sum(nil))
 			res.Objects++
 			res.Bytes += n
 			if got == sum {
@@ -86,7 +104,7 @@ func Scrub(ctx context.Context, d targets.Driver, opts ScrubOptions) (ScrubResul
 			}
 			bad := BadContent{Key: o.Key, SHA256: got}
 			if opts.Quarantine {
-				if err := quarantine(ctx, d, o, &bad); err != nil {
+				if err := quarantine(ctx, d, o, pin, &bad); err != nil {
 					return err
 				}
 			}
@@ -100,6 +118,18 @@ func Scrub(ctx context.Context, d targets.Driver, opts ScrubOptions) (ScrubResul
 	return res, nil
 }
 
+// getPinned opens an object, pinned where the driver can (pin "" else).
+func getPinned(ctx context.Context, d targets.Driver, key string) (io.ReadCloser, string, error) {
+	if p, ok := d.(targets.Pinner); ok {
+		return p.GetPinned(ctx, key)
+	}
+	rc, err := d.Get(ctx, key)
+	return rc, "", err
+}
+
+// rewritten is the note of bad content found rewritten since it was read.
+const rewritten = "rewritten since it was read: left in place, to be read again by the next scrub"
+
 // hashObject reads an object whole and returns its SHA-256 and size.
 func hashObject(ctx context.Context, d targets.Driver, key string) (string, int64, error) {
 	rc, err := d.Get(ctx, key)
@@ -112,12 +142,36 @@ func hashObject(ctx context.Context, d targets.Driver, key string) (string, int6
 	return hex.EncodeToString(h.Sum(nil)), n, err
 }
 
-// quarantine copies the bad object o to quarantine/, checking that the
-// copy holds the bad bytes found (not content uploaded again since), then
-// deletes o if it still holds them.
-func quarantine(ctx context.Context, d targets.Driver, o targets.Object, bad *BadContent) error {
+// quarantine moves the bad object o, the one pin names, to quarantine/.
+// The fault point scrub.copied is where the bytes are judged bad and are
+// still at their key (copied already, where the target cannot pin them).
+func quarantine(ctx context.Context, d targets.Driver, o targets.Object, pin string, bad *BadContent) error {
 	name := o.Key[strings.LastIndexByte(o.Key, '/')+1:]
 	to := fmt.Sprintf("%s%s.%d", quarantineDir, name, time.Now().UnixNano())
+	p, ok := d.(targets.Pinner)
+	if !ok {
+		return quarantineCopy(ctx, d, o, to, bad)
+	}
+	fsutil.Fault("scrub.copied")
+	err := p.MovePinned(ctx, o.Key, to, pin)
+	switch {
+	case errors.Is(err, targets.ErrNotFound):
+		bad.Note = "gone before it could be quarantined"
+	case errors.Is(err, targets.ErrChanged):
+		bad.Note = rewritten
+	case err != nil:
+		return fmt.Errorf("quarantine %s: %w", o.Key, err)
+	default:
+		bad.Quarantined = to
+	}
+	return nil
+}
+
+// quarantineCopy is for a target that cannot pin the object read: it
+// copies the bad bytes to quarantine/, checking that the copy holds them
+// (not content uploaded again since), and leaves o in place. Deleting it
+// could delete content a step uploads while o is read once more.
+func quarantineCopy(ctx context.Context, d targets.Driver, o targets.Object, to string, bad *BadContent) error {
 	rc, err := d.Get(ctx, o.Key)
 	if errors.Is(err, targets.ErrNotFound) {
 		bad.Note = "gone before it could be quarantined"
@@ -132,28 +186,19 @@ func quarantine(ctx context.Context, d targets.Driver, o targets.Object, bad *Ba
 		return fmt.Errorf("quarantine %s: %w", o.Key, err)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != bad.SHA256 {
-		bad.Note = "rewritten since it was read: left in place, to be read again by the next scrub"
+		bad.Note = rewritten
 		return d.Delete(ctx, to)
 	}
-	if s, ok := d.(targets.Syncer); ok {
-		if err := s.Sync(ctx); err != nil {
-			return err
-		}
-	}
 	fsutil.Fault("scrub.copied")
-	// Read once more right before the deletion: a step that uploaded
-	// the content again meanwhile put the good bytes there.
 	now, _, err := hashObject(ctx, d, o.Key)
 	switch {
 	case errors.Is(err, targets.ErrNotFound):
 	case err != nil:
 		return err
 	case now != bad.SHA256:
-		bad.Note = "rewritten since it was read: left in place, to be read again by the next scrub"
+		bad.Note = rewritten
 	default:
-		if err := d.Delete(ctx, o.Key); err != nil {
-			return fmt.Errorf("quarantine %s: %w", o.Key, err)
-		}
+		bad.Note = "copied to quarantine and left in place: the target cannot delete only the object read"
 	}
 	bad.Quarantined = to
 	return nil

@@ -425,3 +425,59 @@ func (f *Filesystem) wrap(op, key string, err error) error {
 func isNotFound(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
+
+// GetPinned is Get, with the file's identity as the pin.
+func (f *Filesystem) GetPinned(ctx context.Context, key string) (io.ReadCloser, string, error) {
+	rc, err := f.Get(ctx, key)
+	if err != nil {
+		return nil, "", err
+	}
+	fi, err := rc.(*os.File).Stat()
+	if err != nil {
+		_ = rc.Close()
+		return nil, "", f.wrap("get", key, err)
+	}
+	return rc, filePin(fi), nil
+}
+
+// MovePinned renames the file at key to to, then checks that the file it
+// moved is the one pinned: the rename is atomic, so the file pinned is
+// taken away, or none is. A file put at key since the pin was taken (Put
+// renames a new file into place) is renamed back, and ErrChanged; between
+// the two renames key is absent, and a crash there leaves that file at to.
+func (f *Filesystem) MovePinned(ctx context.Context, key, to, pin string) error {
+	p, err := f.path(key)
+	if err != nil {
+		return err
+	}
+	dst, err := f.path(to)
+	if err != nil {
+		return err
+	}
+	if pin == "" {
+		return fmt.Errorf("move %s: no pin: %w", key, ErrChanged)
+	}
+	if err := mkdirs(filepath.Dir(dst)); err != nil {
+		return fmt.Errorf("move %s: %w", key, err)
+	}
+	if err := os.Rename(p, dst); err != nil {
+		return f.wrap("move", key, err)
+	}
+	if fi, err := os.Lstat(dst); err == nil && filePin(fi) == pin {
+		return nil
+	}
+	if err := os.Rename(dst, p); err != nil {
+		return fmt.Errorf("move %s: it was rewritten since it was read, and the new file could not be put back from %s: %w", key, to, err)
+	}
+	return fmt.Errorf("move %s: %w", key, ErrChanged)
+}
+
+// filePin names a file by its identity and the mtime and size it was
+// written with: "" when the platform does not tell the inode.
+func filePin(fi os.FileInfo) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.Mode().IsRegular() {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d:%d:%d", st.Dev, st.Ino, fi.ModTime().UnixNano(), fi.Size())
+}

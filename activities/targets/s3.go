@@ -406,3 +406,83 @@ func wrapS3(op, key string, err error) error {
 	}
 	return fmt.Errorf("%s %s: %w", op, key, err)
 }
+
+// GetPinned is Get, with the ETag of the object sent as the pin.
+func (s *S3) GetPinned(ctx context.Context, key string) (io.ReadCloser, string, error) {
+	k, err := s.key(key)
+	if err != nil {
+		return nil, "", err
+	}
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(k)})
+	if err != nil {
+		return nil, "", wrapS3("get", key, err)
+	}
+	return out.Body, aws.ToString(out.ETag), nil
+}
+
+// MovePinned copies the object with the ETag pin to to (read with
+// If-Match, and its ETag checked, for servers that ignore the condition),
+// then deletes it with If-Match: S3 deletes it only while key holds it. A
+// server that ignores If-Match on a DELETE is asked for the ETag just
+// before: an upload landing between that look and the DELETE is deleted.
+// ErrChanged removes the copy.
+func (s *S3) MovePinned(ctx context.Context, key, to, pin string) error {
+	k, err := s.key(key)
+	if err != nil {
+		return err
+	}
+	changed := fmt.Errorf("move %s: %w", key, ErrChanged)
+	if pin == "" {
+		return changed
+	}
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(k), IfMatch: aws.String(pin)})
+	switch {
+	case preconditionFailed(err):
+		return changed
+	case err != nil:
+		return wrapS3("move", key, err)
+	}
+	size := int64(-1)
+	if out.ContentLength != nil {
+		size = *out.ContentLength
+	}
+	if aws.ToString(out.ETag) != pin {
+		err = changed
+	} else {
+		err = s.Put(ctx, to, out.Body, size)
+	}
+	out.Body.Close()
+	if err != nil {
+		return err
+	}
+	drop := func() error {
+		_ = s.Delete(context.WithoutCancel(ctx), to)
+		return changed
+	}
+	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(k)})
+	switch {
+	case err == nil && aws.ToString(head.ETag) != pin:
+		return drop()
+	case err == nil:
+	case errors.Is(wrapS3("move", key, err), ErrNotFound):
+		return nil // gone since: the copy is all there is
+	default:
+		return wrapS3("move", key, err)
+	}
+	_, err = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(k), IfMatch: aws.String(pin)})
+	switch {
+	case err == nil:
+	case preconditionFailed(err):
+		return drop()
+	case errors.Is(wrapS3("move", key, err), ErrNotFound):
+	default:
+		return wrapS3("move", key, err)
+	}
+	return nil
+}
+
+// preconditionFailed: a condition (If-Match) did not hold.
+func preconditionFailed(err error) bool {
+	var re *awshttp.ResponseError
+	return errors.As(err, &re) && re.HTTPStatusCode() == http.StatusPreconditionFailed
+}

@@ -82,6 +82,26 @@ var ErrLocked = errors.New("held by another process")
 // not be renewed in time (S3).
 var ErrLockLost = errors.New("lock lost")
 
+// Pinner is implemented by drivers that can tell the object a read opened
+// from one stored under the same key after it, so that a caller that
+// judged what it read takes away that object and never a newer one: the
+// filesystem driver by the file's identity (device, inode, mtime, size),
+// the S3 driver by the object's ETag.
+type Pinner interface {
+	// GetPinned is Get, and also returns pin, which names the object
+	// opened. On a filesystem the pin is exact while the reader is open
+	// (the inode cannot be reused).
+	GetPinned(ctx context.Context, key string) (rc io.ReadCloser, pin string, err error)
+	// MovePinned moves the object pin names from key to the key to, only
+	// if key still holds it. When key holds another object (written since
+	// the pin was taken) it fails with ErrChanged: key keeps what it
+	// holds, and nothing is left at to. ErrNotFound: key holds nothing.
+	MovePinned(ctx context.Context, key, to, pin string) error
+}
+
+// ErrChanged: the key no longer holds the object pinned (Pinner).
+var ErrChanged = errors.New("rewritten since it was read")
+
 // Creator is implemented by drivers that can write a small new object in
 // place, without the temporary object and rename that make Put atomic. It
 // is for markers whose existence is what counts: a crash may leave one
@@ -146,6 +166,8 @@ var (
 	_ Driver = (*S3)(nil)
 	_ Locker = (*Filesystem)(nil)
 	_ Locker = (*S3)(nil)
+	_ Pinner = (*Filesystem)(nil)
+	_ Pinner = (*S3)(nil)
 )
 
 // openers maps a storage type to its constructor; azure and gcs drivers

@@ -190,9 +190,9 @@ func scrubTargetCmd() *cobra.Command {
 that its bytes hash to its name. It finds bit rot, and objects an earlier version labelled with
 the checksum a file had before it changed during the upload: steps trust a target's label to
 skip an upload, so a migrate of a file with such content would release it onto wrong bytes.
-With --quarantine each bad object is copied to quarantine/<sha256>.<ns> and deleted where steps
-look, so that the next premigrate or migrate of that content uploads it again. Nothing is ever
-deleted outright. The result is JSON; the command fails (exit 1) when bad content was found.
+With --quarantine each bad object is moved to quarantine/<sha256>.<ns>, out of where steps
+look, so that the next premigrate or migrate of that content uploads it again; only the object
+read is moved, never content uploaded to its key since. Nothing is ever deleted outright. The result is JSON; the command fails (exit 1) when bad content was found.
 See docs/remote-copies.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
