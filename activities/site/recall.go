@@ -408,7 +408,10 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		// (hub site purge-trash removes it).
 		var recs, linked []Record
 		if s.opts.DeleteRemote {
-			if rel, err = s.root.moveAside(l, fmt.Sprintf("delete-%d", time.Now().UnixNano())); err != nil {
+			// Named by the file's identity, no other live file's: a rerun
+			// after a kill in the move (its records copied first) takes
+			// the same name, and so finishes the same copy.
+			if rel, err = s.root.moveAside(l, fmt.Sprintf("delete-%d-%d", inode(fi), birthTime(abs))); err != nil {
 				j.fail(err)
 				return
 			}

@@ -389,19 +389,6 @@ func restoreExchanged(l *loc) (string, error) {
 	return name, nil
 }
 
-// markedAt tells whether the entry of l is a temporary file of the hub's
-// (fsutil.Marked): not when it cannot be opened as a file (nothing there,
-// a link, a folder, a file the worker may not read).
-func markedAt(l *loc) bool {
-	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	marked, _ := fsutil.Marked(f)
-	return marked
-}
-
 // sibling is the entry name in l's folder.
 func sibling(l *loc, name string) *loc {
 	return &loc{rel: path.Join(path.Dir(l.rel), name), parent: l.parent, name: name}
