@@ -101,3 +101,26 @@ func TestKillDeletingChild(t *testing.T) {
 	_, err = Delete(context.Background(), root, []string{"/a/small.bin", "/a/b/large.bin"}, only("t", target), StepOptions{DeleteRemote: true})
 	require.NoError(t, err)
 }
+
+// TestDeleteTwoNamesOfOneFile: a delete's trash entries are named by the
+// file's identity and path; two names of one file (hard links) deleted in
+// one step are both removed. (Their entries would collide only if both
+// were in the trash at once, which this test does not force.)
+func TestDeleteTwoNamesOfOneFile(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, map[string]string{"/a.txt": "one file, two names"})
+			require.NoError(t, os.Link(filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")))
+			root := newRoot(t, dir, index)
+			paths := []string{"/a.txt", "/b.txt"}
+			res, err := Delete(context.Background(), root, paths, only("t", fsTarget(t)), StepOptions{DeleteRemote: true})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, paths)
+			for _, p := range paths {
+				require.NoFileExists(t, filepath.Join(dir, p))
+			}
+		})
+	}
+}

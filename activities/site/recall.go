@@ -408,10 +408,13 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		// (hub site purge-trash removes it).
 		var recs, linked []Record
 		if s.opts.DeleteRemote {
-			// Named by the file's identity, no other live file's: a rerun
-			// after a kill in the move (its records copied first) takes
-			// the same name, and so finishes the same copy.
-			if rel, err = s.root.moveAside(l, fmt.Sprintf("delete-%d-%d", inode(fi), birthTime(abs))); err != nil {
+			// Named by the file's identity and path (two names of one
+			// file are two entries), no other live file's: a rerun after
+			// a kill in the move (its records copied first) takes the same
+			// name, and so finishes the same copy.
+			sum := sha256.Sum256([]byte(rel))
+			name := fmt.Sprintf("delete-%d-%d-%x", inode(fi), birthTime(abs), sum[:6])
+			if rel, err = s.root.moveAside(l, name); err != nil {
 				j.fail(err)
 				return
 			}
