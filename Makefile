@@ -20,11 +20,15 @@ BENCH_PKGS := ./activities/site/ ./activities/targets/ ./api/hub/ ./api/cj/
 
 ## test: every test, against sqlite and PostgreSQL (started here if needed),
 ## then every benchmark once at a small size (quick mode) so none rots
+## (the benchmarks' own output is kept in bin/bench-quick.out, and its
+## failures are printed)
 test:
-	@url="$${HUB_TEST_POSTGRES_URL:-$$(.ci/postgres.sh | tail -n 1)}" && \
+	@mkdir -p bin && url="$${HUB_TEST_POSTGRES_URL:-$$(.ci/postgres.sh | tail -n 1)}" && \
 	HUB_TEST_POSTGRES_URL="$$url" $(GO) test -count=1 -timeout 25m ./... && \
-	HUB_TEST_POSTGRES_URL="$$url" HUB_BENCH_QUICK=1 $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m $(BENCH_PKGS) | \
-	$(GO) run ./cmd/benchtable -all -title "Benchmarks in quick mode (small sizes: the run shows they work; make bench gives the figures)"
+	{ HUB_TEST_POSTGRES_URL="$$url" HUB_BENCH_QUICK=1 $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m $(BENCH_PKGS) | \
+	tee bin/bench-quick.out | \
+	$(GO) run ./cmd/benchtable -all -title "Benchmarks in quick mode (small sizes: the run shows they work; make bench gives the figures)" || \
+	{ grep -B 3 -A 25 -E -- '--- FAIL|^panic|^FAIL' bin/bench-quick.out; exit 1; }; }
 
 ## bench: the benchmarks at the issue's sizes (premigrate job of 100,000
 ## files, lists over 100,000 jobs, 1M indexed files), then one table of
