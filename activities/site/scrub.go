@@ -91,12 +91,10 @@ func Scrub(ctx context.Context, d targets.Driver, opts ScrubOptions) (ScrubResul
 			// Open until the object is dealt with: a file's inode, its
 			// pin, is then no other file's.
 			defer rc.Close()
-			h := sha256.New()
-			n, err := copyBuffer(h, rc)
+			got, n, err := hashReader(rc)
 			if err != nil {
 				return fmt.Errorf("read %s: %w", o.Key, err)
 			}
-			got := hex.EncodeToString(h.Sum(nil))
 			res.Objects++
 			res.Bytes += n
 			if got == sum {
@@ -137,8 +135,13 @@ func hashObject(ctx context.Context, d targets.Driver, key string) (string, int6
 		return "", 0, err
 	}
 	defer rc.Close()
+	return hashReader(rc)
+}
+
+// hashReader reads r to its end and returns its SHA-256 and size.
+func hashReader(r io.Reader) (string, int64, error) {
 	h := sha256.New()
-	n, err := copyBuffer(h, rc)
+	n, err := copyBuffer(h, r)
 	return hex.EncodeToString(h.Sum(nil)), n, err
 }
 
