@@ -95,6 +95,11 @@ const stuckTaskAttempts = 3
 // its task failing) is ended by the hub instead (EndJob), so any job can
 // be cancelled whatever went wrong.
 func (s *Service) CancelJob(ctx context.Context, j *models.Job) error {
+	// Asked before the request is sent too: a cancel request that reaches
+	// a workflow while its failing task runs makes Temporal count that
+	// task's attempts from 1 again, so afterwards a stuck workflow can look
+	// like one about to act.
+	stuck, _ := s.jobWorkflowStuck(ctx, j.ID) // an error: asked again below
 	err := s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
 		if err := models.MarkCancelling(ctx, tx, j.ID); err != nil {
 			return err
@@ -104,7 +109,9 @@ func (s *Service) CancelJob(ctx context.Context, j *models.Job) error {
 	if err != nil {
 		return err
 	}
-	stuck, err := s.jobWorkflowStuck(ctx, j.ID)
+	if !stuck {
+		stuck, err = s.jobWorkflowStuck(ctx, j.ID)
+	}
 	if err != nil {
 		// Temporal cannot say: the cancel is committed and owed, and a
 		// cancel sent again checks once more.
