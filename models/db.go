@@ -5,7 +5,9 @@
 package models
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"os"
@@ -38,7 +40,8 @@ var (
 // statement, as a network error. The URL's read_timeout sets another.
 func Open(url string) (*bun.DB, error) {
 	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
-		sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithReadTimeout(pgReadTimeout), pgdriver.WithDSN(url)))
+		pg := pgdriver.NewConnector(pgdriver.WithReadTimeout(pgReadTimeout), pgdriver.WithDSN(url))
+		sqldb := sql.OpenDB(&stmtCacheConnector{connect: pg.Connect, drv: pg.Driver(), size: 128, server: true})
 		return register(bun.NewDB(sqldb, pgdialect.New())), nil
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "file:")
@@ -60,7 +63,9 @@ func Open(url string) (*bun.DB, error) {
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)" +
 		"&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate" +
 		"&_pragma=cache_size(-65536)"
-	sqldb := sql.OpenDB(&stmtCacheConnector{drv: sqliteshim.Driver(), dsn: dsn, size: 128})
+	drv := sqliteshim.Driver()
+	connect := func(context.Context) (driver.Conn, error) { return drv.Open(dsn) }
+	sqldb := sql.OpenDB(&stmtCacheConnector{connect: connect, drv: drv, size: 128})
 	sqldb.SetMaxOpenConns(1)
 	return register(bun.NewDB(sqldb, sqlitedialect.New())), nil
 }

@@ -1,16 +1,13 @@
 package models
 
 import (
-	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/driver/pgdriver"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"github.com/thehub/hub/workflows/vocab"
 )
@@ -355,8 +352,8 @@ type PathOutcome struct {
 // rows changed, in the same transaction (so a batch costs its own rows,
 // not a recount of the whole job; FinishJob recounts once at the end). It
 // is idempotent per task: a retried call leaves the same rows and counts.
-// On PostgreSQL rows travel by COPY into a temporary table, then one
-// upsert.
+// On PostgreSQL rows travel as five arrays into a temporary table (one
+// statement), then one upsert.
 func RecordOutcomes(ctx context.Context, db *bun.DB, jobID, taskID int64, outs []PathOutcome) error {
 	outs = lastPerPath(outs)
 	if len(outs) == 0 {
@@ -364,7 +361,7 @@ func RecordOutcomes(ctx context.Context, db *bun.DB, jobID, taskID int64, outs [
 	}
 	var err error
 	if IsPostgres(db) {
-		err = recordOutcomesCopy(ctx, db, jobID, taskID, outs)
+		err = recordOutcomesBulk(ctx, db, jobID, taskID, outs)
 	} else {
 		err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 			return recordOutcomesInsert(ctx, tx, jobID, taskID, outs)
@@ -485,23 +482,18 @@ func recordOutcomesInsert(ctx context.Context, tx bun.Tx, jobID, taskID int64, o
 	return d.apply(ctx, tx, jobID)
 }
 
-func recordOutcomesCopy(ctx context.Context, db *bun.DB, jobID, taskID int64, outs []PathOutcome) error {
-	var buf bytes.Buffer
-	w := csv.NewWriter(&buf)
-	for _, o := range outs {
-		_ = w.Write([]string{o.Path, o.State, o.Code, o.Message, strconv.FormatInt(o.Size, 10)})
+func recordOutcomesBulk(ctx context.Context, db *bun.DB, jobID, taskID int64, outs []PathOutcome) error {
+	n := len(outs)
+	paths, states, codes, messages, sizes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+	for i, o := range outs {
+		paths[i], states[i], codes[i], messages[i], sizes[i] = o.Path, o.State, o.Code, o.Message, o.Size
 	}
-	w.Flush()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE outcomes (path TEXT, state TEXT, code TEXT, message TEXT, size BIGINT) ON COMMIT DROP`); err != nil {
 			return err
 		}
-		if _, err := pgdriver.CopyFrom(ctx, conn, &buf, `COPY outcomes FROM STDIN WITH (FORMAT csv, FORCE_NOT_NULL (path, state, code, message))`); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO outcomes SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[])`,
+			pgdialect.Array(paths), pgdialect.Array(states), pgdialect.Array(codes), pgdialect.Array(messages), pgdialect.Array(sizes)); err != nil {
 			return err
 		}
 		var d countsDelta

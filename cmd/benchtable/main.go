@@ -45,6 +45,7 @@ func lists(db string) []row {
 		return row{what: what + " (" + db + ")", fig: ref{"BenchmarkLists/" + db + "/" + name, "ms/req"}, base: hello, goal: goal, goalText: text}
 	}
 	return []row{
+		list("gin-jobs-page-bytes", "gin writing the bytes of a jobs page (the floor) vs gin hello", 0, ""),
 		list("sites", "GET /api/sites/ vs gin hello world", 0.25, "≥ 25%"),
 		list("jobs-page-100", "GET /api/jobs/?page_size=100 vs gin hello", 0.25, "≥ 25%"),
 		list("jobs-page-100-last", "GET /api/jobs/ last page vs gin hello", 0, ""),

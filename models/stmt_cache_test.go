@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -16,7 +17,8 @@ import (
 // size statements, on one connection as Open does.
 func openCached(t *testing.T, size int) *sql.DB {
 	t.Helper()
-	db := sql.OpenDB(&stmtCacheConnector{drv: sqliteshim.Driver(), dsn: "file:" + filepath.Join(t.TempDir(), "c.db"), size: size})
+	dsn := "file:" + filepath.Join(t.TempDir(), "c.db")
+	db := sql.OpenDB(&stmtCacheConnector{connect: func(context.Context) (driver.Conn, error) { return sqliteshim.Driver().Open(dsn) }, drv: sqliteshim.Driver(), size: size})
 	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	_, err := db.Exec("CREATE TABLE t (a INTEGER)")

@@ -1,0 +1,106 @@
+package models_test
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/models/dbtest"
+)
+
+// TestStmtCacheOnPostgres: on PostgreSQL a SELECT is prepared when its
+// text comes a second time (the server's own view of the session,
+// pg_prepared_statements, shows it), a kept statement reads the rows as
+// they are, follows a schema change that alters its columns, and serves a
+// transaction, seeing its writes and not after its rollback.
+func TestStmtCacheOnPostgres(t *testing.T) {
+	if !slices.Contains(dbtest.Dialects(t), "postgres") {
+		t.Skip("PostgreSQL is not configured (HUB_TEST_SQLITE_ONLY)")
+	}
+	ctx := context.Background()
+	db, err := models.Open(dbtest.URL(t, "postgres"))
+	require.NoError(t, err)
+	defer db.Close()
+	conn, err := db.DB.Conn(ctx) // one session, as prepared statements are
+	require.NoError(t, err)
+	defer conn.Close()
+	exec := func(q string) {
+		t.Helper()
+		_, err := conn.ExecContext(ctx, q)
+		require.NoError(t, err)
+	}
+	exec("CREATE TABLE t (a INTEGER)")
+	exec("INSERT INTO t (a) VALUES (1), (2), (3)")
+	prepared := func(q string) bool {
+		t.Helper()
+		var n int
+		// With an argument: never kept itself.
+		require.NoError(t, conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM pg_prepared_statements WHERE statement = $1", q).Scan(&n))
+		return n > 0
+	}
+	q := "SELECT a FROM t ORDER BY a"
+	require.Equal(t, 6, sumRows(t, conn, q))
+	require.False(t, prepared(q), "a text run once is not prepared")
+	require.Equal(t, 6, sumRows(t, conn, q))
+	require.True(t, prepared(q), "a text run twice is")
+	exec("INSERT INTO t (a) VALUES (10)")
+	require.Equal(t, 16, sumRows(t, conn, q), "a kept statement reads the table as it is now")
+
+	star := "SELECT * FROM t ORDER BY a"
+	columns := func() []string {
+		t.Helper()
+		rows, err := conn.QueryContext(ctx, star)
+		require.NoError(t, err)
+		defer rows.Close()
+		cols, err := rows.Columns()
+		require.NoError(t, err)
+		return cols
+	}
+	require.Equal(t, []string{"a"}, columns())
+	require.Equal(t, []string{"a"}, columns())
+	require.True(t, prepared(star))
+	exec("ALTER TABLE t ADD COLUMN b TEXT DEFAULT 'x'")
+	require.Equal(t, []string{"a", "b"}, columns(), "a kept statement follows a schema change of its columns")
+	require.Equal(t, []string{"a", "b"}, columns())
+	require.Equal(t, []string{"a", "b"}, columns())
+
+	tx, err := conn.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer tx.Rollback()
+	outer, err := tx.QueryContext(ctx, q)
+	require.NoError(t, err)
+	var seen []int
+	for outer.Next() {
+		var a int
+		require.NoError(t, outer.Scan(&a))
+		seen = append(seen, a)
+	}
+	require.NoError(t, outer.Err())
+	require.NoError(t, outer.Close())
+	require.Equal(t, []int{1, 2, 3, 10}, seen)
+	_, err = tx.ExecContext(ctx, "DELETE FROM t WHERE a = 10")
+	require.NoError(t, err)
+	require.Equal(t, 6, sumRows(t, tx, q), "inside a transaction, its own writes")
+	require.NoError(t, tx.Rollback())
+	require.Equal(t, 16, sumRows(t, conn, q))
+}
+
+func sumRows(t *testing.T, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, query string) (total int) {
+	t.Helper()
+	rows, err := q.QueryContext(context.Background(), query)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var a int
+		require.NoError(t, rows.Scan(&a))
+		total += a
+	}
+	require.NoError(t, rows.Err())
+	return total
+}
