@@ -18,8 +18,8 @@ import (
 // statement cache keeps each connection's most recently used SELECT
 // statements prepared, keyed by their text. A statement whose rows are
 // still open is never reused (a query run while iterating the same query
-// gets a statement of its own), and every kept statement is closed
-// before its connection closes.
+// gets a statement of its own), and on sqlite every kept statement is
+// finalized before its connection closes.
 type stmtCacheConnector struct {
 	connect func(context.Context) (driver.Conn, error)
 	drv     driver.Driver

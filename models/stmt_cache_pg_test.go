@@ -2,7 +2,6 @@ package models_test
 
 import (
 	"context"
-	"database/sql"
 	"slices"
 	"testing"
 
@@ -43,12 +42,12 @@ func TestStmtCacheOnPostgres(t *testing.T) {
 		return n > 0
 	}
 	q := "SELECT a FROM t ORDER BY a"
-	require.Equal(t, 6, sumRows(t, conn, q))
+	require.Equal(t, 6, models.SumRows(t, conn, q))
 	require.False(t, prepared(q), "a text run once is not prepared")
-	require.Equal(t, 6, sumRows(t, conn, q))
+	require.Equal(t, 6, models.SumRows(t, conn, q))
 	require.True(t, prepared(q), "a text run twice is")
 	exec("INSERT INTO t (a) VALUES (10)")
-	require.Equal(t, 16, sumRows(t, conn, q), "a kept statement reads the table as it is now")
+	require.Equal(t, 16, models.SumRows(t, conn, q), "a kept statement reads the table as it is now")
 
 	star := "SELECT * FROM t ORDER BY a"
 	columns := func() []string {
@@ -84,23 +83,7 @@ func TestStmtCacheOnPostgres(t *testing.T) {
 	require.Equal(t, []int{1, 2, 3, 10}, seen)
 	_, err = tx.ExecContext(ctx, "DELETE FROM t WHERE a = 10")
 	require.NoError(t, err)
-	require.Equal(t, 6, sumRows(t, tx, q), "inside a transaction, its own writes")
+	require.Equal(t, 6, models.SumRows(t, tx, q), "inside a transaction, its own writes")
 	require.NoError(t, tx.Rollback())
-	require.Equal(t, 16, sumRows(t, conn, q))
-}
-
-func sumRows(t *testing.T, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, query string) (total int) {
-	t.Helper()
-	rows, err := q.QueryContext(context.Background(), query)
-	require.NoError(t, err)
-	defer rows.Close()
-	for rows.Next() {
-		var a int
-		require.NoError(t, rows.Scan(&a))
-		total += a
-	}
-	require.NoError(t, rows.Err())
-	return total
+	require.Equal(t, 16, models.SumRows(t, conn, q))
 }

@@ -48,11 +48,13 @@ func cached(t *testing.T, db *sql.DB) (texts []string) {
 	return texts
 }
 
-func sum(t *testing.T, q interface {
-	Query(string, ...any) (*sql.Rows, error)
+// SumRows is the sum of the integers query selects through q (a
+// database, a connection or a transaction).
+func SumRows(t *testing.T, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 }, query string) (total int) {
 	t.Helper()
-	rows, err := q.Query(query)
+	rows, err := q.QueryContext(context.Background(), query)
 	require.NoError(t, err)
 	defer rows.Close()
 	for rows.Next() {
@@ -67,10 +69,10 @@ func sum(t *testing.T, q interface {
 func TestStmtCacheReusesAndSeesNewRows(t *testing.T) {
 	db := openCached(t, 8)
 	q := "SELECT a FROM t"
-	require.Equal(t, 6, sum(t, db, q))
+	require.Equal(t, 6, SumRows(t, db, q))
 	_, err := db.Exec("INSERT INTO t (a) VALUES (10)")
 	require.NoError(t, err)
-	require.Equal(t, 16, sum(t, db, q), "a kept statement reads the table as it is now")
+	require.Equal(t, 16, SumRows(t, db, q), "a kept statement reads the table as it is now")
 	require.Equal(t, []string{q}, cached(t, db), "one statement kept for the query run twice; the writes are not kept")
 
 	_, err = db.Exec("ALTER TABLE t ADD COLUMN b TEXT DEFAULT 'x'")
@@ -108,12 +110,12 @@ func TestStmtCacheSameQueryWhileRowsOpen(t *testing.T) {
 		var a int
 		require.NoError(t, outer.Scan(&a))
 		seen = append(seen, a)
-		require.Equal(t, 6, sum(t, tx, q), "the same query inside the loop runs on a statement of its own")
+		require.Equal(t, 6, SumRows(t, tx, q), "the same query inside the loop runs on a statement of its own")
 	}
 	require.NoError(t, outer.Err())
 	require.NoError(t, outer.Close())
 	require.Equal(t, []int{1, 2, 3}, seen, "the outer rows were not disturbed")
-	require.Equal(t, 6, sum(t, tx, q))
+	require.Equal(t, 6, SumRows(t, tx, q))
 }
 
 func TestStmtCacheEvictsLeastRecent(t *testing.T) {
@@ -125,8 +127,8 @@ func TestStmtCacheEvictsLeastRecent(t *testing.T) {
 	open, err := tx.Query(q1) // q1 is busy while it is evicted
 	require.NoError(t, err)
 	first := conn.byText[q1].Value.(*cachedStmt).stmt
-	require.Equal(t, 5, sum(t, tx, q2))
-	require.Equal(t, 3, sum(t, tx, q3))
+	require.Equal(t, 5, SumRows(t, tx, q2))
+	require.Equal(t, 3, SumRows(t, tx, q3))
 	total := 0
 	for open.Next() {
 		var a int
@@ -139,7 +141,7 @@ func TestStmtCacheEvictsLeastRecent(t *testing.T) {
 	require.Zero(t, reflect.ValueOf(first).Elem().FieldByName("psql").Uint(), "the evicted statement is finalized once its rows close")
 	require.NoError(t, tx.Commit())
 	require.Equal(t, []string{q3, q2}, cached(t, db))
-	require.Equal(t, 6, sum(t, db, q1))
+	require.Equal(t, 6, SumRows(t, db, q1))
 	require.Equal(t, []string{q1, q3}, cached(t, db))
 }
 
@@ -154,7 +156,7 @@ func TestStmtCacheCanceledQuery(t *testing.T) {
 	require.Eventually(t, func() bool { return !rows.Next() }, time.Second, time.Millisecond)
 	require.ErrorIs(t, rows.Err(), context.Canceled)
 	require.NoError(t, rows.Close())
-	require.Equal(t, 6, sum(t, db, q), "the kept statement still works, from its first row")
+	require.Equal(t, 6, SumRows(t, db, q), "the kept statement still works, from its first row")
 	require.Equal(t, []string{q}, cached(t, db))
 
 	long := "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000000) SELECT COUNT(*) FROM c"
@@ -162,5 +164,5 @@ func TestStmtCacheCanceledQuery(t *testing.T) {
 	defer cancel()
 	err = db.QueryRowContext(ctx, long).Scan(new(int))
 	require.ErrorIs(t, err, context.DeadlineExceeded, "a query interrupted while it steps")
-	require.Equal(t, 6, sum(t, db, q))
+	require.Equal(t, 6, SumRows(t, db, q))
 }
