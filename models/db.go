@@ -42,6 +42,11 @@ func Open(url string) (*bun.DB, error) {
 	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
 		pg := pgdriver.NewConnector(pgdriver.WithReadTimeout(pgReadTimeout), pgdriver.WithDSN(url))
 		sqldb := sql.OpenDB(&stmtCacheConnector{connect: pg.Connect, drv: pg.Driver(), size: 128, server: true})
+		// database/sql keeps two idle connections by default: with more
+		// requests at once, each burst opened connections (a login each)
+		// and closed them, with their prepared statements.
+		sqldb.SetMaxIdleConns(pgIdleConns)
+		sqldb.SetConnMaxIdleTime(5 * time.Minute)
 		return register(bun.NewDB(sqldb, pgdialect.New())), nil
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "file:")
@@ -69,6 +74,9 @@ func Open(url string) (*bun.DB, error) {
 	sqldb.SetMaxOpenConns(1)
 	return register(bun.NewDB(sqldb, sqlitedialect.New())), nil
 }
+
+// pgIdleConns is how many idle PostgreSQL connections a process keeps.
+const pgIdleConns = 16
 
 // pgReadTimeout bounds the wait for a PostgreSQL answer: long enough for
 // any statement the hub runs (an API request's own context ends sooner),

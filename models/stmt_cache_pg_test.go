@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/models/dbtest"
@@ -86,4 +87,29 @@ func TestStmtCacheOnPostgres(t *testing.T) {
 	require.Equal(t, 6, models.SumRows(t, tx, q), "inside a transaction, its own writes")
 	require.NoError(t, tx.Rollback())
 	require.Equal(t, 16, models.SumRows(t, conn, q))
+}
+
+// TestPostgresKeepsConnectionsForConcurrentRequests: eight requests at
+// once, again and again, reuse their connections (and so their prepared
+// statements) instead of closing all but two after each burst.
+func TestPostgresKeepsConnectionsForConcurrentRequests(t *testing.T) {
+	if !slices.Contains(dbtest.Dialects(t), "postgres") {
+		t.Skip("PostgreSQL is not configured (HUB_TEST_SQLITE_ONLY)")
+	}
+	db, err := models.Open(dbtest.URL(t, "postgres"))
+	require.NoError(t, err)
+	defer db.Close()
+	for range 5 {
+		var g errgroup.Group
+		for range 8 {
+			g.Go(func() error {
+				_, err := db.ExecContext(context.Background(), "SELECT pg_sleep(0.01)")
+				return err
+			})
+		}
+		require.NoError(t, g.Wait())
+	}
+	st := db.DB.Stats()
+	require.Zero(t, st.MaxIdleClosed, "connections closed for want of idle room: %+v", st)
+	require.LessOrEqual(t, st.OpenConnections, 8)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/uptrace/bun"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gin-gonic/gin"
 
@@ -52,53 +53,81 @@ func BenchmarkLists(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			get := func(b testing.TB, url, auth string, body io.Writer) {
+			// Enough idle connections for the concurrent clients below
+			// (http.DefaultClient keeps two per host).
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+			get := func(url, auth string, body io.Writer) error {
 				req, _ := http.NewRequest(http.MethodGet, url, nil)
 				if auth != "" {
 					req.Header.Set("Authorization", auth)
 				}
-				resp, err := http.DefaultClient.Do(req)
+				resp, err := client.Do(req)
 				if err != nil {
-					b.Fatal(err)
+					return err
 				}
 				_, _ = io.Copy(body, resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusOK {
-					b.Fatalf("%s: %d", url, resp.StatusCode)
+					return fmt.Errorf("%s: %d", url, resp.StatusCode)
 				}
+				return nil
 			}
 			// The floor under any list: gin writing the bytes of the
 			// first jobs page, as kept, with no work to find them.
 			var jobsPage bytes.Buffer
-			get(b, e.URL+"/api/jobs/?page_size=100", apitest.Bearer(e.Admin), &jobsPage)
+			if err := get(e.URL+"/api/jobs/?page_size=100", apitest.Bearer(e.Admin), &jobsPage); err != nil {
+				b.Fatal(err)
+			}
 			hello := gin.New()
 			hello.GET("/hello", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"hello": "world"}) })
 			hello.GET("/jobs-page", func(c *gin.Context) { c.Data(http.StatusOK, "application/json; charset=utf-8", jobsPage.Bytes()) })
 			srv := httptest.NewServer(hello)
 			defer srv.Close()
-			for _, c := range []struct{ name, url, auth string }{
-				{"gin-hello", srv.URL + "/hello", ""},
-				{"gin-jobs-page-bytes", srv.URL + "/jobs-page", ""},
-				{"sites", e.URL + "/api/sites/", apitest.Bearer(e.Admin)},
-				{"jobs-page-100", e.URL + "/api/jobs/?page_size=100", apitest.Bearer(e.Admin)},
-				{"jobs-page-100-state", e.URL + "/api/jobs/?page_size=100&state=SUCCESS", apitest.Bearer(e.Admin)},
-				{"jobs-page-100-site", e.URL + "/api/jobs/?page_size=100&site=bench", apitest.Bearer(e.Admin)},
-				{"jobs-page-100-last", fmt.Sprintf("%s/api/jobs/?page_size=100&page=%d", e.URL, n/100), apitest.Bearer(e.Admin)},
-				{"jobstats-page-100", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100", e.URL, last.ID), apitest.Bearer(e.Admin)},
-				{"jobstats-page-100-last", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100&page=%d", e.URL, last.ID, perJob/100), apitest.Bearer(e.Admin)},
-				{"tasks-page-100", e.URL + "/api/tasks/?page_size=100", apitest.Bearer(e.Admin)},
-				{"tasks-page-100-state", e.URL + "/api/tasks/?page_size=100&state=SUCCESS", apitest.Bearer(e.Admin)},
-				{"tasks-page-100-last", fmt.Sprintf("%s/api/tasks/?page_size=100&page=%d", e.URL, n/100), apitest.Bearer(e.Admin)},
+			for _, c := range []struct {
+				name, url, auth string
+				clients         int // at once (default 1)
+			}{
+				{"gin-hello", srv.URL + "/hello", "", 0},
+				{"gin-hello-8-clients", srv.URL + "/hello", "", 8},
+				{"gin-jobs-page-bytes", srv.URL + "/jobs-page", "", 0},
+				{"sites", e.URL + "/api/sites/", apitest.Bearer(e.Admin), 0},
+				{"jobs-page-100", e.URL + "/api/jobs/?page_size=100", apitest.Bearer(e.Admin), 0},
+				{"jobs-page-100-state", e.URL + "/api/jobs/?page_size=100&state=SUCCESS", apitest.Bearer(e.Admin), 0},
+				{"jobs-page-100-site", e.URL + "/api/jobs/?page_size=100&site=bench", apitest.Bearer(e.Admin), 0},
+				{"jobs-page-100-last", fmt.Sprintf("%s/api/jobs/?page_size=100&page=%d", e.URL, n/100), apitest.Bearer(e.Admin), 0},
+				{"jobstats-page-100", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100", e.URL, last.ID), apitest.Bearer(e.Admin), 0},
+				{"jobstats-page-100-last", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100&page=%d", e.URL, last.ID, perJob/100), apitest.Bearer(e.Admin), 0},
+				{"tasks-page-100", e.URL + "/api/tasks/?page_size=100", apitest.Bearer(e.Admin), 0},
+				{"tasks-page-100-state", e.URL + "/api/tasks/?page_size=100&state=SUCCESS", apitest.Bearer(e.Admin), 0},
+				{"tasks-page-100-last", fmt.Sprintf("%s/api/tasks/?page_size=100&page=%d", e.URL, n/100), apitest.Bearer(e.Admin), 0},
+				{"jobs-page-100-8-clients", e.URL + "/api/jobs/?page_size=100", apitest.Bearer(e.Admin), 8},
 			} {
 				b.Run(c.name, func(b *testing.B) {
 					// Each op is listReqs requests after one unmeasured:
-					// enough for a rate, whatever -benchtime says.
-					get(b, c.url, c.auth, io.Discard)
-					b.ResetTimer()
-					for i := 0; i < b.N*listReqs; i++ {
-						get(b, c.url, c.auth, io.Discard)
+					// enough for a rate, whatever -benchtime says. With
+					// clients, they share the requests and ms/req is the
+					// wall time over all of them (the inverse of the rate).
+					if err := get(c.url, c.auth, io.Discard); err != nil {
+						b.Fatal(err)
 					}
-					b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N*listReqs), "ms/req")
+					clients := max(c.clients, 1)
+					each := max(b.N*listReqs/clients, 1)
+					b.ResetTimer()
+					var g errgroup.Group
+					for range clients {
+						g.Go(func() error {
+							for range each {
+								if err := get(c.url, c.auth, io.Discard); err != nil {
+									return err
+								}
+							}
+							return nil
+						})
+					}
+					if err := g.Wait(); err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(each*clients), "ms/req")
 				})
 			}
 		})
