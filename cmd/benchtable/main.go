@@ -177,6 +177,7 @@ func main() {
 	fmt.Println("|---|---|---|---|---|---|")
 	var missing []string
 	for _, r := range rows {
+		r.what = strings.ReplaceAll(r.what, "|", `\|`) // a cell of a Markdown table
 		fig, ok := figs[r.fig]
 		if !ok {
 			missing = append(missing, r.fig.bench)
