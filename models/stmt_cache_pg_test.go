@@ -71,17 +71,7 @@ func TestStmtCacheOnPostgres(t *testing.T) {
 	tx, err := conn.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	defer tx.Rollback()
-	outer, err := tx.QueryContext(ctx, q)
-	require.NoError(t, err)
-	var seen []int
-	for outer.Next() {
-		var a int
-		require.NoError(t, outer.Scan(&a))
-		seen = append(seen, a)
-	}
-	require.NoError(t, outer.Err())
-	require.NoError(t, outer.Close())
-	require.Equal(t, []int{1, 2, 3, 10}, seen)
+	require.Equal(t, 16, models.SumRows(t, tx, q), "a kept statement inside a transaction")
 	_, err = tx.ExecContext(ctx, "DELETE FROM t WHERE a = 10")
 	require.NoError(t, err)
 	require.Equal(t, 6, models.SumRows(t, tx, q), "inside a transaction, its own writes")
