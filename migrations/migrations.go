@@ -46,6 +46,7 @@ func NewMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	registerStateCounts(ms)
 	registerJobVersions(ms)
 	registerTaskVersions(ms)
+	registerJobSiteCounts(ms)
 	return migrate.NewMigrator(db, ms, migrate.WithTemplateData(typesFor(db)), migrate.WithMarkAppliedOnSuccess(true)), nil
 }
 

@@ -173,7 +173,13 @@ func (f *JobFilter) apply(db bun.IDB, q *bun.SelectQuery) *bun.SelectQuery {
 // called name (two arguments: name twice): now, as the job keeps its site
 // by id across a rename, or when the job was created.
 func siteNamed(alias string) string {
-	return "(" + alias + ".site_id IN (SELECT s.id FROM sites AS s WHERE s.name = ?) OR " + alias + ".site = ?)"
+	return "(" + siteNow(alias) + " OR " + alias + ".site = ?)"
+}
+
+// siteNow is the condition, on jobs aliased alias, that a job's site is
+// called name now (one argument: name); site names are unique.
+func siteNow(alias string) string {
+	return alias + ".site_id = (SELECT s.id FROM sites AS s WHERE s.name = ?)"
 }
 
 // JobsQuery selects the jobs matching f into dest, newest first.
@@ -208,14 +214,17 @@ func windowIDs(ids *bun.SelectQuery, w Window, desc bool, cols ...string) *bun.S
 }
 
 // CountJobs is the number of jobs matching f: kept by the database for
-// every job (CountAllJobs) and for the jobs of one state, counted
-// otherwise.
+// every job (CountAllJobs), for the jobs of one state and for those of
+// one site (by id or by name), counted otherwise.
 func CountJobs(ctx context.Context, db bun.IDB, f JobFilter) (int, error) {
 	if f.Empty() {
 		return CountAllJobs(ctx, db)
 	}
 	if s := f.onlyState(); s != "" {
 		return keptCount(ctx, db, "jobs:state:"+s)
+	}
+	if f.onlySite() {
+		return countJobsOfSite(ctx, db, f)
 	}
 	n, err := f.apply(db, db.NewSelect().TableExpr("jobs AS j")).Count(ctx)
 	return int(n), dbErr(err)
@@ -625,6 +634,14 @@ func (f JobFilter) onlyState() string {
 	return f.States[0]
 }
 
+// onlySite tells whether f selects jobs by their site (id, name or both)
+// and nothing else: the number of such jobs is kept.
+func (f JobFilter) onlySite() bool {
+	rest := f
+	rest.SiteID, rest.Site = nil, ""
+	return rest.Empty() && !f.Empty()
+}
+
 // CountAllJobs is the number of jobs, kept by the database (row_counts,
 // moved by triggers on every insert and delete), without reading them.
 func CountAllJobs(ctx context.Context, db bun.IDB) (int, error) { return keptCount(ctx, db, "jobs") }
@@ -649,6 +666,23 @@ func CountJobsByState(ctx context.Context, db bun.IDB) (map[string]int64, error)
 		counts[strings.TrimPrefix(r.Name, prefix)] = r.N
 	}
 	return counts, nil
+}
+
+// countJobsOfSite is the number of jobs of f's site (SiteID, Site or
+// both), as job_site_counts keeps them per (site_id, site) pair
+// (migration 20261127000000): a job's pair matches f exactly when the job
+// does.
+func countJobsOfSite(ctx context.Context, db bun.IDB, f JobFilter) (int, error) {
+	q := db.NewSelect().Table("job_site_counts").ColumnExpr("COALESCE(SUM(n), 0)")
+	if f.SiteID != nil {
+		q.Where("site_id = ?", *f.SiteID)
+	}
+	if f.Site != "" {
+		q.Where("(site_id = (SELECT s.id FROM sites AS s WHERE s.name = ?) OR site = ?)", f.Site, f.Site)
+	}
+	var n int
+	err := q.Scan(ctx, &n)
+	return n, dbErr(err)
 }
 
 // keptCount is the number row_counts keeps under name: a table's rows

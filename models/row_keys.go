@@ -23,8 +23,29 @@ type RowKey struct {
 // version) for one state; migration 20261126040000), so a page skips
 // index entries, never whole rows, reads no row, and no filter sorts the
 // jobs it matches.
+//
+// A site named in f (Site) is matched two ways, by the id of the site
+// called so now and by the name a job was created with: each way is read
+// from its own index ((site_id, created, id, version) and (site, created,
+// id, version); migration 20261127000000), the first Offset+Limit keys of
+// each, and the two merged, so that a small site's page does not read the
+// whole list to find its jobs among everyone's.
 func JobKeys(ctx context.Context, db bun.IDB, f JobFilter, w Window) ([]RowKey, error) {
-	return rowKeys(ctx, f.apply(db, db.NewSelect().TableExpr("jobs AS j").Column("j.id", "j.version")), w, "j")
+	keys := func(f JobFilter) *bun.SelectQuery {
+		return f.apply(db, db.NewSelect().TableExpr("jobs AS j").Column("j.id", "j.version"))
+	}
+	if f.Site == "" {
+		return rowKeys(ctx, keys(f), w, "j")
+	}
+	rest := f
+	rest.Site = ""
+	top := Window{Limit: w.Offset + w.Limit, FromEnd: w.FromEnd}
+	half := func(cond string) *bun.SelectQuery {
+		return windowIDs(keys(rest).Column("j.created").Where(cond, f.Site), top, true, "j.created", "j.id")
+	}
+	both := db.NewSelect().TableExpr("(SELECT * FROM (?) AS n UNION SELECT * FROM (?) AS o) AS j", half(siteNow("j")), half("j.site = ?")).
+		Column("j.id", "j.version")
+	return rowKeys(ctx, both, w, "j")
 }
 
 // TaskKeys is window w (not 0) of the tasks matching f, newest first, as
