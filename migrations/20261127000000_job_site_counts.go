@@ -11,7 +11,8 @@ import (
 // The jobs list filtered by a site (?site=NAME: the jobs of the site
 // called NAME now, by id, and those created while a site was called NAME,
 // by the name a job keeps) reads each half from an index in the list's
-// order, and counts its jobs from job_site_counts, which keeps the number
+// order, finds their owners through an index of each half's owners, and
+// counts its jobs from job_site_counts, which keeps the number
 // of jobs of each (site_id, site) pair, moved by triggers as row_counts
 // is. A pair's row stays, at 0, after its last job goes: a site's few
 // names, never read again once its id is gone (ids are not reused).
@@ -21,6 +22,8 @@ func registerJobSiteCounts(ms *migrate.Migrations) {
 			`DROP INDEX jobs_site_created`,
 			`CREATE INDEX jobs_site_created_id ON jobs (site_id, created, id, version)`,
 			`CREATE INDEX jobs_site_name_created_id ON jobs (site, created, id, version)`,
+			`CREATE INDEX jobs_site_owner ON jobs (site_id, owner_type, owner_id)`,
+			`CREATE INDEX jobs_site_name_owner ON jobs (site, owner_type, owner_id)`,
 			`CREATE TABLE job_site_counts (site_id BIGINT NOT NULL, site TEXT NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (site_id, site))`,
 			`CREATE INDEX job_site_counts_site ON job_site_counts (site)`,
 		}
@@ -71,6 +74,8 @@ END $$`, `CREATE TRIGGER `+t.name+` AFTER `+t.event+` EXECUTE FUNCTION `+t.name+
 			}
 		}
 		return exec(ctx, db, append(stmts, `DROP TABLE job_site_counts`,
+			`DROP INDEX jobs_site_name_owner`,
+			`DROP INDEX jobs_site_owner`,
 			`DROP INDEX jobs_site_name_created_id`,
 			`DROP INDEX jobs_site_created_id`,
 			`CREATE INDEX jobs_site_created ON jobs (site_id, created)`))

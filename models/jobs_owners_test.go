@@ -27,6 +27,9 @@ func TestJobOwnersIndexJump(t *testing.T) {
 		ctx := context.Background()
 		site, err := models.EnsureSite(ctx, db, "east")
 		require.NoError(t, err)
+		east := site
+		west, err := models.EnsureSite(ctx, db, "west")
+		require.NoError(t, err)
 		id := func(n int64) *int64 { return &n }
 		at := time.Now().UTC()
 		state := vocab.JobSuccess
@@ -73,13 +76,19 @@ func TestJobOwnersIndexJump(t *testing.T) {
 			}
 			return out
 		}
-		filters := []models.JobFilter{{}, {States: []string{vocab.JobFailure}}, {States: []string{vocab.JobPaused}}}
+		filters := []models.JobFilter{{}, {States: []string{vocab.JobFailure}}, {States: []string{vocab.JobPaused}},
+			{Site: "east"}, {Site: "west"}, {Site: "north"}, {Site: "west", States: []string{vocab.JobSuccess}}, {Site: "nowhere"},
+			{SiteID: &east.ID}, {SiteID: &west.ID}, {SiteID: &west.ID, Site: "east"}}
 		check := func(want ...string) {
 			t.Helper()
 			for _, f := range filters {
-				got, err := models.JobOwners(ctx, db, f)
-				require.NoError(t, err)
-				require.Equal(t, owners(f), append([]models.JobOwner{}, got...), "%+v", f)
+				resolved := f
+				require.NoError(t, resolved.ResolveSite(ctx, db))
+				for _, g := range []models.JobFilter{f, resolved} {
+					got, err := models.JobOwners(ctx, db, g)
+					require.NoError(t, err)
+					require.Equal(t, owners(f), append([]models.JobOwner{}, got...), "%+v", f)
+				}
 			}
 			got, err := models.JobOwners(ctx, db, models.JobFilter{})
 			require.NoError(t, err)
@@ -96,12 +105,12 @@ func TestJobOwnersIndexJump(t *testing.T) {
 		_, err = db.NewInsert().Model(&jobs).Exec(ctx)
 		require.NoError(t, err)
 		check("amy2", "bob", "zed")
-		state = vocab.JobFailure // FAILURE jobs of amy and of nobody known
+		state, site = vocab.JobFailure, west // FAILURE jobs of amy and of nobody known, on another site
 		for _, j := range []models.Job{job(models.OwnerUser, id(3), "amy"), job("robot", nil, "robot")} {
 			_, err = db.NewInsert().Model(&j).Exec(ctx)
 			require.NoError(t, err)
 		}
-		state = vocab.JobSuccess
+		state, site = vocab.JobSuccess, east
 		check("amy2", "bob", "zed", "Unknown")
 		_, err = db.NewDelete().Model((*models.Job)(nil)).Where("owner_type = ?", "robot").Exec(ctx)
 		require.NoError(t, err)
@@ -110,6 +119,18 @@ func TestJobOwnersIndexJump(t *testing.T) {
 			_, err = db.NewInsert().Model(&j).Exec(ctx)
 			require.NoError(t, err)
 		}
+		check("amy2", "bob", "zed", "System", "Unknown")
+		// west renamed north, its old name given to a new site: ?site=west
+		// is that site's jobs and those created on west.
+		_, err = db.NewUpdate().Table("sites").Set("name = 'north'").Where("id = ?", west.ID).Exec(ctx)
+		require.NoError(t, err)
+		site, err = models.EnsureSite(ctx, db, "west")
+		require.NoError(t, err)
+		for _, j := range []models.Job{job(models.OwnerUser, id(12), "bob"), job(models.OwnerSystem, nil, "System")} {
+			_, err = db.NewInsert().Model(&j).Exec(ctx)
+			require.NoError(t, err)
+		}
+		site = east
 		check("amy2", "bob", "zed", "System", "Unknown")
 
 		_, err = db.NewDelete().Model((*models.Job)(nil)).Where("owner_id IS NULL AND owner_type = ?", models.OwnerUser).Exec(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -37,12 +38,55 @@ type JobFilter struct {
 	ClientKeyIDs       []int64
 	ScheduleIDs        []int64
 	SiteID             *int64
-	Site               string
+	Site               string // a site's name, now or when the job was created (see ResolveSite)
 	InputPathsPrefix   string
 	SearchKeyword      string
 	HideNoop           bool
 	Queue              string
 	QueueID            *int64
+
+	site *siteNow // the site Site names now, once ResolveSite looked
+}
+
+// siteNow is what ResolveSite found: the id of the site called Site now,
+// if any.
+type siteNow struct {
+	id    int64
+	found bool
+}
+
+// ResolveSite looks up, once, the site f.Site names now, so that the
+// statements that follow name its id by value rather than by a subquery:
+// PostgreSQL plans a condition on a subquery's value without knowing the
+// value (a small site's jobs are then read as if the site had half of
+// them, every owner's jobs scanned to find none), on a value from its
+// statistics.
+func (f *JobFilter) ResolveSite(ctx context.Context, db bun.IDB) error {
+	if f.Site == "" {
+		return nil
+	}
+	var ids []int64
+	if err := db.NewSelect().Table("sites").Column("id").Where("name = ?", f.Site).Scan(ctx, &ids); err != nil {
+		return dbErr(err)
+	}
+	f.site = &siteNow{}
+	if len(ids) > 0 {
+		f.site.id, f.site.found = ids[0], true
+	}
+	return nil
+}
+
+// siteNowCond is the condition, on jobs aliased alias, that a job's site
+// is called f.Site now (a job keeps its site by id across a rename), with
+// its arguments.
+func (f *JobFilter) siteNowCond(alias string) (string, []any) {
+	switch {
+	case f.site == nil:
+		return alias + ".site_id = (SELECT s.id FROM sites AS s WHERE s.name = ?)", []any{f.Site}
+	case f.site.found:
+		return alias + ".site_id = ?", []any{f.site.id}
+	}
+	return alias + ".site_id IS NULL", nil // none: site_id is never NULL
 }
 
 // TimeRange bounds a timestamp column; nil bounds are open. To is
@@ -128,7 +172,8 @@ func (f *JobFilter) apply(db bun.IDB, q *bun.SelectQuery) *bun.SelectQuery {
 		q.Where("j.site_id = ?", *f.SiteID)
 	}
 	if f.Site != "" {
-		q.Where(siteNamed("j"), f.Site, f.Site)
+		cond, args := f.siteNowCond("j")
+		q.Where("("+cond+" OR j.site = ?)", append(args, f.Site)...)
 	}
 	if f.InputPathsPrefix != "" {
 		// Compare a prefix of each element of the JSON array exactly: LIKE
@@ -173,13 +218,7 @@ func (f *JobFilter) apply(db bun.IDB, q *bun.SelectQuery) *bun.SelectQuery {
 // called name (two arguments: name twice): now, as the job keeps its site
 // by id across a rename, or when the job was created.
 func siteNamed(alias string) string {
-	return "(" + siteNow(alias) + " OR " + alias + ".site = ?)"
-}
-
-// siteNow is the condition, on jobs aliased alias, that a job's site is
-// called name now (one argument: name); site names are unique.
-func siteNow(alias string) string {
-	return alias + ".site_id = (SELECT s.id FROM sites AS s WHERE s.name = ?)"
+	return "(" + alias + ".site_id IN (SELECT s.id FROM sites AS s WHERE s.name = ?) OR " + alias + ".site = ?)"
 }
 
 // JobsQuery selects the jobs matching f into dest, newest first.
@@ -247,16 +286,33 @@ type JobOwner struct {
 // the matching jobs, which may be millions.
 func JobOwners(ctx context.Context, db bun.IDB, f JobFilter) ([]JobOwner, error) {
 	// exists is "some job matching f meets cond", cond being an index
-	// range of jobs_owner, read through that index, so that an owner
-	// without jobs costs one probe (sqlite, without statistics, would
-	// rather scan every job of a state the filter names).
-	jobs := "jobs AS j"
-	if !IsPostgres(db) {
-		jobs += " INDEXED BY jobs_owner"
+	// range of owners, read through an index of the owners, so that an
+	// owner without jobs costs one probe (sqlite, without statistics,
+	// would rather scan every job of a state the filter names): of all
+	// jobs (jobs_owner), or, when f names a site, of its jobs by id and
+	// by name (jobs_site_owner, jobs_site_name_owner), so that an owner
+	// of many jobs elsewhere costs a probe too.
+	jobs := func(index string) string {
+		if IsPostgres(db) {
+			return "jobs AS j"
+		}
+		return "jobs AS j INDEXED BY " + index
+	}
+	probe := func(f JobFilter, index, cond string, args []any) string {
+		return "EXISTS (" + f.apply(db, db.NewSelect().TableExpr(jobs(index)).ColumnExpr("1").Where(cond, args...)).String() + ")"
 	}
 	exists := func(cond string, args ...any) bun.Safe {
-		q := f.apply(db, db.NewSelect().TableExpr(jobs).ColumnExpr("1").Where(cond, args...))
-		return bun.Safe("EXISTS (" + q.String() + ")")
+		switch {
+		case f.Site != "":
+			rest := f
+			rest.Site, rest.site = "", nil
+			now, nowArgs := f.siteNowCond("j")
+			return bun.Safe("(" + probe(rest, "jobs_site_owner", cond+" AND "+now, append(slices.Clone(args), nowArgs...)) + " OR " +
+				probe(rest, "jobs_site_name_owner", cond+" AND j.site = ?", append(slices.Clone(args), f.Site)) + ")")
+		case f.SiteID != nil:
+			return bun.Safe(probe(f, "jobs_site_owner", cond, args))
+		}
+		return bun.Safe(probe(f, "jobs_owner", cond, args))
 	}
 	// One statement, one round trip: the users, then a row for the
 	// system and one for the unknown when they own a matching job.
@@ -638,7 +694,7 @@ func (f JobFilter) onlyState() string {
 // and nothing else: the number of such jobs is kept.
 func (f JobFilter) onlySite() bool {
 	rest := f
-	rest.SiteID, rest.Site = nil, ""
+	rest.SiteID, rest.Site, rest.site = nil, "", nil
 	return rest.Empty() && !f.Empty()
 }
 
@@ -678,7 +734,8 @@ func countJobsOfSite(ctx context.Context, db bun.IDB, f JobFilter) (int, error) 
 		q.Where("site_id = ?", *f.SiteID)
 	}
 	if f.Site != "" {
-		q.Where("(site_id = (SELECT s.id FROM sites AS s WHERE s.name = ?) OR site = ?)", f.Site, f.Site)
+		cond, args := f.siteNowCond("job_site_counts")
+		q.Where("("+cond+" OR site = ?)", append(args, f.Site)...)
 	}
 	var n int
 	err := q.Scan(ctx, &n)

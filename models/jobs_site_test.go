@@ -14,9 +14,9 @@ import (
 )
 
 // TestJobsOfASite: the jobs list filtered by a site name (the site called
-// so now, by id, or when the job was created, by the name it keeps) and by
-// a site id counts the jobs job_site_counts keeps and pages the two
-// indexes merged, and both agree with a plain scan of the jobs, through
+// so now, by id, or when the job was created, by the name it keeps; with
+// the site looked up by ResolveSite and without) and by a site id counts
+// the jobs job_site_counts keeps and pages the two indexes merged, and both agree with a plain scan of the jobs, through
 // inserts of one and of many jobs, a rename and a new site taking the old
 // name, jobs whose site is rewritten in the database, deletes, and a
 // site's deletion removing its jobs.
@@ -64,22 +64,26 @@ func TestJobsOfASite(t *testing.T) {
 					if state != "" {
 						f.States = []string{state}
 					}
-					n, err := models.CountJobs(ctx, db, f)
-					require.NoError(t, err)
-					require.Equal(t, len(all), n, "%s: count of %s %s", step, name, state)
-					for _, w := range windows {
-						end := min(w.Offset+w.Limit, len(all))
-						start := min(w.Offset, len(all))
-						if w.FromEnd {
-							start, end = max(len(all)-w.Offset-w.Limit, 0), max(len(all)-w.Offset, 0)
-						}
-						keys, err := models.JobKeys(ctx, db, f, w)
+					resolved := f
+					require.NoError(t, resolved.ResolveSite(ctx, db))
+					for _, f := range []models.JobFilter{f, resolved} {
+						n, err := models.CountJobs(ctx, db, f)
 						require.NoError(t, err)
-						ids := []int64{}
-						for _, k := range keys {
-							ids = append(ids, k.ID)
+						require.Equal(t, len(all), n, "%s: count of %s %s", step, name, state)
+						for _, w := range windows {
+							end := min(w.Offset+w.Limit, len(all))
+							start := min(w.Offset, len(all))
+							if w.FromEnd {
+								start, end = max(len(all)-w.Offset-w.Limit, 0), max(len(all)-w.Offset, 0)
+							}
+							keys, err := models.JobKeys(ctx, db, f, w)
+							require.NoError(t, err)
+							ids := []int64{}
+							for _, k := range keys {
+								ids = append(ids, k.ID)
+							}
+							require.Equal(t, append([]int64{}, all[start:end]...), ids, "%s: page %+v of %s %s", step, w, name, state)
 						}
-						require.Equal(t, append([]int64{}, all[start:end]...), ids, "%s: page %+v of %s %s", step, w, name, state)
 					}
 				}
 			}

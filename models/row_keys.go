@@ -38,12 +38,13 @@ func JobKeys(ctx context.Context, db bun.IDB, f JobFilter, w Window) ([]RowKey, 
 		return rowKeys(ctx, keys(f), w, "j")
 	}
 	rest := f
-	rest.Site = ""
+	rest.Site, rest.site = "", nil
 	top := Window{Limit: w.Offset + w.Limit, FromEnd: w.FromEnd}
-	half := func(cond string) *bun.SelectQuery {
-		return windowIDs(keys(rest).Column("j.created").Where(cond, f.Site), top, true, "j.created", "j.id")
+	half := func(cond string, args ...any) *bun.SelectQuery {
+		return windowIDs(keys(rest).Column("j.created").Where(cond, args...), top, true, "j.created", "j.id")
 	}
-	both := db.NewSelect().TableExpr("(SELECT * FROM (?) AS n UNION SELECT * FROM (?) AS o) AS j", half(siteNow("j")), half("j.site = ?")).
+	now, args := f.siteNowCond("j")
+	both := db.NewSelect().TableExpr("(SELECT * FROM (?) AS n UNION SELECT * FROM (?) AS o) AS j", half(now, args...), half("j.site = ?", f.Site)).
 		Column("j.id", "j.version")
 	return rowKeys(ctx, both, w, "j")
 }

@@ -194,6 +194,16 @@ func queryTimeRange(v web.ValidationError, c *gin.Context, fromName, toName stri
 // jobStates are the values the state filter of jobs accepts.
 var jobStates = append(append([]string{}, models.JobStates...), vocab.JobHasFailures)
 
+// jobFilter reads the filters of GET /jobs/, /jobs/stats/ and
+// /jobs/recent/, with the site a site name names now looked up once.
+func (s *Server) jobFilter(c *gin.Context) (models.JobFilter, error) {
+	f, err := parseJobFilter(c, time.Now())
+	if err != nil {
+		return f, err
+	}
+	return f, f.ResolveSite(c.Request.Context(), s.DB)
+}
+
 // parseJobFilter reads the filters of GET /jobs/ and /jobs/stats/.
 func parseJobFilter(c *gin.Context, now time.Time) (models.JobFilter, error) {
 	v := web.ValidationError{}
@@ -234,7 +244,7 @@ func parseJobFilter(c *gin.Context, now time.Time) (models.JobFilter, error) {
 }
 
 func (s *Server) listJobs(c *gin.Context) error {
-	f, err := parseJobFilter(c, time.Now())
+	f, err := s.jobFilter(c)
 	if err != nil {
 		return err
 	}
@@ -272,7 +282,7 @@ func (s *Server) jobPage(c *gin.Context, f models.JobFilter, w models.Window) ([
 }
 
 func (s *Server) jobsStats(c *gin.Context) error {
-	f, err := parseJobFilter(c, time.Now())
+	f, err := s.jobFilter(c)
 	if err != nil {
 		return err
 	}
@@ -287,7 +297,7 @@ func (s *Server) jobsStats(c *gin.Context) error {
 // recentJobs answers the last n jobs (n or limit, 5 by default, at most
 // 100) as a bare array; the jobs filters apply too.
 func (s *Server) recentJobs(c *gin.Context) error {
-	f, err := parseJobFilter(c, time.Now())
+	f, err := s.jobFilter(c)
 	if err != nil {
 		return err
 	}

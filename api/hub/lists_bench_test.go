@@ -43,12 +43,15 @@ func BenchmarkLists(b *testing.B) {
 			}
 			seedJobs(b, e.DB, kind, site, n, perJob, statsJobs)
 			// A small site among them: every 1,000th job, spread over the
-			// whole list, is its.
+			// whole list, is its, and a user's (the others are the
+			// system's, which has none there).
 			small, err := models.EnsureSite(ctx, e.DB, "small")
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := e.DB.NewUpdate().Table("jobs").Set("site = ?, site_id = ?", small.Name, small.ID).Where("id % 1000 = 0").Exec(ctx); err != nil {
+			if _, err := e.DB.NewUpdate().Table("jobs").Set("site = ?, site_id = ?", small.Name, small.ID).
+				Set("owner_type = ?, owner_id = (SELECT id FROM users WHERE username = 'admin'), owner_name = 'admin'", models.OwnerUser).
+				Where("id % 1000 = 0").Exec(ctx); err != nil {
 				b.Fatal(err)
 			}
 			var last models.Job
