@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/models/dbtest"
@@ -133,5 +134,66 @@ func TestJobsOfASite(t *testing.T) {
 		_, err = db.NewDelete().TableExpr("sites").Where("id = ?", west.ID).Exec(ctx)
 		require.NoError(t, err)
 		check("site deleted")
+	})
+}
+
+// TestJobSiteCountsUnderConcurrentWriters: jobs of two sites inserted,
+// moved between the sites and deleted by eight writers at once leave
+// job_site_counts equal to what the jobs table holds, and no writer
+// fails (PostgreSQL's triggers take the jobs' count row first, so two
+// writers never wait for each other's pairs the other way round).
+func TestJobSiteCountsUnderConcurrentWriters(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		var sites []*models.Site
+		for _, name := range []string{"east", "west"} {
+			s, err := models.EnsureSite(ctx, db, name)
+			require.NoError(t, err)
+			sites = append(sites, s)
+		}
+		at := time.Now().UTC()
+		var g errgroup.Group
+		for w := range 8 {
+			g.Go(func() error {
+				for i := range 10 {
+					mine, other := sites[(w+i)%2], sites[(w+i+1)%2]
+					jobs := make([]models.Job, 1+i%3)
+					for k := range jobs {
+						jobs[k] = models.Job{Workflow: "premigrate", Site: mine.Name, SiteID: mine.ID, Queue: vocab.DefaultQueue,
+							State: vocab.JobSuccess, Created: at, Updated: at, Run: 1, OwnerType: models.OwnerSystem, OwnerName: "System",
+							Fields: map[string]any{}, Paths: []string{"/data"}}
+					}
+					err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+						if _, err := tx.NewInsert().Model(&jobs).Exec(ctx); err != nil {
+							return err
+						}
+						if _, err := tx.NewUpdate().TableExpr("jobs").Set("site_id = ?, site = ?", other.ID, other.Name).
+							Where("id = ?", jobs[0].ID).Exec(ctx); err != nil {
+							return err
+						}
+						if i%2 == 1 {
+							_, err := tx.NewDelete().TableExpr("jobs").Where("id = ?", jobs[len(jobs)-1].ID).Exec(ctx)
+							return err
+						}
+						return nil
+					})
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		require.NoError(t, g.Wait())
+		for _, s := range sites {
+			real, err := db.NewSelect().TableExpr("jobs").Where("site_id = ?", s.ID).Count(ctx)
+			require.NoError(t, err)
+			require.NotZero(t, real)
+			for _, f := range []models.JobFilter{{SiteID: &s.ID}, {Site: s.Name}} {
+				n, err := models.CountJobs(ctx, db, f)
+				require.NoError(t, err)
+				require.Equal(t, int(real), n, "%+v", f)
+			}
+		}
 	})
 }
