@@ -639,19 +639,20 @@ func JobStatsQuery(db bun.IDB, dest any, f JobStatFilter) *bun.SelectQuery {
 	return f.apply(db.NewSelect().Model(dest), "js").Order("js.id")
 }
 
-// JobStatsPage selects window w of job's stats into dest in their list
-// order (by id). The first page reads the (job_id, id) index and its rows
-// in order; any other finds its ids first, from the index alone, then
-// reads their rows.
-func JobStatsPage(db bun.IDB, dest any, job int64, w Window) *bun.SelectQuery {
-	q := JobStatsQuery(db, dest, JobStatFilter{JobID: &job})
+// JobStatsPage selects window w of the stats f selects (those of one
+// job, maybe in one state: f.Kept) into dest in their list order (by id).
+// The first page reads an index in that order ((job_id, id), or (job_id,
+// state) and its ids) and the rows; any other finds its ids first, from
+// the index alone, then reads their rows.
+func JobStatsPage(db bun.IDB, dest any, f JobStatFilter, w Window) *bun.SelectQuery {
+	q := JobStatsQuery(db, dest, f)
 	switch {
 	case w.Limit == 0:
 		return q
 	case w.Offset == 0 && !w.FromEnd:
 		return q.Limit(int64(w.Limit))
 	}
-	return q.Where("js.id IN (?)", windowIDs(db.NewSelect().Table("job_stats").Column("id").Where("job_id = ?", job), w, false, "id"))
+	return q.Where("js.id IN (?)", windowIDs(f.apply(db.NewSelect().TableExpr("job_stats AS js").Column("js.id"), "js"), w, false, "js.id"))
 }
 
 // GetJobStat loads one job stat.
@@ -755,17 +756,35 @@ func keptCount(ctx context.Context, db bun.IDB, name string) (int, error) {
 	return n[0], nil
 }
 
-// OnlyJob tells whether f selects all the stats of one job and nothing
-// narrower (their number is then kept on the job: JobStatsCount).
-func (f *JobStatFilter) OnlyJob() bool {
-	return f.JobID != nil && len(f.States) == 0 && f.TaskID == nil && f.Path == "" && f.ExactPath == "" && f.Site == ""
+// Kept tells whether the job keeps the number of the stats f selects: all
+// the stats of one job, or those in one state the job counts (JobStatsCount).
+func (f *JobStatFilter) Kept() bool { return f.keptCounter() != "" }
+
+// keptCounter is the job's column counting the stats f selects, "" when
+// none does: numstats for all a job's stats; numprocessedfiles,
+// numfailedfiles and numskippedfiles for its SUCCESS, FAILURE and SKIPPED
+// ones (the counters each batch's outcomes move in the transaction that
+// records them, and RefreshJobCounts recounts).
+func (f *JobStatFilter) keptCounter() string {
+	if f.JobID == nil || len(f.States) > 1 || f.TaskID != nil || f.Path != "" || f.ExactPath != "" || f.Site != "" {
+		return ""
+	}
+	if len(f.States) == 0 {
+		return "numstats"
+	}
+	return map[string]string{vocab.TaskSuccess: "numprocessedfiles", vocab.TaskFailure: "numfailedfiles",
+		vocab.TaskSkipped: "numskippedfiles"}[f.States[0]]
 }
 
-// JobStatsCount is the number of job stats of job id, as the job keeps it
-// (0 for no such job).
-func JobStatsCount(ctx context.Context, db bun.IDB, id int64) (int, error) {
+// JobStatsCount is the number of the stats f selects (f.Kept), as the job
+// keeps it (0 for no such job).
+func JobStatsCount(ctx context.Context, db bun.IDB, f JobStatFilter) (int, error) {
+	col := f.keptCounter()
+	if col == "" {
+		return 0, fmt.Errorf("the job keeps no count of %+v", f)
+	}
 	var n []int
-	err := db.NewSelect().Model((*Job)(nil)).Column("numstats").Where("id = ?", id).Scan(ctx, &n)
+	err := db.NewSelect().Model((*Job)(nil)).Column(col).Where("id = ?", *f.JobID).Scan(ctx, &n)
 	if err != nil || len(n) == 0 {
 		return 0, dbErr(err)
 	}

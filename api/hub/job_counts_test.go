@@ -19,7 +19,8 @@ import (
 // result is what a full recount gives, after every batch: new paths,
 // paths whose outcome changes in a later run, retried calls of the same
 // task, and duplicate paths inside one batch; the number of the job's
-// stats, which its stats list shows as count, too.
+// stats, and of those in each state, which its stats list shows as
+// count, too.
 func TestJobCountersMoveByDelta(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
@@ -50,6 +51,12 @@ func TestJobCountersMoveByDelta(t *testing.T) {
 				// The job stats list counts what the job keeps.
 				r := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobstats/?job=%d&page_size=20", j.ID), nil)
 				require.Equal(t, byDelta[4], r.Map()["count"])
+				for _, state := range states { // and of each state, kept or counted
+					n, err := e.DB.NewSelect().Model((*models.JobStat)(nil)).Where("job_id = ? AND state = ?", j.ID, state).Count(ctx)
+					require.NoError(t, err)
+					r := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobstats/?job=%d&state=%s&page_size=20", j.ID, state), nil)
+					require.Equal(t, float64(n), r.Map()["count"], "run %d attempt %d state %s", run, attempt, state)
+				}
 			}
 		}
 	})

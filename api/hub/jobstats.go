@@ -68,10 +68,10 @@ func (s *Server) listJobStats(c *gin.Context) error {
 		return s.pageHistory(c, f)
 	}
 	render := func(st *models.JobStat) any { return renderJobStatItem(c, st) }
-	if f.OnlyJob() { // all of a job's stats: the job keeps their number
+	if f.Kept() { // a job's stats, maybe of one state: the job keeps their number
 		return web.PaginateCounted(c, nil, web.Scan(func(d *[]models.JobStat, w models.Window) *bun.SelectQuery {
-			return models.JobStatsPage(s.DB, d, *f.JobID, w)
-		}), func(ctx context.Context) (int, error) { return models.JobStatsCount(ctx, s.DB, *f.JobID) }, render)
+			return models.JobStatsPage(s.DB, d, f, w)
+		}), func(ctx context.Context) (int, error) { return models.JobStatsCount(ctx, s.DB, f) }, render)
 	}
 	return web.Paginate(c, func(d *[]models.JobStat) *bun.SelectQuery { return models.JobStatsQuery(s.DB, d, f) }, render)
 }

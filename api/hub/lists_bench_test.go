@@ -109,6 +109,8 @@ func BenchmarkLists(b *testing.B) {
 				{"jobs-page-100-site-small", e.URL + "/api/jobs/?page_size=100&site=small", apitest.Bearer(e.Admin), 0},
 				{"jobs-page-100-last", fmt.Sprintf("%s/api/jobs/?page_size=100&page=%d", e.URL, n/100), apitest.Bearer(e.Admin), 0},
 				{"jobstats-page-100", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100", e.URL, last.ID), apitest.Bearer(e.Admin), 0},
+				{"jobstats-page-100-failed", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100&state=FAILURE", e.URL, last.ID), apitest.Bearer(e.Admin), 0},
+				{"jobstats-page-100-success", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100&state=SUCCESS", e.URL, last.ID), apitest.Bearer(e.Admin), 0},
 				{"jobstats-page-100-last", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100&page=%d", e.URL, last.ID, perJob/100), apitest.Bearer(e.Admin), 0},
 				{"tasks-page-100", e.URL + "/api/tasks/?page_size=100", apitest.Bearer(e.Admin), 0},
 				{"tasks-page-100-state", e.URL + "/api/tasks/?page_size=100&state=SUCCESS", apitest.Bearer(e.Admin), 0},
@@ -172,8 +174,7 @@ func seedJobs(b testing.TB, db *bun.DB, kind string, site *models.Site, n, perJo
 		{series + `INSERT INTO job_stats (job_id, path, state, code, updated, size)
 			SELECT j.id, '/data/d' || (x % 1000) || '/f' || x, 'SUCCESS', 'ok', j.created, x
 			FROM (SELECT id, created FROM jobs ORDER BY id DESC LIMIT ?) AS j CROSS JOIN c`, []any{perJob, statsJobs}},
-		{`UPDATE jobs SET numstats = (SELECT COUNT(*) FROM job_stats WHERE job_stats.job_id = jobs.id)
-			WHERE id IN (SELECT id FROM jobs ORDER BY id DESC LIMIT ?)`, []any{statsJobs}},
+		{`UPDATE job_stats SET state = 'FAILURE', code = 'failed' WHERE id % 1000 = 0`, nil}, // every 1,000th path failed
 		// Every job and task was updated since it was created, as real
 		// ones are (started, finished): its row's version is not the first.
 		{`UPDATE jobs SET progress = 100`, nil},
@@ -181,6 +182,16 @@ func seedJobs(b testing.TB, db *bun.DB, kind string, site *models.Site, n, perJo
 	}
 	for _, st := range stmts {
 		if _, err := db.ExecContext(ctx, st.sql, st.args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The counters of the jobs with stats, as the hub recounts them.
+	var ids []int64
+	if err := db.NewSelect().Table("jobs").Column("id").Order("id DESC").Limit(int64(statsJobs)).Scan(ctx, &ids); err != nil {
+		b.Fatal(err)
+	}
+	for _, id := range ids {
+		if err := models.RefreshJobCounts(ctx, db, id); err != nil {
 			b.Fatal(err)
 		}
 	}

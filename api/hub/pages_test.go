@@ -15,8 +15,8 @@ import (
 
 // TestCountedListsReadDeepPagesFromTheEnd walks every page of the lists
 // whose total is known before their page is read (all jobs, all tasks and
-// all of a job's stats, whose numbers the database keeps, and jobs and
-// tasks of one state), whose pages past the middle are read from the
+// all of a job's stats, whose numbers the database keeps, and jobs, tasks
+// and a job's stats of one state), whose pages past the middle are read from the
 // list's end, and checks that the pages put together are the whole list
 // in its order, with ties of the order's first column among the rows, for
 // a page size that divides the list and one that does not.
@@ -40,6 +40,9 @@ func walkCountedLists(t *testing.T, e *apitest.Env, kind string) {
 	}
 	var job models.Job
 	require.NoError(t, e.DB.NewSelect().Model(&job).Order("j.id DESC").Limit(1).Scan(ctx))
+	_, err = e.DB.ExecContext(ctx, "UPDATE job_stats SET state = 'FAILURE' WHERE id % 4 = 0 AND job_id = ?", job.ID)
+	require.NoError(t, err)
+	require.NoError(t, models.RefreshJobCounts(ctx, e.DB, job.ID))
 
 	ids := func(r apitest.Response) (out []float64) {
 		for _, row := range r.Map()["results"].([]any) {
@@ -48,13 +51,15 @@ func walkCountedLists(t *testing.T, e *apitest.Env, kind string) {
 		return out
 	}
 	for list, total := range map[string]int{
-		"/api/jobs/?":                                 140,
-		"/api/tasks/?":                                140,
-		"/api/jobs/?state=SUCCESS&":                   105,
-		"/api/jobs/?state=FAILURE&":                   35,
-		"/api/tasks/?state=SUCCESS&":                  105,
-		"/api/tasks/?state=FAILURE&":                  35,
-		fmt.Sprintf("/api/jobstats/?job=%d&", job.ID): 100,
+		"/api/jobs/?":                                               140,
+		"/api/tasks/?":                                              140,
+		"/api/jobs/?state=SUCCESS&":                                 105,
+		"/api/jobs/?state=FAILURE&":                                 35,
+		"/api/tasks/?state=SUCCESS&":                                105,
+		"/api/tasks/?state=FAILURE&":                                35,
+		fmt.Sprintf("/api/jobstats/?job=%d&", job.ID):               100,
+		fmt.Sprintf("/api/jobstats/?job=%d&state=SUCCESS&", job.ID): 75,
+		fmt.Sprintf("/api/jobstats/?job=%d&state=FAILURE&", job.ID): 25,
 	} {
 		all := e.AsAdmin(http.MethodGet, list+"page_size=0", nil)
 		require.Equal(t, http.StatusOK, all.Status, list)
