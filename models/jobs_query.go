@@ -467,24 +467,25 @@ func countBy(ctx context.Context, db bun.IDB, model any, col string, jobID int64
 // GetJobStatistics counts job jobID's latest path outcomes by state and by
 // code, and its tasks by state and by type.
 func GetJobStatistics(ctx context.Context, db bun.IDB, jobID int64) (*JobStatistics, error) {
-	s := &JobStatistics{}
-	var err error
-	if s.ByState, s.Files, err = countBy(ctx, db, (*JobStat)(nil), "state", jobID); err != nil {
-		return nil, err
+	// The paths in one pass over the job's stats, by state and code.
+	var groups []struct {
+		State string `bun:"state"`
+		Code  string `bun:"code"`
+		N     int64  `bun:"n"`
+		Bytes int64  `bun:"bytes"`
 	}
-	if s.ByCode, _, err = countBy(ctx, db, (*JobStat)(nil), "code", jobID); err != nil {
-		return nil, err
-	}
-	var bytes []groupCount
-	err = db.NewSelect().Model((*JobStat)(nil)).ColumnExpr("state AS k, COALESCE(SUM(size), 0) AS n").
-		Where("job_id = ?", jobID).GroupExpr("state").Scan(ctx, &bytes)
+	err := db.NewSelect().Model((*JobStat)(nil)).Column("state", "code").ColumnExpr("COUNT(*) AS n, COALESCE(SUM(size), 0) AS bytes").
+		Where("job_id = ?", jobID).Group("state", "code").Scan(ctx, &groups)
 	if err != nil {
 		return nil, dbErr(err)
 	}
-	s.BytesByState = map[string]int64{}
-	for _, b := range bytes {
-		s.BytesByState[b.Key] = b.N
-		s.Bytes += b.N
+	s := &JobStatistics{ByState: map[string]int64{}, ByCode: map[string]int64{}, BytesByState: map[string]int64{}}
+	for _, g := range groups {
+		s.ByState[g.State] += g.N
+		s.ByCode[g.Code] += g.N
+		s.BytesByState[g.State] += g.Bytes
+		s.Files += g.N
+		s.Bytes += g.Bytes
 	}
 	if s.TaskByState, s.Tasks, err = countBy(ctx, db, (*Task)(nil), "state", jobID); err != nil {
 		return nil, err

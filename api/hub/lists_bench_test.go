@@ -111,6 +111,7 @@ func BenchmarkLists(b *testing.B) {
 				{"jobstats-page-100", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100", e.URL, last.ID), apitest.Bearer(e.Admin), 0},
 				{"jobstats-page-100-failed", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100&state=FAILURE", e.URL, last.ID), apitest.Bearer(e.Admin), 0},
 				{"jobstats-page-100-success", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100&state=SUCCESS", e.URL, last.ID), apitest.Bearer(e.Admin), 0},
+				{"job-statistics", fmt.Sprintf("%s/api/jobs/%d/statistics/", e.URL, last.ID), apitest.Bearer(e.Admin), 0},
 				{"jobstats-page-100-last", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100&page=%d", e.URL, last.ID, perJob/100), apitest.Bearer(e.Admin), 0},
 				{"tasks-page-100", e.URL + "/api/tasks/?page_size=100", apitest.Bearer(e.Admin), 0},
 				{"tasks-page-100-state", e.URL + "/api/tasks/?page_size=100&state=SUCCESS", apitest.Bearer(e.Admin), 0},

@@ -55,6 +55,7 @@ func lists(db string) []row {
 		list("jobstats-page-100", "GET /api/jobstats/?job=N&page_size=100 vs gin hello", 0.10, "≥ 10%"),
 		list("jobstats-page-100-success", "GET /api/jobstats/?job=N&state=SUCCESS (999 paths of every 1,000) vs gin hello", 0, ""),
 		list("jobstats-page-100-failed", "GET /api/jobstats/?job=N&state=FAILURE (every 1,000th path) vs gin hello", 0, ""),
+		list("job-statistics", "GET /api/jobs/N/statistics/ (100,000 paths; 1M with LARGE=1) vs gin hello", 0, ""),
 		list("jobstats-page-100-last", "GET /api/jobstats/?job=N last page vs gin hello", 0, ""),
 		list("tasks-page-100", "GET /api/tasks/?page_size=100 vs gin hello", 0.25, "≥ 25%"),
 		list("tasks-page-100-state", "GET /api/tasks/?state=SUCCESS (every task) vs gin hello", 0, ""),
