@@ -304,8 +304,7 @@ func JobOwners(ctx context.Context, db bun.IDB, f JobFilter) ([]JobOwner, error)
 	exists := func(cond string, args ...any) bun.Safe {
 		switch {
 		case f.Site != "":
-			rest := f
-			rest.Site, rest.site = "", nil
+			rest := f.butSite()
 			now, nowArgs := f.siteNowCond("j")
 			return bun.Safe("(" + probe(rest, "jobs_site_owner", cond+" AND "+now, append(slices.Clone(args), nowArgs...)) + " OR " +
 				probe(rest, "jobs_site_name_owner", cond+" AND j.site = ?", append(slices.Clone(args), f.Site)) + ")")
@@ -695,9 +694,15 @@ func (f JobFilter) onlyState() string {
 // onlySite tells whether f selects jobs by their site (id, name or both)
 // and nothing else: the number of such jobs is kept.
 func (f JobFilter) onlySite() bool {
-	rest := f
-	rest.SiteID, rest.Site, rest.site = nil, "", nil
+	rest := f.butSite()
+	rest.SiteID = nil
 	return rest.Empty() && !f.Empty()
+}
+
+// butSite is f without its site name (Site).
+func (f JobFilter) butSite() JobFilter {
+	f.Site, f.site = "", nil
+	return f
 }
 
 // CountAllJobs is the number of jobs, kept by the database (row_counts,

@@ -37,8 +37,7 @@ func JobKeys(ctx context.Context, db bun.IDB, f JobFilter, w Window) ([]RowKey, 
 	if f.Site == "" {
 		return rowKeys(ctx, keys(f), w, "j")
 	}
-	rest := f
-	rest.Site, rest.site = "", nil
+	rest := f.butSite()
 	top := Window{Limit: w.Offset + w.Limit, FromEnd: w.FromEnd}
 	half := func(cond string, args ...any) *bun.SelectQuery {
 		return windowIDs(keys(rest).Column("j.created").Where(cond, args...), top, true, "j.created", "j.id")
