@@ -31,11 +31,7 @@ func countRowsUp(db *bun.DB, table string) []string {
 			{table + "_count_delete", "DELETE ON " + table + " REFERENCING OLD TABLE AS changed", "n - (SELECT COUNT(*) FROM changed)"},
 			{table + "_count_truncate", "TRUNCATE ON " + table, "0"},
 		} {
-			stmts = append(stmts, `CREATE FUNCTION `+t.name+`() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	UPDATE row_counts SET n = `+t.moved+` WHERE name = '`+table+`';
-	RETURN NULL;
-END $$`, `CREATE TRIGGER `+t.name+` AFTER `+t.event+` FOR EACH STATEMENT EXECUTE FUNCTION `+t.name+`()`)
+			stmts = append(stmts, pgTrigger(t.name, t.event+" FOR EACH STATEMENT", `UPDATE row_counts SET n = `+t.moved+` WHERE name = '`+table+`'`)...)
 		}
 		return stmts
 	}
@@ -46,13 +42,6 @@ END $$`, `CREATE TRIGGER `+t.name+` AFTER `+t.event+` FOR EACH STATEMENT EXECUTE
 
 // countRowsDown stops keeping table's number of rows.
 func countRowsDown(db *bun.DB, table string) []string {
-	stmts := []string{`DELETE FROM row_counts WHERE name = '` + table + `'`}
-	if db.Dialect().Name() == dialect.PG {
-		for _, op := range []string{"insert", "delete", "truncate"} {
-			stmts = append(stmts, `DROP TRIGGER IF EXISTS `+table+`_count_`+op+` ON `+table,
-				`DROP FUNCTION IF EXISTS `+table+`_count_`+op+`()`)
-		}
-		return stmts
-	}
-	return append(stmts, `DROP TRIGGER IF EXISTS `+table+`_count_insert`, `DROP TRIGGER IF EXISTS `+table+`_count_delete`)
+	return append([]string{`DELETE FROM row_counts WHERE name = '` + table + `'`},
+		dropTriggers(db, table, table+"_count", "insert", "delete", "truncate")...)
 }

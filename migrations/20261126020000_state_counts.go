@@ -54,11 +54,7 @@ func countStatesUp(db *bun.DB, table string) []string {
 			{table + "_state_count_truncate", "TRUNCATE ON " + table + " FOR EACH STATEMENT",
 				`UPDATE row_counts SET n = 0 WHERE name LIKE '` + table + `:state:%'`},
 		} {
-			stmts = append(stmts, `CREATE FUNCTION `+t.name+`() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	`+t.moved+`;
-	RETURN NULL;
-END $$`, `CREATE TRIGGER `+t.name+` AFTER `+t.event+` EXECUTE FUNCTION `+t.name+`()`)
+			stmts = append(stmts, pgTrigger(t.name, t.event, t.moved)...)
 		}
 	} else {
 		add := `INSERT INTO row_counts (name, n) VALUES (` + prefix + ` || NEW.state, 1) ON CONFLICT (name) DO UPDATE SET n = n + 1;`
@@ -73,14 +69,6 @@ END $$`, `CREATE TRIGGER `+t.name+` AFTER `+t.event+` EXECUTE FUNCTION `+t.name+
 
 // countStatesDown stops keeping the number of table's rows in each state.
 func countStatesDown(db *bun.DB, table string) []string {
-	stmts := []string{`DELETE FROM row_counts WHERE name LIKE '` + table + `:state:%'`}
-	for _, op := range []string{"insert", "delete", "update", "truncate"} {
-		name := table + "_state_count_" + op
-		if db.Dialect().Name() == dialect.PG {
-			stmts = append(stmts, `DROP TRIGGER IF EXISTS `+name+` ON `+table, `DROP FUNCTION IF EXISTS `+name+`()`)
-		} else if op != "truncate" {
-			stmts = append(stmts, `DROP TRIGGER IF EXISTS `+name)
-		}
-	}
-	return stmts
+	return append([]string{`DELETE FROM row_counts WHERE name LIKE '` + table + `:state:%'`},
+		dropTriggers(db, table, table+"_state_count", "insert", "delete", "update", "truncate")...)
 }

@@ -47,11 +47,7 @@ func registerJobSiteCounts(ms *migrate.Migrations) {
 					move(`VALUES (OLD.site_id, OLD.site, -1), (NEW.site_id, NEW.site, 1)`)},
 				{"jobs_site_count_truncate", "TRUNCATE ON jobs FOR EACH STATEMENT", `DELETE FROM job_site_counts`},
 			} {
-				stmts = append(stmts, `CREATE FUNCTION `+t.name+`() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	`+t.moved+`;
-	RETURN NULL;
-END $$`, `CREATE TRIGGER `+t.name+` AFTER `+t.event+` EXECUTE FUNCTION `+t.name+`()`)
+				stmts = append(stmts, pgTrigger(t.name, t.event, t.moved)...)
 			}
 		} else {
 			add := `INSERT INTO job_site_counts (site_id, site, n) VALUES (NEW.site_id, NEW.site, 1) ON CONFLICT (site_id, site) DO UPDATE SET n = n + 1;`
@@ -64,15 +60,7 @@ END $$`, `CREATE TRIGGER `+t.name+` AFTER `+t.event+` EXECUTE FUNCTION `+t.name+
 		}
 		return exec(ctx, db, append(stmts, `INSERT INTO job_site_counts (site_id, site, n) SELECT site_id, site, COUNT(*) FROM jobs GROUP BY site_id, site`))
 	}, func(ctx context.Context, db *bun.DB) error {
-		var stmts []string
-		for _, op := range []string{"insert", "delete", "update", "truncate"} {
-			name := "jobs_site_count_" + op
-			if db.Dialect().Name() == dialect.PG {
-				stmts = append(stmts, `DROP TRIGGER IF EXISTS `+name+` ON jobs`, `DROP FUNCTION IF EXISTS `+name+`()`)
-			} else if op != "truncate" {
-				stmts = append(stmts, `DROP TRIGGER IF EXISTS `+name)
-			}
-		}
+		stmts := dropTriggers(db, "jobs", "jobs_site_count", "insert", "delete", "update", "truncate")
 		return exec(ctx, db, append(stmts, `DROP TABLE job_site_counts`,
 			`DROP INDEX jobs_site_name_owner`,
 			`DROP INDEX jobs_site_owner`,

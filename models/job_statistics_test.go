@@ -19,14 +19,7 @@ import (
 func TestJobStatisticsByStateAndCode(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
-		site, err := models.EnsureSite(ctx, db, "east")
-		require.NoError(t, err)
-		job := &models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: vocab.DefaultQueue,
-			Paths: []string{"/"}, Fields: map[string]any{}, Definition: models.JobDefinition{Name: "premigrate"}, OwnerType: models.OwnerSystem}
-		require.NoError(t, models.CreateJob(ctx, db, job))
-		task := &models.Task{JobID: job.ID, Site: site.Name, Queue: vocab.DefaultQueue, TaskType: "premigrate",
-			TaskID: "stats-1", State: vocab.TaskStarted, Run: 1}
-		require.NoError(t, models.CreateTask(ctx, db, task))
+		job, task := jobWithTask(t, db, "east")
 		require.NoError(t, models.RecordOutcomes(ctx, db, job.ID, task.ID, []models.PathOutcome{
 			{Path: "/a", State: vocab.TaskSuccess, Code: "ok", Size: 1},
 			{Path: "/b", State: vocab.TaskSuccess, Code: "ok", Size: 2},

@@ -20,14 +20,7 @@ import (
 func TestRecordOutcomesKeepsEveryByte(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
-		site, err := models.EnsureSite(ctx, db, "odd")
-		require.NoError(t, err)
-		job := &models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: vocab.DefaultQueue,
-			Paths: []string{"/"}, Fields: map[string]any{}, Definition: models.JobDefinition{Name: "premigrate"}, OwnerType: models.OwnerSystem}
-		require.NoError(t, models.CreateJob(ctx, db, job))
-		task := &models.Task{JobID: job.ID, Site: site.Name, Queue: vocab.DefaultQueue, TaskType: "premigrate",
-			TaskID: "odd-1", State: vocab.TaskStarted, Run: 1}
-		require.NoError(t, models.CreateTask(ctx, db, task))
+		job, task := jobWithTask(t, db, "odd")
 		outs := []models.PathOutcome{
 			{Path: `/a "quoted" name`, State: vocab.TaskSuccess, Code: "ok", Message: `said "hi", then {left}`, Size: 1 << 40},
 			{Path: `/back\slash\`, State: vocab.TaskFailure, Code: "failed", Message: "two\nlines\r\n", Size: 0},
@@ -60,4 +53,20 @@ func TestRecordOutcomesKeepsEveryByte(t *testing.T) {
 			}
 		}
 	})
+}
+
+// jobWithTask creates a premigrate job on a site called site, and a
+// started task of it.
+func jobWithTask(t *testing.T, db *bun.DB, site string) (*models.Job, *models.Task) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := models.EnsureSite(ctx, db, site)
+	require.NoError(t, err)
+	job := &models.Job{Workflow: "premigrate", Site: s.Name, SiteID: s.ID, Queue: vocab.DefaultQueue,
+		Paths: []string{"/"}, Fields: map[string]any{}, Definition: models.JobDefinition{Name: "premigrate"}, OwnerType: models.OwnerSystem}
+	require.NoError(t, models.CreateJob(ctx, db, job))
+	task := &models.Task{JobID: job.ID, Site: s.Name, Queue: vocab.DefaultQueue, TaskType: "premigrate",
+		TaskID: site + "-1", State: vocab.TaskStarted, Run: 1}
+	require.NoError(t, models.CreateTask(ctx, db, task))
+	return job, task
 }
