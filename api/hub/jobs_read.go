@@ -314,11 +314,13 @@ func (s *Server) recentJobs(c *gin.Context) error {
 			n = min(v, recentJobsMax)
 		}
 	}
-	var jobs []models.Job
-	if err := models.JobsQuery(s.DB, &jobs, f).Limit(n).Scan(c.Request.Context()); err != nil {
+	// The first n of the jobs list: read as its page is (a site's jobs
+	// from the two indexes of its name, not all of them sorted).
+	jobs, err := s.jobPage(c, f, models.Window{Limit: int(n)})
+	if err != nil {
 		return err
 	}
-	writeAll(c, jobs, renderJob)
+	c.JSON(http.StatusOK, jobs)
 	return nil
 }
 

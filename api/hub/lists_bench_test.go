@@ -107,6 +107,7 @@ func BenchmarkLists(b *testing.B) {
 				{"jobs-page-100-state", e.URL + "/api/jobs/?page_size=100&state=SUCCESS", apitest.Bearer(e.Admin), 0},
 				{"jobs-page-100-site", e.URL + "/api/jobs/?page_size=100&site=bench", apitest.Bearer(e.Admin), 0},
 				{"jobs-page-100-site-small", e.URL + "/api/jobs/?page_size=100&site=small", apitest.Bearer(e.Admin), 0},
+				{"jobs-recent-site", e.URL + "/api/jobs/recent/?site=bench", apitest.Bearer(e.Admin), 0},
 				{"jobs-page-100-last", fmt.Sprintf("%s/api/jobs/?page_size=100&page=%d", e.URL, n/100), apitest.Bearer(e.Admin), 0},
 				{"jobstats-page-100", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100", e.URL, last.ID), apitest.Bearer(e.Admin), 0},
 				{"jobstats-page-100-failed", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100&state=FAILURE", e.URL, last.ID), apitest.Bearer(e.Admin), 0},
