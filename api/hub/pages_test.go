@@ -16,10 +16,10 @@ import (
 // TestCountedListsReadDeepPagesFromTheEnd walks every page of the lists
 // whose total is known before their page is read (all jobs, all tasks and
 // all of a job's stats, whose numbers the database keeps, and jobs, tasks
-// and a job's stats of one state), whose pages past the middle are read from the
-// list's end, and checks that the pages put together are the whole list
-// in its order, with ties of the order's first column among the rows, for
-// a page size that divides the list and one that does not.
+// and a job's stats of one state), whose pages past the middle are read
+// from the list's end, and checks that the pages put together are the
+// whole list in its order, with ties of the order's first column among
+// the rows, for a page size that divides the list and one that does not.
 func TestCountedListsReadDeepPagesFromTheEnd(t *testing.T) {
 	t.Parallel()
 	for _, kind := range dbtest.Dialects(t) {
