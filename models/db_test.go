@@ -3,7 +3,6 @@ package models_test
 import (
 	"context"
 	"net/url"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,12 +18,8 @@ import (
 // limit.
 func TestPostgresLongStatement(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("HUB_TEST_POSTGRES_URL") == "" {
-		dbtest.Dialects(t) // fails unless sqlite alone was asked for
-		t.Skip("PostgreSQL only")
-	}
 	ctx := context.Background()
-	base := dbtest.URL(t, "postgres")
+	base := dbtest.PostgresURL(t)
 	db, err := models.Open(base)
 	require.NoError(t, err)
 	defer db.Close()

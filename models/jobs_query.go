@@ -778,9 +778,12 @@ func (f *JobStatFilter) keptCounter() string {
 	if len(f.States) == 0 {
 		return "numstats"
 	}
-	return map[string]string{vocab.TaskSuccess: "numprocessedfiles", vocab.TaskFailure: "numfailedfiles",
-		vocab.TaskSkipped: "numskippedfiles"}[f.States[0]]
+	return stateCounters[f.States[0]]
 }
+
+// stateCounters are the job's columns counting its stats in a state.
+var stateCounters = map[string]string{vocab.TaskSuccess: "numprocessedfiles", vocab.TaskFailure: "numfailedfiles",
+	vocab.TaskSkipped: "numskippedfiles"}
 
 // JobStatsCount is the number of the stats f selects (f.Kept), as the job
 // keeps it (0 for no such job).

@@ -2,7 +2,6 @@ package models_test
 
 import (
 	"context"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,11 +17,8 @@ import (
 // they are, follows a schema change that alters its columns, and serves a
 // transaction, seeing its writes and not after its rollback.
 func TestStmtCacheOnPostgres(t *testing.T) {
-	if !slices.Contains(dbtest.Dialects(t), "postgres") {
-		t.Skip("PostgreSQL is not configured (HUB_TEST_SQLITE_ONLY)")
-	}
 	ctx := context.Background()
-	db, err := models.Open(dbtest.URL(t, "postgres"))
+	db, err := models.Open(dbtest.PostgresURL(t))
 	require.NoError(t, err)
 	defer db.Close()
 	conn, err := db.DB.Conn(ctx) // one session, as prepared statements are
@@ -83,10 +79,7 @@ func TestStmtCacheOnPostgres(t *testing.T) {
 // once, again and again, reuse their connections (and so their prepared
 // statements) instead of closing all but two after each burst.
 func TestPostgresKeepsConnectionsForConcurrentRequests(t *testing.T) {
-	if !slices.Contains(dbtest.Dialects(t), "postgres") {
-		t.Skip("PostgreSQL is not configured (HUB_TEST_SQLITE_ONLY)")
-	}
-	db, err := models.Open(dbtest.URL(t, "postgres"))
+	db, err := models.Open(dbtest.PostgresURL(t))
 	require.NoError(t, err)
 	defer db.Close()
 	for range 5 {

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,6 +55,18 @@ func Open(t testing.TB, kind string) *bun.DB {
 	t.Cleanup(func() { _ = db.Close() })
 	require.NoError(t, migrations.Up(context.Background(), db))
 	return db
+}
+
+// PostgresURL returns the URL of a fresh, empty PostgreSQL database for a
+// test of PostgreSQL alone, and skips the test when only sqlite was asked
+// for (HUB_TEST_SQLITE_ONLY): a gap, which make test and CI never leave,
+// as they always set HUB_TEST_POSTGRES_URL.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	if !slices.Contains(Dialects(t), "postgres") {
+		t.Skip("PostgreSQL is not configured (HUB_TEST_SQLITE_ONLY)")
+	}
+	return URL(t, "postgres")
 }
 
 // URL returns the URL of a fresh, empty database of the named kind.
