@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/migrate"
 
 	"github.com/thehub/hub/migrations"
 	"github.com/thehub/hub/models"
@@ -98,16 +99,7 @@ func TestStateCountsFilled(t *testing.T) {
 			require.NoError(t, err)
 		}
 
-		// The state counts' migration alone is the last group, rolled back.
-		res, err := db.NewUpdate().Table("bun_migrations").Set("group_id = (SELECT MAX(group_id) + 1 FROM bun_migrations)").
-			Where("name = ?", "20261126020000").Exec(ctx)
-		require.NoError(t, err)
-		n, err := res.RowsAffected()
-		require.NoError(t, err)
-		require.EqualValues(t, 1, n, "the state counts' migration is applied")
-		g, err := m.Rollback(ctx)
-		require.NoError(t, err)
-		require.Len(t, g.Migrations, 1)
+		rollBackAlone(t, db, m, "20261126020000") // the state counts' migration
 		insert()
 		require.Empty(t, kept("jobs"))
 		require.Empty(t, kept("tasks"))
@@ -122,5 +114,84 @@ func TestStateCountsFilled(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, real("jobs"), kept("jobs"))
 		require.Equal(t, real("tasks"), kept("tasks"))
+	})
+}
+
+// rollBackAlone rolls back the applied migration called name alone (made
+// the last group first).
+func rollBackAlone(t *testing.T, db *bun.DB, m *migrate.Migrator, name string) {
+	ctx := context.Background()
+	res, err := db.NewUpdate().Table("bun_migrations").Set("group_id = (SELECT MAX(group_id) + 1 FROM bun_migrations)").
+		Where("name = ?", name).Exec(ctx)
+	require.NoError(t, err)
+	n, err := res.RowsAffected()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "migration %s is applied", name)
+	g, err := m.Rollback(ctx)
+	require.NoError(t, err)
+	require.Len(t, g.Migrations, 1)
+}
+
+// TestJobStatCountsFilled: the migration that keeps each job's counts of
+// paths and bytes by state and code counts the job stats already there
+// (sizes unknown counted as 0 bytes), and RecordOutcomes moves them from
+// there.
+func TestJobStatCountsFilled(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		m, err := migrations.NewMigrator(db)
+		require.NoError(t, err)
+		rollBackAlone(t, db, m, "20261127010000")
+		site, err := models.EnsureSite(ctx, db, "east")
+		require.NoError(t, err)
+		at := time.Now().UTC()
+		jobs := make([]models.Job, 3)
+		for i := range jobs {
+			jobs[i] = models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: vocab.DefaultQueue, State: vocab.JobStarted,
+				Created: at, Updated: at, Run: 1, OwnerType: models.OwnerSystem, Fields: map[string]any{}, Paths: []string{"/data"}}
+		}
+		_, err = db.NewInsert().Model(&jobs).Exec(ctx)
+		require.NoError(t, err)
+		var stats []models.JobStat
+		states := []string{vocab.TaskSuccess, vocab.TaskFailure, vocab.TaskSkipped}
+		for i := range 60 {
+			st := models.JobStat{JobID: jobs[i%3].ID, Path: fmt.Sprintf("/data/%d", i), State: states[i/3%3], Code: fmt.Sprintf("c%d", i%4), Updated: at}
+			if i%5 != 0 {
+				size := int64(i)
+				st.Size = &size
+			}
+			stats = append(stats, st)
+		}
+		_, err = db.NewInsert().Model(&stats).Exec(ctx)
+		require.NoError(t, err)
+		require.NoError(t, migrations.Up(ctx, db))
+
+		task := &models.Task{JobID: jobs[0].ID, Site: site.Name, Queue: vocab.DefaultQueue, TaskType: "premigrate", TaskID: "t1", State: vocab.TaskStarted, Run: 1}
+		require.NoError(t, models.CreateTask(ctx, db, task))
+		require.NoError(t, models.RecordOutcomes(ctx, db, jobs[0].ID, task.ID, []models.PathOutcome{
+			{Path: "/data/0", State: vocab.TaskSuccess, Code: "c9", Size: 7}, {Path: "/data/new", State: vocab.TaskFailure, Code: "c0", Size: 3}}))
+		require.NoError(t, db.NewSelect().Model(&stats).Scan(ctx))
+		for _, j := range jobs {
+			want := models.JobStatistics{ByState: map[string]int64{}, ByCode: map[string]int64{}, BytesByState: map[string]int64{}}
+			for _, st := range stats {
+				if st.JobID == j.ID {
+					size := int64(0)
+					if st.Size != nil {
+						size = *st.Size
+					}
+					want.Files++
+					want.ByState[st.State]++
+					want.ByCode[st.Code]++
+					want.BytesByState[st.State] += size
+					want.Bytes += size
+				}
+			}
+			got, err := models.GetJobStatistics(ctx, db, j.ID)
+			require.NoError(t, err)
+			require.Equal(t, want.ByState, got.ByState, "job %d", j.ID)
+			require.Equal(t, want.ByCode, got.ByCode, "job %d", j.ID)
+			require.Equal(t, want.BytesByState, got.BytesByState, "job %d", j.ID)
+			require.Equal(t, [2]int64{want.Files, want.Bytes}, [2]int64{got.Files, got.Bytes}, "job %d", j.ID)
+		}
 	})
 }

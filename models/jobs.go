@@ -1,9 +1,11 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -163,6 +165,19 @@ type JobStat struct {
 	// Size is the path's logical size in bytes as the site found it
 	// (null for outcomes recorded before sizes were).
 	Size *int64 `bun:"size"`
+}
+
+// JobStatCount is the number of a job's latest path outcomes of one
+// state and code, and their bytes; kept by RecordOutcomes and
+// RefreshJobCounts.
+type JobStatCount struct {
+	bun.BaseModel `bun:"table:job_stat_counts,alias:jsc"`
+
+	JobID int64  `bun:"job_id,pk"`
+	State string `bun:"state,pk"`
+	Code  string `bun:"code,pk"`
+	N     int64  `bun:"n"`
+	Bytes int64  `bun:"bytes"`
 }
 
 // JobStatHistory is every outcome a path had, one row per task.
@@ -348,8 +363,9 @@ type PathOutcome struct {
 }
 
 // RecordOutcomes upserts the latest outcome of each path into job_stats and
-// appends each to the history, and moves the job's counters by what these
-// rows changed, in the same transaction (so a batch costs its own rows,
+// appends each to the history, and moves the job's counters and its
+// counts by state and code by what these rows changed, in the same
+// transaction (so a batch costs its own rows,
 // not a recount of the whole job; FinishJob recounts once at the end). It
 // is idempotent per task: a retried call leaves the same rows and counts.
 // On PostgreSQL rows travel as five arrays into a temporary table (one
@@ -373,53 +389,74 @@ func RecordOutcomes(ctx context.Context, db *bun.DB, jobID, taskID int64, outs [
 	return nil
 }
 
-// countsDelta is how a batch of outcomes moves a job's done counters:
-// the paths' new states counted in, the states their rows held before
-// counted out.
-type countsDelta struct{ success, failure, skipped, rows int64 }
+// statGroup is one (state, code) group of a job's latest path outcomes.
+type statGroup struct{ state, code string }
 
-func (d *countsDelta) add(state string, n int64) {
-	d.rows += n
-	switch state {
-	case vocab.TaskSuccess:
-		d.success += n
-	case vocab.TaskFailure:
-		d.failure += n
-	case vocab.TaskSkipped:
-		d.skipped += n
-	}
+// countsDelta is how a batch of outcomes moves a job's counts of each
+// group: the paths' new outcomes counted in, the outcomes their rows held
+// before counted out.
+type countsDelta map[statGroup]JobStatCount
+
+func (d countsDelta) add(state, code string, n, bytes int64) {
+	g := statGroup{state, code}
+	c := d[g]
+	c.N += n
+	c.Bytes += bytes
+	d[g] = c
 }
 
-// countOut subtracts the states the rows of q's query held (rows of
-// state and n).
-func (d *countsDelta) countOut(ctx context.Context, db bun.IDB, query string, args ...any) error {
-	var rows []struct {
-		State string `bun:"state"`
-		N     int64  `bun:"n"`
-	}
+// countOut subtracts the outcomes of the rows q's query reads (state,
+// code, n and bytes).
+func (d countsDelta) countOut(ctx context.Context, db bun.IDB, query string, args ...any) error {
+	var rows []JobStatCount
 	if err := db.NewRaw(query, args...).Scan(ctx, &rows); err != nil {
 		return err
 	}
 	for _, r := range rows {
-		d.add(r.State, -r.N)
+		d.add(r.State, r.Code, -r.N, -r.Bytes)
 	}
 	return nil
 }
 
-// apply moves the job's counters and progress by d.
-func (d *countsDelta) apply(ctx context.Context, db bun.IDB, jobID int64) error {
-	least := "LEAST" // the two-argument minimum is spelled differently
-	if !IsPostgres(db) {
-		least = "MIN"
+// apply moves the job's counters and progress by d, then its counts of
+// each group (in one order). Writers of one job's counts take the job's
+// row before its counts (RecordOutcomes on PostgreSQL and
+// RefreshJobCounts lock it first; sqlite has one writer at a time).
+func (d countsDelta) apply(ctx context.Context, db bun.IDB, jobID int64) error {
+	byState := map[string]int64{}
+	var rows int64
+	groups := make([]JobStatCount, 0, len(d))
+	for g, c := range d {
+		byState[g.state] += c.N
+		rows += c.N
+		if c.N != 0 || c.Bytes != 0 {
+			groups = append(groups, JobStatCount{JobID: jobID, State: g.state, Code: g.code, N: c.N, Bytes: c.Bytes})
+		}
 	}
+	success, failure, skipped := byState[vocab.TaskSuccess], byState[vocab.TaskFailure], byState[vocab.TaskSkipped]
 	_, err := db.NewUpdate().Model((*Job)(nil)).Where("id = ?", jobID).
-		Set("numprocessedfiles = numprocessedfiles + ?", d.success).Set("numfailedfiles = numfailedfiles + ?", d.failure).
-		Set("numskippedfiles = numskippedfiles + ?", d.skipped).Set("numstats = numstats + ?", d.rows).
+		Set("numprocessedfiles = numprocessedfiles + ?", success).Set("numfailedfiles = numfailedfiles + ?", failure).
+		Set("numskippedfiles = numskippedfiles + ?", skipped).Set("numstats = numstats + ?", rows).
 		Set("updated = ?", time.Now().UTC()).
-		Set("progress = CASE WHEN numfiles > 0 THEN "+least+"(100.0, 100.0 * (numprocessedfiles + numfailedfiles + numskippedfiles + ?) / numfiles) ELSE progress END",
-			d.success+d.failure+d.skipped).
+		Set("progress = CASE WHEN numfiles > 0 THEN "+least(db)+"(100.0, 100.0 * (numprocessedfiles + numfailedfiles + numskippedfiles + ?) / numfiles) ELSE progress END",
+			success+failure+skipped).
 		Exec(ctx)
+	if err != nil || len(groups) == 0 {
+		return dbErr(err)
+	}
+	slices.SortFunc(groups, func(a, b JobStatCount) int { return cmp.Or(cmp.Compare(a.State, b.State), cmp.Compare(a.Code, b.Code)) })
+	_, err = db.NewInsert().Model(&groups).On("CONFLICT (job_id, state, code) DO UPDATE").
+		Set("n = jsc.n + EXCLUDED.n, bytes = jsc.bytes + EXCLUDED.bytes").Exec(ctx)
 	return dbErr(err)
+}
+
+// least is the two-argument minimum, spelled differently by the two
+// databases.
+func least(db bun.IDB) string {
+	if IsPostgres(db) {
+		return "LEAST"
+	}
+	return "MIN"
 }
 
 // lastPerPath keeps the last outcome of each path: one upsert may not
@@ -447,7 +484,7 @@ func recordOutcomesInsert(ctx context.Context, tx bun.Tx, jobID, taskID int64, o
 		return err
 	}
 	const chunk = 500 // stays under sqlite's bound-parameter limit
-	var d countsDelta
+	d := countsDelta{}
 	for lo := 0; lo < len(outs); lo += chunk {
 		part := outs[lo:min(lo+chunk, len(outs))]
 		stats := make([]JobStat, len(part))
@@ -455,12 +492,12 @@ func recordOutcomesInsert(ctx context.Context, tx bun.Tx, jobID, taskID int64, o
 		paths := make([]string, len(part))
 		for i, o := range part {
 			paths[i] = o.Path
-			d.add(o.State, 1)
+			d.add(o.State, o.Code, 1, o.Size)
 		}
 		// One row per path already recorded, counted here: with GROUP BY
 		// state, sqlite read the rows through the (job_id, state) index,
 		// every row of the job for each chunk (quadratic over a job).
-		if err := d.countOut(ctx, tx, `SELECT state, 1 AS n FROM job_stats WHERE job_id = ? AND path IN (?)`,
+		if err := d.countOut(ctx, tx, `SELECT state, code, 1 AS n, COALESCE(size, 0) AS bytes FROM job_stats WHERE job_id = ? AND path IN (?)`,
 			jobID, bun.In(paths)); err != nil {
 			return err
 		}
@@ -489,6 +526,12 @@ func recordOutcomesBulk(ctx context.Context, db *bun.DB, jobID, taskID int64, ou
 		paths[i], states[i], codes[i], messages[i], sizes[i] = o.Path, o.State, o.Code, o.Message, o.Size
 	}
 	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		// The job's row first: another batch of the job recording the same
+		// paths now would count out the same earlier outcomes (sqlite runs
+		// one writer at a time).
+		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM jobs WHERE id = ? FOR UPDATE`, jobID); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE outcomes (path TEXT, state TEXT, code TEXT, message TEXT, size BIGINT) ON COMMIT DROP`); err != nil {
 			return err
 		}
@@ -496,12 +539,12 @@ func recordOutcomesBulk(ctx context.Context, db *bun.DB, jobID, taskID int64, ou
 			pgdialect.Array(paths), pgdialect.Array(states), pgdialect.Array(codes), pgdialect.Array(messages), pgdialect.Array(sizes)); err != nil {
 			return err
 		}
-		var d countsDelta
+		d := countsDelta{}
 		for _, o := range outs {
-			d.add(o.State, 1)
+			d.add(o.State, o.Code, 1, o.Size)
 		}
-		if err := d.countOut(ctx, tx, `SELECT js.state, COUNT(*) AS n FROM job_stats AS js JOIN outcomes AS o ON o.path = js.path
-			WHERE js.job_id = ? GROUP BY js.state`, jobID); err != nil {
+		if err := d.countOut(ctx, tx, `SELECT js.state, js.code, COUNT(*) AS n, COALESCE(SUM(js.size), 0) AS bytes
+			FROM job_stats AS js JOIN outcomes AS o ON o.path = js.path WHERE js.job_id = ? GROUP BY js.state, js.code`, jobID); err != nil {
 			return err
 		}
 		if err := d.apply(ctx, tx, jobID); err != nil {
@@ -523,39 +566,51 @@ func recordOutcomesBulk(ctx context.Context, db *bun.DB, jobID, taskID int64, ou
 	})
 }
 
-// RefreshJobCounts recomputes a job's processed, failed and skipped
-// counters and its progress from job_stats. Cancelled and aborted paths
-// are counted by batch when the job ends (FinishJobRun), since the hub
-// never saw the paths of batches that did not run.
+// RefreshJobCounts recomputes a job's counts of each (state, code) group,
+// its processed, failed and skipped counters and its progress from
+// job_stats. Cancelled and aborted paths are counted by batch when the
+// job ends (FinishJobRun), since the hub never saw the paths of batches
+// that did not run.
 func RefreshJobCounts(ctx context.Context, db bun.IDB, jobID int64) error {
-	var rows []struct {
-		State string `bun:"state"`
-		N     int64  `bun:"n"`
-	}
-	err := db.NewSelect().Model((*JobStat)(nil)).Column("state").ColumnExpr("COUNT(*) AS n").
-		Where("job_id = ?", jobID).Group("state").Scan(ctx, &rows)
-	if err != nil {
-		return dbErr(err)
-	}
-	c := map[string]int64{}
-	for _, r := range rows {
-		c[r.State] = r.N
-	}
-	done := c[vocab.TaskSuccess] + c[vocab.TaskFailure] + c[vocab.TaskSkipped]
-	var total int64
-	for _, n := range c {
-		total += n
-	}
-	least := "LEAST" // the two-argument minimum is spelled differently
-	if !IsPostgres(db) {
-		least = "MIN"
-	}
-	_, err = db.NewUpdate().Model((*Job)(nil)).Where("id = ?", jobID).
-		Set("numprocessedfiles = ?", c[vocab.TaskSuccess]).Set("numfailedfiles = ?", c[vocab.TaskFailure]).
-		Set("numskippedfiles = ?", c[vocab.TaskSkipped]).Set("numstats = ?", total).Set("updated = ?", time.Now().UTC()).
-		Set("progress = CASE WHEN numfiles > 0 THEN "+least+"(100.0, 100.0 * ? / numfiles) ELSE progress END", done).
-		Exec(ctx)
-	return dbErr(err)
+	return dbErr(db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if IsPostgres(tx) { // the job's row first, as RecordOutcomes takes it
+			if _, err := tx.ExecContext(ctx, `SELECT 1 FROM jobs WHERE id = ? FOR UPDATE`, jobID); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.NewDelete().Model((*JobStatCount)(nil)).Where("job_id = ?", jobID).Exec(ctx); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO job_stat_counts (job_id, state, code, n, bytes)
+			SELECT job_id, state, code, COUNT(*), COALESCE(SUM(size), 0) FROM job_stats WHERE job_id = ? GROUP BY job_id, state, code`, jobID); err != nil {
+			return err
+		}
+		counts, err := JobStatCounts(ctx, tx, jobID)
+		if err != nil {
+			return err
+		}
+		c := map[string]int64{}
+		var total int64
+		for _, g := range counts {
+			c[g.State] += g.N
+			total += g.N
+		}
+		done := c[vocab.TaskSuccess] + c[vocab.TaskFailure] + c[vocab.TaskSkipped]
+		_, err = tx.NewUpdate().Model((*Job)(nil)).Where("id = ?", jobID).
+			Set("numprocessedfiles = ?", c[vocab.TaskSuccess]).Set("numfailedfiles = ?", c[vocab.TaskFailure]).
+			Set("numskippedfiles = ?", c[vocab.TaskSkipped]).Set("numstats = ?", total).Set("updated = ?", time.Now().UTC()).
+			Set("progress = CASE WHEN numfiles > 0 THEN "+least(tx)+"(100.0, 100.0 * ? / numfiles) ELSE progress END", done).
+			Exec(ctx)
+		return err
+	}))
+}
+
+// JobStatCounts returns a job's kept counts of its latest path outcomes,
+// one per (state, code) group that has paths.
+func JobStatCounts(ctx context.Context, db bun.IDB, jobID int64) ([]JobStatCount, error) {
+	var counts []JobStatCount
+	err := db.NewSelect().Model(&counts).Where("job_id = ? AND n <> 0", jobID).Scan(ctx)
+	return counts, dbErr(err)
 }
 
 // jsonText is v as JSON text for a jsonb column in a raw Set: an untyped

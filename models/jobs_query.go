@@ -466,17 +466,10 @@ func countBy(ctx context.Context, db bun.IDB, model any, col string, jobID int64
 // GetJobStatistics counts job jobID's latest path outcomes by state and by
 // code, and its tasks by state and by type.
 func GetJobStatistics(ctx context.Context, db bun.IDB, jobID int64) (*JobStatistics, error) {
-	// The paths in one pass over the job's stats, by state and code.
-	var groups []struct {
-		State string `bun:"state"`
-		Code  string `bun:"code"`
-		N     int64  `bun:"n"`
-		Bytes int64  `bun:"bytes"`
-	}
-	err := db.NewSelect().Model((*JobStat)(nil)).Column("state", "code").ColumnExpr("COUNT(*) AS n, COALESCE(SUM(size), 0) AS bytes").
-		Where("job_id = ?", jobID).Group("state", "code").Scan(ctx, &groups)
+	// The paths' counts by state and code, kept as outcomes are recorded.
+	groups, err := JobStatCounts(ctx, db, jobID)
 	if err != nil {
-		return nil, dbErr(err)
+		return nil, err
 	}
 	s := &JobStatistics{ByState: map[string]int64{}, ByCode: map[string]int64{}, BytesByState: map[string]int64{}}
 	for _, g := range groups {

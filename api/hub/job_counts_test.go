@@ -20,7 +20,8 @@ import (
 // paths whose outcome changes in a later run, retried calls of the same
 // task, and duplicate paths inside one batch; the number of the job's
 // stats, and of those in each state, which its stats list shows as
-// count, too.
+// count, too; and its statistics (paths and bytes by state and code),
+// read from counts kept the same way, equal a count of its stats.
 func TestJobCountersMoveByDelta(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
@@ -41,13 +42,22 @@ func TestJobCountersMoveByDelta(t *testing.T) {
 				TaskID: fmt.Sprintf("job-%d-r%d-b0-r1-s0", j.ID, run), State: vocab.TaskStarted, Run: run})
 			var outs []models.PathOutcome
 			for range 80 {
-				outs = append(outs, models.PathOutcome{Path: fmt.Sprintf("/d/f%03d", rng.IntN(300)), State: states[rng.IntN(len(states))], Code: "x"})
+				outs = append(outs, models.PathOutcome{Path: fmt.Sprintf("/d/f%03d", rng.IntN(300)), State: states[rng.IntN(len(states))],
+					Code: []string{"x", "y", "z"}[rng.IntN(3)], Size: rng.Int64N(1000)})
 			}
 			for attempt := range 2 { // the activity retried: same rows, same counts
 				require.NoError(t, models.RecordOutcomes(ctx, e.DB, j.ID, task.ID, outs))
 				byDelta := counters()
+				statsByDelta, err := models.GetJobStatistics(ctx, e.DB, j.ID)
+				require.NoError(t, err)
+				want := statisticsOf(t, e, j.ID)
+				want.Tasks, want.TaskByState, want.TaskByType = statsByDelta.Tasks, statsByDelta.TaskByState, statsByDelta.TaskByType
+				require.Equal(t, want, *statsByDelta, "run %d attempt %d", run, attempt)
 				require.NoError(t, models.RefreshJobCounts(ctx, e.DB, j.ID))
 				require.Equal(t, counters(), byDelta, "run %d attempt %d", run, attempt)
+				recounted, err := models.GetJobStatistics(ctx, e.DB, j.ID)
+				require.NoError(t, err)
+				require.Equal(t, statsByDelta, recounted, "run %d attempt %d", run, attempt)
 				// The job stats list counts what the job keeps.
 				r := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobstats/?job=%d&page_size=20", j.ID), nil)
 				require.Equal(t, byDelta[4], r.Map()["count"])
@@ -60,4 +70,20 @@ func TestJobCountersMoveByDelta(t *testing.T) {
 			}
 		}
 	})
+}
+
+// statisticsOf counts a job's stats by state and code, as its statistics
+// show them, reading every row (its tasks are left out).
+func statisticsOf(t *testing.T, e *apitest.Env, jobID int64) models.JobStatistics {
+	var stats []models.JobStat
+	require.NoError(t, e.DB.NewSelect().Model(&stats).Where("job_id = ?", jobID).Scan(t.Context()))
+	want := models.JobStatistics{ByState: map[string]int64{}, ByCode: map[string]int64{}, BytesByState: map[string]int64{}}
+	for _, st := range stats {
+		want.Files++
+		want.ByState[st.State]++
+		want.ByCode[st.Code]++
+		want.BytesByState[st.State] += *st.Size
+		want.Bytes += *st.Size
+	}
+	return want
 }
