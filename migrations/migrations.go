@@ -47,6 +47,7 @@ func NewMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	registerJobVersions(ms)
 	registerTaskVersions(ms)
 	registerJobSiteCounts(ms)
+	registerJobStateSums(ms)
 	return migrate.NewMigrator(db, ms, migrate.WithTemplateData(typesFor(db)), migrate.WithMarkAppliedOnSuccess(true)), nil
 }
 

@@ -195,3 +195,48 @@ func TestJobStatCountsFilled(t *testing.T) {
 		}
 	})
 }
+
+// TestJobStateSumsFilled: the migration that keeps the sums of the
+// finished jobs' counters adds up the jobs already there, and the
+// summary of every job agrees with one added up from its rows after it.
+func TestJobStateSumsFilled(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		m, err := migrations.NewMigrator(db)
+		require.NoError(t, err)
+		rollBackAlone(t, db, m, "20261127020000")
+		site, err := models.EnsureSite(ctx, db, "east")
+		require.NoError(t, err)
+		at := time.Now().UTC()
+		jobs := make([]models.Job, 24)
+		for i := range jobs {
+			jobs[i] = models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: vocab.DefaultQueue, State: models.JobStates[i%8],
+				Created: at, Updated: at, Run: 1, OwnerType: models.OwnerSystem, Fields: map[string]any{}, Paths: []string{"/data"},
+				NumFiles: int64(10 + i), NumProcessedFiles: int64(i), NumFailedFiles: int64(i % 3), NumSkippedFiles: int64(i % 2),
+				NumAbortedFiles: int64(i % 4), NumCancelledFiles: int64(i % 5), HasFailures: i%3 == 0}
+		}
+		_, err = db.NewInsert().Model(&jobs).Exec(ctx)
+		require.NoError(t, err)
+		require.NoError(t, migrations.Up(ctx, db))
+
+		want := &models.JobSummary{Count: 24, ByState: map[string]int64{}}
+		for _, j := range jobs {
+			want.ByState[j.State]++
+			if j.State == vocab.JobSuccess && j.HasFailures {
+				want.HasFailures++
+			}
+			want.Files.NumFiles += j.NumFiles
+			want.Files.NumProcessedFiles += j.NumProcessedFiles
+			want.Files.NumFailedFiles += j.NumFailedFiles
+			want.Files.NumSkippedFiles += j.NumSkippedFiles
+			want.Files.NumAbortedFiles += j.NumAbortedFiles
+			want.Files.NumCancelledFiles += j.NumCancelledFiles
+		}
+		got, err := models.SummarizeJobs(ctx, db, models.JobFilter{})
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+		var kept int
+		require.NoError(t, db.NewSelect().Table("job_state_sums").ColumnExpr("COUNT(*)").Scan(ctx, &kept))
+		require.Equal(t, 3, kept, "one row per finished state")
+	})
+}

@@ -365,9 +365,9 @@ type PathOutcome struct {
 // RecordOutcomes upserts the latest outcome of each path into job_stats and
 // appends each to the history, and moves the job's counters and its
 // counts by state and code by what these rows changed, in the same
-// transaction (so a batch costs its own rows,
-// not a recount of the whole job; FinishJob recounts once at the end). It
-// is idempotent per task: a retried call leaves the same rows and counts.
+// transaction (so a batch costs its own rows, not a recount of the whole
+// job; FinishJob recounts once at the end). It is idempotent per task: a
+// retried call leaves the same rows and counts.
 // On PostgreSQL rows travel as five arrays into a temporary table (one
 // statement), then one upsert.
 func RecordOutcomes(ctx context.Context, db *bun.DB, jobID, taskID int64, outs []PathOutcome) error {

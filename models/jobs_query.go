@@ -389,8 +389,25 @@ type JobSummary struct {
 	Files       JobFileCounts    `json:"files"`
 }
 
+// jobCounterColumns are the jobs' file counters the summary adds up.
+var jobCounterColumns = []string{"numfiles", "numprocessedfiles", "numfailedfiles", "numskippedfiles", "numabortedfiles", "numcancelledfiles"}
+
+// summaryColumns is, for jobs j grouped by state, each state's number of
+// jobs, of SUCCESS jobs with failed paths and the sums of their counters.
+func summaryColumns() string {
+	// SUM of BIGINT is NUMERIC on PostgreSQL: cast back so both dialects scan alike.
+	cols := []string{"j.state, COUNT(*) AS n", "CAST(COALESCE(SUM(CASE WHEN j.has_failures THEN 1 ELSE 0 END), 0) AS BIGINT) AS has_failures"}
+	for _, col := range jobCounterColumns {
+		cols = append(cols, fmt.Sprintf("CAST(COALESCE(SUM(j.%[1]s), 0) AS BIGINT) AS %[1]s", col))
+	}
+	return strings.Join(cols, ", ")
+}
+
 // SummarizeJobs counts the jobs matching f by state and sums their file
-// counters, in one grouped query.
+// counters, in one statement. Of every job (no filter) it reads the
+// numbers kept by the database: each state's number of jobs (row_counts)
+// and the sums of the finished jobs' counters (job_state_sums), and adds
+// the unfinished jobs' counters, read through the state index.
 func SummarizeJobs(ctx context.Context, db bun.IDB, f JobFilter) (*JobSummary, error) {
 	var rows []struct {
 		State       string `bun:"state"`
@@ -398,14 +415,28 @@ func SummarizeJobs(ctx context.Context, db bun.IDB, f JobFilter) (*JobSummary, e
 		HasFailures int64  `bun:"has_failures"`
 		JobFileCounts
 	}
-	// SUM of BIGINT is NUMERIC on PostgreSQL: cast back so both dialects scan alike.
-	sum := func(col string) string { return fmt.Sprintf("CAST(COALESCE(SUM(j.%[1]s), 0) AS BIGINT) AS %[1]s", col) }
-	q := db.NewSelect().Model((*Job)(nil)).ColumnExpr("j.state, COUNT(*) AS n").
-		ColumnExpr("CAST(COALESCE(SUM(CASE WHEN j.has_failures = ? THEN 1 ELSE 0 END), 0) AS BIGINT) AS has_failures", true)
-	for _, col := range []string{"numfiles", "numprocessedfiles", "numfailedfiles", "numskippedfiles", "numabortedfiles", "numcancelledfiles"} {
-		q.ColumnExpr(sum(col))
+	var err error
+	if f.Empty() {
+		var finished, unfinished []string // row_counts' names of the first, the second's states
+		for _, st := range JobStates {
+			if vocab.JobFinished(st) {
+				finished = append(finished, "jobs:state:"+st)
+			} else {
+				unfinished = append(unfinished, st)
+			}
+		}
+		zeros := ", 0 AS has_failures"
+		for _, col := range jobCounterColumns {
+			zeros += ", 0 AS " + col
+		}
+		err = db.NewRaw(`SELECT substr(name, ?) AS state, n`+zeros+` FROM row_counts WHERE name IN (?)
+			UNION ALL SELECT state, 0, has_failures, `+strings.Join(jobCounterColumns, ", ")+` FROM job_state_sums
+			UNION ALL SELECT `+summaryColumns()+` FROM jobs AS j WHERE j.state IN (?) GROUP BY j.state`,
+			len("jobs:state:")+1, bun.In(finished), bun.In(unfinished)).Scan(ctx, &rows)
+	} else {
+		err = f.apply(db, db.NewSelect().Model((*Job)(nil)).ColumnExpr(summaryColumns())).Group("j.state").Scan(ctx, &rows)
 	}
-	if err := f.apply(db, q).Group("j.state").Scan(ctx, &rows); err != nil {
+	if err != nil {
 		return nil, dbErr(err)
 	}
 	s := &JobSummary{ByState: map[string]int64{}}

@@ -108,6 +108,7 @@ func BenchmarkLists(b *testing.B) {
 				{"jobs-page-100-site", e.URL + "/api/jobs/?page_size=100&site=bench", apitest.Bearer(e.Admin), 0},
 				{"jobs-page-100-site-small", e.URL + "/api/jobs/?page_size=100&site=small", apitest.Bearer(e.Admin), 0},
 				{"jobs-recent-site", e.URL + "/api/jobs/recent/?site=bench", apitest.Bearer(e.Admin), 0},
+				{"jobs-stats", e.URL + "/api/jobs/stats/", apitest.Bearer(e.Admin), 0},
 				{"jobs-page-100-last", fmt.Sprintf("%s/api/jobs/?page_size=100&page=%d", e.URL, n/100), apitest.Bearer(e.Admin), 0},
 				{"jobstats-page-100", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100", e.URL, last.ID), apitest.Bearer(e.Admin), 0},
 				{"jobstats-page-100-failed", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100&state=FAILURE", e.URL, last.ID), apitest.Bearer(e.Admin), 0},
@@ -179,7 +180,7 @@ func seedJobs(b testing.TB, db *bun.DB, kind string, site *models.Site, n, perJo
 		{`UPDATE job_stats SET state = 'FAILURE', code = 'failed' WHERE id % 1000 = 0`, nil}, // every 1,000th path failed
 		// Every job and task was updated since it was created, as real
 		// ones are (started, finished): its row's version is not the first.
-		{`UPDATE jobs SET progress = 100`, nil},
+		{`UPDATE jobs SET progress = 100, numfiles = 1, numprocessedfiles = 1`, nil},
 		{`UPDATE tasks SET started = created`, nil},
 	}
 	for _, st := range stmts {

@@ -53,6 +53,7 @@ func lists(db string) []row {
 		list("jobs-page-100-site", "GET /api/jobs/?site=NAME (999 jobs of every 1,000) vs gin hello", 0, ""),
 		list("jobs-page-100-site-small", "GET /api/jobs/?site=NAME (a site of every 1,000th job, a user's) vs gin hello", 0, ""),
 		list("jobs-recent-site", "GET /api/jobs/recent/?site=NAME (999 jobs of every 1,000) vs gin hello", 0, ""),
+		list("jobs-stats", "GET /api/jobs/stats/ (every job's summary) vs gin hello", 0, ""),
 		list("jobstats-page-100", "GET /api/jobstats/?job=N&page_size=100 vs gin hello", 0.10, "≥ 10%"),
 		list("jobstats-page-100-success", "GET /api/jobstats/?job=N&state=SUCCESS (999 paths of every 1,000) vs gin hello", 0, ""),
 		list("jobstats-page-100-failed", "GET /api/jobstats/?job=N&state=FAILURE (every 1,000th path) vs gin hello", 0, ""),
