@@ -20,18 +20,14 @@ import (
 func registerJobStateSums(ms *migrate.Migrations) {
 	ms.MustRegister(func(ctx context.Context, db *bun.DB) error {
 		cols := strings.Join(summedColumns, ", ")
-		var summed []string // SUM(c) of each
-		for _, c := range summedColumns {
-			summed = append(summed, "SUM("+c+")")
-		}
-		sums := strings.Join(summed, ", ")
-		// values is the summed columns of one job (OLD or NEW), signed.
-		values := func(row, sign string) string {
-			v := []string{sign + "(CASE WHEN " + row + ".has_failures THEN 1 ELSE 0 END)"}
+		// grouped sums the columns of from's jobs in finished states by
+		// state, each value after sign ("-", or an expression and "*").
+		grouped := func(from, sign string) string {
+			v := []string{"SUM(CASE WHEN has_failures THEN " + sign + "1 ELSE 0 END)"}
 			for _, c := range summedColumns[1:] {
-				v = append(v, sign+row+"."+c)
+				v = append(v, "SUM("+sign+c+")")
 			}
-			return strings.Join(v, ", ")
+			return `SELECT state, ` + strings.Join(v, ", ") + ` FROM ` + from + ` WHERE state IN ` + finishedStates + ` GROUP BY state`
 		}
 		var added []string
 		for _, c := range summedColumns {
@@ -50,30 +46,34 @@ func registerJobStateSums(ms *migrate.Migrations) {
 				return `PERFORM 1 FROM row_counts WHERE name = 'jobs' FOR UPDATE;
 	` + strings.Replace(upsert, "%s", sums, 1)
 			}
-			grouped := func(sign string) string {
-				v := []string{"SUM(CASE WHEN has_failures THEN " + sign + "1 ELSE 0 END)"}
-				for _, c := range summedColumns[1:] {
-					v = append(v, "SUM("+sign+c+")")
-				}
-				return `SELECT state, ` + strings.Join(v, ", ") + ` FROM changed WHERE state IN ` + finishedStates + ` GROUP BY state`
-			}
-			var changed []string
-			for _, c := range append([]string{"state"}, summedColumns...) {
-				changed = append(changed, "OLD."+c+" IS DISTINCT FROM NEW."+c)
-			}
 			for _, t := range []struct{ name, event, moved string }{
-				{"jobs_state_sums_insert", "INSERT ON jobs REFERENCING NEW TABLE AS changed FOR EACH STATEMENT", move(grouped(""))},
-				{"jobs_state_sums_delete", "DELETE ON jobs REFERENCING OLD TABLE AS changed FOR EACH STATEMENT", move(grouped("-"))},
-				{"jobs_state_sums_update", "UPDATE OF state, " + cols + " ON jobs FOR EACH ROW WHEN ((OLD.state IN " + finishedStates +
-					" OR NEW.state IN " + finishedStates + ") AND (" + strings.Join(changed, " OR ") + "))",
-					move(`SELECT state, ` + sums + ` FROM (SELECT OLD.state, ` + values("OLD", "-") + ` WHERE OLD.state IN ` + finishedStates +
-						` UNION ALL SELECT NEW.state, ` + values("NEW", "") + ` WHERE NEW.state IN ` + finishedStates + `) AS d (state, ` + cols +
-						`) GROUP BY state ORDER BY state`)},
+				{"jobs_state_sums_insert", "INSERT ON jobs REFERENCING NEW TABLE AS changed FOR EACH STATEMENT", move(grouped("changed", ""))},
+				{"jobs_state_sums_delete", "DELETE ON jobs REFERENCING OLD TABLE AS changed FOR EACH STATEMENT", move(grouped("changed", "-"))},
+				// A statement trigger, unlike the state counts': a row
+				// trigger moving one sums row a million times in one
+				// transaction (an update of every job) took minutes. It
+				// fires on every update of jobs (transition tables cannot
+				// be limited to some columns) and moves the sums only when
+				// a finished job is among the rows.
+				{"jobs_state_sums_update", "UPDATE ON jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT",
+					`IF EXISTS (SELECT 1 FROM old_rows WHERE state IN ` + finishedStates + `)
+		OR EXISTS (SELECT 1 FROM new_rows WHERE state IN ` + finishedStates + `) THEN
+		` + move(grouped(`(SELECT state, `+cols+`, -1 FROM old_rows UNION ALL SELECT state, `+cols+`, 1 FROM new_rows) AS d (state, `+cols+`, sign)`,
+						"sign * ")+` ORDER BY state`) + `;
+	END IF`},
 				{"jobs_state_sums_truncate", "TRUNCATE ON jobs FOR EACH STATEMENT", `DELETE FROM job_state_sums`},
 			} {
 				stmts = append(stmts, pgTrigger(t.name, t.event, t.moved)...)
 			}
 		} else {
+			// values is the summed columns of one job (OLD or NEW), signed.
+			values := func(row, sign string) string {
+				v := []string{sign + "(CASE WHEN " + row + ".has_failures THEN 1 ELSE 0 END)"}
+				for _, c := range summedColumns[1:] {
+					v = append(v, sign+row+"."+c)
+				}
+				return strings.Join(v, ", ")
+			}
 			add := strings.Replace(upsert, "%s", `SELECT NEW.state, `+values("NEW", "")+` WHERE NEW.state IN `+finishedStates, 1) + ";"
 			sub := strings.Replace(upsert, "%s", `SELECT OLD.state, `+values("OLD", "-")+` WHERE OLD.state IN `+finishedStates, 1) + ";"
 			stmts = append(stmts,
@@ -82,9 +82,7 @@ func registerJobStateSums(ms *migrate.Migrations) {
 				`CREATE TRIGGER jobs_state_sums_update AFTER UPDATE OF state, `+cols+` ON jobs
 					WHEN OLD.state IN `+finishedStates+` OR NEW.state IN `+finishedStates+` BEGIN `+sub+` `+add+` END`)
 		}
-		return exec(ctx, db, append(stmts, `INSERT INTO job_state_sums (state, `+cols+`)
-			SELECT state, SUM(CASE WHEN has_failures THEN 1 ELSE 0 END), `+strings.Join(summed[1:], ", ")+`
-			FROM jobs WHERE state IN `+finishedStates+` GROUP BY state`))
+		return exec(ctx, db, append(stmts, strings.Replace(upsert, "%s", grouped("jobs", ""), 1)))
 	}, func(ctx context.Context, db *bun.DB) error {
 		return exec(ctx, db, append(dropTriggers(db, "jobs", "jobs_state_sums", "insert", "delete", "update", "truncate"),
 			`DROP TABLE job_state_sums`))
