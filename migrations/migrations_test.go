@@ -142,16 +142,8 @@ func TestJobStatCountsFilled(t *testing.T) {
 		m, err := migrations.NewMigrator(db)
 		require.NoError(t, err)
 		rollBackAlone(t, db, m, "20261127010000")
-		site, err := models.EnsureSite(ctx, db, "east")
-		require.NoError(t, err)
-		at := time.Now().UTC()
-		jobs := make([]models.Job, 3)
-		for i := range jobs {
-			jobs[i] = models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: vocab.DefaultQueue, State: vocab.JobStarted,
-				Created: at, Updated: at, Run: 1, OwnerType: models.OwnerSystem, Fields: map[string]any{}, Paths: []string{"/data"}}
-		}
-		_, err = db.NewInsert().Model(&jobs).Exec(ctx)
-		require.NoError(t, err)
+		jobs := insertJobs(t, db, 3, func(int, *models.Job) {})
+		at := jobs[0].Created
 		var stats []models.JobStat
 		states := []string{vocab.TaskSuccess, vocab.TaskFailure, vocab.TaskSkipped}
 		for i := range 60 {
@@ -166,7 +158,7 @@ func TestJobStatCountsFilled(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, migrations.Up(ctx, db))
 
-		task := &models.Task{JobID: jobs[0].ID, Site: site.Name, Queue: vocab.DefaultQueue, TaskType: "premigrate", TaskID: "t1", State: vocab.TaskStarted, Run: 1}
+		task := &models.Task{JobID: jobs[0].ID, Site: jobs[0].Site, Queue: vocab.DefaultQueue, TaskType: "premigrate", TaskID: "t1", State: vocab.TaskStarted, Run: 1}
 		require.NoError(t, models.CreateTask(ctx, db, task))
 		require.NoError(t, models.RecordOutcomes(ctx, db, jobs[0].ID, task.ID, []models.PathOutcome{
 			{Path: "/data/0", State: vocab.TaskSuccess, Code: "c9", Size: 7}, {Path: "/data/new", State: vocab.TaskFailure, Code: "c0", Size: 3}}))
@@ -197,41 +189,24 @@ func TestJobStatCountsFilled(t *testing.T) {
 }
 
 // TestJobStateSumsFilled: the migration that keeps the sums of the
-// finished jobs' counters adds up the jobs already there, and the
-// summary of every job agrees with one added up from its rows after it.
+// finished jobs' counters adds up the jobs already there: the summary of
+// every job, read from them, agrees with one read from the jobs.
 func TestJobStateSumsFilled(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
 		m, err := migrations.NewMigrator(db)
 		require.NoError(t, err)
 		rollBackAlone(t, db, m, "20261127020000")
-		site, err := models.EnsureSite(ctx, db, "east")
-		require.NoError(t, err)
-		at := time.Now().UTC()
-		jobs := make([]models.Job, 24)
-		for i := range jobs {
-			jobs[i] = models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: vocab.DefaultQueue, State: models.JobStates[i%8],
-				Created: at, Updated: at, Run: 1, OwnerType: models.OwnerSystem, Fields: map[string]any{}, Paths: []string{"/data"},
-				NumFiles: int64(10 + i), NumProcessedFiles: int64(i), NumFailedFiles: int64(i % 3), NumSkippedFiles: int64(i % 2),
-				NumAbortedFiles: int64(i % 4), NumCancelledFiles: int64(i % 5), HasFailures: i%3 == 0}
-		}
-		_, err = db.NewInsert().Model(&jobs).Exec(ctx)
-		require.NoError(t, err)
+		insertJobs(t, db, 24, func(i int, j *models.Job) {
+			j.State, j.HasFailures = models.JobStates[i%8], i%3 == 0
+			j.NumFiles, j.NumProcessedFiles, j.NumFailedFiles = int64(10+i), int64(i), int64(i%3)
+			j.NumSkippedFiles, j.NumAbortedFiles, j.NumCancelledFiles = int64(i%2), int64(i%4), int64(i%5)
+		})
 		require.NoError(t, migrations.Up(ctx, db))
-
-		want := &models.JobSummary{Count: 24, ByState: map[string]int64{}}
-		for _, j := range jobs {
-			want.ByState[j.State]++
-			if j.State == vocab.JobSuccess && j.HasFailures {
-				want.HasFailures++
-			}
-			want.Files.NumFiles += j.NumFiles
-			want.Files.NumProcessedFiles += j.NumProcessedFiles
-			want.Files.NumFailedFiles += j.NumFailedFiles
-			want.Files.NumSkippedFiles += j.NumSkippedFiles
-			want.Files.NumAbortedFiles += j.NumAbortedFiles
-			want.Files.NumCancelledFiles += j.NumCancelledFiles
-		}
+		// The same summary, read from the jobs themselves (a filter).
+		want, err := models.SummarizeJobs(ctx, db, models.JobFilter{Site: "east"})
+		require.NoError(t, err)
+		require.EqualValues(t, 24, want.Count)
 		got, err := models.SummarizeJobs(ctx, db, models.JobFilter{})
 		require.NoError(t, err)
 		require.Equal(t, want, got)
@@ -239,4 +214,22 @@ func TestJobStateSumsFilled(t *testing.T) {
 		require.NoError(t, db.NewSelect().Table("job_state_sums").ColumnExpr("COUNT(*)").Scan(ctx, &kept))
 		require.Equal(t, 3, kept, "one row per finished state")
 	})
+}
+
+// insertJobs inserts n STARTED jobs of site "east", each as edit leaves
+// it, with plain SQL (no hub code runs), and returns them.
+func insertJobs(t *testing.T, db *bun.DB, n int, edit func(i int, j *models.Job)) []models.Job {
+	ctx := context.Background()
+	site, err := models.EnsureSite(ctx, db, "east")
+	require.NoError(t, err)
+	at := time.Now().UTC()
+	jobs := make([]models.Job, n)
+	for i := range jobs {
+		jobs[i] = models.Job{Workflow: "premigrate", Site: site.Name, SiteID: site.ID, Queue: vocab.DefaultQueue, State: vocab.JobStarted,
+			Created: at, Updated: at, Run: 1, OwnerType: models.OwnerSystem, Fields: map[string]any{}, Paths: []string{"/data"}}
+		edit(i, &jobs[i])
+	}
+	_, err = db.NewInsert().Model(&jobs).Exec(ctx)
+	require.NoError(t, err)
+	return jobs
 }
