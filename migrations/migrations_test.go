@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/migrate"
 
 	"github.com/thehub/hub/migrations"
 	"github.com/thehub/hub/models"
@@ -48,8 +47,6 @@ func TestDownAndUpAgain(t *testing.T) {
 func TestStateCountsFilled(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
-		m, err := migrations.NewMigrator(db)
-		require.NoError(t, err)
 		// kept is the counts row_counts holds for table's states; real is
 		// COUNT(*) ... GROUP BY state.
 		kept := func(table string) map[string]int {
@@ -99,7 +96,7 @@ func TestStateCountsFilled(t *testing.T) {
 			require.NoError(t, err)
 		}
 
-		rollBackAlone(t, db, m, "20261126020000") // the state counts' migration
+		rollBackAlone(t, db, "20261126020000") // the state counts' migration
 		insert()
 		require.Empty(t, kept("jobs"))
 		require.Empty(t, kept("tasks"))
@@ -110,7 +107,7 @@ func TestStateCountsFilled(t *testing.T) {
 		require.Equal(t, real("jobs"), kept("jobs"))
 		require.Equal(t, real("tasks"), kept("tasks"))
 		insert()
-		_, err = db.NewUpdate().Table("tasks").Set("state = ?", vocab.TaskFailure).Where("id % 2 = 0").Exec(ctx)
+		_, err := db.NewUpdate().Table("tasks").Set("state = ?", vocab.TaskFailure).Where("id % 2 = 0").Exec(ctx)
 		require.NoError(t, err)
 		require.Equal(t, real("jobs"), kept("jobs"))
 		require.Equal(t, real("tasks"), kept("tasks"))
@@ -119,8 +116,10 @@ func TestStateCountsFilled(t *testing.T) {
 
 // rollBackAlone rolls back the applied migration called name alone (made
 // the last group first).
-func rollBackAlone(t *testing.T, db *bun.DB, m *migrate.Migrator, name string) {
+func rollBackAlone(t *testing.T, db *bun.DB, name string) {
 	ctx := context.Background()
+	m, err := migrations.NewMigrator(db)
+	require.NoError(t, err)
 	res, err := db.NewUpdate().Table("bun_migrations").Set("group_id = (SELECT MAX(group_id) + 1 FROM bun_migrations)").
 		Where("name = ?", name).Exec(ctx)
 	require.NoError(t, err)
@@ -139,9 +138,7 @@ func rollBackAlone(t *testing.T, db *bun.DB, m *migrate.Migrator, name string) {
 func TestJobStatCountsFilled(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
-		m, err := migrations.NewMigrator(db)
-		require.NoError(t, err)
-		rollBackAlone(t, db, m, "20261127010000")
+		rollBackAlone(t, db, "20261127010000")
 		jobs := insertJobs(t, db, 3, func(int, *models.Job) {})
 		at := jobs[0].Created
 		var stats []models.JobStat
@@ -154,7 +151,7 @@ func TestJobStatCountsFilled(t *testing.T) {
 			}
 			stats = append(stats, st)
 		}
-		_, err = db.NewInsert().Model(&stats).Exec(ctx)
+		_, err := db.NewInsert().Model(&stats).Exec(ctx)
 		require.NoError(t, err)
 		require.NoError(t, migrations.Up(ctx, db))
 
@@ -194,9 +191,7 @@ func TestJobStatCountsFilled(t *testing.T) {
 func TestJobStateSumsFilled(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
-		m, err := migrations.NewMigrator(db)
-		require.NoError(t, err)
-		rollBackAlone(t, db, m, "20261127020000")
+		rollBackAlone(t, db, "20261127020000")
 		insertJobs(t, db, 24, func(i int, j *models.Job) {
 			j.State, j.HasFailures = models.JobStates[i%8], i%3 == 0
 			j.NumFiles, j.NumProcessedFiles, j.NumFailedFiles = int64(10+i), int64(i), int64(i%3)

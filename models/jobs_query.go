@@ -394,14 +394,36 @@ var jobCounterColumns = []string{"numfiles", "numprocessedfiles", "numfailedfile
 
 // summaryColumns is, for jobs j grouped by state, each state's number of
 // jobs, of SUCCESS jobs with failed paths and the sums of their counters.
-func summaryColumns() string {
+var summaryColumns = func() string {
 	// SUM of BIGINT is NUMERIC on PostgreSQL: cast back so both dialects scan alike.
 	cols := []string{"j.state, COUNT(*) AS n", "CAST(COALESCE(SUM(CASE WHEN j.has_failures THEN 1 ELSE 0 END), 0) AS BIGINT) AS has_failures"}
 	for _, col := range jobCounterColumns {
 		cols = append(cols, fmt.Sprintf("CAST(COALESCE(SUM(j.%[1]s), 0) AS BIGINT) AS %[1]s", col))
 	}
 	return strings.Join(cols, ", ")
-}
+}()
+
+// keptSummary is the summary of every job in one statement: the finished
+// states' numbers of jobs (row_counts) and sums (job_state_sums), and the
+// unfinished jobs grouped by state.
+var keptSummary = func() string {
+	var finished, unfinished []string
+	for _, st := range JobStates {
+		if vocab.JobFinished(st) {
+			finished = append(finished, "'jobs:state:"+st+"'")
+		} else {
+			unfinished = append(unfinished, "'"+st+"'")
+		}
+	}
+	zeros := ", 0 AS has_failures"
+	for _, col := range jobCounterColumns {
+		zeros += ", 0 AS " + col
+	}
+	return `SELECT substr(name, ` + fmt.Sprint(len("jobs:state:")+1) + `) AS state, n` + zeros + ` FROM row_counts
+		WHERE name IN (` + strings.Join(finished, ", ") + `)
+		UNION ALL SELECT state, 0, has_failures, ` + strings.Join(jobCounterColumns, ", ") + ` FROM job_state_sums
+		UNION ALL SELECT ` + summaryColumns + ` FROM jobs AS j WHERE j.state IN (` + strings.Join(unfinished, ", ") + `) GROUP BY j.state`
+}()
 
 // SummarizeJobs counts the jobs matching f by state and sums their file
 // counters, in one statement. Of every job (no filter) it reads the
@@ -417,24 +439,9 @@ func SummarizeJobs(ctx context.Context, db bun.IDB, f JobFilter) (*JobSummary, e
 	}
 	var err error
 	if f.Empty() {
-		var finished, unfinished []string // row_counts' names of the first, the second's states
-		for _, st := range JobStates {
-			if vocab.JobFinished(st) {
-				finished = append(finished, "jobs:state:"+st)
-			} else {
-				unfinished = append(unfinished, st)
-			}
-		}
-		zeros := ", 0 AS has_failures"
-		for _, col := range jobCounterColumns {
-			zeros += ", 0 AS " + col
-		}
-		err = db.NewRaw(`SELECT substr(name, ?) AS state, n`+zeros+` FROM row_counts WHERE name IN (?)
-			UNION ALL SELECT state, 0, has_failures, `+strings.Join(jobCounterColumns, ", ")+` FROM job_state_sums
-			UNION ALL SELECT `+summaryColumns()+` FROM jobs AS j WHERE j.state IN (?) GROUP BY j.state`,
-			len("jobs:state:")+1, bun.In(finished), bun.In(unfinished)).Scan(ctx, &rows)
+		err = db.NewRaw(keptSummary).Scan(ctx, &rows)
 	} else {
-		err = f.apply(db, db.NewSelect().Model((*Job)(nil)).ColumnExpr(summaryColumns())).Group("j.state").Scan(ctx, &rows)
+		err = f.apply(db, db.NewSelect().Model((*Job)(nil)).ColumnExpr(summaryColumns)).Group("j.state").Scan(ctx, &rows)
 	}
 	if err != nil {
 		return nil, dbErr(err)
