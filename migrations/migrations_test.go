@@ -159,28 +159,8 @@ func TestJobStatCountsFilled(t *testing.T) {
 		require.NoError(t, models.CreateTask(ctx, db, task))
 		require.NoError(t, models.RecordOutcomes(ctx, db, jobs[0].ID, task.ID, []models.PathOutcome{
 			{Path: "/data/0", State: vocab.TaskSuccess, Code: "c9", Size: 7}, {Path: "/data/new", State: vocab.TaskFailure, Code: "c0", Size: 3}}))
-		require.NoError(t, db.NewSelect().Model(&stats).Scan(ctx))
 		for _, j := range jobs {
-			want := models.JobStatistics{ByState: map[string]int64{}, ByCode: map[string]int64{}, BytesByState: map[string]int64{}}
-			for _, st := range stats {
-				if st.JobID == j.ID {
-					size := int64(0)
-					if st.Size != nil {
-						size = *st.Size
-					}
-					want.Files++
-					want.ByState[st.State]++
-					want.ByCode[st.Code]++
-					want.BytesByState[st.State] += size
-					want.Bytes += size
-				}
-			}
-			got, err := models.GetJobStatistics(ctx, db, j.ID)
-			require.NoError(t, err)
-			require.Equal(t, want.ByState, got.ByState, "job %d", j.ID)
-			require.Equal(t, want.ByCode, got.ByCode, "job %d", j.ID)
-			require.Equal(t, want.BytesByState, got.BytesByState, "job %d", j.ID)
-			require.Equal(t, [2]int64{want.Files, want.Bytes}, [2]int64{got.Files, got.Bytes}, "job %d", j.ID)
+			dbtest.RequireStatisticsOfRows(t, db, j.ID, "job %d", j.ID)
 		}
 	})
 }

@@ -87,19 +87,6 @@ func TestJobStatCountsUnderConcurrentBatches(t *testing.T) {
 			return nil
 		})
 		require.NoError(t, g.Wait())
-		got, err := models.GetJobStatistics(ctx, db, job.ID)
-		require.NoError(t, err)
-		var stats []models.JobStat
-		require.NoError(t, db.NewSelect().Model(&stats).Where("job_id = ?", job.ID).Scan(ctx))
-		byState, byCode, bytesByState := map[string]int64{}, map[string]int64{}, map[string]int64{}
-		for _, s := range stats {
-			byState[s.State]++
-			byCode[s.Code]++
-			bytesByState[s.State] += *s.Size
-		}
-		require.EqualValues(t, len(stats), got.Files)
-		require.Equal(t, byState, got.ByState)
-		require.Equal(t, byCode, got.ByCode)
-		require.Equal(t, bytesByState, got.BytesByState)
+		dbtest.RequireStatisticsOfRows(t, db, job.ID)
 	})
 }

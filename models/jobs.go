@@ -11,6 +11,7 @@ import (
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
 
+	"github.com/thehub/hub/internal/fault"
 	"github.com/thehub/hub/workflows/vocab"
 )
 
@@ -516,6 +517,7 @@ func recordOutcomesInsert(ctx context.Context, tx bun.Tx, jobID, taskID int64, o
 			return err
 		}
 	}
+	fault.Point("outcomes.half-written") // the rows written, not yet counted
 	return d.apply(ctx, tx, jobID)
 }
 
@@ -550,6 +552,7 @@ func recordOutcomesBulk(ctx context.Context, db *bun.DB, jobID, taskID int64, ou
 		if err := d.apply(ctx, tx, jobID); err != nil {
 			return err
 		}
+		fault.Point("outcomes.half-written") // counted, the rows not yet written
 		now := time.Now().UTC()
 		if _, err := tx.ExecContext(ctx, `DELETE FROM job_stat_history WHERE task_id = ?`, taskID); err != nil {
 			return err

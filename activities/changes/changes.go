@@ -25,7 +25,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/internal/fault"
 	"github.com/thehub/hub/models"
 )
 
@@ -96,7 +96,7 @@ func (s *Service) Commit(ctx context.Context, change func(ctx context.Context, t
 	if err != nil {
 		return err
 	}
-	fsutil.Fault("changes.committed")
+	fault.Point("changes.committed")
 	// The change is committed: deliver even if the client goes away.
 	ctx = context.WithoutCancel(ctx)
 	for _, in := range owed {
@@ -153,7 +153,7 @@ func (s *Service) deliver(ctx context.Context, in *models.Intent) {
 	dctx, cancel := context.WithTimeout(ctx, deliverTimeout)
 	err := k.deliver(dctx, s, in)
 	cancel()
-	fsutil.Fault("changes.delivered")
+	fault.Point("changes.delivered")
 	log := s.Log.With("intent", in.ID, "kind", in.Kind, "ref", in.RefID)
 	switch {
 	case err == nil && k.claimed:

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/thehub/hub/internal/fault"
 )
 
 // TmpPrefix marks the temporary files being written; listings hide them.
@@ -73,9 +75,9 @@ func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 			return nil, err
 		}
 		if created {
-			Fault("temp.created")
+			fault.Point("temp.created")
 			_ = setMarker(f) // before locking: a racing writer may check it
-			Fault("temp.marked")
+			fault.Point("temp.marked")
 		}
 		if err := lock(ctx, f); err != nil {
 			_ = f.Close()
@@ -185,12 +187,12 @@ func Commit(f *os.File, dst string) error {
 // the file in place under conditions of its own. If put fails, the file
 // is discarded (Discard: its name is removed only while it holds f).
 func CommitBy(f *os.File, put func(f *os.File) error) error {
-	Fault("commit.before-rename")
+	fault.Point("commit.before-rename")
 	if err := put(f); err != nil {
 		Discard(f)
 		return err
 	}
-	Fault("commit.renamed")
+	fault.Point("commit.renamed")
 	clearMarker(f)
 	// Renamed: a Close error must not lead anyone to remove the temporary
 	// name, which may already be another writer's.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // AdoptResult counts what AdoptRecords found.
@@ -74,6 +74,6 @@ func (r *Root) adopt(p string, rec Record) error {
 	if err := r.state.set(l.path(), l.rel, rec); err != nil {
 		return err
 	}
-	fsutil.Fault("site.adopted")
+	fault.Point("site.adopted")
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // The operations below act on a folder or file through a descriptor
@@ -132,11 +133,11 @@ func (r *Root) moveToTrash(p, name string) (string, error) {
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		return "", &os.PathError{Op: "rename", Path: apiPath(l.rel), Err: unix.ENOTDIR}
 	}
-	fsutil.Fault("trash.before-rename")
+	fault.Point("trash.before-rename")
 	if err := unix.Renameat(fdOf(l.parent), l.name, fdOf(trash), name); err != nil {
 		return "", &os.PathError{Op: "rename", Path: apiPath(l.rel), Err: err}
 	}
-	fsutil.Fault("trash.renamed")
+	fault.Point("trash.renamed")
 	return filepath.Join(r.dir, filepath.FromSlash(trashFolder), name), nil
 }
 

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // cjSnapshotHeartbeatBytes is how much of one file a snapshot copies
@@ -68,7 +68,7 @@ func (a *Activities) emptySnapshotTrash(ctx context.Context, drivers *driverSet,
 		if err := a.Root.dropTrashedRefs(ctx, drivers, entry, path.Join(cjSnapshotsDir, space, parts[2])); err != nil {
 			return err
 		}
-		fsutil.Fault("snapshot.refs-dropped")
+		fault.Point("snapshot.refs-dropped")
 		if err := cjRemoveTree(filepath.Join(a.Root.Dir(), filepath.FromSlash(entry))); err != nil {
 			return err
 		}
@@ -163,7 +163,7 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		err = cjReadOnly(tmp)
 	}
 	if err == nil {
-		fsutil.Fault("snapshot.copied")
+		fault.Point("snapshot.copied")
 		// The tree renamed is this attempt's own, whole: renamed out of
 		// the folder it holds locked, never over a snapshot another
 		// attempt placed meanwhile.
@@ -180,7 +180,7 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 	}
 	if err == nil {
 		_ = unix.Unlinkat(fdOf(build), own, unix.AT_REMOVEDIR) // empty now; else a later build removes it
-		fsutil.Fault("snapshot.placed")
+		fault.Point("snapshot.placed")
 		err = unix.Fchmodat(fdOf(parent), s.Name, 0o555, 0)
 	}
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // cjSpace creates a space's directory with its templates' folders and
@@ -53,7 +53,7 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 		}
 		// A crash here leaves the quota of a folder that is gone; the
 		// retried change finds the folder gone and removes the quota.
-		fsutil.Fault("cj.space.removed")
+		fault.Point("cj.space.removed")
 		if err := a.cjRemoveFile(quota); err != nil {
 			return "", fmt.Errorf("remove quota of %s: %w", rel, err)
 		}
@@ -114,7 +114,7 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 func (r *Root) trashWithRecords(rel, name string) (string, error) {
 	var trash string
 	err := r.moveWithRecords(rel, path.Join(trashFolder, name), func() (err error) {
-		fsutil.Fault("cj.space.records-copied")
+		fault.Point("cj.space.records-copied")
 		trash, err = r.moveToTrash(rel, name)
 		return err
 	})
@@ -161,11 +161,11 @@ func (r *Root) RestoreFromTrash(name, p string) error {
 		return err
 	}
 	return r.moveWithRecords(from, to.rel, func() error {
-		fsutil.Fault("trash.restore.records-copied")
+		fault.Point("trash.restore.records-copied")
 		if err := renameBeneath(&loc{rel: from, parent: trash, name: name}, to, false); err != nil {
 			return err
 		}
-		fsutil.Fault("trash.restored")
+		fault.Point("trash.restored")
 		return nil
 	})
 }
@@ -183,7 +183,7 @@ func (r *Root) PurgeTrash(name string) error {
 	if err := cjRemoveTree(filepath.Join(r.Dir(), filepath.FromSlash(rel))); err != nil {
 		return err
 	}
-	fsutil.Fault("trash.purged")
+	fault.Point("trash.purged")
 	return r.state.forgetTree(rel)
 }
 

@@ -15,7 +15,7 @@ import (
 
 	_ "modernc.org/sqlite" // the "sqlite" driver: pure Go, no bun (site workers have no hub database)
 
-	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // The file index is a site's catalogue of its files, for search: one row
@@ -485,7 +485,7 @@ func (x *FileIndex) scan(ctx context.Context, paths []string, progress func(n in
 			return nil
 		}
 		err := x.put(ctx, id, pending, true)
-		fsutil.Fault("fileindex.batch")
+		fault.Point("fileindex.batch")
 		pending = pending[:0]
 		if progress != nil {
 			progress(n)

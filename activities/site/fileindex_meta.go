@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // User metadata and tags are kept with the file, in extended attributes:
@@ -175,14 +175,14 @@ func writeXattrMeta(abs string, old, m Meta) (ok bool, err error) {
 		if err := set(metaXattrPrefix+k, []byte(v)); err != nil {
 			return notSupported(err)
 		}
-		fsutil.Fault("meta.xattr")
+		fault.Point("meta.xattr")
 	}
 	for k := range old.Fields {
 		if _, keep := m.Fields[k]; !keep {
 			if err := lremovexattr(abs, metaXattrPrefix+k); err != nil && !errors.Is(err, errNoAttr) {
 				return notSupported(err)
 			}
-			fsutil.Fault("meta.xattr")
+			fault.Point("meta.xattr")
 		}
 	}
 	if !slices.Equal(old.Tags, m.Tags) {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // The state index is used where extended attributes are not available.
@@ -510,7 +511,7 @@ func (ix *index) importLegacy() error {
 			return err
 		}
 	}
-	fsutil.Fault("index.imported")
+	fault.Point("index.imported")
 	if err := os.Rename(logName, filepath.Join(ix.hub, legacyImported)); err != nil && !absent(err) {
 		return err
 	}

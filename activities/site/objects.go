@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // The layout of the hub's data on an external target (docs/remote-copies.md
@@ -452,6 +452,6 @@ func moveObject(ctx context.Context, d targets.Driver, from, to, sum string, siz
 	if err := flushTarget(ctx, d); err != nil {
 		return err
 	}
-	fsutil.Fault("collect.copied")
+	fault.Point("collect.copied")
 	return d.Delete(ctx, from)
 }

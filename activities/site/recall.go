@@ -21,6 +21,7 @@ import (
 
 	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // Recall brings migrated files back: the data is fetched from the target
@@ -112,7 +113,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			if kept {
 				j.note += "; written since by its user, whose mtime it keeps"
 			}
-			fsutil.Fault("recall.mtime-restored")
+			fault.Point("recall.mtime-restored")
 		}
 		if !resident && rec.contentAddressed() {
 			rec.State, rec.Pending, rec.StubSize = Premigrated, "", 0
@@ -127,7 +128,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			j.fail(err)
 			return
 		}
-		fsutil.Fault("recall.record-cleared")
+		fault.Point("recall.record-cleared")
 		if !rec.contentAddressed() {
 			return // legacy copies may be shared by path: never freed
 		}
@@ -177,7 +178,7 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 	if sum := hex.EncodeToString(h.Sum(nil)); n != rec.Size || sum != rec.Checksum {
 		return fmt.Errorf("recalled data (%d bytes, sha256 %s) does not match the original (%d bytes, sha256 %s); the stub is unchanged", n, sum, rec.Size, rec.Checksum)
 	}
-	fsutil.Fault("recall.fetched")
+	fault.Point("recall.fetched")
 	// NoAtime: the stub is read (isPrefixOf below), which is not its
 	// users' access.
 	f, err := fsutil.OpenFile(j.abs, os.O_RDWR|openNoFollow|fsutil.NoAtime, 0)
@@ -209,7 +210,7 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 		if err := s.root.state.set(j.abs, j.rel, marked); err != nil {
 			return err
 		}
-		fsutil.Fault("recall.marked")
+		fault.Point("recall.marked")
 		if written() {
 			_ = s.root.state.set(j.abs, j.rel, rec)
 			return errChangedDuringRecall
@@ -227,7 +228,7 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 		_ = setMtime(j.abs, timeFromNs(rec.Mtime))
 		return err
 	}
-	fsutil.Fault("recall.written")
+	fault.Point("recall.written")
 	// What the recall left, which restoreMtime compares with.
 	if j.fi, err = f.Stat(); err != nil {
 		return err
@@ -418,7 +419,7 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 				j.fail(err)
 				return
 			}
-			fsutil.Fault("delete.moved-aside")
+			fault.Point("delete.moved-aside")
 			abs = filepath.Join(s.root.dir, filepath.FromSlash(rel))
 			if recs, linked, err = s.root.trashedRecords(rel, rel); err != nil {
 				j.fail(err)
@@ -433,7 +434,7 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			j.fail(err)
 			return
 		}
-		fsutil.Fault("delete.removed")
+		fault.Point("delete.removed")
 		// References go after the files: a crash in between keeps remote
 		// copies a while longer, never loses one that a stub still needs.
 		remote := 0

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // quarantineDir holds content a scrub found not to match its name:
@@ -155,7 +155,7 @@ func quarantine(ctx context.Context, d targets.Driver, o targets.Object, pin str
 	if !ok {
 		return quarantineCopy(ctx, d, o, to, bad)
 	}
-	fsutil.Fault("scrub.copied")
+	fault.Point("scrub.copied")
 	err := p.MovePinned(ctx, o.Key, to, pin)
 	switch {
 	case errors.Is(err, targets.ErrNotFound):
@@ -192,7 +192,7 @@ func quarantineCopy(ctx context.Context, d targets.Driver, o targets.Object, to 
 		bad.Note = rewritten
 		return d.Delete(ctx, to)
 	}
-	fsutil.Fault("scrub.copied")
+	fault.Point("scrub.copied")
 	now, _, err := hashObject(ctx, d, o.Key)
 	switch {
 	case errors.Is(err, targets.ErrNotFound):

@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/internal/fault"
 
 	"github.com/thehub/hub/workflows/vocab"
 )
@@ -223,7 +223,7 @@ func (a *Activities) setMeta(ctx context.Context, x *FileIndex, p string, c Meta
 			return Meta{}, fmt.Errorf("metadata of %s: %w", apiPath(l.rel), err)
 		}
 	}
-	fsutil.Fault("meta.written")
+	fault.Point("meta.written")
 	row, err := x.row(it, abs)
 	if err != nil {
 		return Meta{}, err

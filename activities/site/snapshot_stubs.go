@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // snapshotCopy is what a snapshot's copy needs beyond the files: room
@@ -128,7 +128,7 @@ func (s *snapshotCopy) place(build, parent *os.File, name string, rename func() 
 		return unix.EEXIST
 	}
 	return s.root.moveWithRecords(s.build, s.final, func() error {
-		fsutil.Fault("snapshot.records-copied")
+		fault.Point("snapshot.records-copied")
 		return rename()
 	})
 }

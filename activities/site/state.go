@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // State is a file's migration state.
@@ -231,7 +231,7 @@ func (s *stateStore) storeAttr(abs, rel string, rec Record) (done bool, err erro
 	if err := s.marks.mark(abs); err != nil {
 		return false, fmt.Errorf("record state of %s: %w", apiPath(rel), err)
 	}
-	fsutil.Fault("marks.marked")
+	fault.Point("marks.marked")
 	err = lsetxattr(abs, recordXattr, b)
 	switch {
 	case err == nil:

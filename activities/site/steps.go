@@ -16,6 +16,7 @@ import (
 
 	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // Code is the outcome of a step for one path.
@@ -299,7 +300,7 @@ func Premigrate(ctx context.Context, root *Root, paths []string, target targets.
 			s.abandon(j, target, err)
 			return
 		}
-		fsutil.Fault("premigrate.recorded")
+		fault.Point("premigrate.recorded")
 		s.supersede(j, target, targetName)
 	})
 	return s.results()
@@ -390,7 +391,7 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 			s.abandon(j, target, err)
 			return
 		}
-		fsutil.Fault("migrate.marked")
+		fault.Point("migrate.marked")
 		s.supersede(j, target, targetName)
 	})
 	if err := s.root.state.sync(); err != nil {
@@ -487,14 +488,14 @@ func (s *stepRun) release(j *job) error {
 	if err := f.Truncate(rec.StubSize); err != nil {
 		return err
 	}
-	fsutil.Fault("migrate.truncated")
+	fault.Point("migrate.truncated")
 	if err := f.Close(); err != nil {
 		return err
 	}
 	if err := setMtime(j.abs, timeFromNs(rec.Mtime)); err != nil {
 		return err
 	}
-	fsutil.Fault("migrate.mtime-restored")
+	fault.Point("migrate.mtime-restored")
 	rec.Pending = ""
 	return s.root.state.set(j.abs, j.rel, rec)
 }
@@ -657,7 +658,7 @@ func (s *stepRun) upload(j *job, target targets.Driver, targetName string) (sent
 	if err := s.root.addRef(s.ctx, target, sum, ref, j.rel, j.next.Ino); err != nil {
 		return false, err
 	}
-	fsutil.Fault("upload.ref-added")
+	fault.Point("upload.ref-added")
 	j.newRef = j.prev == nil || j.prev.Ref != ref
 	defer func() {
 		if err != nil && j.newRef {
@@ -676,7 +677,7 @@ func (s *stepRun) upload(j *job, target targets.Driver, targetName string) (sent
 	if err := target.Put(s.ctx, j.next.Key, body, fi.Size()); err != nil {
 		return false, err
 	}
-	fsutil.Fault("upload.put")
+	fault.Point("upload.put")
 	if err := s.verify(target, j.next.Key, fi.Size(), sum); err != nil {
 		return false, err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // Sending a file between sites goes through an external target both sites
@@ -329,7 +330,7 @@ func replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) error {
 	case err != nil:
 		return err
 	}
-	fsutil.Fault("sync.replace.exchanged")
+	fault.Point("sync.replace.exchanged")
 	if exchangeRace != nil {
 		exchangeRace(l.rel)
 	}
@@ -483,7 +484,7 @@ func removeIfUnchanged(l *loc, before os.FileInfo) (kept string, err error) {
 		}
 		return "", err
 	}
-	fsutil.Fault("sync.delete.aside")
+	fault.Point("sync.delete.aside")
 	why, done := leaseUnchanged(aside, before, "it changed during the deletion")
 	defer done()
 	if why == "" {
@@ -647,14 +648,14 @@ func (a *Activities) replayMove(in ReceiveInput, f SentFile, l *loc, exists bool
 				return err
 			}
 		}
-		fsutil.Fault("move.records-copied")
+		fault.Point("move.records-copied")
 		if receiveRace != nil {
 			receiveRace(l.rel)
 		}
 		if err := renameBeneath(old, l, replace); err != nil {
 			return err
 		}
-		fsutil.Fault("move.renamed")
+		fault.Point("move.renamed")
 		return nil
 	})
 	if errors.Is(err, fs.ErrExist) {

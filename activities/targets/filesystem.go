@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // sumXattr stores "<sha256> <size> <mtime ns>" on each object written by
@@ -114,7 +115,7 @@ func (f *Filesystem) Create(ctx context.Context, key string, data []byte) error 
 	if err != nil {
 		return fmt.Errorf("create %s: %w", key, err)
 	}
-	fsutil.Fault("create.opened")
+	fault.Point("create.opened")
 	_, err = file.Write(data)
 	if cerr := file.Close(); err == nil {
 		err = cerr

@@ -11,6 +11,7 @@ import (
 
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/models/dbtest"
 	"github.com/thehub/hub/workflows/vocab"
 )
 
@@ -48,11 +49,7 @@ func TestJobCountersMoveByDelta(t *testing.T) {
 			for attempt := range 2 { // the activity retried: same rows, same counts
 				require.NoError(t, models.RecordOutcomes(ctx, e.DB, j.ID, task.ID, outs))
 				byDelta := counters()
-				statsByDelta, err := models.GetJobStatistics(ctx, e.DB, j.ID)
-				require.NoError(t, err)
-				want := statisticsOf(t, e, j.ID)
-				want.Tasks, want.TaskByState, want.TaskByType = statsByDelta.Tasks, statsByDelta.TaskByState, statsByDelta.TaskByType
-				require.Equal(t, want, *statsByDelta, "run %d attempt %d", run, attempt)
+				statsByDelta := dbtest.RequireStatisticsOfRows(t, e.DB, j.ID, "run %d attempt %d", run, attempt)
 				require.NoError(t, models.RefreshJobCounts(ctx, e.DB, j.ID))
 				require.Equal(t, counters(), byDelta, "run %d attempt %d", run, attempt)
 				recounted, err := models.GetJobStatistics(ctx, e.DB, j.ID)
@@ -70,20 +67,4 @@ func TestJobCountersMoveByDelta(t *testing.T) {
 			}
 		}
 	})
-}
-
-// statisticsOf counts a job's stats by state and code, as its statistics
-// show them, reading every row (its tasks are left out).
-func statisticsOf(t *testing.T, e *apitest.Env, jobID int64) models.JobStatistics {
-	var stats []models.JobStat
-	require.NoError(t, e.DB.NewSelect().Model(&stats).Where("job_id = ?", jobID).Scan(t.Context()))
-	want := models.JobStatistics{ByState: map[string]int64{}, ByCode: map[string]int64{}, BytesByState: map[string]int64{}}
-	for _, st := range stats {
-		want.Files++
-		want.ByState[st.State]++
-		want.ByCode[st.Code]++
-		want.BytesByState[st.State] += *st.Size
-		want.Bytes += *st.Size
-	}
-	return want
 }

@@ -112,3 +112,30 @@ func BenchSize(full, quick int) int {
 	}
 	return full
 }
+
+// RequireStatisticsOfRows checks that a job's statistics as the hub reads
+// them (from the counts it keeps) equal a count of the job's stats, row by
+// row, and returns them. Its tasks' figures are not compared.
+func RequireStatisticsOfRows(t testing.TB, db bun.IDB, jobID int64, msgAndArgs ...any) *models.JobStatistics {
+	t.Helper()
+	ctx := context.Background()
+	var stats []models.JobStat
+	require.NoError(t, db.NewSelect().Model(&stats).Where("job_id = ?", jobID).Scan(ctx))
+	got, err := models.GetJobStatistics(ctx, db, jobID)
+	require.NoError(t, err)
+	want := models.JobStatistics{ByState: map[string]int64{}, ByCode: map[string]int64{}, BytesByState: map[string]int64{},
+		Tasks: got.Tasks, TaskByState: got.TaskByState, TaskByType: got.TaskByType}
+	for _, st := range stats {
+		var size int64
+		if st.Size != nil {
+			size = *st.Size
+		}
+		want.Files++
+		want.ByState[st.State]++
+		want.ByCode[st.Code]++
+		want.BytesByState[st.State] += size
+		want.Bytes += size
+	}
+	require.Equal(t, want, *got, msgAndArgs...)
+	return got
+}

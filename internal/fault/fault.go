@@ -1,4 +1,5 @@
-package fsutil
+// Package fault holds the fault points at which tests kill the process.
+package fault
 
 import (
 	"fmt"
@@ -7,13 +8,13 @@ import (
 	"syscall"
 )
 
-// Fault marks an instant between two filesystem operations of a write
-// where a crash must leave nothing behind that a retry does not finish or
+// Point marks an instant between two operations of a write (on files or
+// in the database) where a crash must leave nothing behind that a retry does not finish or
 // clean up. Tests kill the process there: with HUB_FAULT_POINT=<name>@<n>
-// the process sends itself SIGKILL at the n-th Fault of that name, and with
+// the process sends itself SIGKILL at the n-th Point of that name, and with
 // HUB_FAULT_TRACE=<file> it appends "<name>@<n>" for each one reached. In
-// production neither is set and Fault does nothing.
-func Fault(name string) {
+// production neither is set and Point does nothing.
+func Point(name string) {
 	if faults.point == "" && faults.trace == "" {
 		return
 	}
