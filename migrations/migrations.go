@@ -48,6 +48,7 @@ func NewMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	registerTaskVersions(ms)
 	registerJobSiteCounts(ms)
 	registerJobStateSums(ms)
+	registerJobStatVersions(ms)
 	return migrate.NewMigrator(db, ms, migrate.WithTemplateData(typesFor(db)), migrate.WithMarkAppliedOnSuccess(true)), nil
 }
 

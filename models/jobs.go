@@ -166,6 +166,9 @@ type JobStat struct {
 	// Size is the path's logical size in bytes as the site found it
 	// (null for outcomes recorded before sizes were).
 	Size *int64 `bun:"size"`
+	// Version moves on every update of the row (a database trigger; never
+	// written by the hub), see RowKey.
+	Version int64 `bun:"version,scanonly"`
 }
 
 // JobStatCount is the number of a job's latest path outcomes of one

@@ -670,20 +670,30 @@ func JobStatsQuery(db bun.IDB, dest any, f JobStatFilter) *bun.SelectQuery {
 	return f.apply(db.NewSelect().Model(dest), "js").Order("js.id")
 }
 
-// JobStatsPage selects window w of the stats f selects (those of one
-// job, maybe in one state: f.Kept) into dest in their list order (by id).
+// JobStatKeys is window w (not 0) of the stats f selects (those of one
+// job, maybe in one state: f.Kept), as keys, in their list order (by id).
 // The first page reads an index in that order ((job_id, id), or (job_id,
-// state) and its ids) and the rows; any other finds its ids first, from
-// the index alone, then reads their rows.
-func JobStatsPage(db bun.IDB, dest any, f JobStatFilter, w Window) *bun.SelectQuery {
-	q := JobStatsQuery(db, dest, f)
-	switch {
-	case w.Limit == 0:
-		return q
-	case w.Offset == 0 && !w.FromEnd:
-		return q.Limit(int64(w.Limit))
+// state) and its ids) and the rows' versions; any other finds its ids
+// first, from the index alone, then reads their versions.
+func JobStatKeys(ctx context.Context, db bun.IDB, f JobStatFilter, w Window) ([]RowKey, error) {
+	q := f.apply(db.NewSelect().TableExpr("job_stats AS js").Column("js.id", "js.version"), "js").Order("js.id")
+	if w.Offset == 0 && !w.FromEnd {
+		q = q.Limit(int64(w.Limit))
+	} else {
+		q = q.Where("js.id IN (?)", windowIDs(f.apply(db.NewSelect().TableExpr("job_stats AS js").Column("js.id"), "js"), w, false, "js.id"))
 	}
-	return q.Where("js.id IN (?)", windowIDs(f.apply(db.NewSelect().TableExpr("job_stats AS js").Column("js.id"), "js"), w, false, "js.id"))
+	var keys []RowKey
+	return keys, dbErr(q.Scan(ctx, &keys))
+}
+
+// JobStatsByID reads the job stats of ids (those that exist), in no order.
+func JobStatsByID(ctx context.Context, db bun.IDB, ids []int64) ([]JobStat, error) {
+	var stats []JobStat
+	if len(ids) == 0 {
+		return stats, nil
+	}
+	// js.* for the version, which bun leaves out of a model's columns (scanonly).
+	return stats, dbErr(db.NewSelect().Model(&stats).ColumnExpr("js.*").Where("js.id IN (?)", bun.In(ids)).Scan(ctx))
 }
 
 // GetJobStat loads one job stat.

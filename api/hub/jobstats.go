@@ -67,13 +67,36 @@ func (s *Server) listJobStats(c *gin.Context) error {
 	if history {
 		return s.pageHistory(c, f)
 	}
-	render := func(st *models.JobStat) any { return renderJobStatItem(c, st) }
 	if f.Kept() { // a job's stats, maybe of one state: the job keeps their number
-		return web.PaginateCounted(c, nil, web.Scan(func(d *[]models.JobStat, w models.Window) *bun.SelectQuery {
-			return models.JobStatsPage(s.DB, d, f, w)
-		}), func(ctx context.Context) (int, error) { return models.JobStatsCount(ctx, s.DB, f) }, render)
+		return web.PaginateCounted(c, nil,
+			func(ctx context.Context, w models.Window) ([]any, error) { return s.jobStatPage(c, f, w) },
+			func(ctx context.Context) (int, error) { return models.JobStatsCount(ctx, s.DB, f) },
+			func(st *any) any { return *st })
 	}
-	return web.Paginate(c, func(d *[]models.JobStat) *bun.SelectQuery { return models.JobStatsQuery(s.DB, d, f) }, render)
+	return web.Paginate(c, func(d *[]models.JobStat) *bun.SelectQuery { return models.JobStatsQuery(s.DB, d, f) },
+		func(st *models.JobStat) any { return renderJobStatItem(c, st) })
+}
+
+// jobStatPage renders window w of the stats f selects (f.Kept), each kept
+// rendered at its row's version (keptPage).
+func (s *Server) jobStatPage(c *gin.Context, f models.JobStatFilter, w models.Window) ([]any, error) {
+	ctx := c.Request.Context()
+	render := func(st *models.JobStat) any { return renderJobStatItem(c, st) }
+	if w.Limit == 0 {
+		var stats []models.JobStat
+		if err := models.JobStatsQuery(s.DB, &stats, f).Scan(ctx); err != nil {
+			return nil, err
+		}
+		return renderAll(stats, render), nil
+	}
+	keys, err := models.JobStatKeys(ctx, s.DB, f, w)
+	if err != nil {
+		return nil, err
+	}
+	return keptPage(c, &s.renderedJobStats, keys, func(ids []int64) ([]models.JobStat, error) { return models.JobStatsByID(ctx, s.DB, ids) },
+		func(st *models.JobStat) (models.RowKey, bool) {
+			return models.RowKey{ID: st.ID, Version: st.Version}, true
+		}, render)
 }
 
 func (s *Server) pageHistory(c *gin.Context, f models.JobStatFilter) error {

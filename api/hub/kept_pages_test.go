@@ -17,7 +17,7 @@ import (
 	"github.com/thehub/hub/workflows/vocab"
 )
 
-// TestListsShowEveryChange: the jobs and tasks lists keep each row they
+// TestListsShowEveryChange: the jobs, tasks and job stats lists keep each row they
 // rendered under the row's version, and whatever changes a row (the
 // models, a raw UPDATE of any column, a delete, an insert), each page of
 // the list is then what the list read and rendered anew shows. A row is
@@ -57,9 +57,10 @@ func TestListsShowEveryChange(t *testing.T) {
 			// same: the pages of 20 of each list, as kept, are the list
 			// rendered whole (page_size=0: read and rendered anew at each
 			// request), row for row.
+			var lists []string
 			same := func() {
 				t.Helper()
-				for _, list := range []string{"/api/jobs/?", "/api/jobs/?state=SUCCESS&", "/api/tasks/?", "/api/tasks/?state=SUCCESS&"} {
+				for _, list := range lists {
 					var pages []string
 					for p := 1; p <= 3; p++ {
 						pages = append(pages, results(fmt.Sprintf("%spage_size=20&page=%d", list, p))...)
@@ -71,6 +72,16 @@ func TestListsShowEveryChange(t *testing.T) {
 			require.NoError(t, models.JobsQuery(e.DB, &jobs, models.JobFilter{}).Scan(ctx))
 			var tasks []models.TaskRow
 			require.NoError(t, models.TasksQuery(e.DB, &tasks, models.TaskFilter{}).Scan(ctx))
+			// 45 stats of the newest job, recorded by its task.
+			var outs []models.PathOutcome
+			for i := range 45 {
+				outs = append(outs, models.PathOutcome{Path: fmt.Sprintf("/data/f%02d", i), State: vocab.TaskSuccess, Code: "ok", Size: int64(i)})
+			}
+			var task models.Task
+			require.NoError(t, e.DB.NewSelect().Model(&task).Where("job_id = ?", jobs[0].ID).Limit(1).Scan(ctx))
+			require.NoError(t, models.RecordOutcomes(ctx, e.DB, jobs[0].ID, task.ID, outs))
+			stats := fmt.Sprintf("/api/jobstats/?job=%d&", jobs[0].ID)
+			lists = []string{"/api/jobs/?", "/api/jobs/?state=SUCCESS&", "/api/tasks/?", "/api/tasks/?state=SUCCESS&", stats, stats + "state=SUCCESS&"}
 			exec := func(query string, args ...any) {
 				t.Helper()
 				_, err := e.DB.ExecContext(ctx, query, args...)
@@ -86,6 +97,14 @@ func TestListsShowEveryChange(t *testing.T) {
 			exec("UPDATE jobs SET error = 'broke', state = 'FAILURE' WHERE id = ?", jobs[42].ID)
 			exec("UPDATE tasks SET queue = 'slow' WHERE id = ?", tasks[30].ID)
 			exec("UPDATE tasks SET started = ? WHERE id = ?", time.Now().UTC(), tasks[44].ID)
+			require.NoError(t, models.RecordOutcomes(ctx, e.DB, jobs[0].ID, task.ID, []models.PathOutcome{ // recorded again
+				{Path: "/data/f03", State: vocab.TaskFailure, Code: "io"}, {Path: "/data/f40", State: vocab.TaskSuccess, Code: "again"}}))
+			exec("UPDATE job_stats SET message = 'edited' WHERE job_id = ? AND path = '/data/f25'", jobs[0].ID)
+			same()
+			exec("DELETE FROM job_stats WHERE job_id = ? AND path IN ('/data/f01', '/data/f30')", jobs[0].ID)
+			exec(`INSERT INTO job_stats (job_id, task_id, path, state, code, message, updated) VALUES (?, ?, '/data/late', 'SUCCESS', 'ok', '', ?)`,
+				jobs[0].ID, task.ID, time.Now().UTC())
+			require.NoError(t, models.RefreshJobCounts(ctx, e.DB, jobs[0].ID)) // the number of its stats, which the list's pages use
 			same()
 			exec("DELETE FROM jobs WHERE id IN (?, ?)", jobs[4].ID, jobs[34].ID) // and their tasks
 			same()
@@ -100,6 +119,9 @@ func TestListsShowEveryChange(t *testing.T) {
 			require.NotContains(t, other, "hub.test", "links name the host asked")
 			other = get("other.test", "/api/tasks/?page_size=20")
 			require.Contains(t, other, `"url":"http://other.test/api/tasks/`)
+			require.NotContains(t, other, "hub.test", "links name the host asked")
+			other = get("other.test", stats+"page_size=20")
+			require.Contains(t, other, `"url":"http://other.test/api/jobstats/`)
 			require.NotContains(t, other, "hub.test", "links name the host asked")
 
 			exec("UPDATE jobs SET state = 'STARTED', started = ?, completed = NULL WHERE id = ?", time.Now().UTC().Add(-time.Hour), jobs[0].ID)

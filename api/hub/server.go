@@ -32,8 +32,9 @@ type Server struct {
 	// (site refresh, target listing) waits for it; default 30 s.
 	WorkflowWait time.Duration
 
-	renderedJobs  web.JSONCache[renderedRow] // the jobs the jobs list showed
-	renderedTasks web.JSONCache[renderedRow] // the tasks the tasks list showed
+	renderedJobs     web.JSONCache[renderedRow] // the jobs the jobs list showed
+	renderedTasks    web.JSONCache[renderedRow] // the tasks the tasks list showed
+	renderedJobStats web.JSONCache[renderedRow] // the job stats the job stats list showed
 }
 
 // Handler returns the API's HTTP handler with every route registered.

@@ -116,15 +116,6 @@ func PaginateCounted[T any](c *gin.Context, extra map[string]any, rows func(ctx 
 	return WritePageWith(c, extra, out, n, page, size)
 }
 
-// Scan makes a PaginateCounted reader of a query selecting a page into
-// dest.
-func Scan[T any](query func(dest *[]T, w models.Window) *bun.SelectQuery) func(context.Context, models.Window) ([]T, error) {
-	return func(ctx context.Context, w models.Window) ([]T, error) {
-		var rows []T
-		return rows, query(&rows, w).Scan(ctx)
-	}
-}
-
 // window is the window of page (of size rows; 0: every row) in a list of
 // n rows (-1: not read): its rows from the list's start, or from its end
 // when the page begins past the middle. A page past the end is asked for
