@@ -682,8 +682,7 @@ func JobStatKeys(ctx context.Context, db bun.IDB, f JobStatFilter, w Window) ([]
 	} else {
 		q = q.Where("js.id IN (?)", windowIDs(f.apply(db.NewSelect().TableExpr("job_stats AS js").Column("js.id"), "js"), w, false, "js.id"))
 	}
-	var keys []RowKey
-	return keys, dbErr(q.Scan(ctx, &keys))
+	return scanKeys(ctx, q)
 }
 
 // JobStatsByID reads the job stats of ids (those that exist), in no order.
