@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/thehub/hub/migrations"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/models/dbtest"
 	"github.com/thehub/hub/workflows/vocab"
@@ -64,11 +63,7 @@ func TestRecordOutcomesKilledHalfWritten(t *testing.T) {
 	for _, kind := range dbtest.Dialects(t) {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
-			url := dbtest.URL(t, kind)
-			db, err := models.Open(url)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = db.Close() })
-			require.NoError(t, migrations.Up(ctx, db))
+			db, url := dbtest.OpenURL(t, kind)
 			job, task := jobWithTask(t, db, "killed")
 			batch := func(from, to int, state string) []models.PathOutcome {
 				var outs []models.PathOutcome

@@ -9,11 +9,12 @@ import (
 )
 
 // Point marks an instant between two operations of a write (on files or
-// in the database) where a crash must leave nothing behind that a retry does not finish or
-// clean up. Tests kill the process there: with HUB_FAULT_POINT=<name>@<n>
-// the process sends itself SIGKILL at the n-th Point of that name, and with
-// HUB_FAULT_TRACE=<file> it appends "<name>@<n>" for each one reached. In
-// production neither is set and Point does nothing.
+// in the database) where a crash must leave nothing behind that a retry
+// does not finish or clean up. Tests kill the process there: with
+// HUB_FAULT_POINT=<name>@<n> the process sends itself SIGKILL at the n-th
+// Point of that name, and with HUB_FAULT_TRACE=<file> it appends
+// "<name>@<n>" for each one reached. In production neither is set and
+// Point does nothing.
 func Point(name string) {
 	if faults.point == "" && faults.trace == "" {
 		return

@@ -47,14 +47,22 @@ func Run(t *testing.T, body func(t *testing.T, db *bun.DB)) {
 }
 
 // Open returns a fresh, migrated database of the named kind that is
-// removed when the test ends. It returns the URL too via URL().
+// removed when the test ends.
 func Open(t testing.TB, kind string) *bun.DB {
 	t.Helper()
-	db, err := models.Open(URL(t, kind))
+	db, _ := OpenURL(t, kind)
+	return db
+}
+
+// OpenURL is Open, with the database's URL (for another process).
+func OpenURL(t testing.TB, kind string) (*bun.DB, string) {
+	t.Helper()
+	url := URL(t, kind)
+	db, err := models.Open(url)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	require.NoError(t, migrations.Up(context.Background(), db))
-	return db
+	return db, url
 }
 
 // PostgresURL returns the URL of a fresh, empty PostgreSQL database for a
