@@ -49,6 +49,7 @@ func NewMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	registerJobSiteCounts(ms)
 	registerJobStateSums(ms)
 	registerJobStatVersions(ms)
+	registerSitesGeneration(ms)
 	return migrate.NewMigrator(db, ms, migrate.WithTemplateData(typesFor(db)), migrate.WithMarkAppliedOnSuccess(true)), nil
 }
 

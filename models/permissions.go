@@ -179,12 +179,20 @@ func PermissionSet(ctx context.Context, db bun.IDB, u *User) (map[string]bool, e
 	return set, nil
 }
 
-// AuthGeneration is a number that moves whenever a user, group,
-// permission or client key changes (database triggers move it, whoever
-// writes): an authenticated caller cached at one generation is still
-// valid while it stays the same.
-func AuthGeneration(ctx context.Context, db bun.IDB) (int64, error) {
-	var n int64
-	err := db.NewSelect().Table("auth_generation").Column("n").Where("id = 1").Scan(ctx, &n)
-	return n, dbErr(err)
+// Generations are numbers that database triggers move, whoever writes:
+// Auth whenever a user, group, permission or client key changes (an
+// authenticated caller cached at one generation is still valid while it
+// stays the same), Sites whenever a site, its links to spaces or their
+// names change (the sites list rendered at one generation is still what
+// it shows).
+type Generations struct {
+	Auth  int64 `bun:"n"`
+	Sites int64 `bun:"sites"`
+}
+
+// ReadGenerations reads the generations in one statement.
+func ReadGenerations(ctx context.Context, db bun.IDB) (Generations, error) {
+	var g Generations
+	err := db.NewSelect().Table("auth_generation").Column("n", "sites").Where("id = 1").Scan(ctx, &g.Auth, &g.Sites)
+	return g, dbErr(err)
 }

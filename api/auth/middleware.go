@@ -22,7 +22,10 @@ type Principal struct {
 // Can reports whether the caller holds the permission codename.
 func (p *Principal) Can(codename string) bool { return p.User.IsSuperuser || p.perms[codename] }
 
-const principalKey = "principal"
+const (
+	principalKey   = "principal"
+	generationsKey = "generations"
+)
 
 // Current returns the request's principal; Authenticate guarantees one on
 // every authenticated route.
@@ -30,6 +33,16 @@ func Current(c *gin.Context) *Principal {
 	p, _ := c.Get(principalKey)
 	pr, _ := p.(*Principal)
 	return pr
+}
+
+// RequestGenerations are the generations read when the request was
+// authenticated: what a handler renders after that read shows every change
+// they count up to them, so a rendering kept under them is current while
+// a later request reads the same.
+func RequestGenerations(c *gin.Context) (models.Generations, bool) {
+	g, ok := c.Get(generationsKey)
+	gens, ok2 := g.(models.Generations)
+	return gens, ok && ok2
 }
 
 // Authenticate accepts "Bearer <access token>" and "Api-Key <key>" and
@@ -52,7 +65,8 @@ func Authenticate(db bun.IDB, tokens *Tokens) gin.HandlerFunc {
 
 // authenticate is the request's caller, from the cache when the
 // credential is known and nothing about users, groups, permissions or
-// keys changed since (models.AuthGeneration), else from the database.
+// keys changed since (models.Generations), else from the database. The
+// generations read stay with the request (RequestGenerations).
 func (pc *principalCache) authenticate(c *gin.Context, db bun.IDB, tokens *Tokens) (*Principal, error) {
 	scheme, cred, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
 	scheme, cred = strings.ToLower(scheme), strings.TrimSpace(cred)
@@ -60,10 +74,12 @@ func (pc *principalCache) authenticate(c *gin.Context, db bun.IDB, tokens *Token
 		return nil, web.ErrUnauthenticated
 	}
 	ctx := c.Request.Context()
-	gen, err := models.AuthGeneration(ctx, db)
+	gens, err := models.ReadGenerations(ctx, db)
 	if err != nil {
 		return nil, err
 	}
+	c.Set(generationsKey, gens)
+	gen := gens.Auth
 	key := scheme + " " + cred
 	if p := pc.get(gen, key, tokens.now()); p != nil {
 		return p, nil

@@ -35,10 +35,12 @@ type Server struct {
 	renderedJobs     web.JSONCache[renderedRow] // the jobs the jobs list showed
 	renderedTasks    web.JSONCache[renderedRow] // the tasks the tasks list showed
 	renderedJobStats web.JSONCache[renderedRow] // the job stats the job stats list showed
+	sitesPages       web.JSONCache[sitesPage]   // pages of the sites list, whole
 }
 
 // Handler returns the API's HTTP handler with every route registered.
 func (s *Server) Handler() http.Handler {
+	s.sitesPages.Max = 256 // whole pages: up to 100 sites each
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"encoding/json"
 	"sync"
 )
@@ -11,12 +12,15 @@ import (
 // and writes it as it is (writeEnvelope). A stale entry is never found,
 // only crowded out. Safe for concurrent use; the zero value is ready.
 type JSONCache[K comparable] struct {
+	// Max bounds the entries kept (jsonCacheMax when 0): a tenth of them
+	// go when it is reached.
+	Max int
+
 	mu   sync.Mutex
 	rows map[K]json.RawMessage
 }
 
-// jsonCacheMax bounds the rows kept (about 1 KiB each): a tenth of them go
-// when it is reached.
+// jsonCacheMax is the default bound: rows of about 1 KiB.
 const jsonCacheMax = 10_000
 
 // Get is the rendering kept under key.
@@ -34,19 +38,25 @@ func (c *JSONCache[K]) Render(key K, v any) any {
 	if err != nil {
 		return v
 	}
+	c.Put(key, raw)
+	return json.RawMessage(raw)
+}
+
+// Put keeps raw, JSON already rendered, under key.
+func (c *JSONCache[K]) Put(key K, raw []byte) {
+	limit := cmp.Or(c.Max, jsonCacheMax)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.rows == nil {
 		c.rows = make(map[K]json.RawMessage)
 	}
-	if len(c.rows) >= jsonCacheMax {
+	if len(c.rows) >= limit {
 		for k := range c.rows { // in no particular order
 			delete(c.rows, k)
-			if len(c.rows) < jsonCacheMax*9/10 {
+			if len(c.rows) < limit*9/10 {
 				break
 			}
 		}
 	}
 	c.rows[key] = raw
-	return json.RawMessage(raw)
 }

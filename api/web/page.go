@@ -76,6 +76,21 @@ func PaginateWith[T any](c *gin.Context, extra map[string]any, query func(dest *
 	return writeEnvelope(c, extra, p)
 }
 
+// PageJSON is the body Paginate writes, for a list that keeps its pages
+// (WriteJSON writes one kept).
+func PageJSON[T any](c *gin.Context, query func(dest *[]T) *bun.SelectQuery, render func(*T) any) ([]byte, error) {
+	p, err := PageOf(c, query, render)
+	if err != nil {
+		return nil, err
+	}
+	return envelopeJSON(nil, p)
+}
+
+// WriteJSON answers 200 with body, JSON already rendered.
+func WriteJSON(c *gin.Context, body []byte) {
+	c.Data(http.StatusOK, "application/json; charset=utf-8", body)
+}
+
 // PaginateCounted is PaginateWith for a list that finds its rows its own
 // way: count gives the total (a number the database keeps, or a count),
 // and rows reads the page in the window it is given (Scan makes it of a
@@ -231,6 +246,16 @@ func envelope(c *gin.Context, results []any, count, page, size int) (*PageRespon
 // JSONCache) is copied as it is: encoding/json would parse it again,
 // which costs as much as rendering it.
 func writeEnvelope(c *gin.Context, extra map[string]any, p *PageResponse) error {
+	body, err := envelopeJSON(extra, p)
+	if err != nil {
+		return err
+	}
+	WriteJSON(c, body)
+	return nil
+}
+
+// envelopeJSON renders p with the extra keys.
+func envelopeJSON(extra map[string]any, p *PageResponse) ([]byte, error) {
 	body := make(map[string]any, len(extra)+4)
 	for k, v := range extra {
 		body[k] = v
@@ -246,12 +271,12 @@ func writeEnvelope(c *gin.Context, extra map[string]any, p *PageResponse) error 
 			buf.WriteByte(',')
 		}
 		if err := writeJSON(&buf, k); err != nil {
-			return err
+			return nil, err
 		}
 		buf.WriteByte(':')
 		if k != "results" || !raw {
 			if err := writeJSON(&buf, body[k]); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		}
@@ -263,14 +288,13 @@ func writeEnvelope(c *gin.Context, extra map[string]any, p *PageResponse) error 
 			if kept, ok := r.(json.RawMessage); ok {
 				buf.Write(kept)
 			} else if err := writeJSON(&buf, r); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		buf.WriteByte(']')
 	}
 	buf.WriteByte('}')
-	c.Data(http.StatusOK, "application/json; charset=utf-8", buf.Bytes())
-	return nil
+	return buf.Bytes(), nil
 }
 
 // rawSize is the size of the rows of results rendered ahead, if any: a
