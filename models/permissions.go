@@ -186,8 +186,7 @@ func PermissionSet(ctx context.Context, db bun.IDB, u *User) (map[string]bool, e
 // names change (the sites list rendered at one generation is still what
 // it shows).
 type Generations struct {
-	Auth  int64 `bun:"n"`
-	Sites int64 `bun:"sites"`
+	Auth, Sites int64
 }
 
 // ReadGenerations reads the generations in one statement.

@@ -40,9 +40,9 @@ func Current(c *gin.Context) *Principal {
 // they count up to them, so a rendering kept under them is current while
 // a later request reads the same.
 func RequestGenerations(c *gin.Context) (models.Generations, bool) {
-	g, ok := c.Get(generationsKey)
-	gens, ok2 := g.(models.Generations)
-	return gens, ok && ok2
+	g, _ := c.Get(generationsKey)
+	gens, ok := g.(models.Generations)
+	return gens, ok
 }
 
 // Authenticate accepts "Bearer <access token>" and "Api-Key <key>" and
@@ -79,9 +79,8 @@ func (pc *principalCache) authenticate(c *gin.Context, db bun.IDB, tokens *Token
 		return nil, err
 	}
 	c.Set(generationsKey, gens)
-	gen := gens.Auth
 	key := scheme + " " + cred
-	if p := pc.get(gen, key, tokens.now()); p != nil {
+	if p := pc.get(gens.Auth, key, tokens.now()); p != nil {
 		return p, nil
 	}
 	p := new(Principal)
@@ -111,7 +110,7 @@ func (pc *principalCache) authenticate(c *gin.Context, db bun.IDB, tokens *Token
 			return nil, err
 		}
 	}
-	pc.put(gen, key, p, expires)
+	pc.put(gens.Auth, key, p, expires)
 	return p, nil
 }
 
