@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
@@ -34,15 +35,7 @@ func TestListsShowEveryChange(t *testing.T) {
 			h := e.API.Handler()
 			get := func(host, path string) string {
 				t.Helper()
-				req := httptest.NewRequest(http.MethodGet, e.URL+path, nil)
-				req.Host = host
-				req.Header.Set("Authorization", apitest.Bearer(e.Admin))
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				body, err := io.ReadAll(w.Result().Body)
-				require.NoError(t, err)
-				require.Equal(t, http.StatusOK, w.Code, string(body))
-				return string(body)
+				return getAs(t, h, host, e.Admin, path)
 			}
 			results := func(path string) []string {
 				t.Helper()
@@ -84,8 +77,7 @@ func TestListsShowEveryChange(t *testing.T) {
 			lists = []string{"/api/jobs/?", "/api/jobs/?state=SUCCESS&", "/api/tasks/?", "/api/tasks/?state=SUCCESS&", stats, stats + "state=SUCCESS&"}
 			exec := func(query string, args ...any) {
 				t.Helper()
-				_, err := e.DB.ExecContext(ctx, query, args...)
-				require.NoError(t, err)
+				execSQL(t, e.DB, query, args...)
 			}
 			same()
 			same() // now from what they kept
@@ -130,4 +122,25 @@ func TestListsShowEveryChange(t *testing.T) {
 			require.NotEqual(t, first, get("hub.test", "/api/jobs/?page_size=20&state=STARTED"), "a running job's runtime moves")
 		})
 	}
+}
+
+// getAs is the body of h's 200 answer to GET path at host, asked with
+// token.
+func getAs(t *testing.T, h http.Handler, host, token, path string) string {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, "http://"+host+path, nil)
+	req.Header.Set("Authorization", apitest.Bearer(token))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	body, err := io.ReadAll(w.Result().Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, w.Code, string(body))
+	return string(body)
+}
+
+// execSQL runs a statement on db, as any other writer could.
+func execSQL(t *testing.T, db bun.IDB, query string, args ...any) {
+	t.Helper()
+	_, err := db.ExecContext(t.Context(), query, args...)
+	require.NoError(t, err)
 }

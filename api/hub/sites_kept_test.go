@@ -2,9 +2,7 @@ package hub_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -29,8 +27,7 @@ func TestSitesListShowsEveryChange(t *testing.T) {
 			ctx := t.Context()
 			exec := func(query string, args ...any) {
 				t.Helper()
-				_, err := e.DB.ExecContext(ctx, query, args...)
-				require.NoError(t, err)
+				execSQL(t, e.DB, query, args...)
 			}
 			for i, name := range append(spaceNames(25), "shared") {
 				exec("INSERT INTO spaces (uuid, name, mountpoint, created) VALUES (?, ?, ?, ?)",
@@ -53,34 +50,23 @@ func TestSitesListShowsEveryChange(t *testing.T) {
 				return (&hubapi.Server{DB: e.API.DB, Tokens: e.API.Tokens, Changes: e.API.Changes, IDP: e.API.IDP,
 					Secrets: e.API.Secrets, Log: e.API.Log}).Handler()
 			}
-			get := func(h http.Handler, host, token, path string) string {
-				t.Helper()
-				req := httptest.NewRequest(http.MethodGet, "http://"+host+path, nil)
-				req.Header.Set("Authorization", apitest.Bearer(token))
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				body, err := io.ReadAll(w.Result().Body)
-				require.NoError(t, err)
-				require.Equal(t, http.StatusOK, w.Code, string(body))
-				return string(body)
-			}
 			paths := []string{"/api/sites/", "/api/sites/?page=2", "/api/sites/?page_size=0", "/api/sites/?page_size=21&page=2"}
 			same := func() {
 				t.Helper()
 				for _, host := range []string{"hub.test", "other.test"} {
 					for _, token := range []string{e.Admin, viewer} {
 						for _, p := range paths {
-							require.Equal(t, get(fresh(), host, token, p), get(kept, host, token, p), "%s%s", host, p)
+							require.Equal(t, getAs(t, fresh(), host, token, p), getAs(t, kept, host, token, p), "%s%s", host, p)
 						}
 					}
 				}
 			}
 			same()
 			same() // now from what it kept
-			require.Contains(t, get(kept, "other.test", e.Admin, "/api/sites/"), `"url":"http://other.test/api/sites/`)
-			require.NotContains(t, get(kept, "other.test", e.Admin, "/api/sites/"), "hub.test", "links name the host asked")
-			require.Contains(t, get(kept, "hub.test", e.Admin, "/api/sites/"), `"editable":true`)
-			require.NotContains(t, get(kept, "hub.test", viewer, "/api/sites/"), `"editable":true`)
+			require.Contains(t, getAs(t, kept, "other.test", e.Admin, "/api/sites/"), `"url":"http://other.test/api/sites/`)
+			require.NotContains(t, getAs(t, kept, "other.test", e.Admin, "/api/sites/"), "hub.test", "links name the host asked")
+			require.Contains(t, getAs(t, kept, "hub.test", e.Admin, "/api/sites/"), `"editable":true`)
+			require.NotContains(t, getAs(t, kept, "hub.test", viewer, "/api/sites/"), `"editable":true`)
 
 			exec("UPDATE sites SET label = 'relabelled', files_count = 7 WHERE id = ?", sites[3].ID)
 			same()
@@ -98,8 +84,8 @@ func TestSitesListShowsEveryChange(t *testing.T) {
 			_, err := models.EnsureSite(ctx, e.DB, "zzz")
 			require.NoError(t, err)
 			same()
-			require.Contains(t, get(kept, "hub.test", e.Admin, "/api/sites/"), `"relabelled"`)
-			require.Contains(t, get(kept, "hub.test", e.Admin, "/api/sites/?page_size=0"), `"renamed"`)
+			require.Contains(t, getAs(t, kept, "hub.test", e.Admin, "/api/sites/"), `"relabelled"`)
+			require.Contains(t, getAs(t, kept, "hub.test", e.Admin, "/api/sites/?page_size=0"), `"renamed"`)
 		})
 	}
 }
