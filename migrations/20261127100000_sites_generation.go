@@ -14,7 +14,10 @@ import (
 // them moves auth_generation.sites, which the authentication middleware
 // reads with the auth generation in one statement, so the sites list can
 // keep what it rendered for as long as the number stays the same
-// (api/hub listSites), whichever process made the change.
+// (api/hub listSites), whichever process made the change. Both numbers
+// share a row, so a change of sites waits for a change of users, groups,
+// permissions or keys being committed (and the reverse): no transaction
+// of the hub changes both kinds, so no two can wait for each other.
 var sitesGenerationTables = []struct{ table, update string }{
 	{"sites", "UPDATE"},
 	{"space_sites", "UPDATE"},
