@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
@@ -33,8 +34,9 @@ func sitesGenerationUp(ctx context.Context, db *bun.DB) error {
 	stmts := []string{`ALTER TABLE auth_generation ADD COLUMN sites BIGINT NOT NULL DEFAULT 1`}
 	pg := db.Dialect().Name() == dialect.PG
 	for _, t := range sitesGenerationTables {
-		for op, event := range map[string]string{"insert": "INSERT", "update": t.update, "delete": "DELETE"} {
-			name := fmt.Sprintf("%s_sites_generation_%s", t.table, op)
+		for _, event := range []string{"INSERT", t.update, "DELETE"} {
+			op, _, _ := strings.Cut(event, " ") // "UPDATE OF name": update
+			name := fmt.Sprintf("%s_sites_generation_%s", t.table, strings.ToLower(op))
 			if pg {
 				stmts = append(stmts, pgTrigger(name, event+" ON "+t.table+" FOR EACH STATEMENT", bump)...)
 			} else {

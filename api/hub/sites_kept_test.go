@@ -15,7 +15,6 @@ import (
 	hubapi "github.com/thehub/hub/api/hub"
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
-	"github.com/thehub/hub/models/dbtest"
 )
 
 // TestSitesListShowsEveryChange: the sites list keeps whole pages under
@@ -25,73 +24,71 @@ import (
 // every page is then what a server that kept nothing answers. A page is
 // kept per host, per query and per caller's right to edit sites.
 func TestSitesListShowsEveryChange(t *testing.T) {
-	for _, kind := range dbtest.Dialects(t) {
-		t.Run(kind, func(t *testing.T) {
-			e := apitest.New(t, kind)
-			ctx := t.Context()
-			exec := func(query string, args ...any) {
-				t.Helper()
-				execSQL(t, e.DB, query, args...)
-			}
-			for i, name := range append(spaceNames(25), "shared") {
-				exec("INSERT INTO spaces (uuid, name, mountpoint, created) VALUES (?, ?, ?, ?)",
-					fmt.Sprintf("00000000-0000-0000-0000-%012d", i), name, "/"+name, time.Now().UTC())
-			}
-			var sites []*models.Site
-			for i := range 25 { // two pages of 20
-				site, err := models.EnsureSite(ctx, e.DB, fmt.Sprintf("site%02d", i))
-				require.NoError(t, err)
-				_, _, err = models.SetSiteSpaces(ctx, e.DB, site, []string{spaceNames(25)[i], "shared"})
-				require.NoError(t, err)
-				sites = append(sites, site)
-			}
-			r := e.AsAdmin(http.MethodPost, "/api/groups/", map[string]any{"name": "Viewers", "permissions": []string{"view_site"}})
-			require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
-			viewer := e.CreateUser("vera", "Viewers")
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := t.Context()
+		exec := func(query string, args ...any) {
+			t.Helper()
+			execSQL(t, e.DB, query, args...)
+		}
+		names := spaceNames(25)
+		for i, name := range append(names, "shared") {
+			exec("INSERT INTO spaces (uuid, name, mountpoint, created) VALUES (?, ?, ?, ?)",
+				fmt.Sprintf("00000000-0000-0000-0000-%012d", i), name, "/"+name, time.Now().UTC())
+		}
+		var sites []*models.Site
+		for i := range 25 { // two pages of 20
+			site, err := models.EnsureSite(ctx, e.DB, fmt.Sprintf("site%02d", i))
+			require.NoError(t, err)
+			_, _, err = models.SetSiteSpaces(ctx, e.DB, site, []string{names[i], "shared"})
+			require.NoError(t, err)
+			sites = append(sites, site)
+		}
+		r := e.AsAdmin(http.MethodPost, "/api/groups/", map[string]any{"name": "Viewers", "permissions": []string{"view_site"}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		viewer := e.CreateUser("vera", "Viewers")
 
-			kept := e.API.Handler()
-			fresh := func() http.Handler { // a server that has kept nothing yet
-				return (&hubapi.Server{DB: e.API.DB, Tokens: e.API.Tokens, Changes: e.API.Changes, IDP: e.API.IDP,
-					Secrets: e.API.Secrets, Log: e.API.Log}).Handler()
-			}
-			paths := []string{"/api/sites/", "/api/sites/?page=2", "/api/sites/?page_size=0", "/api/sites/?page_size=21&page=2"}
-			same := func() {
-				t.Helper()
-				for _, host := range []string{"hub.test", "other.test"} {
-					for _, token := range []string{e.Admin, viewer} {
-						for _, p := range paths {
-							require.Equal(t, getAs(t, fresh(), host, token, p), getAs(t, kept, host, token, p), "%s%s", host, p)
-						}
+		kept := e.API.Handler()
+		fresh := func() http.Handler { // a server that has kept nothing yet
+			return (&hubapi.Server{DB: e.API.DB, Tokens: e.API.Tokens, Changes: e.API.Changes, IDP: e.API.IDP,
+				Secrets: e.API.Secrets, Log: e.API.Log}).Handler()
+		}
+		paths := []string{"/api/sites/", "/api/sites/?page=2", "/api/sites/?page_size=0", "/api/sites/?page_size=21&page=2"}
+		same := func() {
+			t.Helper()
+			for _, host := range []string{"hub.test", "other.test"} {
+				for _, token := range []string{e.Admin, viewer} {
+					for _, p := range paths {
+						require.Equal(t, getAs(t, fresh(), host, token, p), getAs(t, kept, host, token, p), "%s%s", host, p)
 					}
 				}
 			}
-			same()
-			same() // now from what it kept
-			require.Contains(t, getAs(t, kept, "other.test", e.Admin, "/api/sites/"), `"url":"http://other.test/api/sites/`)
-			require.NotContains(t, getAs(t, kept, "other.test", e.Admin, "/api/sites/"), "hub.test", "links name the host asked")
-			require.Contains(t, getAs(t, kept, "hub.test", e.Admin, "/api/sites/"), `"editable":true`)
-			require.NotContains(t, getAs(t, kept, "hub.test", viewer, "/api/sites/"), `"editable":true`)
+		}
+		same()
+		same() // now from what it kept
+		require.Contains(t, getAs(t, kept, "other.test", e.Admin, "/api/sites/"), `"url":"http://other.test/api/sites/`)
+		require.NotContains(t, getAs(t, kept, "other.test", e.Admin, "/api/sites/"), "hub.test", "links name the host asked")
+		require.Contains(t, getAs(t, kept, "hub.test", e.Admin, "/api/sites/"), `"editable":true`)
+		require.NotContains(t, getAs(t, kept, "hub.test", viewer, "/api/sites/"), `"editable":true`)
 
-			exec("UPDATE sites SET label = 'relabelled', files_count = 7 WHERE id = ?", sites[3].ID)
-			same()
-			exec("UPDATE spaces SET name = 'renamed' WHERE name = 'space05'")
-			same()
-			exec("DELETE FROM space_sites WHERE site_id = ?", sites[7].ID)
-			same()
-			exec("INSERT INTO space_sites (space_id, site_id) SELECT id, ? FROM spaces WHERE name = 'space09'", sites[8].ID)
-			same()
-			exec("DELETE FROM space_sites WHERE site_id = ?", sites[2].ID)
-			exec("DELETE FROM sites WHERE id = ?", sites[2].ID)
-			same()
-			exec("INSERT INTO sites (name, label, shortcode, type, timezone, created_at) SELECT 'aaa', 'first', 'aa', type, timezone, created_at FROM sites WHERE id = ?", sites[0].ID)
-			same()
-			_, err := models.EnsureSite(ctx, e.DB, "zzz")
-			require.NoError(t, err)
-			same()
-			require.Contains(t, getAs(t, kept, "hub.test", e.Admin, "/api/sites/"), `"relabelled"`)
-			require.Contains(t, getAs(t, kept, "hub.test", e.Admin, "/api/sites/?page_size=0"), `"renamed"`)
-		})
-	}
+		exec("UPDATE sites SET label = 'relabelled', files_count = 7 WHERE id = ?", sites[3].ID)
+		same()
+		exec("UPDATE spaces SET name = 'renamed' WHERE name = 'space05'")
+		same()
+		exec("DELETE FROM space_sites WHERE site_id = ?", sites[7].ID)
+		same()
+		exec("INSERT INTO space_sites (space_id, site_id) SELECT id, ? FROM spaces WHERE name = 'space09'", sites[8].ID)
+		same()
+		exec("DELETE FROM space_sites WHERE site_id = ?", sites[2].ID)
+		exec("DELETE FROM sites WHERE id = ?", sites[2].ID)
+		same()
+		exec("INSERT INTO sites (name, label, shortcode, type, timezone, created_at) SELECT 'aaa', 'first', 'aa', type, timezone, created_at FROM sites WHERE id = ?", sites[0].ID)
+		same()
+		_, err := models.EnsureSite(ctx, e.DB, "zzz")
+		require.NoError(t, err)
+		same()
+		require.Contains(t, getAs(t, kept, "hub.test", e.Admin, "/api/sites/"), `"relabelled"`)
+		require.Contains(t, getAs(t, kept, "hub.test", e.Admin, "/api/sites/?page_size=0"), `"renamed"`)
+	})
 }
 
 // spaceNames are n names of spaces, "space00" on.
