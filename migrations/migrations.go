@@ -50,6 +50,7 @@ func NewMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	registerJobStateSums(ms)
 	registerJobStatVersions(ms)
 	registerSitesGeneration(ms)
+	registerJobsGeneration(ms)
 	return migrate.NewMigrator(db, ms, migrate.WithTemplateData(typesFor(db)), migrate.WithMarkAppliedOnSuccess(true)), nil
 }
 

@@ -184,14 +184,24 @@ func PermissionSet(ctx context.Context, db bun.IDB, u *User) (map[string]bool, e
 // authenticated caller cached at one generation is still valid while it
 // stays the same), Sites whenever a site, its links to spaces or their
 // names change (the sites list rendered at one generation is still what
-// it shows).
+// it shows). Jobs names what the jobs and tasks lists read as of the
+// same statement: on sqlite a number triggers move at any change of jobs,
+// tasks or queues (migration 20261127120000); on PostgreSQL the
+// statement's snapshot (pg_current_snapshot), the same text for two
+// reads only when no transaction ended between them, in which case they
+// saw the same rows of every table.
 type Generations struct {
 	Auth, Sites int64
+	Jobs        string
 }
 
 // ReadGenerations reads the generations in one statement.
 func ReadGenerations(ctx context.Context, db bun.IDB) (Generations, error) {
 	var g Generations
-	err := db.NewSelect().Table("auth_generation").Column("n", "sites").Where("id = 1").Scan(ctx, &g.Auth, &g.Sites)
+	jobs := "CAST(jobs AS TEXT)"
+	if IsPostgres(db) {
+		jobs = "pg_current_snapshot()::text"
+	}
+	err := db.NewSelect().Table("auth_generation").Column("n", "sites").ColumnExpr(jobs).Where("id = 1").Scan(ctx, &g.Auth, &g.Sites, &g.Jobs)
 	return g, dbErr(err)
 }

@@ -104,6 +104,15 @@ func queryStates(v web.ValidationError, c *gin.Context, name string, allowed []s
 	return out
 }
 
+// createdPeriod is the period the created filter names, if any: a filter
+// relative to the clock.
+func createdPeriod(c *gin.Context) string {
+	if p := c.Query("created"); !absent(p) && !strings.EqualFold(p, "all") {
+		return p
+	}
+	return ""
+}
+
 // absent reports whether a filter value means "no filter".
 func absent(s string) bool { return s == "" || strings.EqualFold(s, "null") }
 
@@ -208,7 +217,7 @@ func (s *Server) jobFilter(c *gin.Context) (models.JobFilter, error) {
 func parseJobFilter(c *gin.Context, now time.Time) (models.JobFilter, error) {
 	v := web.ValidationError{}
 	var f models.JobFilter
-	if p := c.Query("created"); !absent(p) && !strings.EqualFold(p, "all") {
+	if p := createdPeriod(c); p != "" {
 		d, err := parsePeriod(p)
 		if err != nil {
 			v.Add("created", "Use a time period such as 1h, 24h, 7d, 2w or 30d.")
@@ -243,42 +252,64 @@ func parseJobFilter(c *gin.Context, now time.Time) (models.JobFilter, error) {
 	return f, v.Err()
 }
 
+// listJobs keeps whole pages (servePage) under the generations of sites
+// and jobs, but pages that move with the clock: a filter by a period
+// before now, a running job's runtime.
 func (s *Server) listJobs(c *gin.Context) error {
-	f, err := s.jobFilter(c)
-	if err != nil {
-		return err
-	}
-	owners, err := models.JobOwners(c.Request.Context(), s.DB, f)
-	if err != nil {
-		return err
-	}
-	return web.PaginateCounted(c, gin.H{"owners": owners},
-		func(ctx context.Context, w models.Window) ([]any, error) { return s.jobPage(c, f, w) },
-		func(ctx context.Context) (int, error) { return models.CountJobs(ctx, s.DB, f) },
-		func(j *any) any { return *j })
+	return servePage(c, &s.jobsPages, jobsGenerations, func() ([]byte, bool, error) {
+		f, err := s.jobFilter(c)
+		if err != nil {
+			return nil, false, err
+		}
+		owners, err := models.JobOwners(c.Request.Context(), s.DB, f)
+		if err != nil {
+			return nil, false, err
+		}
+		timeless := createdPeriod(c) == ""
+		body, err := web.CountedPageJSON(c, gin.H{"owners": owners},
+			func(ctx context.Context, w models.Window) ([]any, error) {
+				page, pageTimeless, err := s.jobPage(c, f, w)
+				timeless = timeless && pageTimeless
+				return page, err
+			},
+			func(ctx context.Context) (int, error) { return models.CountJobs(ctx, s.DB, f) },
+			func(j *any) any { return *j })
+		return body, timeless, err
+	})
+}
+
+// jobsGenerations are those the jobs and tasks lists read, when the
+// database names them.
+func jobsGenerations(g models.Generations) (listPage, bool) {
+	return listPage{sites: g.Sites, jobs: g.Jobs}, g.Jobs != ""
 }
 
 // jobPage renders window w of the jobs matching f, each job kept
 // rendered at its row's version (keptPage) but a running one: its runtime
-// moves with the clock.
-func (s *Server) jobPage(c *gin.Context, f models.JobFilter, w models.Window) ([]any, error) {
+// moves with the clock. timeless: no row moves with the clock, and the
+// window is bounded (a whole list of every job is not kept).
+func (s *Server) jobPage(c *gin.Context, f models.JobFilter, w models.Window) (page []any, timeless bool, err error) {
 	ctx := c.Request.Context()
 	render := func(j *models.Job) any { return renderJob(c, j) }
 	if w.Limit == 0 {
 		var jobs []models.Job
 		if err := models.JobsQuery(s.DB, &jobs, f).Scan(ctx); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return renderAll(jobs, render), nil
+		return renderAll(jobs, render), false, nil
 	}
 	keys, err := models.JobKeys(ctx, s.DB, f, w)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return keptPage(c, &s.renderedJobs, keys, func(ids []int64) ([]models.Job, error) { return models.JobsByID(ctx, s.DB, ids) },
+	timeless = true
+	page, err = keptPage(c, &s.renderedJobs, keys, func(ids []int64) ([]models.Job, error) { return models.JobsByID(ctx, s.DB, ids) },
 		func(j *models.Job) (models.RowKey, bool) {
-			return models.RowKey{ID: j.ID, Version: j.Version}, j.Started == nil || j.Completed != nil
+			still := j.Started == nil || j.Completed != nil
+			timeless = timeless && still
+			return models.RowKey{ID: j.ID, Version: j.Version}, still
 		}, render)
+	return page, timeless, err
 }
 
 func (s *Server) jobsStats(c *gin.Context) error {
@@ -316,7 +347,7 @@ func (s *Server) recentJobs(c *gin.Context) error {
 	}
 	// The first n of the jobs list: read as its page is (a site's jobs
 	// from the two indexes of its name, not all of them sorted).
-	jobs, err := s.jobPage(c, f, models.Window{Limit: int(n)})
+	jobs, _, err := s.jobPage(c, f, models.Window{Limit: int(n)})
 	if err != nil {
 		return err
 	}

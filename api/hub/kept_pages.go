@@ -3,9 +3,50 @@ package hub
 import (
 	"github.com/gin-gonic/gin"
 
+	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
 )
+
+// listPage names a whole page of a list as rendered: at the generations
+// its rendering reads (models.Generations; the sites list reads no jobs),
+// for a host (its links), a query (the page, its size, the filters, the
+// links to the pages beside it) and a caller who may or may not edit
+// what the list shows.
+type listPage struct {
+	sites       int64
+	jobs        string
+	base, query string
+	editable    bool
+}
+
+// servePage answers with the page of a list kept in pages under the
+// request's generations, as gens picks them (false: keep nothing), or
+// with the page build renders, kept when build says it does not move
+// with the clock. Anything a page shows changed by anyone since moved the
+// generations it is kept under, so a kept page shows every change the
+// database held when the request was authenticated: what the page was
+// rendered from was read after them.
+func servePage(c *gin.Context, pages *web.JSONCache[listPage], gens func(models.Generations) (listPage, bool),
+	build func() (body []byte, timeless bool, err error)) error {
+	g, authenticated := auth.RequestGenerations(c)
+	key, ok := gens(g)
+	ok = ok && authenticated
+	key.base, key.query = web.AbsURL(c, ""), c.Request.URL.RawQuery
+	if body, kept := pages.Get(key); ok && kept {
+		web.WriteJSON(c, body)
+		return nil
+	}
+	body, timeless, err := build()
+	if err != nil {
+		return err
+	}
+	if ok && timeless {
+		pages.Put(key, body)
+	}
+	web.WriteJSON(c, body)
+	return nil
+}
 
 // renderedRow names a row's rendering in a list: the row's key (id and
 // version) and the base URL of its links.

@@ -35,12 +35,16 @@ type Server struct {
 	renderedJobs     web.JSONCache[renderedRow] // the jobs the jobs list showed
 	renderedTasks    web.JSONCache[renderedRow] // the tasks the tasks list showed
 	renderedJobStats web.JSONCache[renderedRow] // the job stats the job stats list showed
-	sitesPages       web.JSONCache[sitesPage]   // pages of the sites list, whole
+	sitesPages       web.JSONCache[listPage]    // pages of the sites list, whole
+	jobsPages        web.JSONCache[listPage]    // pages of the jobs list, whole
+	tasksPages       web.JSONCache[listPage]    // pages of the tasks list, whole
 }
 
 // Handler returns the API's HTTP handler with every route registered.
 func (s *Server) Handler() http.Handler {
-	s.sitesPages.Max = 256 // whole pages: up to 100 sites each
+	for _, pages := range []*web.JSONCache[listPage]{&s.sitesPages, &s.jobsPages, &s.tasksPages} {
+		pages.Max = 256 // whole pages: up to 100 rows each
+	}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true

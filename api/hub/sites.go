@@ -67,37 +67,17 @@ func renderSite(c *gin.Context, s *models.Site) siteResponse {
 	}
 }
 
-// sitesPage names a page of the sites list as rendered: at a sites
-// generation (models.Generations), for a host (its links), a query (the
-// page, its size, the links to the pages beside it) and a caller who may
-// or may not edit sites.
-type sitesPage struct {
-	generation  int64
-	base, query string
-	editable    bool
-}
-
 // listSites answers with the page kept for the request's sites generation
-// when there is one: a site or space changed by anyone since has moved
-// the generation, so a kept page shows every change the database holds
-// when the request was authenticated.
+// when there is one (servePage), per caller's right to edit sites.
 func (s *Server) listSites(c *gin.Context) error {
-	gens, ok := auth.RequestGenerations(c)
-	key := sitesPage{gens.Sites, web.AbsURL(c, ""), c.Request.URL.RawQuery, auth.Current(c).Can("change_site")}
-	if body, kept := s.sitesPages.Get(key); ok && kept {
-		web.WriteJSON(c, body)
-		return nil
-	}
-	body, err := web.PageJSON(c, func(d *[]models.Site) *bun.SelectQuery { return models.SitesWithSpacesQuery(s.DB, d) },
-		func(site *models.Site) any { return renderSite(c, site) })
-	if err != nil {
-		return err
-	}
-	if ok {
-		s.sitesPages.Put(key, body)
-	}
-	web.WriteJSON(c, body)
-	return nil
+	editable := auth.Current(c).Can("change_site")
+	return servePage(c, &s.sitesPages, func(g models.Generations) (listPage, bool) {
+		return listPage{sites: g.Sites, editable: editable}, true
+	}, func() ([]byte, bool, error) {
+		body, err := web.PageJSON(c, func(d *[]models.Site) *bun.SelectQuery { return models.SitesWithSpacesQuery(s.DB, d) },
+			func(site *models.Site) any { return renderSite(c, site) })
+		return body, true, err
+	})
 }
 
 // loadSite reads the {id} path parameter and loads that site.

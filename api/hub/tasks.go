@@ -95,10 +95,14 @@ func (s *Server) listTasks(c *gin.Context) error {
 	if err := v.Err(); err != nil {
 		return err
 	}
-	return web.PaginateCounted(c, nil,
-		func(ctx context.Context, w models.Window) ([]any, error) { return s.taskPage(c, f, w) },
-		func(ctx context.Context) (int, error) { return models.CountTasks(ctx, s.DB, f) },
-		func(t *any) any { return *t })
+	return servePage(c, &s.tasksPages, jobsGenerations, func() ([]byte, bool, error) {
+		body, err := web.CountedPageJSON(c, nil,
+			func(ctx context.Context, w models.Window) ([]any, error) { return s.taskPage(c, f, w) },
+			func(ctx context.Context) (int, error) { return models.CountTasks(ctx, s.DB, f) },
+			func(t *any) any { return *t })
+		_, size, _ := web.PageParams(c)
+		return body, size > 0, err // a whole list of every task is not kept
+	})
 }
 
 // taskPage renders window w of the tasks matching f, each task kept

@@ -103,10 +103,22 @@ func WriteJSON(c *gin.Context, body []byte) {
 // the page waits for one round trip instead of two.
 func PaginateCounted[T any](c *gin.Context, extra map[string]any, rows func(ctx context.Context, w models.Window) ([]T, error),
 	count func(ctx context.Context) (int, error), render func(*T) any) error {
+	body, err := CountedPageJSON(c, extra, rows, count, render)
+	if err != nil {
+		return err
+	}
+	WriteJSON(c, body)
+	return nil
+}
+
+// CountedPageJSON is the body PaginateCounted writes, for a list that
+// keeps its pages (WriteJSON writes one kept).
+func CountedPageJSON[T any](c *gin.Context, extra map[string]any, rows func(ctx context.Context, w models.Window) ([]T, error),
+	count func(ctx context.Context) (int, error), render func(*T) any) ([]byte, error) {
 	ctx := c.Request.Context()
 	page, size, err := pageParams(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	n := -1
 	var beside struct {
@@ -118,7 +130,7 @@ func PaginateCounted[T any](c *gin.Context, extra map[string]any, rows func(ctx 
 	case size == 0:
 	case page > 1:
 		if n, err = count(ctx); err != nil {
-			return err
+			return nil, err
 		}
 	default:
 		counting.Go(func() { beside.n, beside.err = count(ctx) })
@@ -126,14 +138,14 @@ func PaginateCounted[T any](c *gin.Context, extra map[string]any, rows func(ctx 
 	got, err := rows(ctx, window(page, size, n))
 	counting.Wait() // no read outlives the request
 	if err != nil {
-		return err
+		return nil, err
 	}
 	switch {
 	case n >= 0:
 	case size == 0 || len(got) < size:
 		n = len(got)
 	case beside.err != nil:
-		return beside.err
+		return nil, beside.err
 	default:
 		n = beside.n
 	}
@@ -141,7 +153,11 @@ func PaginateCounted[T any](c *gin.Context, extra map[string]any, rows func(ctx 
 	for i := range got {
 		out[i] = render(&got[i])
 	}
-	return WritePageWith(c, extra, out, n, page, size)
+	p, err := envelope(c, out, n, page, size)
+	if err != nil {
+		return nil, err
+	}
+	return envelopeJSON(extra, p)
 }
 
 // window is the window of page (of size rows; 0: every row) in a list of

@@ -1,0 +1,125 @@
+package hub_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	hubapi "github.com/thehub/hub/api/hub"
+	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows/vocab"
+)
+
+// TestJobsAndTasksPagesShowEveryChange: the jobs and tasks lists keep
+// whole pages under the generations of sites and jobs (on PostgreSQL the
+// read's snapshot), and whatever changes what a page shows (a job or a
+// task edited, deleted or inserted with plain SQL, a site renamed, which
+// the site filter follows, a queue renamed, which the queue_id filter
+// reads), every page is what a server that kept nothing answers. A page
+// filtered by a period before now is never kept: time alone moves it.
+func TestJobsAndTasksPagesShowEveryChange(t *testing.T) {
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := t.Context()
+		kind := "sqlite"
+		if models.IsPostgres(e.DB) {
+			kind = "postgres"
+		}
+		site, err := models.EnsureSite(ctx, e.DB, "east")
+		require.NoError(t, err)
+		seedJobs(t, e.DB, kind, site, 45, 1, 1)
+		exec := func(query string, args ...any) {
+			t.Helper()
+			execSQL(t, e.DB, query, args...)
+		}
+		exec("INSERT INTO queues (site_id, name, label) VALUES (?, 'default', 'Default')", site.ID)
+		var queue int64
+		require.NoError(t, e.DB.NewSelect().Table("queues").Column("id").Where("site_id = ?", site.ID).Scan(ctx, &queue))
+		var jobs []models.Job // newest first
+		require.NoError(t, models.JobsQuery(e.DB, &jobs, models.JobFilter{}).Scan(ctx))
+
+		kept := e.API.Handler()
+		fresh := func() http.Handler { // a server that has kept nothing yet
+			return (&hubapi.Server{DB: e.API.DB, Tokens: e.API.Tokens, Changes: e.API.Changes, IDP: e.API.IDP,
+				Secrets: e.API.Secrets, Log: e.API.Log}).Handler()
+		}
+		paths := []string{"/api/jobs/", "/api/jobs/?page=2", "/api/jobs/?page_size=21&page=2", "/api/jobs/?site=west",
+			fmt.Sprintf("/api/jobs/?queue_id=%d", queue), "/api/jobs/?state=FAILURE", "/api/tasks/", "/api/tasks/?page=3",
+			fmt.Sprintf("/api/tasks/?job_id=%d", jobs[3].ID)}
+		same := func() {
+			t.Helper()
+			for _, host := range []string{"hub.test", "other.test"} {
+				for _, p := range paths {
+					require.Equal(t, getAs(t, fresh(), host, e.Admin, p), getAs(t, kept, host, e.Admin, p), "%s%s", host, p)
+				}
+			}
+		}
+		same()
+		same() // now from what it kept
+		exec("UPDATE jobs SET friendly_name = 'renamed', numfiles = 7 WHERE id = ?", jobs[2].ID)
+		same()
+		exec("UPDATE jobs SET state = 'FAILURE', error = 'broke' WHERE id = ?", jobs[30].ID)
+		same()
+		exec("UPDATE tasks SET queue = 'slow' WHERE job_id = ?", jobs[3].ID)
+		same()
+		exec("UPDATE sites SET name = 'west' WHERE id = ?", site.ID) // ?site=west: every job, by the site's name now
+		same()
+		exec("UPDATE queues SET name = 'other' WHERE id = ?", queue) // ?queue_id: no job's queue is called so now
+		same()
+		exec("DELETE FROM jobs WHERE id = ?", jobs[10].ID) // and its task
+		same()
+		seedJob(t, e, models.Job{Workflow: "recall", Site: "west", Paths: []string{"/data/new"}}, vocab.JobSuccess, time.Now())
+		exec(`INSERT INTO tasks (job_id, site, queue, tasktype, task_id, state, created, run)
+			SELECT id, site, 'default', 'recall', 'job-' || id || '-r1-b0-r1-s0', 'SUCCESS', created, 1 FROM jobs WHERE workflow = 'recall'`)
+		same()
+		require.Contains(t, getAs(t, kept, "hub.test", e.Admin, "/api/jobs/?site=west"), `"count":45`)
+		require.Contains(t, getAs(t, kept, "hub.test", e.Admin, fmt.Sprintf("/api/jobs/?queue_id=%d", queue)), `"count":0`)
+
+		// A period before now: the job created a moment ago leaves the
+		// page when the period has passed, though nothing was written.
+		recent := func() int {
+			var page struct{ Count int }
+			require.NoError(t, json.Unmarshal([]byte(getAs(t, kept, "hub.test", e.Admin, "/api/jobs/?created=1s")), &page))
+			return page.Count
+		}
+		time.Sleep(1100 * time.Millisecond) // the jobs above are older than that
+		seedJob(t, e, models.Job{Workflow: "recall", Site: "west", Paths: []string{"/data/newer"}}, vocab.JobSuccess, time.Now())
+		require.Equal(t, 1, recent())
+		require.Equal(t, 1, recent())
+		time.Sleep(1100 * time.Millisecond)
+		require.Zero(t, recent())
+	})
+}
+
+// TestJobsAndTasksListsAreNeverOlderThanACommit: the jobs list while a
+// job's number of files moves, the tasks list while a task's queue does
+// (neverOlderThanACommit).
+func TestJobsAndTasksListsAreNeverOlderThanACommit(t *testing.T) {
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		j := seedJob(t, e, models.Job{Workflow: "recall", Site: "east", Paths: []string{"/data/f"}}, vocab.JobSuccess, time.Now())
+		neverOlderThanACommit(t, e, "/api/jobs/", fmt.Sprintf("UPDATE jobs SET numfiles = ? WHERE id = %d", j.ID),
+			func(body []byte) (int64, error) {
+				var page struct{ Results []struct{ NumFiles int64 } }
+				if err := json.Unmarshal(body, &page); err != nil || len(page.Results) != 1 {
+					return 0, fmt.Errorf("%s (%v)", body, err)
+				}
+				return page.Results[0].NumFiles, nil
+			})
+		execSQL(t, e.DB, `INSERT INTO tasks (job_id, site, queue, tasktype, task_id, state, created, run)
+			VALUES (?, 'east', 'q0', 'recall', 'job-1-r1-b0-r1-s0', 'SUCCESS', ?, 1)`, j.ID, time.Now().UTC())
+		neverOlderThanACommit(t, e, "/api/tasks/", "UPDATE tasks SET queue = 'q' || CAST(? AS TEXT)",
+			func(body []byte) (int64, error) {
+				var page struct{ Results []struct{ Queue string } }
+				if err := json.Unmarshal(body, &page); err != nil || len(page.Results) != 1 {
+					return 0, fmt.Errorf("%s (%v)", body, err)
+				}
+				return strconv.ParseInt(strings.TrimPrefix(page.Results[0].Queue, "q"), 10, 64)
+			})
+	})
+}
