@@ -184,24 +184,26 @@ func PermissionSet(ctx context.Context, db bun.IDB, u *User) (map[string]bool, e
 // authenticated caller cached at one generation is still valid while it
 // stays the same), Sites whenever a site, its links to spaces or their
 // names change (the sites list rendered at one generation is still what
-// it shows). Jobs names what the jobs and tasks lists read as of the
+// it shows). Snapshot, on PostgreSQL only, is the statement's snapshot
+// (pg_current_snapshot), the same text for two reads only when no
+// transaction ended between them, in which case they saw the same rows of
+// every table. Jobs names what the jobs and tasks lists read as of the
 // same statement: on sqlite a number triggers move at any change of jobs,
-// tasks or queues (migration 20261127120000); on PostgreSQL the
-// statement's snapshot (pg_current_snapshot), the same text for two
-// reads only when no transaction ended between them, in which case they
-// saw the same rows of every table.
+// tasks or queues (migration 20261127120000), on PostgreSQL the snapshot.
 type Generations struct {
-	Auth, Sites int64
-	Jobs        string
+	Auth, Sites    int64
+	Jobs, Snapshot string
 }
 
 // ReadGenerations reads the generations in one statement.
 func ReadGenerations(ctx context.Context, db bun.IDB) (Generations, error) {
 	var g Generations
-	jobs := "CAST(jobs AS TEXT)"
+	q := db.NewSelect().Table("auth_generation").Column("n", "sites").Where("id = 1")
 	if IsPostgres(db) {
-		jobs = "pg_current_snapshot()::text"
+		err := q.ColumnExpr("pg_current_snapshot()::text").Scan(ctx, &g.Auth, &g.Sites, &g.Snapshot)
+		g.Jobs = g.Snapshot
+		return g, dbErr(err)
 	}
-	err := db.NewSelect().Table("auth_generation").Column("n", "sites").ColumnExpr(jobs).Where("id = 1").Scan(ctx, &g.Auth, &g.Sites, &g.Jobs)
+	err := q.ColumnExpr("CAST(jobs AS TEXT)").Scan(ctx, &g.Auth, &g.Sites, &g.Jobs)
 	return g, dbErr(err)
 }

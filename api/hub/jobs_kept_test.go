@@ -17,14 +17,15 @@ import (
 	"github.com/thehub/hub/workflows/vocab"
 )
 
-// TestJobsAndTasksPagesShowEveryChange: the jobs and tasks lists keep
-// whole pages under the generations of sites and jobs (on PostgreSQL the
-// read's snapshot), and whatever changes what a page shows (a job or a
-// task edited, deleted or inserted with plain SQL, a site renamed, which
-// the site filter follows, a queue renamed, which the queue_id filter
-// reads), every page is what a server that kept nothing answers. A page
-// filtered by a period before now is never kept: time alone moves it.
-func TestJobsAndTasksPagesShowEveryChange(t *testing.T) {
+// TestKeptPagesShowEveryChange: the jobs and tasks lists keep whole pages
+// under the generations of sites and jobs (on PostgreSQL the read's
+// snapshot), the job stats list on PostgreSQL under the snapshot, and
+// whatever changes what a page shows (a job, a task or a job stat edited,
+// deleted or inserted with plain SQL, a site renamed, which the site
+// filter follows, a queue renamed, which the queue_id filter reads),
+// every page is what a server that kept nothing answers. A page filtered
+// by a period before now is never kept: time alone moves it.
+func TestKeptPagesShowEveryChange(t *testing.T) {
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
 		ctx := t.Context()
 		kind := "sqlite"
@@ -33,7 +34,7 @@ func TestJobsAndTasksPagesShowEveryChange(t *testing.T) {
 		}
 		site, err := models.EnsureSite(ctx, e.DB, "east")
 		require.NoError(t, err)
-		seedJobs(t, e.DB, kind, site, 45, 1, 1)
+		seedJobs(t, e.DB, kind, site, 45, 45, 1) // 45 stats of the newest job
 		exec := func(query string, args ...any) {
 			t.Helper()
 			execSQL(t, e.DB, query, args...)
@@ -52,6 +53,9 @@ func TestJobsAndTasksPagesShowEveryChange(t *testing.T) {
 		paths := []string{"/api/jobs/", "/api/jobs/?page=2", "/api/jobs/?page_size=21&page=2", "/api/jobs/?site=west",
 			fmt.Sprintf("/api/jobs/?queue_id=%d", queue), "/api/jobs/?state=FAILURE", "/api/tasks/", "/api/tasks/?page=3",
 			fmt.Sprintf("/api/tasks/?job_id=%d", jobs[3].ID)}
+		for _, q := range []string{"", "&page=2", "&state=FAILURE", "&path=/data/d7/f7", "&history=true"} {
+			paths = append(paths, fmt.Sprintf("/api/jobstats/?job=%d%s", jobs[0].ID, q))
+		}
 		same := func() {
 			t.Helper()
 			for _, host := range []string{"hub.test", "other.test"} {
@@ -67,6 +71,10 @@ func TestJobsAndTasksPagesShowEveryChange(t *testing.T) {
 		exec("UPDATE jobs SET state = 'FAILURE', error = 'broke' WHERE id = ?", jobs[30].ID)
 		same()
 		exec("UPDATE tasks SET queue = 'slow' WHERE job_id = ?", jobs[3].ID)
+		same()
+		exec("UPDATE job_stats SET message = 'edited', state = 'FAILURE' WHERE job_id = ? AND path IN ('/data/d7/f7', '/data/d30/f30')", jobs[0].ID)
+		exec("DELETE FROM job_stats WHERE job_id = ? AND path = '/data/d3/f3'", jobs[0].ID)
+		require.NoError(t, models.RefreshJobCounts(ctx, e.DB, jobs[0].ID))
 		same()
 		exec("UPDATE sites SET name = 'west' WHERE id = ?", site.ID) // ?site=west: every job, by the site's name now
 		same()
@@ -97,10 +105,10 @@ func TestJobsAndTasksPagesShowEveryChange(t *testing.T) {
 	})
 }
 
-// TestJobsAndTasksListsAreNeverOlderThanACommit: the jobs list while a
-// job's number of files moves, the tasks list while a task's queue does
-// (neverOlderThanACommit).
-func TestJobsAndTasksListsAreNeverOlderThanACommit(t *testing.T) {
+// TestKeptPagesAreNeverOlderThanACommit: the jobs list while a job's
+// number of files moves, the tasks list while a task's queue does, the
+// job stats list while a stat's message does (neverOlderThanACommit).
+func TestKeptPagesAreNeverOlderThanACommit(t *testing.T) {
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
 		j := seedJob(t, e, models.Job{Workflow: "recall", Site: "east", Paths: []string{"/data/f"}}, vocab.JobSuccess, time.Now())
 		neverOlderThanACommit(t, e, "/api/jobs/", fmt.Sprintf("UPDATE jobs SET numfiles = ? WHERE id = %d", j.ID),
@@ -120,6 +128,17 @@ func TestJobsAndTasksListsAreNeverOlderThanACommit(t *testing.T) {
 					return 0, fmt.Errorf("%s (%v)", body, err)
 				}
 				return strconv.ParseInt(strings.TrimPrefix(page.Results[0].Queue, "q"), 10, 64)
+			})
+		execSQL(t, e.DB, `INSERT INTO job_stats (job_id, path, state, code, message, updated) VALUES (?, '/data/f', 'SUCCESS', 'ok', '0', ?)`,
+			j.ID, time.Now().UTC())
+		require.NoError(t, models.RefreshJobCounts(t.Context(), e.DB, j.ID))
+		neverOlderThanACommit(t, e, fmt.Sprintf("/api/jobstats/?job=%d", j.ID), "UPDATE job_stats SET message = CAST(? AS TEXT)",
+			func(body []byte) (int64, error) {
+				var page struct{ Results []struct{ Message string } }
+				if err := json.Unmarshal(body, &page); err != nil || len(page.Results) != 1 {
+					return 0, fmt.Errorf("%s (%v)", body, err)
+				}
+				return strconv.ParseInt(page.Results[0].Message, 10, 64)
 			})
 	})
 }

@@ -55,25 +55,39 @@ func jobStatFilter(c *gin.Context) (models.JobStatFilter, error) {
 	return f, v.Err()
 }
 
+// listJobStats keeps whole pages (servePage) on PostgreSQL, under the
+// snapshot of the generations read; on sqlite, where no number moves with
+// job stats (a trigger a row would cost every recorded path), it keeps
+// the rows of its pages only (jobStatPage).
 func (s *Server) listJobStats(c *gin.Context) error {
+	return servePage(c, &s.jobStatsPages, func(g models.Generations) (listPage, bool) {
+		return listPage{jobs: g.Snapshot}, g.Snapshot != ""
+	}, func() ([]byte, bool, error) {
+		_, size, _ := web.PageParams(c)
+		body, err := s.jobStatsJSON(c)
+		return body, size > 0, err // a whole list of a job's paths is not kept
+	})
+}
+
+func (s *Server) jobStatsJSON(c *gin.Context) ([]byte, error) {
 	f, err := jobStatFilter(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	history, err := web.QueryBool(c, "history", false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if history {
-		return s.pageHistory(c, f)
+		return s.historyJSON(c, f)
 	}
 	if f.Kept() { // a job's stats, maybe of one state: the job keeps their number
-		return web.PaginateCounted(c, nil,
+		return web.CountedPageJSON(c, nil,
 			func(ctx context.Context, w models.Window) ([]any, error) { return s.jobStatPage(c, f, w) },
 			func(ctx context.Context) (int, error) { return models.JobStatsCount(ctx, s.DB, f) },
 			func(st *any) any { return *st })
 	}
-	return web.Paginate(c, func(d *[]models.JobStat) *bun.SelectQuery { return models.JobStatsQuery(s.DB, d, f) },
+	return web.PageJSON(c, func(d *[]models.JobStat) *bun.SelectQuery { return models.JobStatsQuery(s.DB, d, f) },
 		func(st *models.JobStat) any { return renderJobStatItem(c, st) })
 }
 
@@ -99,8 +113,9 @@ func (s *Server) jobStatPage(c *gin.Context, f models.JobStatFilter, w models.Wi
 		}, render)
 }
 
-func (s *Server) pageHistory(c *gin.Context, f models.JobStatFilter) error {
-	return web.Paginate(c, func(d *[]models.JobStatHistoryRow) *bun.SelectQuery { return models.JobStatHistoryQuery(s.DB, d, f) },
+// historyJSON is a page of the past outcomes f selects.
+func (s *Server) historyJSON(c *gin.Context, f models.JobStatFilter) ([]byte, error) {
+	return web.PageJSON(c, func(d *[]models.JobStatHistoryRow) *bun.SelectQuery { return models.JobStatHistoryQuery(s.DB, d, f) },
 		func(h *models.JobStatHistoryRow) any { return renderJobStatHistory(c, h) })
 }
 
@@ -140,5 +155,10 @@ func (s *Server) jobStatHistory(c *gin.Context) error {
 		return web.PaginateSlice(c, []models.JobStatHistoryRow{}, func(h *models.JobStatHistoryRow) any { return renderJobStatHistory(c, h) })
 	}
 	f.JobID, f.ExactPath = &st.JobID, st.Path
-	return s.pageHistory(c, f)
+	body, err := s.historyJSON(c, f)
+	if err != nil {
+		return err
+	}
+	web.WriteJSON(c, body)
+	return nil
 }

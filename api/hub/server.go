@@ -38,11 +38,12 @@ type Server struct {
 	sitesPages       web.JSONCache[listPage]    // pages of the sites list, whole
 	jobsPages        web.JSONCache[listPage]    // pages of the jobs list, whole
 	tasksPages       web.JSONCache[listPage]    // pages of the tasks list, whole
+	jobStatsPages    web.JSONCache[listPage]    // pages of the job stats list, whole (PostgreSQL)
 }
 
 // Handler returns the API's HTTP handler with every route registered.
 func (s *Server) Handler() http.Handler {
-	for _, pages := range []*web.JSONCache[listPage]{&s.sitesPages, &s.jobsPages, &s.tasksPages} {
+	for _, pages := range []*web.JSONCache[listPage]{&s.sitesPages, &s.jobsPages, &s.tasksPages, &s.jobStatsPages} {
 		pages.Max = 256 // whole pages: up to 100 rows each
 	}
 	gin.SetMode(gin.ReleaseMode)
