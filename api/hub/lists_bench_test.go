@@ -126,6 +126,7 @@ func BenchmarkLists(b *testing.B) {
 				{"jobs-page-100-8-clients", e.URL + "/api/jobs/?page_size=100", apitest.Bearer(e.Admin), 8, ""},
 				{"jobs-page-100-changing", e.URL + "/api/jobs/?page_size=100", apitest.Bearer(e.Admin), 0, oldest},
 				{"tasks-page-100-changing", e.URL + "/api/tasks/?page_size=100", apitest.Bearer(e.Admin), 0, oldest},
+				{"jobstats-page-100-changing", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100", e.URL, last.ID), apitest.Bearer(e.Admin), 0, oldest},
 			} {
 				b.Run(c.name, func(b *testing.B) {
 					// Each op is listReqs requests after one unmeasured:

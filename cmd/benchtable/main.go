@@ -64,6 +64,7 @@ func lists(db string) []row {
 		list("tasks-page-100-last", "GET /api/tasks/ last page vs gin hello", 0, ""),
 		list("jobs-page-100-changing", "GET /api/jobs/?page_size=100, another job changed before each request (no page kept), vs gin hello", 0, ""),
 		list("tasks-page-100-changing", "GET /api/tasks/?page_size=100, a job changed before each request (no page kept), vs gin hello", 0, ""),
+		list("jobstats-page-100-changing", "GET /api/jobstats/?job=N&page_size=100, a job changed before each request (no page kept), vs gin hello", 0, ""),
 		{what: "GET /api/jobs/?page_size=100, 8 clients at once, vs gin hello with 8 clients (" + db + ")",
 			fig: ref{"BenchmarkLists/" + db + "/jobs-page-100-8-clients", "ms/req"}, base: ref{"BenchmarkLists/" + db + "/gin-hello-8-clients", "ms/req"}},
 	}
