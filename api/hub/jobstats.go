@@ -69,6 +69,9 @@ func (s *Server) listJobStats(c *gin.Context) error {
 	})
 }
 
+// jobStatsJSON is the page of job stats the request asks for: a job's
+// latest outcomes (maybe of some states), those a filter selects, or
+// their history.
 func (s *Server) jobStatsJSON(c *gin.Context) ([]byte, error) {
 	f, err := jobStatFilter(c)
 	if err != nil {

@@ -92,27 +92,16 @@ func WriteJSON(c *gin.Context, body []byte) {
 	c.Data(http.StatusOK, "application/json; charset=utf-8", body)
 }
 
-// PaginateCounted is PaginateWith for a list that finds its rows its own
-// way: count gives the total (a number the database keeps, or a count),
-// and rows reads the page in the window it is given (Scan makes it of a
-// query). A page past the middle of the list is asked for from the list's
-// end, so the total is read before any page but the first. A first page
-// that is not full is the whole list and needs no count (as in ScanPage);
-// a full one does, and the total is read beside its rows, so that where
-// the database answers several statements at once (PostgreSQL's pool)
-// the page waits for one round trip instead of two.
-func PaginateCounted[T any](c *gin.Context, extra map[string]any, rows func(ctx context.Context, w models.Window) ([]T, error),
-	count func(ctx context.Context) (int, error), render func(*T) any) error {
-	body, err := CountedPageJSON(c, extra, rows, count, render)
-	if err != nil {
-		return err
-	}
-	WriteJSON(c, body)
-	return nil
-}
-
-// CountedPageJSON is the body PaginateCounted writes, for a list that
-// keeps its pages (WriteJSON writes one kept).
+// CountedPageJSON is the body of a page (with the extra keys) of a list
+// that finds its rows its own way: count gives the total (a number the
+// database keeps, or a count), and rows reads the page in the window it
+// is given. A page past the middle of the list is asked for from the
+// list's end, so the total is read before any page but the first. A first
+// page that is not full is the whole list and needs no count (as in
+// ScanPage); a full one does, and the total is read beside its rows, so
+// that where the database answers several statements at once
+// (PostgreSQL's pool) the page waits for one round trip instead of two.
+// WriteJSON writes it.
 func CountedPageJSON[T any](c *gin.Context, extra map[string]any, rows func(ctx context.Context, w models.Window) ([]T, error),
 	count func(ctx context.Context) (int, error), render func(*T) any) ([]byte, error) {
 	ctx := c.Request.Context()
