@@ -2,11 +2,8 @@ package migrations
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect"
 	"github.com/uptrace/bun/migrate"
 )
 
@@ -19,7 +16,7 @@ import (
 // share a row, so a change of sites waits for a change of users, groups,
 // permissions or keys being committed (and the reverse): no transaction
 // of the hub changes both kinds, so no two can wait for each other.
-var sitesGenerationTables = []struct{ table, update string }{
+var sitesGenerationTables = []generationTable{
 	{"sites", "UPDATE"},
 	{"space_sites", "UPDATE"},
 	{"spaces", "UPDATE OF name"},
@@ -30,27 +27,10 @@ func registerSitesGeneration(ms *migrate.Migrations) {
 }
 
 func sitesGenerationUp(ctx context.Context, db *bun.DB) error {
-	const bump = `UPDATE auth_generation SET sites = sites + 1 WHERE id = 1`
-	stmts := []string{`ALTER TABLE auth_generation ADD COLUMN sites BIGINT NOT NULL DEFAULT 1`}
-	pg := db.Dialect().Name() == dialect.PG
-	for _, t := range sitesGenerationTables {
-		for _, event := range []string{"INSERT", t.update, "DELETE"} {
-			op, _, _ := strings.Cut(event, " ") // "UPDATE OF name": update
-			name := fmt.Sprintf("%s_sites_generation_%s", t.table, strings.ToLower(op))
-			if pg {
-				stmts = append(stmts, pgTrigger(name, event+" ON "+t.table+" FOR EACH STATEMENT", bump)...)
-			} else {
-				stmts = append(stmts, fmt.Sprintf(`CREATE TRIGGER %s AFTER %s ON %s BEGIN %s; END`, name, event, t.table, bump))
-			}
-		}
-	}
-	return exec(ctx, db, stmts)
+	return exec(ctx, db, append([]string{`ALTER TABLE auth_generation ADD COLUMN sites BIGINT NOT NULL DEFAULT 1`},
+		generationTriggers(db, "sites", sitesGenerationTables)...))
 }
 
 func sitesGenerationDown(ctx context.Context, db *bun.DB) error {
-	var stmts []string
-	for _, t := range sitesGenerationTables {
-		stmts = append(stmts, dropTriggers(db, t.table, t.table+"_sites_generation", "insert", "update", "delete")...)
-	}
-	return exec(ctx, db, append(stmts, `ALTER TABLE auth_generation DROP COLUMN sites`))
+	return exec(ctx, db, append(dropGenerationTriggers(db, "sites", sitesGenerationTables), `ALTER TABLE auth_generation DROP COLUMN sites`))
 }

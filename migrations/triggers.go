@@ -1,6 +1,9 @@
 package migrations
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
 )
@@ -28,6 +31,41 @@ func dropTriggers(db *bun.DB, table, prefix string, ops ...string) []string {
 		} else if op != "truncate" {
 			stmts = append(stmts, `DROP TRIGGER IF EXISTS `+name)
 		}
+	}
+	return stmts
+}
+
+// generationTable is a table whose changes move a column of
+// auth_generation; update is the event that counts as its update
+// ("UPDATE", or "UPDATE OF name" for some columns only).
+type generationTable struct{ table, update string }
+
+// generationTriggers are the statements that make triggers adding one to
+// auth_generation's column at every insert, update (as update says) or
+// delete of each table, named table_column_generation_op: on PostgreSQL
+// once a statement, on sqlite (which has no other kind) once a row.
+func generationTriggers(db *bun.DB, column string, tables []generationTable) []string {
+	bump := fmt.Sprintf(`UPDATE auth_generation SET %s = %s + 1 WHERE id = 1`, column, column)
+	var stmts []string
+	for _, t := range tables {
+		for _, event := range []string{"INSERT", t.update, "DELETE"} {
+			op, _, _ := strings.Cut(event, " ") // "UPDATE OF name": update
+			name := fmt.Sprintf("%s_%s_generation_%s", t.table, column, strings.ToLower(op))
+			if db.Dialect().Name() == dialect.PG {
+				stmts = append(stmts, pgTrigger(name, event+" ON "+t.table+" FOR EACH STATEMENT", bump)...)
+			} else {
+				stmts = append(stmts, fmt.Sprintf(`CREATE TRIGGER %s AFTER %s ON %s BEGIN %s; END`, name, event, t.table, bump))
+			}
+		}
+	}
+	return stmts
+}
+
+// dropGenerationTriggers drops what generationTriggers made.
+func dropGenerationTriggers(db *bun.DB, column string, tables []generationTable) []string {
+	var stmts []string
+	for _, t := range tables {
+		stmts = append(stmts, dropTriggers(db, t.table, t.table+"_"+column+"_generation", "insert", "update", "delete")...)
 	}
 	return stmts
 }

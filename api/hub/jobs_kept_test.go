@@ -3,7 +3,6 @@ package hub_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	hubapi "github.com/thehub/hub/api/hub"
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows/vocab"
@@ -46,10 +44,6 @@ func TestKeptPagesShowEveryChange(t *testing.T) {
 		require.NoError(t, models.JobsQuery(e.DB, &jobs, models.JobFilter{}).Scan(ctx))
 
 		kept := e.API.Handler()
-		fresh := func() http.Handler { // a server that has kept nothing yet
-			return (&hubapi.Server{DB: e.API.DB, Tokens: e.API.Tokens, Changes: e.API.Changes, IDP: e.API.IDP,
-				Secrets: e.API.Secrets, Log: e.API.Log}).Handler()
-		}
 		paths := []string{"/api/jobs/", "/api/jobs/?page=2", "/api/jobs/?page_size=21&page=2", "/api/jobs/?site=west",
 			fmt.Sprintf("/api/jobs/?queue_id=%d", queue), "/api/jobs/?state=FAILURE", "/api/tasks/", "/api/tasks/?page=3",
 			fmt.Sprintf("/api/tasks/?job_id=%d", jobs[3].ID)}
@@ -60,7 +54,7 @@ func TestKeptPagesShowEveryChange(t *testing.T) {
 			t.Helper()
 			for _, host := range []string{"hub.test", "other.test"} {
 				for _, p := range paths {
-					require.Equal(t, getAs(t, fresh(), host, e.Admin, p), getAs(t, kept, host, e.Admin, p), "%s%s", host, p)
+					require.Equal(t, getAs(t, freshServer(e), host, e.Admin, p), getAs(t, kept, host, e.Admin, p), "%s%s", host, p)
 				}
 			}
 		}

@@ -48,17 +48,13 @@ func TestSitesListShowsEveryChange(t *testing.T) {
 		viewer := e.CreateUser("vera", "Viewers")
 
 		kept := e.API.Handler()
-		fresh := func() http.Handler { // a server that has kept nothing yet
-			return (&hubapi.Server{DB: e.API.DB, Tokens: e.API.Tokens, Changes: e.API.Changes, IDP: e.API.IDP,
-				Secrets: e.API.Secrets, Log: e.API.Log}).Handler()
-		}
 		paths := []string{"/api/sites/", "/api/sites/?page=2", "/api/sites/?page_size=0", "/api/sites/?page_size=21&page=2"}
 		same := func() {
 			t.Helper()
 			for _, host := range []string{"hub.test", "other.test"} {
 				for _, token := range []string{e.Admin, viewer} {
 					for _, p := range paths {
-						require.Equal(t, getAs(t, fresh(), host, token, p), getAs(t, kept, host, token, p), "%s%s", host, p)
+						require.Equal(t, getAs(t, freshServer(e), host, token, p), getAs(t, kept, host, token, p), "%s%s", host, p)
 					}
 				}
 			}
@@ -89,6 +85,12 @@ func TestSitesListShowsEveryChange(t *testing.T) {
 		require.Contains(t, getAs(t, kept, "hub.test", e.Admin, "/api/sites/"), `"relabelled"`)
 		require.Contains(t, getAs(t, kept, "hub.test", e.Admin, "/api/sites/?page_size=0"), `"renamed"`)
 	})
+}
+
+// freshServer is the handler of a server of e that has kept nothing yet.
+func freshServer(e *apitest.Env) http.Handler {
+	return (&hubapi.Server{DB: e.API.DB, Tokens: e.API.Tokens, Changes: e.API.Changes, IDP: e.API.IDP,
+		Secrets: e.API.Secrets, Log: e.API.Log}).Handler()
 }
 
 // spaceNames are n names of spaces, "space00" on.
