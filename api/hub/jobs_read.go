@@ -286,8 +286,8 @@ func jobsGenerations(g models.Generations) (listPage, bool) {
 
 // jobPage renders window w of the jobs matching f, each job kept
 // rendered at its row's version (keptPage) but a running one: its runtime
-// moves with the clock. timeless: no row moves with the clock, and the
-// window is bounded (a whole list of every job is not kept).
+// moves with the clock. timeless: no row moves with the clock (not
+// asked of a whole list, which is never kept: servePage).
 func (s *Server) jobPage(c *gin.Context, f models.JobFilter, w models.Window) (page []any, timeless bool, err error) {
 	ctx := c.Request.Context()
 	render := func(j *models.Job) any { return renderJob(c, j) }

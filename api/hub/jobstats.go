@@ -63,9 +63,8 @@ func (s *Server) listJobStats(c *gin.Context) error {
 	return servePage(c, &s.jobStatsPages, func(g models.Generations) (listPage, bool) {
 		return listPage{jobs: g.Snapshot}, g.Snapshot != ""
 	}, func() ([]byte, bool, error) {
-		_, size, _ := web.PageParams(c)
 		body, err := s.jobStatsJSON(c)
-		return body, size > 0, err // a whole list of a job's paths is not kept
+		return body, true, err
 	})
 }
 

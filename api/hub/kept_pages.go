@@ -23,7 +23,8 @@ type listPage struct {
 // servePage answers with the page of a list kept in pages under the
 // request's generations, as gens picks them (false: keep nothing), or
 // with the page build renders, kept when build says it does not move
-// with the clock. Anything a page shows changed by anyone since moved the
+// with the clock and it is a page, not a whole list (page_size=0, of any
+// length). Anything a page shows changed by anyone since moved the
 // generations it is kept under, so a kept page shows every change the
 // database held when the request was authenticated: what the page was
 // rendered from was read after them.
@@ -41,7 +42,7 @@ func servePage(c *gin.Context, pages *web.JSONCache[listPage], gens func(models.
 	if err != nil {
 		return err
 	}
-	if ok && timeless {
+	if _, size, _ := web.PageParams(c); ok && timeless && size > 0 {
 		pages.Put(key, body)
 	}
 	web.WriteJSON(c, body)
