@@ -51,6 +51,7 @@ func NewMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	registerJobStatVersions(ms)
 	registerSitesGeneration(ms)
 	registerJobsGeneration(ms)
+	registerOwnersGeneration(ms)
 	return migrate.NewMigrator(db, ms, migrate.WithTemplateData(typesFor(db)), migrate.WithMarkAppliedOnSuccess(true)), nil
 }
 

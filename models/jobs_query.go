@@ -48,6 +48,9 @@ type JobFilter struct {
 	site *siteNow // the site Site names now, once ResolveSite looked
 }
 
+// IsZero tells whether f filters nothing: it matches every job.
+func (f JobFilter) IsZero() bool { return reflect.ValueOf(f).IsZero() }
+
 // siteNow is what ResolveSite found: the id of the site called Site now,
 // if any.
 type siteNow struct {

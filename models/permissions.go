@@ -190,20 +190,23 @@ func PermissionSet(ctx context.Context, db bun.IDB, u *User) (map[string]bool, e
 // every table. Jobs names what the jobs and tasks lists read as of the
 // same statement: on sqlite a number triggers move at any change of jobs,
 // tasks or queues (migration 20261127120000), on PostgreSQL the snapshot.
+// Owners moves whenever a job is inserted or deleted or its owner changes
+// (migration 20261127140000), not with a job's progress.
 type Generations struct {
-	Auth, Sites    int64
-	Jobs, Snapshot string
+	Auth, Sites, Owners int64
+	Jobs, Snapshot      string
 }
 
 // ReadGenerations reads the generations in one statement.
 func ReadGenerations(ctx context.Context, db bun.IDB) (Generations, error) {
 	var g Generations
-	q := db.NewSelect().Table("auth_generation").Column("n", "sites").Where("id = 1")
+	q := db.NewSelect().Table("auth_generation").Column("n", "sites").
+		ColumnExpr("(SELECT n FROM job_owners_generation WHERE id = 1)").Where("id = 1")
 	if IsPostgres(db) {
-		err := q.ColumnExpr("pg_current_snapshot()::text").Scan(ctx, &g.Auth, &g.Sites, &g.Snapshot)
+		err := q.ColumnExpr("pg_current_snapshot()::text").Scan(ctx, &g.Auth, &g.Sites, &g.Owners, &g.Snapshot)
 		g.Jobs = g.Snapshot
 		return g, dbErr(err)
 	}
-	err := q.ColumnExpr("CAST(jobs AS TEXT)").Scan(ctx, &g.Auth, &g.Sites, &g.Jobs)
+	err := q.ColumnExpr("CAST(jobs AS TEXT)").Scan(ctx, &g.Auth, &g.Sites, &g.Owners, &g.Jobs)
 	return g, dbErr(err)
 }

@@ -21,7 +21,8 @@ import (
 // whatever changes what a page shows (a job, a task or a job stat edited,
 // deleted or inserted with plain SQL, a site renamed, which the site
 // filter follows, a queue renamed, which the queue_id filter reads),
-// every page is what a server that kept nothing answers. A page filtered
+// every page is what a server that kept nothing answers; so are the
+// owners the jobs list names after a job's owner changes. A page filtered
 // by a period before now is never kept: time alone moves it.
 func TestKeptPagesShowEveryChange(t *testing.T) {
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
@@ -82,6 +83,18 @@ func TestKeptPagesShowEveryChange(t *testing.T) {
 		same()
 		require.Contains(t, getAs(t, kept, "hub.test", e.Admin, "/api/jobs/?site=west"), `"count":45`)
 		require.Contains(t, getAs(t, kept, "hub.test", e.Admin, fmt.Sprintf("/api/jobs/?queue_id=%d", queue)), `"count":0`)
+		// The owners the jobs list names: a job of a new user, a job
+		// given to another user, that user's name changed, their only
+		// job deleted.
+		seedJob(t, e, models.Job{Workflow: "recall", Site: "west", Paths: []string{"/data/b"}, OwnerType: models.OwnerUser,
+			OwnerID: ptr(int64(43)), OwnerName: "bob"}, vocab.JobSuccess, time.Now())
+		same()
+		exec("UPDATE jobs SET owner_type = 'user', owner_id = 42, owner_name = 'ann' WHERE id = ?", jobs[5].ID)
+		same()
+		exec("UPDATE jobs SET owner_name = 'anne' WHERE id = ?", jobs[5].ID)
+		same()
+		exec("DELETE FROM jobs WHERE id = ?", jobs[5].ID)
+		same()
 
 		// A period before now: the job created a moment ago leaves the
 		// page when the period has passed, though nothing was written.
@@ -100,7 +113,7 @@ func TestKeptPagesShowEveryChange(t *testing.T) {
 }
 
 // TestKeptPagesAreNeverOlderThanACommit: the jobs list while a job's
-// number of files moves, the tasks list while a task's queue does, the
+// number of files moves, and while its owner's name does, the tasks list while a task's queue does, the
 // job stats list while a stat's message does (neverOlderThanACommit).
 func TestKeptPagesAreNeverOlderThanACommit(t *testing.T) {
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
@@ -112,6 +125,18 @@ func TestKeptPagesAreNeverOlderThanACommit(t *testing.T) {
 					return 0, fmt.Errorf("%s (%v)", body, err)
 				}
 				return page.Results[0].NumFiles, nil
+			})
+		neverOlderThanACommit(t, e, "/api/jobs/",
+			fmt.Sprintf("UPDATE jobs SET owner_type = 'user', owner_id = 7, owner_name = CAST(? AS TEXT) WHERE id = %d", j.ID),
+			func(body []byte) (int64, error) {
+				var page struct{ Owners []struct{ Name string } }
+				if err := json.Unmarshal(body, &page); err != nil || len(page.Owners) != 1 {
+					return 0, fmt.Errorf("%s (%v)", body, err)
+				}
+				if page.Owners[0].Name == "System" { // before the first write
+					return 0, nil
+				}
+				return strconv.ParseInt(page.Owners[0].Name, 10, 64)
 			})
 		execSQL(t, e.DB, `INSERT INTO tasks (job_id, site, queue, tasktype, task_id, state, created, run)
 			VALUES (?, 'east', 'q0', 'recall', 'job-1-r1-b0-r1-s0', 'SUCCESS', ?, 1)`, j.ID, time.Now().UTC())

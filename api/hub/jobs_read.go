@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -261,7 +262,7 @@ func (s *Server) listJobs(c *gin.Context) error {
 		if err != nil {
 			return nil, false, err
 		}
-		owners, err := models.JobOwners(c.Request.Context(), s.DB, f)
+		owners, err := s.jobOwners(c, f)
 		if err != nil {
 			return nil, false, err
 		}
@@ -276,6 +277,38 @@ func (s *Server) listJobs(c *gin.Context) error {
 			func(j *any) any { return *j })
 		return body, timeless, err
 	})
+}
+
+// keptOwners are the owners of every job, as the unfiltered jobs list
+// names them, read after the owners generation gen.
+type keptOwners struct {
+	mu     sync.Mutex
+	gen    int64
+	owners []models.JobOwner
+}
+
+// jobOwners answers the owners of the jobs f matches. Those of every job
+// are kept under the owners generation the request read: it moves when
+// a job is inserted or deleted or its owner changes, not with a running
+// job's progress, which makes the jobs list read its page anew.
+func (s *Server) jobOwners(c *gin.Context, f models.JobFilter) ([]models.JobOwner, error) {
+	g, authenticated := auth.RequestGenerations(c)
+	all := authenticated && f.IsZero()
+	if all {
+		s.owners.mu.Lock()
+		gen, owners := s.owners.gen, s.owners.owners
+		s.owners.mu.Unlock()
+		if gen == g.Owners { // 0, the zero value, is no generation
+			return owners, nil
+		}
+	}
+	owners, err := models.JobOwners(c.Request.Context(), s.DB, f)
+	if err == nil && all {
+		s.owners.mu.Lock()
+		s.owners.gen, s.owners.owners = g.Owners, owners
+		s.owners.mu.Unlock()
+	}
+	return owners, err
 }
 
 // jobsGenerations are those the jobs and tasks lists read, when the

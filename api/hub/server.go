@@ -39,6 +39,7 @@ type Server struct {
 	jobsPages        web.JSONCache[listPage]    // pages of the jobs list, whole
 	tasksPages       web.JSONCache[listPage]    // pages of the tasks list, whole
 	jobStatsPages    web.JSONCache[listPage]    // pages of the job stats list, whole (PostgreSQL)
+	owners           keptOwners                 // the owners of every job
 }
 
 // Handler returns the API's HTTP handler with every route registered.
