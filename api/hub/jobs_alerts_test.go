@@ -50,7 +50,12 @@ func testJobAlertsAndPurge(t *testing.T, e *apitest.Env) {
 	}
 	got := alerts()
 	require.True(t, got["job_completed_has_failures"], got)
-	require.True(t, got["job_inprogress_failing"], got)
+	if !got["job_inprogress_failing"] {
+		// Seen missing once on PostgreSQL (not reproduced since): say
+		// what the job's tasks were, for the next time.
+		tasks := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/tasks/?job=%v&page_size=0", job["id"]), nil)
+		t.Fatalf("no job_inprogress_failing alert: alerts %v\njob %v\ntasks %s", got, job, tasks.Body)
+	}
 	require.False(t, got["job_completed_success"], "alert_completed_success_jobs is off by default")
 
 	// An old finished job (of the site under the name it had then: the
