@@ -179,14 +179,23 @@ func ours(f *os.File, fi os.FileInfo) bool {
 // reuses, never an unmarked one that nobody may touch. (A crash just after
 // the rename leaves the marker on the stored file, where it means nothing:
 // only temporary names are ever reused.)
-func Commit(f *os.File, dst string) error {
-	return CommitBy(f, func(f *os.File) error { return rename(f.Name(), dst) })
+func Commit(f *os.File, dst string) error { return CommitThen(f, dst, nil) }
+
+// CommitThen is Commit that runs then (unless nil) on f once it is in
+// place and its marker dropped, before closing it. An attribute set
+// there is the file's only one, which ext4 keeps in the inode if it is
+// small; set beside the marker, both would move to a block of their own,
+// and stay there.
+func CommitThen(f *os.File, dst string, then func(f *os.File)) error {
+	return commit(f, func(f *os.File) error { return rename(f.Name(), dst) }, then)
 }
 
 // CommitBy is Commit with the rename done by put, for a caller that puts
 // the file in place under conditions of its own. If put fails, the file
 // is discarded (Discard: its name is removed only while it holds f).
-func CommitBy(f *os.File, put func(f *os.File) error) error {
+func CommitBy(f *os.File, put func(f *os.File) error) error { return commit(f, put, nil) }
+
+func commit(f *os.File, put func(f *os.File) error, then func(f *os.File)) error {
 	fault.Point("commit.before-rename")
 	if err := put(f); err != nil {
 		Discard(f)
@@ -194,6 +203,10 @@ func CommitBy(f *os.File, put func(f *os.File) error) error {
 	}
 	fault.Point("commit.renamed")
 	clearMarker(f)
+	if then != nil {
+		fault.Point("commit.unmarked")
+		then(f)
+	}
 	// Renamed: a Close error must not lead anyone to remove the temporary
 	// name, which may already be another writer's.
 	return f.Close()

@@ -115,7 +115,7 @@ func TestKillAtEveryFaultPoint(t *testing.T) {
 			b, err := os.ReadFile(trace)
 			require.NoError(t, err)
 			points := strings.Fields(string(b))
-			for _, want := range []string{"temp.marked@1", "commit.before-rename@1", "commit.renamed@1", "upload.ref-added@1",
+			for _, want := range []string{"temp.marked@1", "commit.before-rename@1", "commit.renamed@1", "commit.unmarked@1", "upload.ref-added@1",
 				"upload.put@1", "create.opened@1", "migrate.marked@1", "migrate.truncated@1", "recall.fetched@1", "recall.marked@1",
 				"recall.written@1", "recall.record-cleared@1", "collect.copied@1"} {
 				require.Contains(t, points, want)

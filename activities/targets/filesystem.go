@@ -1,8 +1,10 @@
 package targets
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,9 +22,13 @@ import (
 	"github.com/thehub/hub/internal/fault"
 )
 
-// sumXattr stores "<sha256> <size> <mtime ns>" on each object written by
-// Put. Size and mtime let Stat notice that someone rewrote the file
-// behind our back, in which case the sum is no longer trusted.
+// sumXattr stores an object's sha256 with its size and mtime, as Put
+// wrote it. Size and mtime let Stat notice that someone rewrote the file
+// behind our back, in which case the sum is no longer trusted. The value
+// is 48 bytes (sumValue), small enough for ext4 to keep in the inode of
+// a file with 256-byte inodes: the text form objects written before had
+// ("<sha256 hex> <size> <mtime ns>", 89 bytes and still read) took a
+// block of its own, a second block for every small object.
 const sumXattr = "user.hub.sha256"
 
 // Filesystem is a Driver storing each object as a file under a folder.
@@ -84,7 +90,8 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 	if size >= 0 && n != size {
 		return fmt.Errorf("put %s: read %d bytes, expected %d", key, n, size)
 	}
-	sum := hex.EncodeToString(h.Sum(nil))
+	raw := h.Sum(nil)
+	sum := hex.EncodeToString(raw)
 	if cr, ok := r.(*ChecksummedReader); ok && cr.Sum != "" && cr.Sum != sum {
 		return fmt.Errorf("put %s: content sha256 %s does not match the expected %s", key, sum, cr.Sum)
 	}
@@ -93,10 +100,12 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	// A missing sum only costs a re-read on verification, so xattr errors
-	// (filesystems without user xattrs) are not fatal.
-	_ = fsetxattr(tmp, sumXattr, sumValue(sum, fi.Size(), fi.ModTime()))
+	// (filesystems without user xattrs) and a kill before it is set are
+	// not fatal. Set once the object is in place and unmarked: the only
+	// attribute it has (sumXattr).
+	value := sumValue(raw, fi.Size(), fi.ModTime())
 	keep = true // Commit renames or discards it
-	if err := fsutil.Commit(tmp, dst); err != nil {
+	if err := fsutil.CommitThen(tmp, dst, func(f *os.File) { _ = fsetxattr(f, sumXattr, value) }); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil
@@ -152,8 +161,30 @@ func mkdirs(dir string) error {
 	return os.MkdirAll(dir, 0o755)
 }
 
-func sumValue(sum string, size int64, mtime time.Time) string {
-	return sum + " " + strconv.FormatInt(size, 10) + " " + strconv.FormatInt(mtime.UnixNano(), 10)
+// sumValue is sumXattr's value: the sha256, then the size and the mtime
+// in nanoseconds, each 8 bytes big-endian.
+func sumValue(sum []byte, size int64, mtime time.Time) []byte {
+	v := append(make([]byte, 0, sha256.Size+16), sum...)
+	v = binary.BigEndian.AppendUint64(v, uint64(size))
+	return binary.BigEndian.AppendUint64(v, uint64(mtime.UnixNano()))
+}
+
+// sumOf reads a sumXattr value, in either form, and answers its sha256
+// (hex) if the size and mtime it names are the file's.
+func sumOf(v []byte, fi fs.FileInfo) string {
+	if len(v) == sha256.Size+16 {
+		if bytes.Equal(v, sumValue(v[:sha256.Size], fi.Size(), fi.ModTime())) {
+			return hex.EncodeToString(v[:sha256.Size])
+		}
+		return ""
+	}
+	// The text form of objects written before.
+	text := string(v)
+	sum, _, _ := strings.Cut(text, " ")
+	if len(sum) == 2*sha256.Size && text == sum+" "+strconv.FormatInt(fi.Size(), 10)+" "+strconv.FormatInt(fi.ModTime().UnixNano(), 10) {
+		return sum
+	}
+	return ""
 }
 
 // Get opens the object file.
@@ -194,9 +225,7 @@ func (f *Filesystem) Stat(ctx context.Context, key string) (Object, error) {
 	}
 	obj := Object{Key: key, Size: fi.Size(), Mtime: fi.ModTime()}
 	if v, err := getxattr(p, sumXattr); err == nil {
-		if sum, _, _ := strings.Cut(v, " "); v == sumValue(sum, fi.Size(), fi.ModTime()) {
-			obj.Checksum = sum
-		}
+		obj.Checksum = sumOf(v, fi)
 	}
 	return obj, nil
 }

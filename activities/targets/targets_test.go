@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -395,6 +396,69 @@ func TestFilesystemDetectsChanges(t *testing.T) {
 			require.False(t, strings.HasPrefix(e.Name(), fsutil.TmpPrefix), e.Name())
 		}
 	})
+}
+
+// TestFilesystemChecksumAttribute: Put records an object's checksum in 48
+// bytes, set once the object is in place and its temporary marker gone,
+// so that it is the object's only attribute (ext4 keeps it in the inode:
+// no block of its own per object); an object whose attribute is in the text form of before still
+// reports its checksum; either form stops counting once the file's size
+// or mtime is not what it names, and a value of neither form counts for
+// nothing.
+func TestFilesystemChecksumAttribute(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	require.NoError(t, d.Put(ctx, "new", strings.NewReader("hello"), 5))
+	p := filepath.Join(dir, "new")
+	v, err := getxattr(p, sumXattr)
+	if err != nil {
+		t.Skip("no user xattrs on this filesystem")
+	}
+	require.Len(t, v, 48)
+	// No more blocks than a file of the same content whose one
+	// attribute is that value: where the filesystem keeps it in the
+	// inode, so is the object's.
+	plain := filepath.Join(dir, "plain")
+	require.NoError(t, os.WriteFile(plain, []byte("hello"), 0o600))
+	require.NoError(t, unix.Setxattr(plain, sumXattr, v, 0))
+	blocks := func(p string) int64 {
+		f, err := os.Open(p)
+		require.NoError(t, err)
+		defer f.Close()
+		require.NoError(t, f.Sync())
+		var st unix.Stat_t
+		require.NoError(t, unix.Fstat(int(f.Fd()), &st))
+		return st.Blocks
+	}
+	require.Equal(t, blocks(plain), blocks(p))
+	checksum := func(key string) string {
+		t.Helper()
+		obj, err := d.Stat(ctx, key)
+		require.NoError(t, err)
+		return obj.Checksum
+	}
+	require.Equal(t, sum([]byte("hello")), checksum("new"))
+
+	old := filepath.Join(dir, "old")
+	require.NoError(t, os.WriteFile(old, []byte("before"), 0o600))
+	fi, err := os.Stat(old)
+	require.NoError(t, err)
+	text := fmt.Sprintf("%s %d %d", sum([]byte("before")), fi.Size(), fi.ModTime().UnixNano())
+	require.NoError(t, unix.Setxattr(old, sumXattr, []byte(text), 0))
+	require.Equal(t, sum([]byte("before")), checksum("old"))
+
+	for _, key := range []string{"new", "old"} {
+		later := time.Now().Add(time.Hour)
+		require.NoError(t, os.Chtimes(filepath.Join(dir, key), later, later))
+		require.Empty(t, checksum(key), "%s: mtime changed", key)
+	}
+	for _, bad := range [][]byte{make([]byte, 48), []byte("short"), []byte(strings.Repeat("a", 64) + " 5 0")} {
+		require.NoError(t, unix.Setxattr(p, sumXattr, bad, 0))
+		require.Empty(t, checksum("new"), "%q", bad)
+	}
 }
 
 // TestFilesystemPutAfterCrash: a Put killed mid-write leaves its temporary

@@ -6,15 +6,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func fsetxattr(f *os.File, name, value string) error {
-	return unix.Fsetxattr(int(f.Fd()), name, []byte(value), 0)
+func fsetxattr(f *os.File, name string, value []byte) error {
+	return unix.Fsetxattr(int(f.Fd()), name, value, 0)
 }
 
-func getxattr(path, name string) (string, error) {
+func getxattr(path, name string) ([]byte, error) {
 	buf := make([]byte, 256)
 	n, err := unix.Getxattr(path, name, buf)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return string(buf[:n]), nil
+	return buf[:n], nil
 }

@@ -9,6 +9,6 @@ import (
 
 var errNoXattr = errors.New("extended attributes not supported on this platform")
 
-func fsetxattr(*os.File, string, string) error { return errNoXattr }
+func fsetxattr(*os.File, string, []byte) error { return errNoXattr }
 
-func getxattr(string, string) (string, error) { return "", errNoXattr }
+func getxattr(string, string) ([]byte, error) { return nil, errNoXattr }
