@@ -398,7 +398,9 @@ func (a *Activities) FinishTask(ctx context.Context, e workflows.TaskEnd) (workf
 	if err := models.FinishTask(ctx, a.DB, e.TaskID, state, result); err != nil {
 		return c, err
 	}
-	if c.Failed > 0 {
+	// Failed paths, or a step that failed for good (its batch is
+	// aborted): the job is failing.
+	if c.Failed > 0 || state == vocab.TaskError {
 		return c, a.failingAlert(ctx, e.JobID)
 	}
 	return c, nil
