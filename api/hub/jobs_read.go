@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -279,36 +278,23 @@ func (s *Server) listJobs(c *gin.Context) error {
 	})
 }
 
-// keptOwners are the owners of every job, as the unfiltered jobs list
-// names them, read after the owners generation gen.
-type keptOwners struct {
-	mu     sync.Mutex
-	gen    int64
-	owners []models.JobOwner
-}
-
 // jobOwners answers the owners of the jobs f matches. Those of every job
-// are kept under the owners generation the request read: it moves when
-// a job is inserted or deleted or its owner changes, not with a running
-// job's progress, which makes the jobs list read its page anew.
-func (s *Server) jobOwners(c *gin.Context, f models.JobFilter) ([]models.JobOwner, error) {
+// are kept, rendered, under the owners generation the request read: it
+// moves when a job is inserted or deleted or its owner changes, not with
+// a running job's progress, which makes the jobs list read its page anew.
+func (s *Server) jobOwners(c *gin.Context, f models.JobFilter) (any, error) {
 	g, authenticated := auth.RequestGenerations(c)
-	all := authenticated && f.IsZero()
-	if all {
-		s.owners.mu.Lock()
-		gen, owners := s.owners.gen, s.owners.owners
-		s.owners.mu.Unlock()
-		if gen == g.Owners { // 0, the zero value, is no generation
-			return owners, nil
-		}
+	if !authenticated || !f.IsZero() {
+		return models.JobOwners(c.Request.Context(), s.DB, f)
+	}
+	if raw, ok := s.owners.Get(g.Owners); ok {
+		return raw, nil
 	}
 	owners, err := models.JobOwners(c.Request.Context(), s.DB, f)
-	if err == nil && all {
-		s.owners.mu.Lock()
-		s.owners.gen, s.owners.owners = g.Owners, owners
-		s.owners.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	return owners, err
+	return s.owners.Render(g.Owners, owners), nil
 }
 
 // jobsGenerations are those the jobs and tasks lists read, when the

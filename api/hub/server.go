@@ -39,7 +39,7 @@ type Server struct {
 	jobsPages        web.JSONCache[listPage]    // pages of the jobs list, whole
 	tasksPages       web.JSONCache[listPage]    // pages of the tasks list, whole
 	jobStatsPages    web.JSONCache[listPage]    // pages of the job stats list, whole (PostgreSQL)
-	owners           keptOwners                 // the owners of every job
+	owners           web.JSONCache[int64]       // the owners of every job, by owners generation
 }
 
 // Handler returns the API's HTTP handler with every route registered.
@@ -47,6 +47,7 @@ func (s *Server) Handler() http.Handler {
 	for _, pages := range []*web.JSONCache[listPage]{&s.sitesPages, &s.jobsPages, &s.tasksPages, &s.jobStatsPages} {
 		pages.Max = 256 // whole pages: up to 100 rows each
 	}
+	s.owners.Max = 4 // one generation is read at a time
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
