@@ -44,29 +44,38 @@ func lists(db string) []row {
 	list := func(name, what string, goal float64, text string) row {
 		return row{what: what + " (" + db + ")", fig: ref{"BenchmarkLists/" + db + "/" + name, "ms/req"}, base: hello, goal: goal, goalText: text}
 	}
+	// Throughput: the baseline (gin hello at 51,400 req/s on two
+	// cores) was measured by a load driver with clients at once, faster
+	// than one client can ask; these rows measure the lists the same way.
+	loaded := func(name, what string, goal float64, text string) row {
+		return row{what: what + ", 8 clients at once, vs gin hello with 8 clients (" + db + ")",
+			fig: ref{"BenchmarkLists/" + db + "/" + name + "-8-clients", "ms/req"}, base: ref{"BenchmarkLists/" + db + "/gin-hello-8-clients", "ms/req"}, goal: goal, goalText: text}
+	}
 	return []row{
 		list("gin-jobs-page-bytes", "gin writing the bytes of a jobs page (the floor) vs gin hello", 0, ""),
-		list("sites", "GET /api/sites/ vs gin hello world", 0.25, "≥ 25%"),
-		list("jobs-page-100", "GET /api/jobs/?page_size=100 vs gin hello", 0.25, "≥ 25%"),
+		list("sites", "GET /api/sites/ vs gin hello world", 0.25, "≥ 25% (one client)"),
+		list("jobs-page-100", "GET /api/jobs/?page_size=100 vs gin hello", 0.25, "≥ 25% (one client)"),
 		list("jobs-page-100-last", "GET /api/jobs/ last page vs gin hello", 0, ""),
 		list("jobs-page-100-state", "GET /api/jobs/?state=SUCCESS (every job) vs gin hello", 0, ""),
 		list("jobs-page-100-site", "GET /api/jobs/?site=NAME (999 jobs of every 1,000) vs gin hello", 0, ""),
 		list("jobs-page-100-site-small", "GET /api/jobs/?site=NAME (a site of every 1,000th job, a user's) vs gin hello", 0, ""),
 		list("jobs-recent-site", "GET /api/jobs/recent/?site=NAME (999 jobs of every 1,000) vs gin hello", 0, ""),
 		list("jobs-stats", "GET /api/jobs/stats/ (every job's summary) vs gin hello", 0, ""),
-		list("jobstats-page-100", "GET /api/jobstats/?job=N&page_size=100 vs gin hello", 0.10, "≥ 10%"),
+		list("jobstats-page-100", "GET /api/jobstats/?job=N&page_size=100 vs gin hello", 0.10, "≥ 10% (one client)"),
 		list("jobstats-page-100-success", "GET /api/jobstats/?job=N&state=SUCCESS (999 paths of every 1,000) vs gin hello", 0, ""),
 		list("jobstats-page-100-failed", "GET /api/jobstats/?job=N&state=FAILURE (every 1,000th path) vs gin hello", 0, ""),
 		list("job-statistics", "GET /api/jobs/N/statistics/ (100,000 paths; 1M with LARGE=1) vs gin hello", 0, ""),
 		list("jobstats-page-100-last", "GET /api/jobstats/?job=N last page vs gin hello", 0, ""),
-		list("tasks-page-100", "GET /api/tasks/?page_size=100 vs gin hello", 0.25, "≥ 25%"),
+		list("tasks-page-100", "GET /api/tasks/?page_size=100 vs gin hello", 0.25, "≥ 25% (one client)"),
 		list("tasks-page-100-state", "GET /api/tasks/?state=SUCCESS (every task) vs gin hello", 0, ""),
 		list("tasks-page-100-last", "GET /api/tasks/ last page vs gin hello", 0, ""),
 		list("jobs-page-100-changing", "GET /api/jobs/?page_size=100, another job changed before each request (no page kept), vs gin hello", 0, ""),
 		list("tasks-page-100-changing", "GET /api/tasks/?page_size=100, a job changed before each request (no page kept), vs gin hello", 0, ""),
 		list("jobstats-page-100-changing", "GET /api/jobstats/?job=N&page_size=100, a job changed before each request (no page kept), vs gin hello", 0, ""),
-		{what: "GET /api/jobs/?page_size=100, 8 clients at once, vs gin hello with 8 clients (" + db + ")",
-			fig: ref{"BenchmarkLists/" + db + "/jobs-page-100-8-clients", "ms/req"}, base: ref{"BenchmarkLists/" + db + "/gin-hello-8-clients", "ms/req"}},
+		loaded("sites", "GET /api/sites/", 0.25, "≥ 25% (req/s)"),
+		loaded("jobs-page-100", "GET /api/jobs/?page_size=100", 0.25, "≥ 25% (req/s)"),
+		loaded("tasks-page-100", "GET /api/tasks/?page_size=100", 0.25, "≥ 25% (req/s)"),
+		loaded("jobstats-page-100", "GET /api/jobstats/?job=N&page_size=100", 0.10, "≥ 10% (req/s)"),
 	}
 }
 
