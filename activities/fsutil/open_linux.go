@@ -3,6 +3,7 @@ package fsutil
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -61,6 +62,27 @@ func openUnnamed(dir string) (*os.File, error) {
 			return nil, &os.PathError{Op: "open unnamed file in", Path: dir, Err: err}
 		}
 		return os.NewFile(uintptr(fd), filepath.Join(dir, "(unnamed)")), nil
+	}
+}
+
+// OpenUnnamed makes an unnamed file in dir (O_TMPFILE) for Link to name:
+// until then it is in no folder, and a crash leaves nothing behind.
+func OpenUnnamed(dir string) (*os.File, error) { return openUnnamed(dir) }
+
+// Link gives the open file f one more name, dst (a hard link), which
+// f's filesystem makes without a new inode. f may be unnamed (OpenUnnamed).
+// It fails, with fs.ErrExist, when anything is at dst already.
+func Link(f *os.File, dst string) error {
+	src := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+	for {
+		err := unix.Linkat(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.AT_SYMLINK_FOLLOW)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.LinkError{Op: "link", Old: f.Name(), New: dst, Err: err}
+		}
+		return nil
 	}
 }
 

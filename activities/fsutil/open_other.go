@@ -19,4 +19,10 @@ const NoAtime = 0
 // back to a named temporary file.
 func openUnnamed(string) (*os.File, error) { return nil, errors.ErrUnsupported }
 
+// OpenUnnamed and Link are Linux's (see open_linux.go).
+func OpenUnnamed(string) (*os.File, error) { return nil, errors.ErrUnsupported }
+
+// Link: see OpenUnnamed.
+func Link(*os.File, string) error { return errors.ErrUnsupported }
+
 func rename(oldname, newname string) error { return os.Rename(oldname, newname) }

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -245,18 +244,22 @@ func liveRefs(ctx context.Context, root *Root) (map[string]bool, error) {
 	return live, err
 }
 
-// readRefBody reads a reference marker's body.
+// readRefBody reads a reference marker's body (findRefBody: a body that
+// is not ours has no owner).
 func readRefBody(ctx context.Context, d targets.Driver, key string) (refBody, error) {
-	var body refBody
 	rc, err := d.Get(ctx, key)
 	if err != nil {
-		return body, err
+		return refBody{}, err
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, 64<<10))
+	b, err := io.ReadAll(io.LimitReader(rc, maxRefBody))
 	if err != nil {
-		return body, err
+		return refBody{}, err
 	}
-	_ = json.Unmarshal(b, &body) // a body that is not ours has no owner
-	return body, nil
+	sum, ref, _ := parseRefKey(key)
+	return findRefBody(b, sum, ref), nil
 }
+
+// maxRefBody bounds what is read of a marker's body: a shared body of
+// refsPerBody lines is a few KiB; anything much larger is not ours.
+const maxRefBody = 1 << 20

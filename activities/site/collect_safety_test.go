@@ -250,6 +250,25 @@ func (f *flushLog) Create(ctx context.Context, key string, data []byte) error {
 	return f.Filesystem.Create(ctx, key, data)
 }
 
+// NewGroup logs each marker a shared body names as created.
+func (f *flushLog) NewGroup(ctx context.Context) (targets.Group, error) {
+	g, err := f.Filesystem.NewGroup(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return loggedGroup{g, f}, nil
+}
+
+type loggedGroup struct {
+	targets.Group
+	log *flushLog
+}
+
+func (g loggedGroup) Add(ctx context.Context, key string, line []byte) error {
+	defer g.log.add("create " + key)
+	return g.Group.Add(ctx, key, line)
+}
+
 func (f *flushLog) Sync(ctx context.Context) error {
 	f.add("sync")
 	return f.Filesystem.Sync(ctx)

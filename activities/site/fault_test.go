@@ -29,10 +29,15 @@ func faultScenario(t *testing.T, dir, tdir string, index bool) {
 	require.NoError(t, err)
 	paths := []string{"/a/small.bin", "/a/b/large.bin"}
 	tf := only("t", target)
+	// The last migrate writes each marker on its own (Create), as on a
+	// filesystem without unnamed files; the first in a shared body.
+	oneByOne := markersOneByOne{target.(*targets.Filesystem)}
 	steps := []func() ([]Result, error){
 		func() ([]Result, error) { return Migrate(ctx, root, paths, target, "t", StepOptions{StubSize: 100}) },
 		func() ([]Result, error) { return Recall(ctx, root, paths, tf, StepOptions{}) },
 		func() ([]Result, error) { return Migrate(ctx, root, paths, target, "t", StepOptions{StubSize: 100}) },
+		func() ([]Result, error) { return Recall(ctx, root, paths, tf, StepOptions{DeleteOnRecall: true}) },
+		func() ([]Result, error) { return Migrate(ctx, root, paths, oneByOne, "t", StepOptions{StubSize: 100}) },
 		func() ([]Result, error) { return Recall(ctx, root, paths, tf, StepOptions{DeleteOnRecall: true}) },
 	}
 	for i, step := range steps {
@@ -44,6 +49,14 @@ func faultScenario(t *testing.T, dir, tdir string, index bool) {
 	}
 	_, err = Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
 	require.NoError(t, err)
+}
+
+// markersOneByOne is a filesystem target that cannot share a body among
+// markers (targets.Grouper), so each is created on its own.
+type markersOneByOne struct{ *targets.Filesystem }
+
+func (markersOneByOne) NewGroup(context.Context) (targets.Group, error) {
+	return nil, errors.ErrUnsupported
 }
 
 func faultTree(t *testing.T, dir string) map[string]testFile {
@@ -116,7 +129,7 @@ func TestKillAtEveryFaultPoint(t *testing.T) {
 			require.NoError(t, err)
 			points := strings.Fields(string(b))
 			for _, want := range []string{"temp.marked@1", "commit.before-rename@1", "commit.renamed@1", "commit.unmarked@1", "upload.ref-added@1",
-				"upload.put@1", "create.opened@1", "migrate.marked@1", "migrate.truncated@1", "recall.fetched@1", "recall.marked@1",
+				"upload.put@1", "group.written@1", "create.opened@1", "migrate.marked@1", "migrate.truncated@1", "recall.fetched@1", "recall.marked@1",
 				"recall.written@1", "recall.record-cleared@1", "collect.copied@1"} {
 				require.Contains(t, points, want)
 			}

@@ -1,6 +1,7 @@
 package site
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/thehub/hub/activities/targets"
@@ -106,11 +108,41 @@ func (rec *Record) contentAddressed() bool { return rec.Ref != "" }
 // target; steps only ever check that a marker exists. Owner proves which
 // site wrote it (see refOwner), so that an audit of one site never drops
 // another's reference (AuditRefs).
+//
+// A marker has a body of its own, or shares one with others (a step's
+// markers on a filesystem target, see refGroups): then the body has a
+// line per marker, and Sum and Ref say which marker a line is for.
 type refBody struct {
+	Sum     string `json:"sum,omitempty"`
+	Ref     string `json:"ref,omitempty"`
 	Path    string `json:"path"`
 	Ino     uint64 `json:"ino"`
 	Created string `json:"created"`
 	Owner   string `json:"owner,omitempty"`
+}
+
+// newRefBody is the body of the marker of reference ref to content sum,
+// held by the file rel with inode ino.
+func (r *Root) newRefBody(sum, ref, rel string, ino uint64) (refBody, error) {
+	owner, err := r.refOwner(sum, ref)
+	return refBody{Path: apiPath(rel), Ino: ino, Created: time.Now().UTC().Format(time.RFC3339), Owner: owner}, err
+}
+
+// findRefBody reads the body of marker (sum, ref) from what its key holds:
+// a body of its own, or the line naming it in a shared one. A body it
+// cannot read is the zero refBody (no owner): unknown, never absent.
+func findRefBody(b []byte, sum, ref string) refBody {
+	var body refBody
+	if json.Unmarshal(b, &body) == nil && body.Ref == "" {
+		return body // the marker's own
+	}
+	for line := range bytes.Lines(b) {
+		body = refBody{}
+		if bytes.Contains(line, []byte(ref)) && json.Unmarshal(line, &body) == nil && body.Sum == sum && body.Ref == ref {
+			return body
+		}
+	}
+	return refBody{}
 }
 
 // addRef records on the target that a record relies on rec.Checksum. It is
@@ -118,11 +150,11 @@ type refBody struct {
 // a record, which keeps the content (safe) rather than a record without a
 // reference.
 func (r *Root) addRef(ctx context.Context, d targets.Driver, sum, ref, rel string, ino uint64) error {
-	owner, err := r.refOwner(sum, ref)
+	body, err := r.newRefBody(sum, ref, rel, ino)
 	if err != nil {
 		return err
 	}
-	b, _ := json.Marshal(refBody{Path: apiPath(rel), Ino: ino, Created: time.Now().UTC().Format(time.RFC3339), Owner: owner})
+	b, _ := json.Marshal(body)
 	// A marker counts from the moment it exists, so where the target can,
 	// it is created in place. Anything already at its key (an earlier
 	// attempt's marker, complete or torn by a crash) is replaced whole.
@@ -133,6 +165,86 @@ func (r *Root) addRef(ctx context.Context, d targets.Driver, sum, ref, rel strin
 		return fmt.Errorf("record the reference to the remote copy: %w", err)
 	}
 	return nil
+}
+
+// refGroups are the shared bodies of a step's new markers, on a target
+// that can share one (targets.Grouper): a file on the target for every
+// refsPerBody markers instead of one each, which is most of what a
+// small file's premigration costs a filesystem target (allocating the
+// inodes). Each body is used by one worker at a time; close closes them
+// all once the step's uploads are done.
+type refGroups struct {
+	mu   sync.Mutex
+	idle []targets.Group
+	none bool // the target could not start one
+}
+
+// refsPerBody is how many markers share a body: its lines are read
+// whole by an audit of any one of them (a few KiB).
+const refsPerBody = 32
+
+// add is Root.addRef through one of the step's shared bodies where the
+// target has them. A marker a shared body cannot name (one already there,
+// written by an earlier attempt, or a filesystem without unnamed files)
+// is written on its own by Root.addRef.
+func (g *refGroups) add(ctx context.Context, root *Root, d targets.Driver, sum, ref, rel string, ino uint64) error {
+	body, err := root.newRefBody(sum, ref, rel, ino)
+	if err != nil {
+		return err
+	}
+	if group := g.take(ctx, d); group != nil {
+		body.Sum, body.Ref = sum, ref
+		line, _ := json.Marshal(body)
+		if err := group.Add(ctx, refKey(sum, ref), append(line, '\n')); err == nil {
+			g.give(group)
+			return nil
+		}
+		_ = group.Close() // rare: an error leaves it behind
+	}
+	return root.addRef(ctx, d, sum, ref, rel, ino)
+}
+
+func (g *refGroups) take(ctx context.Context, d targets.Driver) targets.Group {
+	g.mu.Lock()
+	if n := len(g.idle); n > 0 {
+		group := g.idle[n-1]
+		g.idle = g.idle[:n-1]
+		g.mu.Unlock()
+		return group
+	}
+	none := g.none
+	g.mu.Unlock()
+	gr, ok := d.(targets.Grouper)
+	if !ok || none {
+		return nil
+	}
+	group, err := gr.NewGroup(ctx)
+	if err != nil {
+		g.mu.Lock()
+		g.none = true
+		g.mu.Unlock()
+		return nil
+	}
+	return group
+}
+
+func (g *refGroups) give(group targets.Group) {
+	if group.Len() >= refsPerBody {
+		_ = group.Close()
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.idle = append(g.idle, group)
+}
+
+func (g *refGroups) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, group := range g.idle {
+		_ = group.Close()
+	}
+	g.idle = nil
 }
 
 // dropRef removes a record's reference once the record is gone.

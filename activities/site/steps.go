@@ -135,6 +135,7 @@ type stepRun struct {
 	opts StepOptions
 	prog *progress
 	jobs []*job
+	refs refGroups
 }
 
 func newRun(ctx context.Context, root *Root, paths []string, opts StepOptions) *stepRun {
@@ -555,6 +556,7 @@ func (s *stepRun) transfer(target targets.Driver, targetName string, migrate boo
 		}
 		j.upload = sent
 	})
+	s.refs.close()
 	// A migrate flushes even when it uploaded nothing: the references it
 	// wrote, and content put back from the target's trash, must be as
 	// durable as uploaded content before any file is released.
@@ -655,7 +657,7 @@ func (s *stepRun) upload(j *job, target targets.Driver, targetName string) (sent
 	}
 	// The reference goes first: from then on the collector keeps the
 	// content, or puts it back, whatever it saw before.
-	if err := s.root.addRef(s.ctx, target, sum, ref, j.rel, j.next.Ino); err != nil {
+	if err := s.refs.add(s.ctx, s.root, target, sum, ref, j.rel, j.next.Ino); err != nil {
 		return false, err
 	}
 	fault.Point("upload.ref-added")

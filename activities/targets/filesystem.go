@@ -135,6 +135,50 @@ func (f *Filesystem) Create(ctx context.Context, key string, data []byte) error 
 	return nil
 }
 
+// NewGroup starts a body for markers (Grouper): an unnamed file in the
+// target's folder, which each Add names with a hard link. Where the
+// filesystem cannot make unnamed files it fails, and markers are created
+// one by one (Create).
+func (f *Filesystem) NewGroup(ctx context.Context) (Group, error) {
+	file, err := fsutil.OpenUnnamed(f.dir)
+	if err != nil {
+		return nil, err
+	}
+	return &fsGroup{fs: f, file: file}, nil
+}
+
+type fsGroup struct {
+	fs   *Filesystem
+	file *os.File
+	n    int
+}
+
+func (g *fsGroup) Add(ctx context.Context, key string, line []byte) error {
+	p, err := g.fs.path(key)
+	if err != nil {
+		return err
+	}
+	if _, err := g.file.Write(line); err != nil {
+		return fmt.Errorf("add %s: %w", key, err)
+	}
+	g.n++
+	fault.Point("group.written")
+	err = fsutil.Link(g.file, p)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = mkdirs(filepath.Dir(p)); err == nil {
+			err = fsutil.Link(g.file, p)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("add %s: %w", key, err)
+	}
+	return nil
+}
+
+func (g *fsGroup) Len() int { return g.n }
+
+func (g *fsGroup) Close() error { return g.file.Close() }
+
 // inFolder runs create, which makes a file at p, and when p's folder does
 // not exist yet, makes the folder and runs create again: the folder of a
 // key (objects/<aa>/, refs/<aa>/) nearly always exists, so trying first

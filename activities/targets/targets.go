@@ -113,6 +113,29 @@ type Creator interface {
 	Create(ctx context.Context, key string, data []byte) error
 }
 
+// Grouper is implemented by drivers that can keep many small markers as
+// names of one stored body (the filesystem driver: hard links to one
+// file), which saves a file, an inode and a block per marker. The body is
+// the group's entries, one line each; a reader finds a marker's entry in
+// it by what the line says, so each line must name its marker.
+type Grouper interface {
+	// NewGroup starts an empty body with no name.
+	NewGroup(ctx context.Context) (Group, error)
+}
+
+// Group is a body shared by markers (Grouper). It is used by one
+// goroutine at a time.
+type Group interface {
+	// Add appends line (ending in a newline) to the body, then makes key
+	// one of its names. It fails, making no name, when anything is at key
+	// already, which the caller then replaces with Put; the line stays,
+	// an entry no marker names.
+	Add(ctx context.Context, key string, line []byte) error
+	// Len is the number of lines the body has.
+	Len() int
+	Close() error
+}
+
 // Walker is a driver that visits everything under a prefix, in key order,
 // more cheaply than pages of List would (the filesystem driver reads each
 // folder once). As with pages, an object created after its folder was
