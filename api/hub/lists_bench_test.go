@@ -133,14 +133,20 @@ func BenchmarkLists(b *testing.B) {
 				{"jobstats-page-100-changing", fmt.Sprintf("%s/api/jobstats/?job=%d&page_size=100", e.URL, last.ID), apitest.Bearer(e.Admin), 0, oldest},
 			} {
 				b.Run(c.name, func(b *testing.B) {
-					// Each op is listReqs requests after one unmeasured:
-					// enough for a rate, whatever -benchtime says. With
-					// clients, they share the requests and ms/req is the
-					// wall time over all of them (the inverse of the rate).
-					if err := get(c.url, c.auth, io.Discard); err != nil {
+					// Each op is listReqs requests: enough for a rate,
+					// whatever -benchtime says. With clients, they share
+					// the requests and ms/req is the wall time over all of
+					// them (the inverse of the rate). Before the clock
+					// starts, one request per client, at once, so that
+					// each client's connection is open.
+					clients := max(c.clients, 1)
+					var warm errgroup.Group
+					for range clients {
+						warm.Go(func() error { return get(c.url, c.auth, io.Discard) })
+					}
+					if err := warm.Wait(); err != nil {
 						b.Fatal(err)
 					}
-					clients := max(c.clients, 1)
 					each := max(b.N*listReqs/clients, 1)
 					// With a change, the requests alone are timed, one by
 					// one (b.StopTimer around the change would stop the
