@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"sync"
 	"time"
@@ -195,11 +196,16 @@ func (g *refGroups) add(ctx context.Context, root *Root, d targets.Driver, sum, 
 	if group := g.take(ctx, d); group != nil {
 		body.Sum, body.Ref = sum, ref
 		line, _ := json.Marshal(body)
-		if err := group.Add(ctx, refKey(sum, ref), append(line, '\n')); err == nil {
+		err := group.Add(ctx, refKey(sum, ref), append(line, '\n'))
+		switch {
+		case err == nil:
 			g.give(group)
 			return nil
+		case errors.Is(err, fs.ErrExist): // an earlier attempt's marker
+			g.give(group)
+		default:
+			_ = group.Close() // rare: an error leaves it behind
 		}
-		_ = group.Close() // rare: an error leaves it behind
 	}
 	return root.addRef(ctx, d, sum, ref, rel, ino)
 }
