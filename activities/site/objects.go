@@ -155,6 +155,12 @@ func (r *Root) addRef(ctx context.Context, d targets.Driver, sum, ref, rel strin
 	if err != nil {
 		return err
 	}
+	return putRef(ctx, d, sum, ref, body)
+}
+
+// putRef writes the marker of reference ref to content sum with a body
+// of its own.
+func putRef(ctx context.Context, d targets.Driver, sum, ref string, body refBody) error {
 	b, _ := json.Marshal(body)
 	// A marker counts from the moment it exists, so where the target can,
 	// it is created in place. Anything already at its key (an earlier
@@ -187,15 +193,16 @@ const refsPerBody = 32
 // add is Root.addRef through one of the step's shared bodies where the
 // target has them. A marker a shared body cannot name (one already there,
 // written by an earlier attempt, or a filesystem without unnamed files)
-// is written on its own by Root.addRef.
+// is written with a body of its own (putRef).
 func (g *refGroups) add(ctx context.Context, root *Root, d targets.Driver, sum, ref, rel string, ino uint64) error {
 	body, err := root.newRefBody(sum, ref, rel, ino)
 	if err != nil {
 		return err
 	}
 	if group := g.take(ctx, d); group != nil {
-		body.Sum, body.Ref = sum, ref
-		line, _ := json.Marshal(body)
+		entry := body
+		entry.Sum, entry.Ref = sum, ref
+		line, _ := json.Marshal(entry)
 		err := group.Add(ctx, refKey(sum, ref), append(line, '\n'))
 		switch {
 		case err == nil:
@@ -207,7 +214,7 @@ func (g *refGroups) add(ctx context.Context, root *Root, d targets.Driver, sum, 
 			_ = group.Close() // rare: an error leaves it behind
 		}
 	}
-	return root.addRef(ctx, d, sum, ref, rel, ino)
+	return putRef(ctx, d, sum, ref, body)
 }
 
 func (g *refGroups) take(ctx context.Context, d targets.Driver) targets.Group {

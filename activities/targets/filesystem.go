@@ -71,7 +71,8 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 	if err != nil {
 		return err
 	}
-	tmp, err := inFolder(dst, func() (*os.File, error) { return fsutil.OpenTemp(ctx, dst) })
+	var tmp *os.File
+	err = inFolder(dst, func() (err error) { tmp, err = fsutil.OpenTemp(ctx, dst); return err })
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
@@ -118,8 +119,10 @@ func (f *Filesystem) Create(ctx context.Context, key string, data []byte) error 
 	if err != nil {
 		return err
 	}
-	file, err := inFolder(p, func() (*os.File, error) {
-		return fsutil.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	var file *os.File
+	err = inFolder(p, func() (err error) {
+		file, err = fsutil.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("create %s: %w", key, err)
@@ -163,13 +166,7 @@ func (g *fsGroup) Add(ctx context.Context, key string, line []byte) error {
 	}
 	g.n++
 	fault.Point("group.written")
-	err = fsutil.Link(g.file, p)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = mkdirs(filepath.Dir(p)); err == nil {
-			err = fsutil.Link(g.file, p)
-		}
-	}
-	if err != nil {
+	if err := inFolder(p, func() error { return fsutil.Link(g.file, p) }); err != nil {
 		return fmt.Errorf("add %s: %w", key, err)
 	}
 	return nil
@@ -179,17 +176,17 @@ func (g *fsGroup) Len() int { return g.n }
 
 func (g *fsGroup) Close() error { return g.file.Close() }
 
-// inFolder runs create, which makes a file at p, and when p's folder does
-// not exist yet, makes the folder and runs create again: the folder of a
-// key (objects/<aa>/, refs/<aa>/) nearly always exists, so trying first
-// saves a mkdir per file.
-func inFolder(p string, create func() (*os.File, error)) (*os.File, error) {
-	file, err := create()
+// inFolder runs create, which makes a file or a name at p, and when p's
+// folder does not exist yet, makes the folder and runs create again: the
+// folder of a key (objects/<aa>/, refs/<aa>/) nearly always exists, so
+// trying first saves a mkdir per file.
+func inFolder(p string, create func() error) error {
+	err := create()
 	if !errors.Is(err, fs.ErrNotExist) {
-		return file, err
+		return err
 	}
 	if err := mkdirs(filepath.Dir(p)); err != nil {
-		return nil, err
+		return err
 	}
 	return create()
 }
