@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"time"
@@ -50,8 +51,11 @@ func RequestGenerations(c *gin.Context) (models.Generations, bool) {
 // principalCache), so a request with a known token costs one small query.
 func Authenticate(db bun.IDB, tokens *Tokens) gin.HandlerFunc {
 	cache := &principalCache{}
+	reads := newSharedReads(func(ctx context.Context) (models.Generations, error) {
+		return models.ReadGenerations(ctx, db)
+	})
 	return func(c *gin.Context) {
-		p, err := cache.authenticate(c, db, tokens)
+		p, err := cache.authenticate(c, db, reads, tokens)
 		if err != nil {
 			_ = c.Error(err)
 			c.Abort()
@@ -66,15 +70,16 @@ func Authenticate(db bun.IDB, tokens *Tokens) gin.HandlerFunc {
 // authenticate is the request's caller, from the cache when the
 // credential is known and nothing about users, groups, permissions or
 // keys changed since (models.Generations), else from the database. The
-// generations read stay with the request (RequestGenerations).
-func (pc *principalCache) authenticate(c *gin.Context, db bun.IDB, tokens *Tokens) (*Principal, error) {
+// generations, read after the request came (sharedReads), stay with it
+// (RequestGenerations).
+func (pc *principalCache) authenticate(c *gin.Context, db bun.IDB, reads *sharedReads, tokens *Tokens) (*Principal, error) {
 	scheme, cred, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
 	scheme, cred = strings.ToLower(scheme), strings.TrimSpace(cred)
 	if cred == "" || (scheme != "bearer" && scheme != "api-key") {
 		return nil, web.ErrUnauthenticated
 	}
 	ctx := c.Request.Context()
-	gens, err := models.ReadGenerations(ctx, db)
+	gens, err := reads.get(ctx)
 	if err != nil {
 		return nil, err
 	}
