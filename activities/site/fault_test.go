@@ -18,8 +18,9 @@ import (
 )
 
 // faultScenario is every step that writes, in the order a file lives
-// through them: migrate, recall (stays premigrated), migrate again (no
-// upload), recall making it resident (reference dropped), and collection.
+// through them: migrate, recall (stays premigrated), premigrate again
+// overwriting the objects, migrate again (no upload), recall making it
+// resident (reference dropped), and collection.
 // Run again after a crash, it must finish what the crash interrupted.
 func faultScenario(t *testing.T, dir, tdir string, index bool) {
 	t.Helper()
@@ -35,6 +36,11 @@ func faultScenario(t *testing.T, dir, tdir string, index bool) {
 	steps := []func() ([]Result, error){
 		func() ([]Result, error) { return Migrate(ctx, root, paths, target, "t", StepOptions{StubSize: 100}) },
 		func() ([]Result, error) { return Recall(ctx, root, paths, tf, StepOptions{}) },
+		// Uploads again onto the objects already there: each is replaced
+		// through a temporary name (the filesystem target's putNamed).
+		func() ([]Result, error) {
+			return Premigrate(ctx, root, paths, target, "t", StepOptions{Overwrite: true})
+		},
 		func() ([]Result, error) { return Migrate(ctx, root, paths, target, "t", StepOptions{StubSize: 100}) },
 		func() ([]Result, error) { return Recall(ctx, root, paths, tf, StepOptions{DeleteOnRecall: true}) },
 		func() ([]Result, error) { return Migrate(ctx, root, paths, oneByOne, "t", StepOptions{StubSize: 100}) },
@@ -129,7 +135,7 @@ func TestKillAtEveryFaultPoint(t *testing.T) {
 			require.NoError(t, err)
 			points := strings.Fields(string(b))
 			for _, want := range []string{"temp.marked@1", "commit.before-rename@1", "commit.renamed@1", "commit.unmarked@1", "upload.ref-added@1",
-				"upload.put@1", "group.written@1", "create.opened@1", "migrate.marked@1", "migrate.truncated@1", "recall.fetched@1", "recall.marked@1",
+				"upload.put@1", "put.written@1", "group.written@1", "create.opened@1", "migrate.marked@1", "migrate.truncated@1", "recall.fetched@1", "recall.marked@1",
 				"recall.written@1", "recall.record-cleared@1", "collect.copied@1"} {
 				require.Contains(t, points, want)
 			}

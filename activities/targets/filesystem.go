@@ -63,53 +63,87 @@ func (f *Filesystem) path(key string) (string, error) {
 	return filepath.Join(f.dir, filepath.FromSlash(key)), nil
 }
 
-// Put writes to a temporary file next to the destination and renames it
-// into place, so readers never see a partial object. It does not fsync
-// each file: see Sync.
+// Put writes an unnamed file (O_TMPFILE) in the destination's folder and
+// links it into place once it is whole and carries its checksum
+// attribute: a reader never sees a partial object, and a writer killed
+// midway leaves nothing behind. Something already at key (an older copy,
+// a damaged one, another writer's) is replaced whole through a temporary
+// name instead (putNamed), as is every object on a filesystem without
+// unnamed files. It does not fsync each file: see Sync.
 func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	dst, err := f.path(key)
 	if err != nil {
 		return err
 	}
 	var tmp *os.File
-	err = inFolder(dst, func() (err error) { tmp, err = fsutil.OpenTemp(ctx, dst); return err })
+	if err := inFolder(dst, func() (err error) { tmp, err = fsutil.OpenUnnamed(filepath.Dir(dst)); return err }); err != nil {
+		return f.putNamed(ctx, key, dst, r, size)
+	}
+	defer tmp.Close()
+	value, err := writeObject(ctx, tmp, r, size)
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
-	keep := false
-	defer func() {
-		if !keep {
-			fsutil.Discard(tmp)
+	// The attribute is set before the object has a name, so it is the
+	// object's only one (sumXattr) and no reader sees the object without it.
+	_ = fsetxattr(tmp, sumXattr, value)
+	fault.Point("put.written")
+	err = fsutil.Link(tmp, dst)
+	if errors.Is(err, fs.ErrExist) {
+		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("put %s: %w", key, err)
 		}
-	}()
-
-	h := sha256.New()
-	n, err := copyBuffer(io.MultiWriter(tmp, h), ctxReader{ctx, r})
+		return f.putNamed(ctx, key, dst, tmp, size)
+	}
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
-	if size >= 0 && n != size {
-		return fmt.Errorf("put %s: read %d bytes, expected %d", key, n, size)
+	return nil
+}
+
+// putNamed is Put through a temporary file next to the destination
+// (fsutil.OpenTemp), renamed into place, which replaces whatever is there.
+func (f *Filesystem) putNamed(ctx context.Context, key, dst string, r io.Reader, size int64) error {
+	var tmp *os.File
+	if err := inFolder(dst, func() (err error) { tmp, err = fsutil.OpenTemp(ctx, dst); return err }); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
 	}
-	raw := h.Sum(nil)
-	sum := hex.EncodeToString(raw)
-	if cr, ok := r.(*ChecksummedReader); ok && cr.Sum != "" && cr.Sum != sum {
-		return fmt.Errorf("put %s: content sha256 %s does not match the expected %s", key, sum, cr.Sum)
-	}
-	fi, err := tmp.Stat()
+	value, err := writeObject(ctx, tmp, r, size)
 	if err != nil {
+		fsutil.Discard(tmp)
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	// A missing sum only costs a re-read on verification, so xattr errors
 	// (filesystems without user xattrs) and a kill before it is set are
 	// not fatal. Set once the object is in place and unmarked: the only
 	// attribute it has (sumXattr).
-	value := sumValue(raw, fi.Size(), fi.ModTime())
-	keep = true // Commit renames or discards it
 	if err := fsutil.CommitThen(tmp, dst, func(f *os.File) { _ = fsetxattr(f, sumXattr, value) }); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil
+}
+
+// writeObject copies r to w, checking its length against size (unless
+// negative) and, for a ChecksummedReader, its sha256; it answers w's
+// sumXattr value.
+func writeObject(ctx context.Context, w *os.File, r io.Reader, size int64) ([]byte, error) {
+	h := sha256.New()
+	n, err := copyBuffer(io.MultiWriter(w, h), ctxReader{ctx, r})
+	if err != nil {
+		return nil, err
+	}
+	if size >= 0 && n != size {
+		return nil, fmt.Errorf("read %d bytes, expected %d", n, size)
+	}
+	raw := h.Sum(nil)
+	if cr, ok := r.(*ChecksummedReader); ok && cr.Sum != "" && cr.Sum != hex.EncodeToString(raw) {
+		return nil, fmt.Errorf("content sha256 %s does not match the expected %s", hex.EncodeToString(raw), cr.Sum)
+	}
+	fi, err := w.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return sumValue(raw, fi.Size(), fi.ModTime()), nil
 }
 
 // Create writes a new file at key in place: one create, one write. It
