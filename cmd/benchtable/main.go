@@ -53,7 +53,10 @@ func lists(db string) []row {
 	}
 	return []row{
 		list("gin-jobs-page-bytes", "gin writing the bytes of a jobs page (the floor) vs gin hello", 0, ""),
+		list("gin-hello-select1", "gin hello after one SELECT 1 through the hub's pool (the floor under a list that must read the database once) vs gin hello", 0, ""),
 		list("sites", "GET /api/sites/ vs gin hello world", 0.25, "≥ 25% (one client)"),
+		{what: "GET /api/sites/ vs gin hello after one SELECT 1 (" + db + ")",
+			fig: ref{"BenchmarkLists/" + db + "/sites", "ms/req"}, base: ref{"BenchmarkLists/" + db + "/gin-hello-select1", "ms/req"}},
 		list("jobs-page-100", "GET /api/jobs/?page_size=100 vs gin hello", 0.25, "≥ 25% (one client)"),
 		list("jobs-page-100-last", "GET /api/jobs/ last page vs gin hello", 0, ""),
 		list("jobs-page-100-state", "GET /api/jobs/?state=SUCCESS (every job) vs gin hello", 0, ""),
