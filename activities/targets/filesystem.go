@@ -68,8 +68,9 @@ func (f *Filesystem) path(key string) (string, error) {
 // attribute: a reader never sees a partial object, and a writer killed
 // midway leaves nothing behind. Something already at key (an older copy,
 // a damaged one, another writer's) is replaced whole through a temporary
-// name instead (putNamed), as is every object on a filesystem without
-// unnamed files. It does not fsync each file: see Sync.
+// name instead (putNamed, which flushes its file before the rename), as
+// is every object on a filesystem without unnamed files. It does not
+// fsync a new object: see Sync.
 func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	dst, err := f.path(key)
 	if err != nil {
@@ -109,6 +110,15 @@ func (f *Filesystem) putNamed(ctx context.Context, key, dst string, r io.Reader,
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	value, err := writeObject(ctx, tmp, r, size)
+	if err == nil {
+		// The rename may replace an object that stubs of this site or
+		// another rely on, flushed long ago (or one that appears while
+		// this is written): the new bytes reach the disk first. Else a
+		// power cut after the filesystem committed the rename but not
+		// the data (XFS orders nothing between them) leaves an empty
+		// object where a whole one was.
+		err = syncBeforeRename(tmp)
+	}
 	if err != nil {
 		fsutil.Discard(tmp)
 		return fmt.Errorf("put %s: %w", key, err)
@@ -122,6 +132,9 @@ func (f *Filesystem) putNamed(ctx context.Context, key, dst string, r io.Reader,
 	}
 	return nil
 }
+
+// syncBeforeRename is (*os.File).Sync; a test sees when it runs.
+var syncBeforeRename = (*os.File).Sync
 
 // writeObject copies r to w, checking its length against size (unless
 // negative) and, for a ChecksummedReader, its sha256; it answers w's

@@ -516,6 +516,46 @@ func TestFilesystemPutAfterCrash(t *testing.T) {
 	require.Equal(t, want, get(t, d, long))
 }
 
+// TestFilesystemReplacementIsFlushedFirst: an object replaced at its key
+// (which stubs may rely on, flushed long ago) gets its new bytes, whole,
+// onto the disk before the rename that makes the old ones unreachable; a
+// new object, which replaces nothing, is left to the batch's Sync.
+func TestFilesystemReplacementIsFlushedFirst(t *testing.T) {
+	dir := t.TempDir()
+	d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	ctx := context.Background()
+	type flush struct{ written, atKey []byte }
+	var flushes []flush
+	real := syncBeforeRename
+	t.Cleanup(func() { syncBeforeRename = real })
+	syncBeforeRename = func(f *os.File) error {
+		written, err := os.ReadFile(f.Name())
+		require.NoError(t, err)
+		atKey, _ := os.ReadFile(filepath.Join(dir, "a", "f.bin"))
+		flushes = append(flushes, flush{written, atKey})
+		return real(f)
+	}
+
+	old := []byte("the copy stubs rely on")
+	require.NoError(t, d.Put(ctx, "a/f.bin", bytes.NewReader(old), int64(len(old))))
+	require.Empty(t, flushes, "a new object waits for the batch's Sync")
+
+	replacement := bytes.Repeat([]byte("r"), 64<<10)
+	require.NoError(t, d.Put(ctx, "a/f.bin", bytes.NewReader(replacement), int64(len(replacement))))
+	require.Len(t, flushes, 1, "the replacement is flushed")
+	require.Equal(t, replacement, flushes[0].written, "whole when flushed")
+	require.Equal(t, old, flushes[0].atKey, "flushed before the rename")
+	require.Equal(t, replacement, get(t, d, "a/f.bin"))
+
+	syncBeforeRename = func(*os.File) error { return unix.EIO }
+	require.Error(t, d.Put(ctx, "a/f.bin", bytes.NewReader(old), int64(len(old))), "a failed flush fails the Put")
+	require.Equal(t, replacement, get(t, d, "a/f.bin"), "and replaces nothing")
+	entries, err := os.ReadDir(filepath.Join(dir, "a"))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file is left")
+}
+
 // TestFilesystemCreate: Create writes a new file, making its folders, and
 // touches nothing that is already at its key: a file, a folder, or a
 // symlink (whose destination stays as it was).
