@@ -382,11 +382,11 @@ func BenchmarkReceive(b *testing.B) {
 	dir := b.TempDir()
 	a := &Activities{Root: newRoot(b, dir, false), Site: "dst"}
 	spec := TargetSpec{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}
-	defer func() { flushReceived = fsutil.SyncFS }()
+	defer func() { flushSite = fsutil.SyncFS }()
 	var recv, noFlush, cp time.Duration
 	n := 0
 	receiveInto := func(total *time.Duration, flush func(string) error) {
-		flushReceived = flush
+		flushSite = flush
 		n++
 		in := ReceiveInput{JobID: 1, Step: "send", Hydrate: true, Targets: []TargetSpec{spec}, Files: files,
 			DestPath: fmt.Sprintf("/r%d", n)}

@@ -163,6 +163,16 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		err = cjReadOnly(tmp)
 	}
 	if err == nil {
+		// What the snapshot keeps is on disk before it is placed and
+		// reported taken (the space's files may be changed or deleted the
+		// next instant): its copies, and its stubs' markers on their
+		// targets.
+		err = flushSite(a.Root.Dir())
+	}
+	if err == nil {
+		err = sc.drivers.flush(ctx)
+	}
+	if err == nil {
 		fault.Point("snapshot.copied")
 		// The tree renamed is this attempt's own, whole: renamed out of
 		// the folder it holds locked, never over a snapshot another

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -569,6 +570,19 @@ type driverSet struct {
 
 func newDriverSet(specs []TargetSpec, c *vocab.Cipher) *driverSet {
 	return &driverSet{specs: specs, cipher: c, opened: map[string]targets.Driver{}, regex: map[string]*regexp.Regexp{}}
+}
+
+// flush flushes every target opened so far (flushTarget).
+func (s *driverSet) flush(ctx context.Context) error {
+	s.mu.Lock()
+	opened := maps.Clone(s.opened)
+	s.mu.Unlock()
+	for name, d := range opened {
+		if err := flushTarget(ctx, d); err != nil {
+			return fmt.Errorf("flush target %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func (s *driverSet) get(name string) (targets.Driver, error) {

@@ -439,8 +439,8 @@ func (s *stepRun) keepRef(j *job, target targets.Driver) error {
 }
 
 // flushTarget makes what was written to the target durable, on targets
-// that buffer (targets.Syncer).
-func flushTarget(ctx context.Context, target targets.Driver) error {
+// that buffer (targets.Syncer). A variable: tests see when it runs.
+var flushTarget = func(ctx context.Context, target targets.Driver) error {
 	if syncer, ok := target.(targets.Syncer); ok {
 		return syncer.Sync(context.WithoutCancel(ctx))
 	}

@@ -157,15 +157,18 @@ func (a *Activities) Receive(ctx context.Context, in ReceiveInput) (*StepOutput,
 	// loss, and the source, which sent it, would never send it again. A
 	// failed flush fails the batch, whose retry finds the files in place.
 	if slices.ContainsFunc(out.Outcomes, func(o Outcome) bool { return o.State == OutcomeSuccess }) {
-		if err := flushReceived(a.Root.Dir()); err != nil {
+		if err := flushSite(a.Root.Dir()); err != nil {
+			return nil, fmt.Errorf("flush received files: %w", err)
+		}
+		// So are the received stubs' markers, and content put back from a
+		// target's trash: the source's own reference may be gone before a
+		// power cut comes (a send, then a delete at the source).
+		if err := drivers.flush(ctx); err != nil {
 			return nil, fmt.Errorf("flush received files: %w", err)
 		}
 	}
 	return out, a.Root.state.sync()
 }
-
-// flushReceived is fsutil.SyncFS; tests make it fail.
-var flushReceived = fsutil.SyncFS
 
 func (a *Activities) destPath(in ReceiveInput, p string) string {
 	if in.DestPath == "" || in.DestPath == "/" {

@@ -577,7 +577,7 @@ func TestSyncMoveKillAtEveryFaultPoint(t *testing.T) {
 // one flush of the site's filesystem, and a failed flush fails the batch
 // (its retry finds the files in place). A power loss cannot be played
 // here; what is checked is that nothing is reported done before the flush.
-// Not parallel: it sets flushReceived.
+// Not parallel: it sets flushSite.
 func TestReceiveWaitsForTheFlush(t *testing.T) {
 	dir, tdir := t.TempDir(), t.TempDir()
 	a := &Activities{Root: newRoot(t, dir, false), Site: "dst"}
@@ -590,18 +590,18 @@ func TestReceiveWaitsForTheFlush(t *testing.T) {
 		Files: []SentFile{{Path: "/got.txt", Type: TypeFile, Target: "t", Key: contentKey(sum), Checksum: sum,
 			Size: int64(len(data)), Mtime: time.Now().UnixNano()}}}
 	var flushed []string
-	flushReceived = func(d string) error {
+	flushSite = func(d string) error {
 		flushed = append(flushed, d)
 		return unix.EIO
 	}
-	defer func() { flushReceived = fsutil.SyncFS }()
+	defer func() { flushSite = fsutil.SyncFS }()
 
 	var out StepOutput
 	err := runActivity(a, a.Receive, in, &out)
 	require.ErrorContains(t, err, "flush received files")
 	require.Equal(t, []string{a.Root.Dir()}, flushed)
 
-	flushReceived = fsutil.SyncFS
+	flushSite = fsutil.SyncFS
 	out = *receive(t, a, in)
 	require.Equal(t, OutcomeSuccess, out.Outcomes[0].State, out.Outcomes[0].Message)
 	require.Equal(t, "already up to date", out.Outcomes[0].Message, "the retry finds the file in place")

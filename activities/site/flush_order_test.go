@@ -1,0 +1,190 @@
+package site
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/activities/targets"
+)
+
+// The kill tests keep the page cache: a power cut, which loses what was
+// not flushed, cannot be played here. These tests check the order that
+// makes one harmless: what a record, a reference or a report relies on is
+// flushed before it goes or is made. None is parallel: each sets flushSite
+// or flushTarget.
+
+// TestRetriedRecallFlushesFirst: a recall's earlier attempt wrote the data
+// back and was abandoned in its flush (a worker whose attempt timed out
+// while syncfs ran). The retry finds the data whole, hashes it from the
+// page cache, and must still flush it before the record and the reference
+// go: else a power cut leaves the stub's bytes, with no record and no
+// reference, and the collector frees the only copy. Before, only a retry
+// that wrote data itself flushed.
+func TestRetriedRecallFlushesFirst(t *testing.T) {
+	for name, index := range stateBackends {
+		for _, resident := range []bool{false, true} {
+			t.Run(name+map[bool]string{false: "/recall", true: "/delete_on_recall"}[resident], func(t *testing.T) {
+				ctx := context.Background()
+				dir, target := t.TempDir(), fsTarget(t)
+				root := newRoot(t, dir, index)
+				abs := filepath.Join(dir, "f.bin")
+				data := bytes.Repeat([]byte("d"), 64<<10)
+				writeOld(t, abs, data)
+				paths := []string{"/f.bin"}
+				res, err := Migrate(ctx, root, paths, target, "t", StepOptions{})
+				require.NoError(t, err)
+				requireAll(t, res, CodeOK, paths)
+				opts := StepOptions{DeleteOnRecall: resident}
+
+				flushSite = func(string) error { return unix.EIO }
+				t.Cleanup(func() { flushSite = fsutil.SyncFS })
+				res, err = Recall(ctx, root, paths, only("t", target), opts)
+				require.NoError(t, err)
+				requireAll(t, res, CodeFailed, paths)
+				got, err := os.ReadFile(abs)
+				require.NoError(t, err)
+				require.Equal(t, data, got, "the first attempt wrote the data back")
+				rec, err := root.state.get(abs, "f.bin")
+				require.NoError(t, err)
+				require.Equal(t, pendingRecall, rec.Pending, "and left its mark")
+
+				var flushes int
+				flushSite = func(d string) error {
+					flushes++
+					rec, err := root.state.get(abs, "f.bin")
+					require.NoError(t, err)
+					require.NotNil(t, rec, "the record is still there while the data is flushed")
+					require.Equal(t, pendingRecall, rec.Pending)
+					require.Equal(t, 1, countRefs(t, target), "and the reference")
+					return fsutil.SyncFS(d)
+				}
+				res, err = Recall(ctx, root, paths, only("t", target), opts)
+				require.NoError(t, err)
+				requireAll(t, res, CodeOK, paths)
+				require.Contains(t, res[0].Message, "data was local")
+				require.Equal(t, 1, flushes, "the retry flushes the data it found")
+				if resident {
+					require.Equal(t, 0, countRefs(t, target))
+				}
+			})
+		}
+	}
+}
+
+// TestReverseStubOfAPremigratedFileFlushesFirst: reverse_stub of a
+// premigrated file drops its record and reference, after which the local
+// data is the only copy: it is flushed first.
+func TestReverseStubOfAPremigratedFileFlushesFirst(t *testing.T) {
+	ctx := context.Background()
+	dir, target := t.TempDir(), fsTarget(t)
+	root := newRoot(t, dir, false)
+	abs := filepath.Join(dir, "f.bin")
+	writeOld(t, abs, []byte("premigrated data"))
+	paths := []string{"/f.bin"}
+	res, err := Premigrate(ctx, root, paths, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+	var flushes int
+	flushSite = func(d string) error {
+		flushes++
+		require.Equal(t, 1, countRefs(t, target), "the reference is still there while the data is flushed")
+		return fsutil.SyncFS(d)
+	}
+	t.Cleanup(func() { flushSite = fsutil.SyncFS })
+	res, err = ReverseStub(ctx, root, paths, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+	require.Equal(t, 1, flushes)
+	require.Equal(t, 0, countRefs(t, target))
+}
+
+// TestReceivedStubsAreFlushedOnTheirTarget: a send's stubs get references
+// of their own on the shared target; the batch is reported only once the
+// target is flushed with them (the source's reference may be gone before
+// a power cut comes: a send, then a delete at the source), and a failed
+// flush fails the batch. Before, those markers were never flushed.
+func TestReceivedStubsAreFlushedOnTheirTarget(t *testing.T) {
+	dir, tdir := t.TempDir(), t.TempDir()
+	a := &Activities{Root: newRoot(t, dir, false), Site: "dst"}
+	data := []byte("sent content")
+	sum := sha(data)
+	require.NoError(t, os.MkdirAll(filepath.Join(tdir, "objects", sum[:2]), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(tdir, contentKey(sum)), data, 0o644))
+	target, err := targets.NewFilesystem(targets.Config{MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	spec := TargetSpec{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}
+	in := ReceiveInput{JobID: 1, Step: "send", Targets: []TargetSpec{spec},
+		Files: []SentFile{{Path: "/stub.txt", Type: TypeFile, Target: "t", Key: contentKey(sum), Checksum: sum,
+			Size: int64(len(data)), Mtime: time.Now().UnixNano()}}}
+
+	real := flushTarget
+	t.Cleanup(func() { flushTarget = real })
+	flushTarget = func(context.Context, targets.Driver) error { return unix.EIO }
+	var out StepOutput
+	require.Error(t, runActivity(a, a.Receive, in, &out), "a failed flush of the target fails the batch")
+
+	var refsAtFlush []int
+	flushTarget = func(ctx context.Context, d targets.Driver) error {
+		refsAtFlush = append(refsAtFlush, countRefs(t, target))
+		return real(ctx, d)
+	}
+	require.NoError(t, runActivity(a, a.Receive, in, &out))
+	require.Len(t, out.Outcomes, 1)
+	require.Equal(t, OutcomeSuccess, out.Outcomes[0].State, out.Outcomes[0].Message)
+	require.Len(t, refsAtFlush, 1, "one flush of the target")
+	require.Positive(t, refsAtFlush[0])
+	require.Equal(t, countRefs(t, target), refsAtFlush[0], "after the stub's reference was written (the failed attempt's is left for the audit)")
+	rec, err := a.Root.state.get(filepath.Join(dir, "stub.txt"), "stub.txt")
+	require.NoError(t, err)
+	require.NotNil(t, rec)
+	require.Equal(t, Migrated, rec.State)
+}
+
+// TestSnapshotIsFlushedBeforeItIsPlaced: a snapshot's copies and its
+// stubs' references are flushed before the snapshot is placed and reported
+// taken (the space's files may be changed or deleted the next instant);
+// a failed flush takes no snapshot. Before, nothing of a snapshot was
+// flushed.
+func TestSnapshotIsFlushedBeforeItIsPlaced(t *testing.T) {
+	dir, tdir, s := snapshotStubSite(t, false)
+	placed := func() bool {
+		_, err := os.Lstat(filepath.Join(dir, cjSnapshotsDir, "lab", "s1"))
+		return err == nil
+	}
+	t.Cleanup(func() { flushSite = fsutil.SyncFS })
+	flushSite = func(string) error { return unix.EIO }
+	_, err := s.a.cjSnapshot(context.Background(), snapshotOfLab(tdir), false)
+	require.Error(t, err, "a failed flush takes no snapshot")
+	require.False(t, placed())
+
+	var log []string
+	flushSite = func(d string) error {
+		require.False(t, placed(), "flushed before it is placed")
+		build, err := os.ReadDir(filepath.Join(dir, filepath.FromSlash(snapshotsBuild)))
+		require.NoError(t, err)
+		require.NotEmpty(t, build, "with its copies built")
+		log = append(log, "site")
+		return fsutil.SyncFS(d)
+	}
+	real := flushTarget
+	t.Cleanup(func() { flushTarget = real })
+	flushTarget = func(ctx context.Context, d targets.Driver) error {
+		require.False(t, placed(), "the target flushed before it is placed")
+		log = append(log, "target")
+		return real(ctx, d)
+	}
+	msg, err := s.a.cjSnapshot(context.Background(), snapshotOfLab(tdir), false)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(msg, "took "), msg)
+	require.True(t, placed())
+	require.Equal(t, []string{"site", "target"}, log)
+}
