@@ -188,3 +188,52 @@ func TestSnapshotIsFlushedBeforeItIsPlaced(t *testing.T) {
 	require.True(t, placed())
 	require.Equal(t, []string{"site", "target"}, log)
 }
+
+// TestMigrateFlushesItsMarksBeforeReleasing: with records in the files'
+// attributes, the marks a migrate sets before it releases are flushed
+// while every file is still whole (a filesystem without a metadata
+// journal need not commit an attribute before a later truncation); a
+// failed flush releases nothing.
+func TestMigrateFlushesItsMarksBeforeReleasing(t *testing.T) {
+	ctx := context.Background()
+	dir, target := t.TempDir(), fsTarget(t)
+	root := newRoot(t, dir, false)
+	if !root.state.xattr {
+		t.Skip("no user xattrs on this filesystem: marks are in the index, which state.sync flushes")
+	}
+	data := map[string][]byte{"/a.bin": bytes.Repeat([]byte("a"), 8<<10), "/b.bin": bytes.Repeat([]byte("b"), 8<<10)}
+	paths := []string{"/a.bin", "/b.bin"}
+	for p, d := range data {
+		writeOld(t, filepath.Join(dir, p), d)
+	}
+	t.Cleanup(func() { flushSite = fsutil.SyncFS })
+	flushSite = func(string) error { return unix.EIO }
+	res, err := Migrate(ctx, root, paths, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeFailed, paths)
+	for p, d := range data {
+		got, err := os.ReadFile(filepath.Join(dir, p))
+		require.NoError(t, err)
+		require.Equal(t, d, got, "%s: nothing released after a failed flush", p)
+	}
+
+	var flushes int
+	flushSite = func(d string) error {
+		flushes++
+		for p, want := range data {
+			abs := filepath.Join(dir, p)
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%s is whole while its mark is flushed", p)
+			rec, err := root.state.get(abs, strings.TrimPrefix(p, "/"))
+			require.NoError(t, err)
+			require.NotNil(t, rec)
+			require.Equal(t, pendingRelease, rec.Pending, "%s is marked", p)
+		}
+		return fsutil.SyncFS(d)
+	}
+	res, err = Migrate(ctx, root, paths, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+	require.Equal(t, 1, flushes)
+}

@@ -243,9 +243,10 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 }
 
 // flushSite flushes the site's filesystem (fsutil.SyncFS) before a
-// recall drops records and references, a received batch is reported, or
-// a snapshot is placed; tests see when it runs, make it fail, or play a
-// user's save during it.
+// recall drops records and references, a migrate releases files marked
+// in their attributes, a received batch is reported, or a snapshot is
+// placed; tests see when it runs, make it fail, or play a user's save
+// during it.
 var flushSite = fsutil.SyncFS
 
 // restoreMtime gives a recalled file its original mtime back, unless its

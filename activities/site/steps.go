@@ -373,6 +373,7 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 	// Phase 1: mark every file as being released. The marks are made
 	// durable before any data is destroyed, so a crash can only leave
 	// files that a rerun recognises and finishes.
+	var marked atomic.Bool
 	s.finishEach(func(j *job) {
 		fi, err := os.Lstat(j.abs)
 		if err != nil {
@@ -380,7 +381,8 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 			return
 		}
 		if j.next.Pending == pendingRelease {
-			return // resuming: already marked, maybe already truncated
+			marked.Store(true) // by an attempt that may not have flushed
+			return             // resuming: already marked, maybe already truncated
 		}
 		if !j.unchanged(fi) {
 			s.abandon(j, target, errors.New("file changed during migration"))
@@ -392,11 +394,22 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 			s.abandon(j, target, err)
 			return
 		}
+		marked.Store(true)
 		fault.Point("migrate.marked")
 		s.supersede(j, target, targetName)
 	})
 	if err := s.root.state.sync(); err != nil {
 		s.failRest(err)
+	}
+	// Marks in the files' attributes: a filesystem with a metadata
+	// journal commits them before the truncations that follow, one
+	// without (ext2, ext4 without a journal) need not, and a power cut
+	// would leave stubs without records, whose references an audit
+	// then drops. One flush makes them durable first.
+	if marked.Load() && s.root.state.xattr {
+		if err := flushSite(s.root.dir); err != nil {
+			s.failRest(fmt.Errorf("flush release marks: %w", err))
+		}
 	}
 	// Phase 2: truncate, restore the mtime, and drop the pending mark.
 	s.finishEach(func(j *job) {
