@@ -237,3 +237,72 @@ func TestMigrateFlushesItsMarksBeforeReleasing(t *testing.T) {
 	requireAll(t, res, CodeOK, paths)
 	require.Equal(t, 1, flushes)
 }
+
+// TestFlushesReachMountsBeneathTheRoot: a site's tree may hold mounts,
+// which a syncfs of the root's filesystem does not reach. A recall, a
+// migrate's release marks and a received batch on a mount beneath the
+// root flush that mount's filesystem too, once, besides the root's.
+// Before, only the root's was flushed, and a power cut could lose a
+// recalled file whose reference was already dropped.
+func TestFlushesReachMountsBeneathTheRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	mnt := filepath.Join(dir, "mnt")
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"))
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(mnt, &st))
+	mountDev := st.Dev
+	require.NoError(t, unix.Stat(dir, &st))
+	rootDev := st.Dev
+	require.NotEqual(t, rootDev, mountDev)
+
+	var flushed []uint64 // the devices flushed, in order
+	t.Cleanup(func() { flushSite = fsutil.SyncFS })
+	flushSite = func(d string) error {
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(d, &st))
+		flushed = append(flushed, st.Dev)
+		return fsutil.SyncFS(d)
+	}
+	data := bytes.Repeat([]byte("on a mount beneath the root "), 100)
+	writeOld(t, filepath.Join(mnt, "d", "s"), data)
+	writeOld(t, filepath.Join(dir, "r"), data)
+	root := newRoot(t, dir, false)
+	tdir := t.TempDir()
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	paths := []string{"/mnt/d/s", "/r"}
+	res, err := Migrate(ctx, root, paths, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+	if root.state.xattr {
+		require.Equal(t, []uint64{rootDev, mountDev}, flushed, "the release marks, on both filesystems")
+	}
+
+	flushed = nil
+	res, err = Recall(ctx, root, paths, only("t", target), StepOptions{DeleteOnRecall: true})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+	require.Equal(t, []uint64{rootDev, mountDev}, flushed, "the recalled data, on both filesystems")
+	got, err := os.ReadFile(filepath.Join(mnt, "d", "s"))
+	require.NoError(t, err)
+	require.Equal(t, data, got)
+
+	// Received into the mount.
+	sum := sha(data)
+	require.NoError(t, target.Put(ctx, contentKey(sum), bytes.NewReader(data), int64(len(data))))
+	a := &Activities{Root: root, Site: "dst"}
+	in := ReceiveInput{JobID: 1, Step: "send", Hydrate: true, DestPath: "/mnt/got",
+		Targets: []TargetSpec{{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}},
+		Files: []SentFile{{Path: "/f", Type: TypeFile, Target: "t", Key: contentKey(sum), Checksum: sum,
+			Size: int64(len(data)), Mtime: time.Now().UnixNano()}}}
+	flushed = nil
+	out := receive(t, a, in)
+	require.Equal(t, OutcomeSuccess, out.Outcomes[0].State, out.Outcomes[0].Message)
+	require.Equal(t, []uint64{rootDev, mountDev}, flushed, "the received file's filesystem too")
+}

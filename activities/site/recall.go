@@ -13,7 +13,6 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,11 +52,11 @@ func ReverseStub(ctx context.Context, root *Root, paths []string, targetsFn Targ
 func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFunc, opts StepOptions, resident bool) ([]Result, error) {
 	s := newRun(ctx, root, paths, opts)
 	drivers := &driverCache{fn: targetsFn}
-	// flush: some file's record or reference goes below, so its data must
-	// be on disk first, whoever wrote it: this attempt, an earlier one
-	// killed or abandoned before its flush (whose data the page cache may
-	// still hold alone), or the file's user.
-	var flush atomic.Bool
+	// toFlush: the files whose record or reference goes below, so their
+	// data must be on disk first, whoever wrote it: this attempt, an
+	// earlier one killed or abandoned before its flush (whose data the
+	// page cache may still hold alone), or the file's user.
+	var toFlush written
 	s.each(func(j *job) {
 		defer s.prog.add(1)
 		if !s.open(j) {
@@ -74,7 +73,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 				return
 			}
 			j.next, j.note = *rec, "data was local"
-			flush.Store(true)
+			toFlush.add(s.root, j.rel, j.fi)
 			return
 		}
 		j.next = *rec
@@ -83,7 +82,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		if rec.Pending != "" && j.fi.Size() == rec.Size {
 			if sum, err := s.hashFile(j.abs); err == nil && sum == rec.Checksum {
 				j.note = "data was local"
-				flush.Store(true)
+				toFlush.add(s.root, j.rel, j.fi)
 				return
 			}
 		}
@@ -96,17 +95,15 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			j.fail(err)
 			return
 		}
-		flush.Store(true)
+		toFlush.add(s.root, j.rel, j.fi)
 		j.note = "recalled"
 	})
 	// Cancelled, the batch still finishes the files whose data it wrote
 	// (the others were cancelled): a file left whole under a "recall in
 	// progress" mark would count as this recall's whatever its user writes.
 	// One flush for the batch before any record or reference goes.
-	if flush.Load() {
-		if err := flushSite(s.root.dir); err != nil {
-			s.failRest(fmt.Errorf("flush recalled data: %w", err))
-		}
+	if err := toFlush.flush(s.root); err != nil {
+		s.failRest(fmt.Errorf("flush recalled data: %w", err))
 	}
 	s.finishEach(func(j *job) {
 		rec := j.next
@@ -241,13 +238,6 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 	}
 	return f.Close()
 }
-
-// flushSite flushes the site's filesystem (fsutil.SyncFS) before a
-// recall drops records and references, a migrate releases files marked
-// in their attributes, a received batch is reported, or a snapshot is
-// placed; tests see when it runs, make it fail, or play a user's save
-// during it.
-var flushSite = fsutil.SyncFS
 
 // restoreMtime gives a recalled file its original mtime back, unless its
 // user wrote it since the recall did: a save keeps its own mtime (set

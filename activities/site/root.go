@@ -44,6 +44,7 @@ type Root struct {
 	// f is the root folder, opened once: every path is opened beneath it
 	// (see openBeneath), never resolved by name from "/".
 	f     *os.File
+	dev   uint64 // the root's filesystem (device)
 	state *stateStore
 }
 
@@ -91,7 +92,7 @@ func NewRoot(dir string, opts ...RootOption) (*Root, error) {
 	}
 	state := openStateStore(real, !cfg.indexOnly && xattrSupported(real))
 	state.root, state.dir = f, real
-	return &Root{dir: real, f: f, state: state}, nil
+	return &Root{dir: real, f: f, dev: device(fi), state: state}, nil
 }
 
 // Dir returns the root's absolute, symlink-free directory.

@@ -373,7 +373,7 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 	// Phase 1: mark every file as being released. The marks are made
 	// durable before any data is destroyed, so a crash can only leave
 	// files that a rerun recognises and finishes.
-	var marked atomic.Bool
+	var marked written
 	s.finishEach(func(j *job) {
 		fi, err := os.Lstat(j.abs)
 		if err != nil {
@@ -381,8 +381,8 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 			return
 		}
 		if j.next.Pending == pendingRelease {
-			marked.Store(true) // by an attempt that may not have flushed
-			return             // resuming: already marked, maybe already truncated
+			marked.add(s.root, j.rel, fi) // by an attempt that may not have flushed
+			return                        // resuming: already marked, maybe already truncated
 		}
 		if !j.unchanged(fi) {
 			s.abandon(j, target, errors.New("file changed during migration"))
@@ -394,7 +394,7 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 			s.abandon(j, target, err)
 			return
 		}
-		marked.Store(true)
+		marked.add(s.root, j.rel, fi)
 		fault.Point("migrate.marked")
 		s.supersede(j, target, targetName)
 	})
@@ -406,8 +406,8 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 	// without (ext2, ext4 without a journal) need not, and a power cut
 	// would leave stubs without records, whose references an audit
 	// then drops. One flush makes them durable first.
-	if marked.Load() && s.root.state.xattr {
-		if err := flushSite(s.root.dir); err != nil {
+	if s.root.state.xattr {
+		if err := marked.flush(s.root); err != nil {
 			s.failRest(fmt.Errorf("flush release marks: %w", err))
 		}
 	}

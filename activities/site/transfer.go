@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -125,6 +124,7 @@ type ReceiveInput struct {
 func (a *Activities) Receive(ctx context.Context, in ReceiveInput) (*StepOutput, error) {
 	drivers := newDriverSet(in.Targets, a.Cipher)
 	out := &StepOutput{}
+	var toFlush written
 	for i, f := range in.Files {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -149,6 +149,11 @@ func (a *Activities) Receive(ctx context.Context, in ReceiveInput) (*StepOutput,
 			o.State = OutcomeSkipped
 		}
 		out.Outcomes = append(out.Outcomes, o)
+		if o.State == OutcomeSuccess {
+			dest := a.destPath(in, f.Path)
+			fi, _ := a.Root.lstat(dest) // nil when gone meanwhile: the root is flushed still
+			toFlush.add(a.Root, strings.TrimPrefix(dest, "/"), fi)
+		}
 		activity.RecordHeartbeat(ctx, i) // the SDK throttles these
 	}
 	a.Root.indexPaths(ctx, a.receivedPaths(in))
@@ -156,8 +161,8 @@ func (a *Activities) Receive(ctx context.Context, in ReceiveInput) (*StepOutput,
 	// file renamed into place but not flushed can read empty after a power
 	// loss, and the source, which sent it, would never send it again. A
 	// failed flush fails the batch, whose retry finds the files in place.
-	if slices.ContainsFunc(out.Outcomes, func(o Outcome) bool { return o.State == OutcomeSuccess }) {
-		if err := flushSite(a.Root.Dir()); err != nil {
+	if toFlush.any {
+		if err := toFlush.flush(a.Root); err != nil {
 			return nil, fmt.Errorf("flush received files: %w", err)
 		}
 		// So are the received stubs' markers, and content put back from a
