@@ -245,15 +245,9 @@ func TestMigrateFlushesItsMarksBeforeReleasing(t *testing.T) {
 // Before, only the root's was flushed, and a power cut could lose a
 // recalled file whose reference was already dropped.
 func TestFlushesReachMountsBeneathTheRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	mnt := filepath.Join(dir, "mnt")
-	require.NoError(t, os.Mkdir(mnt, 0o755))
-	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"))
-	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	mnt := mountTmpfs(t, dir)
 	var st unix.Stat_t
 	require.NoError(t, unix.Stat(mnt, &st))
 	mountDev := st.Dev

@@ -18,6 +18,8 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
 	"github.com/thehub/hub/activities/targets"
 )
 
@@ -194,6 +196,20 @@ func distinctContents(files map[string]testFile) int {
 		seen[sha(f.data)] = true
 	}
 	return len(seen)
+}
+
+// mountTmpfs mounts a small tmpfs at dir/mnt, a filesystem of its own
+// beneath dir, and answers its path; it skips the test without root.
+func mountTmpfs(t *testing.T, dir string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	mnt := filepath.Join(dir, "mnt")
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"))
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	return mnt
 }
 
 func blocks(t *testing.T, abs string) int64 {

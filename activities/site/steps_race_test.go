@@ -597,15 +597,9 @@ func TestReleaseRestoresADroppedReference(t *testing.T) {
 // under a temporary name, instead, and deletes it with its references.
 // Mounting needs root: skipped otherwise.
 func TestDeleteOnAnotherFilesystem(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	mnt := filepath.Join(dir, "mnt")
-	require.NoError(t, os.Mkdir(mnt, 0o755))
-	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"))
-	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	mnt := mountTmpfs(t, dir)
 	data := bytes.Repeat([]byte("on another filesystem "), 100)
 	writeOld(t, filepath.Join(mnt, "d", "s"), data)
 	root := newRoot(t, dir, true)
