@@ -12,6 +12,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -25,9 +26,10 @@ import (
 // Version is the hub's version, set at build time with -ldflags.
 var Version = "dev"
 
-// Hub returns the hub worker: every workflow and the hub activities.
+// Hub returns the hub worker: every workflow and the hub activities, each
+// activity with its fault point (activityDone).
 func Hub(c client.Client, acts *hubact.Activities) sdkworker.Worker {
-	w := sdkworker.New(c, workflows.HubTaskQueue, sdkworker.Options{})
+	w := sdkworker.New(c, workflows.HubTaskQueue, sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{&activityDone{}}})
 	RegisterWorkflows(w)
 	w.RegisterActivity(acts)
 	return w

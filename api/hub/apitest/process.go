@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/thehub/hub/activities/changes"
+	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/api/auth"
 	hubapi "github.com/thehub/hub/api/hub"
 	"github.com/thehub/hub/models"
@@ -36,11 +38,13 @@ type workerProcess struct {
 	SecretKey               []byte
 }
 
-// RunWorkerProcessIfAsked turns this test binary into a site worker
-// process when StartSiteWorkerProcess started it; call it first in
-// TestMain. The process runs until it is killed and never returns.
+// RunWorkerProcessIfAsked turns this test binary into the child process
+// StartSiteWorkerProcess, StartHubWorkerProcess or StartAPIProcess
+// started it as, if one did; call it first in TestMain. Such a process
+// runs until it is killed and never returns.
 func RunWorkerProcessIfAsked() {
 	runAPIProcessIfAsked()
+	runHubWorkerProcessIfAsked()
 	var p workerProcess
 	fail, asked := childProcess(workerProcessEnv, "site worker process", &p)
 	if !asked {
@@ -74,11 +78,24 @@ func RunWorkerProcessIfAsked() {
 // ends.
 func (e *Env) StartSiteWorkerProcess(cfg worker.SiteConfig, env ...string) *os.Process {
 	cfg.Cipher = nil // passed as its key
-	raw, err := json.Marshal(workerProcess{TemporalAddr: TemporalAddr(e.T), Namespace: e.Namespace, Site: cfg, SecretKey: e.SecretKey})
+	cmd := e.startChild(workerProcessEnv, workerProcess{TemporalAddr: TemporalAddr(e.T), Namespace: e.Namespace,
+		Site: cfg, SecretKey: e.SecretKey}, env, nil)
+	return cmd.Process
+}
+
+// startChild starts this test binary again with cfg (JSON) in variable
+// name and env added to its environment; stdout, when set, receives the
+// child's standard output. The child is killed when the test ends.
+func (e *Env) startChild(name string, cfg any, env []string, stdout *io.ReadCloser) *exec.Cmd {
+	raw, err := json.Marshal(cfg)
 	require.NoError(e.T, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), workerProcessEnv+"="+string(raw)), env...)
+	cmd.Env = append(append(os.Environ(), name+"="+string(raw)), env...)
 	cmd.Stderr = os.Stderr
+	if stdout != nil {
+		*stdout, err = cmd.StdoutPipe()
+		require.NoError(e.T, err)
+	}
 	dieWithParent(cmd)
 	require.NoError(e.T, cmd.Start())
 	done := make(chan struct{})
@@ -87,7 +104,46 @@ func (e *Env) StartSiteWorkerProcess(cfg worker.SiteConfig, env ...string) *os.P
 		_ = cmd.Process.Kill()
 		<-done
 	})
-	return cmd.Process
+	return cmd
+}
+
+// hubWorkerProcessEnv carries, to a re-executed test binary, the hub
+// worker it should run instead of its tests (see StartHubWorkerProcess).
+const hubWorkerProcessEnv = "HUB_TEST_HUB_WORKER_PROCESS"
+
+type hubWorkerProcess struct {
+	TemporalAddr, Namespace, DBURL string
+	SecretKey                      []byte
+}
+
+// runHubWorkerProcessIfAsked runs the hub worker of StartHubWorkerProcess
+// until the process is killed (by the test, or by its own fault point).
+func runHubWorkerProcessIfAsked() {
+	var p hubWorkerProcess
+	fail, asked := childProcess(hubWorkerProcessEnv, "hub worker process", &p)
+	if !asked {
+		return
+	}
+	db, err := models.Open(p.DBURL)
+	if err != nil {
+		fail(err)
+	}
+	cipher, err := vocab.NewCipher(p.SecretKey)
+	if err != nil {
+		fail(err)
+	}
+	w := worker.Hub(dialChild(fail, p.TemporalAddr, p.Namespace), &hubact.Activities{DB: db, Secrets: cipher})
+	fail(w.Run(nil))
+}
+
+// StartHubWorkerProcess runs this Env's hub worker (every workflow and the
+// hub activities) in a child process over the same database and Temporal
+// namespace, with env added to its environment (a fault point, say), so
+// that a test can kill it like a crashed machine. The process is killed
+// when the test ends.
+func (e *Env) StartHubWorkerProcess(env ...string) *os.Process {
+	return e.startChild(hubWorkerProcessEnv, hubWorkerProcess{TemporalAddr: TemporalAddr(e.T), Namespace: e.Namespace,
+		DBURL: e.DBURL, SecretKey: e.SecretKey}, env, nil).Process
 }
 
 // apiProcessEnv carries, to a re-executed test binary, the hub API it
@@ -132,21 +188,8 @@ func runAPIProcessIfAsked() {
 // namespace, with env added to its environment (a fault point, say), and
 // returns its base URL. The process is killed when the test ends.
 func (e *Env) StartAPIProcess(env ...string) string {
-	raw, err := json.Marshal(apiProcess{TemporalAddr: TemporalAddr(e.T), Namespace: e.Namespace, DBURL: e.DBURL})
-	require.NoError(e.T, err)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), apiProcessEnv+"="+string(raw)), env...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(e.T, err)
-	dieWithParent(cmd)
-	require.NoError(e.T, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	e.T.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
+	var out io.ReadCloser
+	e.startChild(apiProcessEnv, apiProcess{TemporalAddr: TemporalAddr(e.T), Namespace: e.Namespace, DBURL: e.DBURL}, env, &out)
 	addr, err := bufio.NewReader(out).ReadString('\n')
 	require.NoError(e.T, err, "the API process did not start")
 	return "http://" + strings.TrimSpace(addr)

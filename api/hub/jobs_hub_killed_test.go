@@ -1,0 +1,93 @@
+package hub_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+
+	"github.com/thehub/hub/api/hub/apitest"
+	"github.com/thehub/hub/workflows"
+	"github.com/thehub/hub/workflows/vocab"
+)
+
+// TestJobSurvivesTheHubWorkerKilled kills the hub worker (SIGKILL, a
+// process of its own) at the worst instant of each of a job's local
+// bookkeeping calls: the call has committed, and the workflow does not
+// know it yet (its fault point "<name>.done"; a local activity's result
+// reaches history only with the workflow task that ran it, so the calls
+// before it in that task run again too, after it). Another hub worker
+// takes the job over; the job ends as if nothing had happened: each file
+// premigrated and counted once, one task for its one batch, the workflow
+// completed. (Killed after SetJobState, a plan read again would have found
+// the job STARTED and taken the start for one delivered twice: the plan
+// is read through the server, recorded first.)
+func TestJobSurvivesTheHubWorkerKilled(t *testing.T) {
+	t.Parallel()
+	calls := []string{"SetJobState", "JobPathsPage", "RecordDiscovery", "JobSite", "StartTask", "FinishTask", "FinishJob"}
+	for _, call := range calls {
+		t.Run(call, func(t *testing.T) {
+			t.Parallel()
+			apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+				s := newJobSite(t, e, "west")
+				files := makeTree(t, s.root, 3)
+				trace := filepath.Join(t.TempDir(), "trace")
+				proc := e.StartHubWorkerProcess("HUB_FAULT_POINT="+call+".done@1", "HUB_FAULT_TRACE="+trace)
+				id := startJob(t, e, "west", "premigrate", []string{"/data"})
+
+				require.Eventually(t, func() bool { return errors.Is(syscall.Kill(proc.Pid, 0), syscall.ESRCH) },
+					time.Minute, 20*time.Millisecond, "the hub worker was not killed")
+				reached, err := os.ReadFile(trace)
+				require.NoError(t, err)
+				require.Contains(t, strings.Fields(string(reached)), call+".done@1")
+
+				e.StartHubWorker()
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				require.NoError(t, e.Temporal.GetWorkflow(ctx, workflows.JobWorkflowID(id), "").Get(ctx, nil))
+				job := waitJob(t, e, id)
+				require.Equal(t, vocab.JobSuccess, job["state"], job)
+				require.EqualValues(t, 3, job["numfiles"], job)
+				require.EqualValues(t, 3, job["numprocessedfiles"], job)
+				for _, list := range []string{"tasks", "jobstats"} {
+					r := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/%s/?job=%d", list, id), nil)
+					require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+					want := map[string]int{"tasks": 1, "jobstats": 3}[list]
+					require.EqualValues(t, want, r.Map()["count"], "%s: %s", list, r.Body)
+				}
+				requireTargetMatches(t, s, files)
+				requireBookkeepingIsLocal(t, e, id)
+			})
+		})
+	}
+}
+
+// requireBookkeepingIsLocal checks that job id's workflow ran its
+// bookkeeping as local activities (in the hub worker, recorded as
+// markers): every activity it scheduled through the server but its plan
+// ran on a site's queue.
+func requireBookkeepingIsLocal(t *testing.T, e *apitest.Env, id int64) {
+	t.Helper()
+	it := e.Temporal.GetWorkflowHistory(context.Background(), workflows.JobWorkflowID(id), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	local := 0
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() != "LoadJobPlan" {
+			require.NotEqual(t, workflows.HubTaskQueue, a.GetTaskQueue().GetName(), "%s ran through the hub's queue", a.GetActivityType().GetName())
+		}
+		if ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" {
+			local++
+		}
+	}
+	require.NotZero(t, local, "no local activity recorded")
+}
