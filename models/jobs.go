@@ -282,6 +282,9 @@ type JobUpdate struct {
 	Leftover        *[]vocab.BatchRef
 	Cancelled       *int64
 	Aborted         *int64
+	// InRun, when set, applies the update only while the job is in that
+	// run (ErrNotFound otherwise).
+	InRun int
 	// Error records why the job failed ("" clears it). A new run (Run)
 	// clears it too.
 	Error *string
@@ -291,6 +294,9 @@ type JobUpdate struct {
 func UpdateJob(ctx context.Context, db bun.IDB, id int64, u JobUpdate) error {
 	now := time.Now().UTC()
 	q := db.NewUpdate().Model((*Job)(nil)).Where("id = ?", id).Set("updated = ?", now)
+	if u.InRun != 0 {
+		q.Where("run = ?", u.InRun)
+	}
 	if u.State != "" {
 		q.Set("state = ?", u.State)
 	}

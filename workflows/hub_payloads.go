@@ -267,7 +267,10 @@ type TaskCounts struct{ Succeeded, Failed, Skipped int }
 // JobEnd closes a run: final state, batches left undone (for resubmit) and
 // the cancelled/aborted path counts they hold.
 type JobEnd struct {
-	JobID     int64
+	JobID int64
+	// Run is the run that ends (0: unknown, from before runs were passed):
+	// a job resubmitted since is left as it is (JobOutcome.Superseded).
+	Run       int
 	State     string // SUCCESS, FAILURE or CANCELLED; SUCCESS becomes has-failures when paths failed
 	Cancelled []vocab.BatchRef
 	Aborted   []vocab.BatchRef
@@ -280,6 +283,10 @@ type JobEnd struct {
 type JobOutcome struct {
 	State       string
 	HasFailures bool
+	// Superseded: the job has moved on to another run (resubmitted after
+	// this run's end was recorded once, or after the hub ended it); nothing
+	// was recorded, and nothing of the run is to be cleaned up.
+	Superseded bool
 }
 
 // CollectTarget names a target to collect and the site that runs the

@@ -593,10 +593,14 @@ func (j *jobRun) syncPauseState() error {
 func (j *jobRun) finish(ctx workflow.Context) error {
 	var s *site.Activities
 	var out JobOutcome
-	err := j.call(j.hub, actFinishJob, JobEnd{JobID: j.jobID, State: vocab.JobSuccess,
+	err := j.call(j.hub, actFinishJob, JobEnd{JobID: j.jobID, Run: j.c.Plan.Run, State: vocab.JobSuccess,
 		Aborted: j.c.Aborted}).Get(ctx, &out)
 	if err != nil {
 		return err
+	}
+	if out.Superseded {
+		workflow.GetLogger(ctx).Warn("job resubmitted before this run's end was recorded: left as it is", "job", j.jobID)
+		return nil
 	}
 	j.state = out.State
 	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(out.State))
@@ -636,9 +640,9 @@ func (j *jobRun) cancel(ctx workflow.Context) error {
 func (j *jobRun) recordCancelled() error {
 	left := append(append([]vocab.BatchRef{}, j.cancelled...), j.c.Queue[j.c.Next:]...)
 	var out JobOutcome
-	err := j.call(j.hub, actFinishJob, JobEnd{JobID: j.jobID, State: vocab.JobCancelled,
+	err := j.call(j.hub, actFinishJob, JobEnd{JobID: j.jobID, Run: j.c.Plan.Run, State: vocab.JobCancelled,
 		Cancelled: left, Aborted: j.c.Aborted}).Get(j.hub, &out)
-	if err != nil {
+	if err != nil || out.Superseded {
 		return err
 	}
 	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(vocab.JobCancelled))
@@ -657,7 +661,7 @@ func (j *jobRun) fail(ctx workflow.Context, cause error) error {
 	workflow.GetLogger(ctx).Error("job failed", "job", j.jobID, "error", cause)
 	// Batches not run yet stay queued for a resubmit.
 	left := append(append([]vocab.BatchRef{}, j.cancelled...), j.c.Queue[min(j.c.Next, len(j.c.Queue)):]...)
-	if err := j.call(j.hub, actFinishJob, JobEnd{JobID: j.jobID,
+	if err := j.call(j.hub, actFinishJob, JobEnd{JobID: j.jobID, Run: j.c.Plan.Run,
 		State: vocab.JobFailure, Cancelled: left, Aborted: j.c.Aborted, Error: failureReason(cause)}).Get(j.hub, nil); err != nil {
 		return err
 	}

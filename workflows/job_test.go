@@ -42,6 +42,11 @@ type jobEnv struct {
 	discover    func(site.DiscoverInput) *site.DiscoverOutput
 	discoveries []site.DiscoverInput
 	recorded    []workflows.DiscoveryDone
+	// superseded is what FinishJob answers for Superseded; endRun is the
+	// run it was told ends, cleanups counts CleanupJob's calls.
+	superseded bool
+	endRun     int
+	cleanups   int
 }
 
 func newJobEnv(t *testing.T, batches int) *jobEnv {
@@ -113,10 +118,13 @@ func newJobEnv(t *testing.T, batches int) *jobEnv {
 		return workflows.TaskCounts{Succeeded: 1}, nil
 	})
 	je.env.OnActivity(hub.FinishJob, mock.Anything, mock.Anything).Return(func(_ context.Context, e workflows.JobEnd) (workflows.JobOutcome, error) {
-		je.outcome = e.State
-		return workflows.JobOutcome{State: e.State}, nil
+		je.outcome, je.endRun = e.State, e.Run
+		return workflows.JobOutcome{State: e.State, Superseded: je.superseded}, nil
 	})
-	je.env.OnActivity(sa.CleanupJob, mock.Anything, mock.Anything).Return(nil)
+	je.env.OnActivity(sa.CleanupJob, mock.Anything, mock.Anything).Return(func(context.Context, int64) error {
+		je.cleanups++
+		return nil
+	})
 	return je
 }
 
@@ -128,6 +136,21 @@ func TestJobWorkflowRunsEveryBatch(t *testing.T) {
 	require.Equal(t, 12, je.steps)
 	require.Equal(t, vocab.JobSuccess, je.outcome)
 	require.Equal(t, []string{vocab.JobStarted}, je.states)
+}
+
+// TestJobWorkflowLeavesALaterRun: a run whose end FinishJob did not
+// record, the job having moved on to another run, cleans up nothing of
+// the job's (its batches may be the new run's leftovers).
+func TestJobWorkflowLeavesALaterRun(t *testing.T) {
+	t.Parallel()
+	for _, superseded := range []bool{false, true} {
+		je := newJobEnv(t, 2)
+		je.superseded = superseded
+		je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1})
+		require.NoError(t, je.env.GetWorkflowError())
+		require.Equal(t, je.plan.Run, je.endRun, "the end names its run")
+		require.Equal(t, map[bool]int{false: 1, true: 0}[superseded], je.cleanups, "superseded: %v", superseded)
+	}
 }
 
 func TestJobWorkflowContinuesAsNewWithACursor(t *testing.T) {

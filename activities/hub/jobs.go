@@ -426,7 +426,8 @@ func codeOf(state string) string {
 
 // FinishJob records a run's end. A SUCCESS with failed, cancelled or
 // aborted paths is stored as SUCCESS with has_failures; a run where every
-// path failed is FAILURE.
+// path failed is FAILURE. The end of a run the job has left (a call run
+// again after the job was resubmitted) records nothing (Superseded).
 func (a *Activities) FinishJob(ctx context.Context, e workflows.JobEnd) (workflows.JobOutcome, error) {
 	if err := models.CancelOpenTasks(ctx, a.DB, e.JobID); err != nil {
 		return workflows.JobOutcome{}, err
@@ -458,8 +459,11 @@ func (a *Activities) FinishJob(ctx context.Context, e workflows.JobEnd) (workflo
 		}
 	}
 	reason = shorten(vocab.CleanErrorText(reason), maxJobError)
-	err = models.UpdateJob(ctx, a.DB, e.JobID, models.JobUpdate{State: out.State, Completed: true,
+	err = models.UpdateJob(ctx, a.DB, e.JobID, models.JobUpdate{InRun: e.Run, State: out.State, Completed: true,
 		HasFailures: &out.HasFailures, Leftover: &leftover, Cancelled: &cancelled, Aborted: &aborted, Error: &reason})
+	if errors.Is(err, models.ErrNotFound) && e.Run != 0 {
+		return workflows.JobOutcome{State: j.State, Superseded: true}, nil // in another run (or deleted)
+	}
 	if err != nil {
 		return out, err
 	}

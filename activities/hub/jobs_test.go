@@ -144,3 +144,49 @@ func TestJobStateKeepsACancel(t *testing.T) {
 		require.Equal(t, vocab.JobCancelled, state(cancelled.ID))
 	})
 }
+
+// TestFinishJobLeavesALaterRun: a run's end recorded again (the call
+// run once more after a hub worker died, or a workflow the hub had ended
+// waking up) after the job was resubmitted records nothing over the new
+// run; nothing of the old run is to be cleaned up. The new run's end is
+// recorded.
+func TestFinishJobLeavesALaterRun(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		site, err := models.EnsureSite(ctx, db, "runs")
+		require.NoError(t, err)
+		a := &hubact.Activities{DB: db}
+		j := createJob(t, db, site, "", []string{"/a"})
+		end := workflows.JobEnd{JobID: j.ID, Run: j.Run, State: vocab.JobFailure, Error: "broke",
+			Aborted: []vocab.BatchRef{{Run: j.Run, Index: 0, N: 3}}}
+		out, err := a.FinishJob(ctx, end)
+		require.NoError(t, err)
+		require.Equal(t, workflows.JobOutcome{State: vocab.JobFailure, HasFailures: true}, out)
+
+		next := j.Run + 1 // resubmitted
+		require.NoError(t, models.UpdateJob(ctx, db, j.ID, models.JobUpdate{State: vocab.JobPending, Run: &next}))
+		before, err := models.GetJob(ctx, db, j.ID)
+		require.NoError(t, err)
+		out, err = a.FinishJob(ctx, end)
+		require.NoError(t, err)
+		require.True(t, out.Superseded)
+		require.Equal(t, vocab.JobPending, out.State)
+		after, err := models.GetJob(ctx, db, j.ID)
+		require.NoError(t, err)
+		after.Updated = before.Updated // its counts were counted again, to the same
+		require.Equal(t, before, after, "the new run is left as it was")
+
+		out, err = a.FinishJob(ctx, workflows.JobEnd{JobID: j.ID, Run: next, State: vocab.JobSuccess})
+		require.NoError(t, err)
+		require.False(t, out.Superseded)
+		after, err = models.GetJob(ctx, db, j.ID)
+		require.NoError(t, err)
+		require.Equal(t, vocab.JobSuccess, after.State)
+		require.Equal(t, next, after.Run)
+
+		// Resubmitted between FinishJob's read and its write: the write
+		// applies only in the run it was read in.
+		require.ErrorIs(t, models.UpdateJob(ctx, db, j.ID, models.JobUpdate{InRun: j.Run, State: vocab.JobFailure}), models.ErrNotFound)
+	})
+}
