@@ -257,12 +257,16 @@ func MarkCancelling(ctx context.Context, db bun.IDB, id int64) error {
 // workflow sees it, unless the job is CANCELLING or has ended: a cancel
 // recorded by the API while the workflow was starting, pausing or
 // resuming is not undone by it (the workflow receives the cancel next).
-// A job in such a state is left as it is, without an error.
-func SetRunningState(ctx context.Context, db bun.IDB, id int64, state string, started bool) error {
+// A job in such a state, or (run not 0) in another run, is left as it
+// is, without an error.
+func SetRunningState(ctx context.Context, db bun.IDB, id int64, run int, state string, started bool) error {
 	now := time.Now().UTC()
 	q := db.NewUpdate().Model((*Job)(nil)).Where("id = ? AND state NOT IN (?)", id,
 		bun.In([]string{vocab.JobCancelling, vocab.JobSuccess, vocab.JobFailure, vocab.JobCancelled})).
 		Set("state = ?", state).Set("updated = ?", now)
+	if run != 0 {
+		q.Where("run = ?", run)
+	}
 	if started {
 		q.Set("started = COALESCE(started, ?)", now)
 	}

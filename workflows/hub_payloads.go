@@ -219,7 +219,10 @@ type JobPathsPage struct {
 
 // JobStateChange moves a job to a state.
 type JobStateChange struct {
-	JobID     int64
+	JobID int64
+	// Run is the run whose state this is (0: unknown, from before runs
+	// were passed): a job in another run is left as it is.
+	Run       int
 	State     string
 	Started   bool
 	Completed bool

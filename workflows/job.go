@@ -268,7 +268,7 @@ func (j *jobRun) call(ctx workflow.Context, name string, args ...any) workflow.F
 }
 
 func (j *jobRun) setState(state string, started, completed bool) error {
-	err := j.call(j.hub, actSetJobState, JobStateChange{JobID: j.jobID, State: state,
+	err := j.call(j.hub, actSetJobState, JobStateChange{JobID: j.jobID, Run: j.c.Plan.Run, State: state,
 		Started: started, Completed: completed}).Get(j.hub, nil)
 	if err != nil {
 		return err

@@ -309,12 +309,17 @@ func notFoundIsFinal(err error) error {
 	return err
 }
 
-// SetJobState records a job's state.
+// SetJobState records a job's state, unless the job has moved on to
+// another run than c's (the call run again after a resubmit).
 func (a *Activities) SetJobState(ctx context.Context, c workflows.JobStateChange) error {
 	if c.Completed || vocab.JobFinished(c.State) {
-		return models.UpdateJob(ctx, a.DB, c.JobID, models.JobUpdate{State: c.State, Started: c.Started, Completed: c.Completed})
+		err := models.UpdateJob(ctx, a.DB, c.JobID, models.JobUpdate{InRun: c.Run, State: c.State, Started: c.Started, Completed: c.Completed})
+		if errors.Is(err, models.ErrNotFound) && c.Run != 0 {
+			return nil
+		}
+		return err
 	}
-	return models.SetRunningState(ctx, a.DB, c.JobID, c.State, c.Started)
+	return models.SetRunningState(ctx, a.DB, c.JobID, c.Run, c.State, c.Started)
 }
 
 // RecordDiscovery stores discovery's counts and failures.

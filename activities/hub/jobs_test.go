@@ -145,12 +145,13 @@ func TestJobStateKeepsACancel(t *testing.T) {
 	})
 }
 
-// TestFinishJobLeavesALaterRun: a run's end recorded again (the call
-// run once more after a hub worker died, or a workflow the hub had ended
-// waking up) after the job was resubmitted records nothing over the new
-// run; nothing of the old run is to be cleaned up. The new run's end is
-// recorded.
-func TestFinishJobLeavesALaterRun(t *testing.T) {
+// TestAnOldRunLeavesTheNextAlone: a run's state or end recorded again
+// (the calls run once more after a hub worker died, or a workflow the hub
+// had ended waking up) after the job was resubmitted records nothing over
+// the new run, which would otherwise never start (its start finds the job
+// no longer PENDING); nothing of the old run is to be cleaned up. The new
+// run's end is recorded.
+func TestAnOldRunLeavesTheNextAlone(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
@@ -168,6 +169,9 @@ func TestFinishJobLeavesALaterRun(t *testing.T) {
 		require.NoError(t, models.UpdateJob(ctx, db, j.ID, models.JobUpdate{State: vocab.JobPending, Run: &next}))
 		before, err := models.GetJob(ctx, db, j.ID)
 		require.NoError(t, err)
+		for _, s := range []string{vocab.JobStarted, vocab.JobPaused, vocab.JobCancelled} {
+			require.NoError(t, a.SetJobState(ctx, workflows.JobStateChange{JobID: j.ID, Run: j.Run, State: s, Started: true}))
+		}
 		out, err = a.FinishJob(ctx, end)
 		require.NoError(t, err)
 		require.True(t, out.Superseded)
