@@ -322,9 +322,10 @@ func (a *Activities) SetJobState(ctx context.Context, c workflows.JobStateChange
 	return models.SetRunningState(ctx, a.DB, c.JobID, c.Run, c.State, c.Started)
 }
 
-// RecordDiscovery stores discovery's counts and failures.
+// RecordDiscovery stores discovery's counts and failures, unless the job
+// has moved on to another run than d's.
 func (a *Activities) RecordDiscovery(ctx context.Context, d workflows.DiscoveryDone) error {
-	u := models.JobUpdate{}
+	u := models.JobUpdate{InRun: d.Run}
 	if d.Final {
 		t := true
 		u.DirWalkComplete = &t
@@ -335,7 +336,9 @@ func (a *Activities) RecordDiscovery(ctx context.Context, d workflows.DiscoveryD
 	case d.Final:
 		u.NumFiles = &d.Files
 	}
-	if err := models.UpdateJob(ctx, a.DB, d.JobID, u); err != nil {
+	if err := models.UpdateJob(ctx, a.DB, d.JobID, u); errors.Is(err, models.ErrNotFound) && d.Run != 0 {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if len(d.Failed) == 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	hubact "github.com/thehub/hub/activities/hub"
+	siteact "github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/models/dbtest"
 	"github.com/thehub/hub/workflows"
@@ -172,6 +173,8 @@ func TestAnOldRunLeavesTheNextAlone(t *testing.T) {
 		for _, s := range []string{vocab.JobStarted, vocab.JobPaused, vocab.JobCancelled} {
 			require.NoError(t, a.SetJobState(ctx, workflows.JobStateChange{JobID: j.ID, Run: j.Run, State: s, Started: true}))
 		}
+		require.NoError(t, a.RecordDiscovery(ctx, workflows.DiscoveryDone{JobID: j.ID, Run: j.Run, Files: 7, Final: true,
+			Failed: []siteact.Outcome{{Path: "/gone", State: siteact.OutcomeFailure}}}))
 		out, err = a.FinishJob(ctx, end)
 		require.NoError(t, err)
 		require.True(t, out.Superseded)
