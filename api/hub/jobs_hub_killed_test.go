@@ -40,20 +40,10 @@ func TestJobSurvivesTheHubWorkerKilled(t *testing.T) {
 			apitest.Each(t, func(t *testing.T, e *apitest.Env) {
 				s := newJobSite(t, e, "west")
 				files := makeTree(t, s.root, 3)
-				trace := filepath.Join(t.TempDir(), "trace")
-				proc := e.StartHubWorkerProcess("HUB_FAULT_POINT="+call+".done@1", "HUB_FAULT_TRACE="+trace)
-				id := startJob(t, e, "west", "premigrate", []string{"/data"})
-
-				require.Eventually(t, func() bool { return errors.Is(syscall.Kill(proc.Pid, 0), syscall.ESRCH) },
-					time.Minute, 20*time.Millisecond, "the hub worker was not killed")
-				reached, err := os.ReadFile(trace)
-				require.NoError(t, err)
-				require.Contains(t, strings.Fields(string(reached)), call+".done@1")
+				id := killHubWorkerAt(t, e, call+".done@1", []string{"/data"})
 
 				e.StartHubWorker()
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				require.NoError(t, e.Temporal.GetWorkflow(ctx, workflows.JobWorkflowID(id), "").Get(ctx, nil))
+				requireWorkflowDone(t, e, id)
 				job := waitJob(t, e, id)
 				require.Equal(t, vocab.JobSuccess, job["state"], job)
 				require.EqualValues(t, 3, job["numfiles"], job)
@@ -69,6 +59,62 @@ func TestJobSurvivesTheHubWorkerKilled(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestResubmitWhileTheHubWorkerIsDown: the hub worker dies right after
+// recording a job's end (SUCCESS with a path that failed); the job is
+// resubmitted before another worker takes over. The old run's workflow,
+// running its last calls again, must not record its state or end over
+// the new run (which would then never start): the new run runs.
+func TestResubmitWhileTheHubWorkerIsDown(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		s := newJobSite(t, e, "west")
+		makeTree(t, s.root, 3)
+		id := killHubWorkerAt(t, e, "FinishJob.done@1", []string{"/data", "/missing"})
+		job := jobState(e, id)
+		require.Equal(t, vocab.JobSuccess, job["state"], job)
+		require.Equal(t, true, job["has_failures"], job)
+
+		r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/resubmit/", id), nil)
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		e.StartHubWorker()
+		requireWorkflowDone(t, e, id) // the old run's
+		require.Eventually(t, func() bool {
+			deliverAll(t, e) // the new run's start, refused while the old run closed
+			return workflowRuns(t, e, workflows.JobWorkflowID(id)) == 2
+		}, time.Minute, 200*time.Millisecond, "the new run never started")
+		requireWorkflowDone(t, e, id)
+		job = waitJob(t, e, id)
+		require.Equal(t, vocab.JobSuccess, job["state"], job)
+		require.EqualValues(t, 2, job["run"], job)
+	})
+}
+
+// killHubWorkerAt runs the hub worker in a process of its own that kills
+// itself at fault point (HUB_FAULT_POINT), starts a premigrate job of
+// paths at site west, and returns the job's id once the process is dead,
+// having reached point.
+func killHubWorkerAt(t *testing.T, e *apitest.Env, point string, paths []string) int64 {
+	t.Helper()
+	trace := filepath.Join(t.TempDir(), "trace")
+	proc := e.StartHubWorkerProcess("HUB_FAULT_POINT="+point, "HUB_FAULT_TRACE="+trace)
+	id := startJob(t, e, "west", "premigrate", paths)
+	require.Eventually(t, func() bool { return errors.Is(syscall.Kill(proc.Pid, 0), syscall.ESRCH) },
+		time.Minute, 20*time.Millisecond, "the hub worker was not killed")
+	reached, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	require.Contains(t, strings.Fields(string(reached)), point)
+	return id
+}
+
+// requireWorkflowDone waits for the latest run of job id's workflow to
+// complete.
+func requireWorkflowDone(t *testing.T, e *apitest.Env, id int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, e.Temporal.GetWorkflow(ctx, workflows.JobWorkflowID(id), "").Get(ctx, nil))
 }
 
 // requireBookkeepingIsLocal checks that job id's workflow ran its
