@@ -103,20 +103,26 @@ const (
 //     PENDING ends at once.
 //
 // Version jobV2: the job's bookkeeping at the hub (its states, discovery
-// pages, tasks and end) runs as local activities, in the hub worker that
-// runs the workflow, rather than through the hub's task queue: each call
-// saves a round trip through the Temporal server (about 5 to 10 ms of a
-// one-file job's 10 hops), and consecutive calls share one workflow task.
-// The calls are the same idempotent hub activities, but a local
-// activity's answer reaches history only with its workflow task: a
-// worker that dies before runs the task's calls again, each seeing the
-// writes of those after it. So the plan (LoadJobPlan), whose answer
-// decides whether this start is its run's first, is still read by an
-// activity through the server, recorded before the job writes anything.
+// pages, tasks and end) runs as local activities, in the hub
+// worker that runs the workflow, rather than through the hub's task
+// queue: each call saves a round trip through the Temporal server (about
+// 5 to 10 ms of a one-file job's 10 hops), and consecutive calls share
+// one workflow task. The calls are the same idempotent hub activities,
+// but a local activity's answer reaches history only with its workflow
+// task: a worker that dies before runs the task's calls again, each
+// seeing the writes of those after it, and with whatever signals came
+// meanwhile. So the plan (LoadJobPlan), whose answer decides whether
+// this start is its run's first, is still read through the server,
+// recorded before the job writes anything. A local call whose database
+// fails for two minutes goes through the server too (call).
+//
+// Version jobV3: the pause states go through the server too: they follow
+// signals (setState).
 const (
 	jobChange = "job-paged-by-id-wait-cancel-once"
 	jobV1     = 1
 	jobV2     = 2
+	jobV3     = 3
 )
 
 var (
@@ -125,13 +131,15 @@ var (
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second},
 	}
-	// hubLocalOptions: the same bookkeeping as a local activity (jobV2),
-	// which needs a bound on its retries: a month of a database that does
-	// not answer.
+	// hubLocalOptions: the same bookkeeping as a local activity (jobV2).
+	// Its retries stay in the worker while they wait less than a workflow
+	// task's timeout (10 s); a longer wait would be a timer in history,
+	// one per retry. After two minutes the call goes through the server
+	// instead (jobRun.call).
 	hubLocalOptions = workflow.LocalActivityOptions{
 		StartToCloseTimeout:    hubOptions.StartToCloseTimeout,
-		ScheduleToCloseTimeout: 30 * 24 * time.Hour,
-		RetryPolicy:            hubOptions.RetryPolicy,
+		ScheduleToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 5 * time.Second},
 	}
 	// siteHeartbeat is how soon a dead site worker's activity is retried
 	// elsewhere, and how soon a cancellation reaches a running step.
@@ -197,7 +205,7 @@ type jobRun struct {
 }
 
 func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
-	j.version = workflow.GetVersion(ctx, jobChange, workflow.DefaultVersion, jobV2)
+	j.version = workflow.GetVersion(ctx, jobChange, workflow.DefaultVersion, jobV3)
 	j.hub = hubContext(ctx)
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (JobProgress, error) {
 		return JobProgress{JobID: j.jobID, State: j.state, Batches: len(j.c.Queue), BatchesDone: j.c.Done,
@@ -247,7 +255,7 @@ func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
 			return j.recordCancelled()
 		}
 	}
-	return j.setState(vocab.JobStarted, true, false)
+	return j.setState(vocab.JobStarted, true)
 }
 
 // hubContext is the context of a job's bookkeeping at the hub, which
@@ -258,18 +266,38 @@ func hubContext(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(workflow.WithActivityOptions(dctx, hubOptions), hubLocalOptions)
 }
 
-// call runs hub activity name on ctx (from hubContext): from jobV2 on as a
-// local activity, before as an activity on the hub's task queue.
-func (j *jobRun) call(ctx workflow.Context, name string, args ...any) workflow.Future {
-	if j.version >= jobV2 {
-		return workflow.ExecuteLocalActivity(ctx, name, args...)
+// call runs hub activity name with args on ctx (from hubContext) and
+// decodes its result into out (nil: none). From jobV2 on it runs as a
+// local activity, retried in the worker for a couple of minutes, then,
+// if the database still fails, as an activity through the server, which
+// retries without adding to history for as long as it takes; before
+// jobV2, as an activity on the hub's task queue. A local activity gets
+// args as they are, not a copy: hub activities must not change them.
+func (j *jobRun) call(ctx workflow.Context, out any, name string, args ...any) error {
+	if j.version < jobV2 {
+		return workflow.ExecuteActivity(ctx, name, args...).Get(ctx, out)
 	}
-	return workflow.ExecuteActivity(ctx, name, args...)
+	err := workflow.ExecuteLocalActivity(ctx, name, args...).Get(ctx, out)
+	var app *temporal.ApplicationError
+	if err == nil || temporal.IsCanceledError(err) || (errors.As(err, &app) && app.NonRetryable()) {
+		return err
+	}
+	return workflow.ExecuteActivity(ctx, name, args...).Get(ctx, out)
 }
 
-func (j *jobRun) setState(state string, started, completed bool) error {
-	err := j.call(j.hub, actSetJobState, JobStateChange{JobID: j.jobID, Run: j.c.Plan.Run, State: state,
-		Started: started, Completed: completed}).Get(j.hub, nil)
+// setState records the job's state at the hub. A run's first state
+// (started) is a local call; from jobV3 on, the pause states go through
+// the server: they follow signals, and a workflow task run again after
+// its worker died may see other signals than its lost first run did,
+// which would leave the state that run recorded standing.
+func (j *jobRun) setState(state string, started bool) error {
+	change := JobStateChange{JobID: j.jobID, Run: j.c.Plan.Run, State: state, Started: started}
+	var err error
+	if started || j.version < jobV3 {
+		err = j.call(j.hub, nil, actSetJobState, change)
+	} else {
+		err = workflow.ExecuteActivity(j.hub, actSetJobState, change).Get(j.hub, nil)
+	}
 	if err != nil {
 		return err
 	}
@@ -349,8 +377,8 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 			return err
 		}
 		j.c.Snapdiff = out.Snapdiff
-		if err := j.call(j.hub, actRecordDiscovery, DiscoveryDone{JobID: j.jobID, Run: p.Run,
-			Files: out.Files, Failed: out.Failed, Final: true}).Get(ctx, nil); err != nil {
+		if err := j.call(j.hub, nil, actRecordDiscovery, DiscoveryDone{JobID: j.jobID, Run: p.Run,
+			Files: out.Files, Failed: out.Failed, Final: true}); err != nil {
 			return err
 		}
 		j.c.Prepared = true
@@ -361,7 +389,7 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 			return j.continueAsNew(ctx)
 		}
 		var paths []string
-		if err := j.call(j.hub, actFailedPathsPage, j.jobID, j.c.FailedAfter, failedPathsPage).Get(ctx, &paths); err != nil {
+		if err := j.call(j.hub, &paths, actFailedPathsPage, j.jobID, j.c.FailedAfter, failedPathsPage); err != nil {
 			return err
 		}
 		if len(paths) == 0 {
@@ -374,8 +402,8 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 			return err
 		}
 		j.c.Pages++
-		if err := j.call(j.hub, actRecordDiscovery, DiscoveryDone{JobID: j.jobID, Run: p.Run,
-			Files: out.Files, Failed: out.Failed, Page: j.c.Pages}).Get(ctx, nil); err != nil {
+		if err := j.call(j.hub, nil, actRecordDiscovery, DiscoveryDone{JobID: j.jobID, Run: p.Run,
+			Files: out.Files, Failed: out.Failed, Page: j.c.Pages}); err != nil {
 			return err
 		}
 	}
@@ -394,8 +422,8 @@ func (j *jobRun) discoverPages(ctx workflow.Context, discover func(site.Discover
 			return j.continueAsNew(ctx)
 		}
 		var page JobPathsPage
-		err := j.call(j.hub, actJobPathsPage, JobPathsRequest{JobID: j.jobID, Next: j.c.PathsNext,
-			Limit: pathsPageLimit, MaxBytes: pathsPageBytes}).Get(ctx, &page)
+		err := j.call(j.hub, &page, actJobPathsPage, JobPathsRequest{JobID: j.jobID, Next: j.c.PathsNext,
+			Limit: pathsPageLimit, MaxBytes: pathsPageBytes})
 		if err != nil {
 			return err
 		}
@@ -418,8 +446,8 @@ func (j *jobRun) discoverPages(ctx workflow.Context, discover func(site.Discover
 		j.c.Pages++
 		j.c.PathsNext = page.Next
 		j.c.Found += out.Files + int64(len(out.Failed))
-		err = j.call(j.hub, actRecordDiscovery, DiscoveryDone{JobID: j.jobID, Run: p.Run, Files: out.Files,
-			Failed: out.Failed, Final: page.Done, Page: j.c.Pages, Paged: true, Found: j.c.Found}).Get(ctx, nil)
+		err = j.call(j.hub, nil, actRecordDiscovery, DiscoveryDone{JobID: j.jobID, Run: p.Run, Files: out.Files,
+			Failed: out.Failed, Final: page.Done, Page: j.c.Pages, Paged: true, Found: j.c.Found})
 		if err != nil {
 			return err
 		}
@@ -481,8 +509,8 @@ func (j *jobRun) runBatch(ctx workflow.Context, b vocab.BatchRef) error {
 	sctx := workflow.WithActivityOptions(ctx, j.stepOptions(p, p.StepTimeout))
 	for k, step := range p.Chains[b.Rule] {
 		var taskID int64
-		err := j.call(hctx, actStartTask, TaskStart{JobID: j.jobID, Site: p.Site, Queue: p.Queue,
-			Run: p.Run, Batch: b.Index, BatchRun: b.Run, Step: k, Name: step.Name, NumPaths: b.N}).Get(hctx, &taskID)
+		err := j.call(hctx, &taskID, actStartTask, TaskStart{JobID: j.jobID, Site: p.Site, Queue: p.Queue,
+			Run: p.Run, Batch: b.Index, BatchRun: b.Run, Step: k, Name: step.Name, NumPaths: b.N})
 		if err != nil {
 			return err
 		}
@@ -513,7 +541,7 @@ func (j *jobRun) runBatch(ctx workflow.Context, b vocab.BatchRef) error {
 					stepOptions(p, p.StepTimeout).ScheduleToCloseTimeout, p.Site)
 			}
 		}
-		err = j.call(hctx, actFinishTask, end).Get(hctx, nil)
+		err = j.call(hctx, nil, actFinishTask, end)
 		j.unrecorded -= unrecorded
 		if err != nil {
 			return err
@@ -567,7 +595,7 @@ func (j *jobRun) stepOptions(p *JobPlan, timeout time.Duration) workflow.Activit
 // name.
 func (j *jobRun) refreshSite(hctx workflow.Context) error {
 	var ref SiteRef
-	if err := j.call(hctx, actJobSite, j.jobID).Get(hctx, &ref); err != nil {
+	if err := j.call(hctx, &ref, actJobSite, j.jobID); err != nil {
 		return err
 	}
 	j.c.Plan.Site = ref.Name
@@ -587,14 +615,14 @@ func (j *jobRun) syncPauseState() error {
 	if want == j.state {
 		return nil
 	}
-	return j.setState(want, false, false)
+	return j.setState(want, false)
 }
 
 func (j *jobRun) finish(ctx workflow.Context) error {
 	var s *site.Activities
 	var out JobOutcome
-	err := j.call(j.hub, actFinishJob, JobEnd{JobID: j.jobID, Run: j.c.Plan.Run, State: vocab.JobSuccess,
-		Aborted: j.c.Aborted}).Get(ctx, &out)
+	err := j.call(j.hub, &out, actFinishJob, JobEnd{JobID: j.jobID, Run: j.c.Plan.Run, State: vocab.JobSuccess,
+		Aborted: j.c.Aborted})
 	if err != nil {
 		return err
 	}
@@ -640,8 +668,8 @@ func (j *jobRun) cancel(ctx workflow.Context) error {
 func (j *jobRun) recordCancelled() error {
 	left := append(append([]vocab.BatchRef{}, j.cancelled...), j.c.Queue[j.c.Next:]...)
 	var out JobOutcome
-	err := j.call(j.hub, actFinishJob, JobEnd{JobID: j.jobID, Run: j.c.Plan.Run, State: vocab.JobCancelled,
-		Cancelled: left, Aborted: j.c.Aborted}).Get(j.hub, &out)
+	err := j.call(j.hub, &out, actFinishJob, JobEnd{JobID: j.jobID, Run: j.c.Plan.Run, State: vocab.JobCancelled,
+		Cancelled: left, Aborted: j.c.Aborted})
 	if err != nil || out.Superseded {
 		return err
 	}
@@ -661,8 +689,9 @@ func (j *jobRun) fail(ctx workflow.Context, cause error) error {
 	workflow.GetLogger(ctx).Error("job failed", "job", j.jobID, "error", cause)
 	// Batches not run yet stay queued for a resubmit.
 	left := append(append([]vocab.BatchRef{}, j.cancelled...), j.c.Queue[min(j.c.Next, len(j.c.Queue)):]...)
-	if err := j.call(j.hub, actFinishJob, JobEnd{JobID: j.jobID, Run: j.c.Plan.Run,
-		State: vocab.JobFailure, Cancelled: left, Aborted: j.c.Aborted, Error: failureReason(cause)}).Get(j.hub, nil); err != nil {
+	var out JobOutcome
+	if err := j.call(j.hub, &out, actFinishJob, JobEnd{JobID: j.jobID, Run: j.c.Plan.Run,
+		State: vocab.JobFailure, Cancelled: left, Aborted: j.c.Aborted, Error: failureReason(cause)}); err != nil || out.Superseded {
 		return err
 	}
 	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(vocab.JobFailure))

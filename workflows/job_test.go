@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -47,6 +48,13 @@ type jobEnv struct {
 	superseded bool
 	endRun     int
 	cleanups   int
+	// localDown fails every FinishTask run as a local activity, counted
+	// in localFinishes.
+	localDown     bool
+	localFinishes int
+	// statesLocal tells, for each of states, whether it was recorded by a
+	// local activity.
+	statesLocal []bool
 }
 
 func newJobEnv(t *testing.T, batches int) *jobEnv {
@@ -64,10 +72,11 @@ func newJobEnv(t *testing.T, batches int) *jobEnv {
 		p := je.plan
 		return &p, nil
 	})
-	je.env.OnActivity(hub.SetJobState, mock.Anything, mock.Anything).Return(func(_ context.Context, c workflows.JobStateChange) error {
+	je.env.OnActivity(hub.SetJobState, mock.Anything, mock.Anything).Return(func(ctx context.Context, c workflows.JobStateChange) error {
 		je.mu.Lock()
 		defer je.mu.Unlock()
 		je.states = append(je.states, c.State)
+		je.statesLocal = append(je.statesLocal, activity.GetInfo(ctx).IsLocalActivity)
 		return nil
 	})
 	out := &site.DiscoverOutput{Files: int64(batches)}
@@ -111,9 +120,15 @@ func newJobEnv(t *testing.T, batches int) *jobEnv {
 		}
 		return &site.StepOutput{Outcomes: []site.Outcome{{Path: "/f", State: site.OutcomeSuccess}}}, nil
 	})
-	je.env.OnActivity(hub.FinishTask, mock.Anything, mock.Anything).Return(func(_ context.Context, end workflows.TaskEnd) (workflows.TaskCounts, error) {
+	je.env.OnActivity(hub.FinishTask, mock.Anything, mock.Anything).Return(func(ctx context.Context, end workflows.TaskEnd) (workflows.TaskCounts, error) {
 		je.mu.Lock()
 		defer je.mu.Unlock()
+		if activity.GetInfo(ctx).IsLocalActivity {
+			je.localFinishes++
+			if je.localDown {
+				return workflows.TaskCounts{}, errors.New("the database does not answer")
+			}
+		}
 		je.ends = append(je.ends, end)
 		return workflows.TaskCounts{Succeeded: 1}, nil
 	})
@@ -153,6 +168,21 @@ func TestJobWorkflowLeavesALaterRun(t *testing.T) {
 	}
 }
 
+// TestJobWorkflowWaitsForTheDatabaseThroughTheServer: a local call whose
+// database keeps failing is retried in the worker for a while, then made
+// through the server (where retries add nothing to history), and the job
+// goes on.
+func TestJobWorkflowWaitsForTheDatabaseThroughTheServer(t *testing.T) {
+	t.Parallel()
+	je := newJobEnv(t, 2)
+	je.localDown = true
+	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1})
+	require.NoError(t, je.env.GetWorkflowError())
+	require.Equal(t, vocab.JobSuccess, je.outcome)
+	require.Len(t, je.ends, 2, "each batch's end recorded once, through the server")
+	require.Greater(t, je.localFinishes, 2*2, "retried in the worker first")
+}
+
 func TestJobWorkflowContinuesAsNewWithACursor(t *testing.T) {
 	t.Parallel()
 	je := newJobEnv(t, workflows.JobBatchesPerRun+10)
@@ -189,6 +219,9 @@ func TestJobWorkflowPauseResume(t *testing.T) {
 	require.Less(t, stepsWhenResumed, 6, "nothing more ran while paused")
 	require.Contains(t, je.states, vocab.JobPaused)
 	require.Equal(t, vocab.JobStarted, je.states[len(je.states)-1])
+	// The first state is a local call; the pause states, which follow
+	// signals, go through the server.
+	require.Equal(t, append([]bool{true}, make([]bool, len(je.states)-1)...), je.statesLocal, "%v", je.states)
 
 	carried := newJobEnv(t, 0)
 	carried.env.RegisterDelayedCallback(func() { carried.env.SignalWorkflow(workflows.ResumeSignal, nil) }, time.Hour)

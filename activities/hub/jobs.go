@@ -309,6 +309,20 @@ func notFoundIsFinal(err error) error {
 	return err
 }
 
+// unlessGone is err, made final (notFoundIsFinal) when job id no longer
+// exists: a call run again for a job deleted meanwhile (its end was
+// recorded, then its worker died before the workflow learnt it) fails on
+// the rows it would add for the job, and retrying cannot help.
+func (a *Activities) unlessGone(ctx context.Context, id int64, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, gerr := models.GetJob(ctx, a.DB, id); errors.Is(gerr, models.ErrNotFound) {
+		return notFoundIsFinal(gerr)
+	}
+	return err
+}
+
 // SetJobState records a job's state, unless the job has moved on to
 // another run than c's (the call run again after a resubmit).
 func (a *Activities) SetJobState(ctx context.Context, c workflows.JobStateChange) error {
@@ -371,7 +385,7 @@ func (a *Activities) StartTask(ctx context.Context, s workflows.TaskStart) (int6
 		Run:    s.Run, Batch: s.Batch, Step: s.Step, NumPaths: int64(s.NumPaths), Started: &now,
 		FriendlyName: fmt.Sprintf("%s of batch %d", s.Name, s.Batch)}
 	if err := models.CreateTask(ctx, a.DB, t); err != nil {
-		return 0, err
+		return 0, a.unlessGone(ctx, s.JobID, err)
 	}
 	return t.ID, nil
 }
@@ -390,7 +404,7 @@ func (a *Activities) FinishTask(ctx context.Context, e workflows.TaskEnd) (workf
 		}
 	}
 	if err := models.RecordOutcomes(ctx, a.DB, e.JobID, e.TaskID, outcomes(e.Outcomes)); err != nil {
-		return c, err
+		return c, a.unlessGone(ctx, e.JobID, err)
 	}
 	state := e.State
 	if state == "" {
@@ -409,7 +423,7 @@ func (a *Activities) FinishTask(ctx context.Context, e workflows.TaskEnd) (workf
 	// Failed paths, or a step that failed for good (its batch is
 	// aborted): the job is failing.
 	if c.Failed > 0 || state == vocab.TaskError {
-		return c, a.failingAlert(ctx, e.JobID)
+		return c, a.unlessGone(ctx, e.JobID, a.failingAlert(ctx, e.JobID))
 	}
 	return c, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/temporal"
 
 	hubact "github.com/thehub/hub/activities/hub"
 	siteact "github.com/thehub/hub/activities/site"
@@ -195,5 +196,38 @@ func TestAnOldRunLeavesTheNextAlone(t *testing.T) {
 		// Resubmitted between FinishJob's read and its write: the write
 		// applies only in the run it was read in.
 		require.ErrorIs(t, models.UpdateJob(ctx, db, j.ID, models.JobUpdate{InRun: j.Run, State: vocab.JobFailure}), models.ErrNotFound)
+	})
+}
+
+// TestCallsForADeletedJobEndForGood: a task started or finished again for
+// a job deleted meanwhile (its end was recorded, its worker died before
+// the workflow learnt it, the user deleted it) fails for good rather
+// than being retried for ever on rows that can no longer be added.
+func TestCallsForADeletedJobEndForGood(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		site, err := models.EnsureSite(ctx, db, "gone")
+		require.NoError(t, err)
+		a := &hubact.Activities{DB: db}
+		j := createJob(t, db, site, "", []string{"/a"})
+		start := workflows.TaskStart{JobID: j.ID, Site: site.Name, Queue: vocab.DefaultQueue, Run: j.Run, Name: "premigrate", NumPaths: 2}
+		taskID, err := a.StartTask(ctx, start)
+		require.NoError(t, err)
+		require.NoError(t, models.DeleteJob(ctx, db, j.ID))
+
+		final := func(err error) {
+			t.Helper()
+			var app *temporal.ApplicationError
+			require.ErrorAs(t, err, &app)
+			require.True(t, app.NonRetryable(), "%v", err)
+			require.Equal(t, vocab.ErrNotFound, app.Type())
+		}
+		_, err = a.FinishTask(ctx, workflows.TaskEnd{JobID: j.ID, TaskID: taskID, Outcomes: []siteact.Outcome{
+			{Path: "/a/1", State: siteact.OutcomeSuccess}, {Path: "/a/2", State: siteact.OutcomeFailure}}})
+		final(err)
+		start.Batch = 1
+		_, err = a.StartTask(ctx, start)
+		final(err)
 	})
 }
