@@ -279,7 +279,7 @@ func (j *jobRun) call(ctx workflow.Context, out any, name string, args ...any) e
 	}
 	err := workflow.ExecuteLocalActivity(ctx, name, args...).Get(ctx, out)
 	var app *temporal.ApplicationError
-	if err == nil || temporal.IsCanceledError(err) || (errors.As(err, &app) && app.NonRetryable()) {
+	if err == nil || (errors.As(err, &app) && app.NonRetryable()) {
 		return err
 	}
 	return workflow.ExecuteActivity(ctx, name, args...).Get(ctx, out)

@@ -323,12 +323,20 @@ func (a *Activities) unlessGone(ctx context.Context, id int64, err error) error 
 	return err
 }
 
+// inAnotherRun tells whether err, from an update made only in run
+// (models.JobUpdate.InRun), means that the job is no longer in that run
+// (resubmitted since, or deleted): a call of an old run, made again, that
+// has nothing to record.
+func inAnotherRun(err error, run int) bool {
+	return run != 0 && errors.Is(err, models.ErrNotFound)
+}
+
 // SetJobState records a job's state, unless the job has moved on to
 // another run than c's (the call run again after a resubmit).
 func (a *Activities) SetJobState(ctx context.Context, c workflows.JobStateChange) error {
 	if c.Completed || vocab.JobFinished(c.State) {
 		err := models.UpdateJob(ctx, a.DB, c.JobID, models.JobUpdate{InRun: c.Run, State: c.State, Started: c.Started, Completed: c.Completed})
-		if errors.Is(err, models.ErrNotFound) && c.Run != 0 {
+		if inAnotherRun(err, c.Run) {
 			return nil
 		}
 		return err
@@ -350,7 +358,7 @@ func (a *Activities) RecordDiscovery(ctx context.Context, d workflows.DiscoveryD
 	case d.Final:
 		u.NumFiles = &d.Files
 	}
-	if err := models.UpdateJob(ctx, a.DB, d.JobID, u); errors.Is(err, models.ErrNotFound) && d.Run != 0 {
+	if err := models.UpdateJob(ctx, a.DB, d.JobID, u); inAnotherRun(err, d.Run) {
 		return nil
 	} else if err != nil {
 		return err
@@ -483,8 +491,8 @@ func (a *Activities) FinishJob(ctx context.Context, e workflows.JobEnd) (workflo
 	reason = shorten(vocab.CleanErrorText(reason), maxJobError)
 	err = models.UpdateJob(ctx, a.DB, e.JobID, models.JobUpdate{InRun: e.Run, State: out.State, Completed: true,
 		HasFailures: &out.HasFailures, Leftover: &leftover, Cancelled: &cancelled, Aborted: &aborted, Error: &reason})
-	if errors.Is(err, models.ErrNotFound) && e.Run != 0 {
-		return workflows.JobOutcome{State: j.State, Superseded: true}, nil // in another run (or deleted)
+	if inAnotherRun(err, e.Run) {
+		return workflows.JobOutcome{State: j.State, Superseded: true}, nil
 	}
 	if err != nil {
 		return out, err

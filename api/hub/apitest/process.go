@@ -78,9 +78,8 @@ func RunWorkerProcessIfAsked() {
 // ends.
 func (e *Env) StartSiteWorkerProcess(cfg worker.SiteConfig, env ...string) *os.Process {
 	cfg.Cipher = nil // passed as its key
-	cmd := e.startChild(workerProcessEnv, workerProcess{TemporalAddr: TemporalAddr(e.T), Namespace: e.Namespace,
-		Site: cfg, SecretKey: e.SecretKey}, env, nil)
-	return cmd.Process
+	return e.startChild(workerProcessEnv, workerProcess{TemporalAddr: TemporalAddr(e.T), Namespace: e.Namespace,
+		Site: cfg, SecretKey: e.SecretKey}, env, nil).Process
 }
 
 // startChild starts this test binary again with cfg (JSON) in variable
