@@ -48,10 +48,9 @@ func TestJobSurvivesTheHubWorkerKilled(t *testing.T) {
 				require.Equal(t, vocab.JobSuccess, job["state"], job)
 				require.EqualValues(t, 3, job["numfiles"], job)
 				require.EqualValues(t, 3, job["numprocessedfiles"], job)
-				for _, list := range []string{"tasks", "jobstats"} {
+				for list, want := range map[string]int{"tasks": 1, "jobstats": 3} {
 					r := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/%s/?job=%d", list, id), nil)
 					require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-					want := map[string]int{"tasks": 1, "jobstats": 3}[list]
 					require.EqualValues(t, want, r.Map()["count"], "%s: %s", list, r.Body)
 				}
 				requireTargetMatches(t, s, files)
