@@ -90,7 +90,10 @@ func TestJobCancelThenResubmit(t *testing.T) {
 		e.StartHubWorker()
 		s := newJobSite(t, e, "north")
 		setBatchSize(t, e, "north", 10)
-		files := makeTree(t, s.root, 400)
+		// Enough batches that the job is still running when its cancel
+		// comes (a job of 400 files could end first on a fast day).
+		const n = 2000
+		files := makeTree(t, s.root, n)
 		id := startJob(t, e, "north", "premigrate", []string{"/data"})
 		require.Eventually(t, func() bool { return jobState(e, id)["numprocessedfiles"].(float64) > 0 }, time.Minute, 20*time.Millisecond)
 
@@ -101,12 +104,12 @@ func TestJobCancelThenResubmit(t *testing.T) {
 		require.Equal(t, "CANCELLED", job["state"], job)
 		require.Less(t, time.Since(cancelledAt), 25*time.Second, "cancel lands within a heartbeat interval")
 		done := job["numprocessedfiles"].(float64)
-		require.Less(t, done, float64(400))
-		require.Equal(t, float64(400), done+job["numcancelledfiles"].(float64), job)
+		require.Less(t, done, float64(n))
+		require.Equal(t, float64(n), done+job["numcancelledfiles"].(float64), job)
 
-		n, err := e.DB.NewSelect().Model((*models.Task)(nil)).Where("job_id = ? AND state IN (?)", id, []string{"STARTED", "PENDING"}).Count(context.Background())
+		open, err := e.DB.NewSelect().Model((*models.Task)(nil)).Where("job_id = ? AND state IN (?)", id, []string{"STARTED", "PENDING"}).Count(context.Background())
 		require.NoError(t, err)
-		require.Zero(t, n, "no task left STARTED or PENDING")
+		require.Zero(t, open, "no task left STARTED or PENDING")
 
 		// Resubmit reruns exactly what was cancelled.
 		r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/resubmit/", id), nil)
@@ -114,15 +117,15 @@ func TestJobCancelThenResubmit(t *testing.T) {
 		job = waitJob(t, e, id)
 		require.Equal(t, "SUCCESS", job["state"], job)
 		require.Equal(t, false, job["has_failures"], job)
-		require.Equal(t, float64(400), job["numprocessedfiles"])
+		require.Equal(t, float64(n), job["numprocessedfiles"])
 		var rerun int64
 		require.NoError(t, e.DB.NewSelect().Model((*models.Task)(nil)).ColumnExpr("COALESCE(SUM(numpaths), 0)").
 			Where("job_id = ? AND run = 2", id).Scan(context.Background(), &rerun))
-		require.Equal(t, int64(400-done), rerun, "run 2 touched only the cancelled paths")
+		require.Equal(t, int64(n)-int64(done), rerun, "run 2 touched only the cancelled paths")
 		requireTargetMatches(t, s, files)
 		stats, err := e.DB.NewSelect().Model((*models.JobStat)(nil)).Where("job_id = ? AND state = 'SUCCESS'", id).Count(context.Background())
 		require.NoError(t, err)
-		require.Equal(t, int64(400), stats, "one final record per path")
+		require.Equal(t, int64(n), stats, "one final record per path")
 		apitest.RecordHistories(t, e.Temporal)
 	})
 }
