@@ -19,6 +19,7 @@ import (
 
 	hubact "github.com/thehub/hub/activities/hub"
 	"github.com/thehub/hub/activities/site"
+	"github.com/thehub/hub/internal/fault"
 	"github.com/thehub/hub/workflows"
 	"github.com/thehub/hub/workflows/vocab"
 )
@@ -26,10 +27,14 @@ import (
 // Version is the hub's version, set at build time with -ldflags.
 var Version = "dev"
 
-// Hub returns the hub worker: every workflow and the hub activities, each
-// activity with its fault point (activityDone).
+// Hub returns the hub worker: every workflow and the hub activities; in
+// a process with fault points, each activity ends at one (activityDone).
 func Hub(c client.Client, acts *hubact.Activities) sdkworker.Worker {
-	w := sdkworker.New(c, workflows.HubTaskQueue, sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{&activityDone{}}})
+	var opts sdkworker.Options
+	if fault.Enabled() {
+		opts.Interceptors = []interceptor.WorkerInterceptor{&activityDone{}}
+	}
+	w := sdkworker.New(c, workflows.HubTaskQueue, opts)
 	RegisterWorkflows(w)
 	w.RegisterActivity(acts)
 	return w

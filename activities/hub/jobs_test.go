@@ -28,6 +28,13 @@ func createJob(t *testing.T, db *bun.DB, site *models.Site, discovery string, pa
 	return j
 }
 
+// ensureSite returns site name, created if missing.
+func ensureSite(t *testing.T, db *bun.DB, name string) *models.Site {
+	site, err := models.EnsureSite(context.Background(), db, name)
+	require.NoError(t, err)
+	return site
+}
+
 // pages reads every page of job id's paths as discovery does.
 func pages(t *testing.T, a *hubact.Activities, id int64, limit, maxBytes int) [][]string {
 	var out [][]string
@@ -51,8 +58,7 @@ func TestJobPathsPage(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
-		site, err := models.EnsureSite(ctx, db, "pager")
-		require.NoError(t, err)
+		site := ensureSite(t, db, "pager")
 		a := &hubact.Activities{DB: db}
 		given := []string{"/a", "/b/c", "/a/", "/b", "/b/c/d", "//a", "/e"}
 
@@ -79,7 +85,7 @@ func TestJobPathsPage(t *testing.T) {
 		}
 		require.Equal(t, many, got)
 
-		_, err = a.JobPathsPage(ctx, workflows.JobPathsRequest{JobID: 999999})
+		_, err := a.JobPathsPage(ctx, workflows.JobPathsRequest{JobID: 999999})
 		require.ErrorContains(t, err, "not found")
 	})
 }
@@ -90,10 +96,9 @@ func TestJobSiteFollowsRename(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
-		site, err := models.EnsureSite(ctx, db, "old-name")
-		require.NoError(t, err)
+		site := ensureSite(t, db, "old-name")
 		j := createJob(t, db, site, "", []string{"/a"})
-		_, err = db.NewUpdate().Model((*models.Site)(nil)).Set("name = ?", "new-name").Where("id = ?", site.ID).Exec(ctx)
+		_, err := db.NewUpdate().Model((*models.Site)(nil)).Set("name = ?", "new-name").Where("id = ?", site.ID).Exec(ctx)
 		require.NoError(t, err)
 		a := &hubact.Activities{DB: db}
 		ref, err := a.JobSite(ctx, j.ID)
@@ -121,8 +126,7 @@ func TestJobStateKeepsACancel(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
-		site, err := models.EnsureSite(ctx, db, "states")
-		require.NoError(t, err)
+		site := ensureSite(t, db, "states")
 		a := &hubact.Activities{DB: db}
 		state := func(id int64) string {
 			j, err := models.GetJob(ctx, db, id)
@@ -157,8 +161,7 @@ func TestAnOldRunLeavesTheNextAlone(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
-		site, err := models.EnsureSite(ctx, db, "runs")
-		require.NoError(t, err)
+		site := ensureSite(t, db, "runs")
 		a := &hubact.Activities{DB: db}
 		j := createJob(t, db, site, "", []string{"/a"})
 		end := workflows.JobEnd{JobID: j.ID, Run: j.Run, State: vocab.JobFailure, Error: "broke",
@@ -207,8 +210,7 @@ func TestCallsForADeletedJobEndForGood(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
-		site, err := models.EnsureSite(ctx, db, "gone")
-		require.NoError(t, err)
+		site := ensureSite(t, db, "gone")
 		a := &hubact.Activities{DB: db}
 		j := createJob(t, db, site, "", []string{"/a"})
 		start := workflows.TaskStart{JobID: j.ID, Site: site.Name, Queue: vocab.DefaultQueue, Run: j.Run, Name: "premigrate", NumPaths: 2}

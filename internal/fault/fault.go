@@ -35,6 +35,11 @@ func Point(name string) {
 	}
 }
 
+// Enabled tells whether this process reaches fault points at all
+// (HUB_FAULT_POINT or HUB_FAULT_TRACE is set), for callers that would
+// otherwise do work to name one.
+func Enabled() bool { return faults.point != "" || faults.trace != "" }
+
 // faults is set once from the environment, which does not change while a
 // worker runs; only tests set it.
 var faults = struct {
