@@ -221,7 +221,8 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 	if _, err := ensureContent(ctx, d, sum, rec.Size); err != nil {
 		return false, err
 	}
-	return false, nil
+	// The stub may rely on it already: durable before the audit goes on.
+	return false, flushTarget(ctx, d)
 }
 
 // liveRefs walks the whole site and returns the references its records

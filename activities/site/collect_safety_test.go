@@ -75,10 +75,12 @@ func TestAuditKeepsAReferenceWrittenAgain(t *testing.T) {
 					})
 				}
 			}}
-			ar, err := AuditRefs(ctx, root, map[string]targets.Driver{"t": hook}, AuditOptions{Drop: true})
+			log := &refLog{Driver: hook, to: target.(targets.Syncer)}
+			ar, err := AuditRefs(ctx, root, map[string]targets.Driver{"t": log}, AuditOptions{Drop: true})
 			require.NoError(t, err)
 			require.Len(t, ar.Leaked, 1)
 			require.False(t, ar.Leaked[0].Dropped, "put back")
+			log.requireRefWrittenAndFlushed(t)
 			for range 2 {
 				_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
 				require.NoError(t, err)

@@ -344,7 +344,13 @@ func (s *stepRun) dropRefUnlessRecorded(j *job, target targets.Driver, rec Recor
 		return err
 	}
 	if cur := recorded(); cur != nil {
-		return s.root.addRef(ctx, target, cur.Checksum, cur.Ref, j.rel, cur.Ino)
+		// The other attempt may have released the file already, trusting
+		// the reference it flushed, which the drop just removed: the one
+		// written back must be as durable before this returns.
+		if err := s.root.addRef(ctx, target, cur.Checksum, cur.Ref, j.rel, cur.Ino); err != nil {
+			return err
+		}
+		return flushTarget(ctx, target)
 	}
 	return nil
 }

@@ -40,6 +40,47 @@ type stepHook struct {
 	onList   func(prefix string)
 }
 
+// refLog is a target without markers of its own kind (a stepHook: every
+// marker is a Put) that notes, in order, the markers written on it and its
+// flushes, so that a test can tell whether a reference written back was
+// made durable before the step went on (flushLog does so for a bare
+// filesystem target).
+type refLog struct {
+	targets.Driver
+	to     targets.Syncer // what Sync flushes
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *refLog) note(e string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *refLog) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	err := l.Driver.Put(ctx, key, r, size)
+	if err == nil && strings.HasPrefix(key, refsDir) {
+		l.note("ref")
+	}
+	return err
+}
+
+func (l *refLog) Sync(ctx context.Context) error {
+	l.note("sync")
+	return l.to.Sync(ctx)
+}
+
+// requireRefWrittenAndFlushed: a reference was written on the target,
+// and a flush came after the last one.
+func (l *refLog) requireRefWrittenAndFlushed(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.Contains(t, l.events, "ref", "no reference was written back: the race under test did not happen")
+	require.Equal(t, "sync", l.events[len(l.events)-1], "a reference written back was not flushed: %v", l.events)
+}
+
 func (h *stepHook) Delete(ctx context.Context, key string) error {
 	if h.onDel != nil {
 		h.onDel(key)
@@ -527,9 +568,13 @@ func TestReverseStubRacingMigrate(t *testing.T) {
 			}
 		})
 	}}
-	res, err = ReverseStub(ctx, rootA, []string{"/f.bin"}, only("t", hook), StepOptions{})
+	log := &refLog{Driver: hook, to: target.(targets.Syncer)}
+	res, err = ReverseStub(ctx, rootA, []string{"/f.bin"}, only("t", log), StepOptions{})
 	require.NoError(t, err)
 	t.Logf("worker A: %+v", res[0])
+	// B released the file onto a reference A dropped and wrote back: a
+	// power cut must not take it away.
+	log.requireRefWrittenAndFlushed(t)
 	fi, err := os.Stat(abs)
 	require.NoError(t, err)
 	require.Zero(t, fi.Size(), "B released the file")
