@@ -165,8 +165,14 @@ func TestKillAtEveryFaultPoint(t *testing.T) {
 	}
 }
 
+// targetsOwnFile: a filesystem target's own bookkeeping, in its root: the
+// collector's lock file and the flush stamps.
+func targetsOwnFile(name string) bool {
+	return name == ".hub-lock-collect" || name == ".hub-flush-start" || name == ".hub-flushed"
+}
+
 // requireClean: files whole and resident, no temporary file anywhere, the
-// target empty once collected (but for the collector's lock file).
+// target empty once collected (but for its own files: targetsOwnFile).
 func requireClean(t *testing.T, dir, tdir string, files map[string]testFile) {
 	t.Helper()
 	requireFiles(t, dir, files)
@@ -174,7 +180,7 @@ func requireClean(t *testing.T, dir, tdir string, files map[string]testFile) {
 	requireNoTemp(t, tdir)
 	require.NoError(t, filepath.WalkDir(tdir, func(p string, e os.DirEntry, err error) error {
 		require.NoError(t, err)
-		if !e.IsDir() && e.Name() != ".hub-lock-collect" {
+		if !e.IsDir() && !targetsOwnFile(e.Name()) {
 			t.Errorf("left on the target after collection: %s", p)
 		}
 		return nil

@@ -617,15 +617,17 @@ func (s *stepRun) stillPremigrated(j *job, target targets.Driver) (bool, error) 
 // remoteHas reports whether the target holds the object with the given
 // size and checksum. An object whose checksum the target does not report
 // (a filesystem target without extended attributes, or an object changed
-// since it was written) is read back and hashed: its size says nothing of
-// its bytes, and a step that trusted it would release a file whose only
-// copy is wrong.
+// since it was written), or whose bytes may not be on disk yet (an object
+// written since the target's last complete flush: Object.Unflushed, which
+// after a crash may hold other bytes than its checksum says), is read back
+// and hashed: its size says nothing of its bytes, and a step that trusted
+// it would release a file whose only copy is wrong.
 func remoteHas(ctx context.Context, target targets.Driver, key string, size int64, sum string) bool {
 	obj, err := target.Stat(ctx, key)
 	if err != nil || obj.Size != size {
 		return false
 	}
-	if obj.Checksum != "" {
+	if obj.Checksum != "" && !obj.Unflushed {
 		return obj.Checksum == sum
 	}
 	rc, err := target.Get(ctx, key)

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,7 +35,31 @@ const sumXattr = "user.hub.sha256"
 // Filesystem is a Driver storing each object as a file under a folder.
 type Filesystem struct {
 	dir string
+	// flushed is the time (Unix ns, the filesystem's clock) before which
+	// every object changed is known to be on disk: flushedStamp's, as last
+	// read or written; stampRead is when it was last read.
+	flushed, stampRead atomic.Int64
 }
+
+// The flush stamps. An object's checksum attribute is written with its
+// bytes, and neither is flushed at once (see Sync); a filesystem that does
+// not write data before the metadata naming it (ext4 without a journal or
+// with data=writeback, ext2) can come back from a crash with an object
+// whose size and attribute are on disk and whose bytes are not. So Stat
+// trusts the attribute only of an object last changed (ctime) before the
+// last flush known to be complete, and reports the others Unflushed. Sync
+// touches flushStart, reads its time, flushes, and only then writes that
+// time into flushedStamp, which therefore never names a flush that had not
+// ended: after a crash it may be older than the last flush, never newer.
+const (
+	flushStart   = ".hub-flush-start"
+	flushedStamp = ".hub-flushed"
+	// stampPrefix names both, which listings leave out.
+	stampPrefix = ".hub-flush"
+	// stampReread: Stat reads flushedStamp again (other processes' flushes)
+	// at most this often; an object flushed meanwhile is only read back.
+	stampReread = time.Second
+)
 
 // NewFilesystem returns a filesystem driver for cfg.MigrationTargetFolder
 // (joined with cfg.Prefix), creating the folder if needed.
@@ -314,8 +339,34 @@ func (f *Filesystem) Stat(ctx context.Context, key string) (Object, error) {
 	obj := Object{Key: key, Size: fi.Size(), Mtime: fi.ModTime()}
 	if v, err := getxattr(p, sumXattr); err == nil {
 		obj.Checksum = sumOf(v, fi)
+		obj.Unflushed = obj.Checksum != "" && !f.flushedBefore(ctime(fi))
 	}
 	return obj, nil
+}
+
+// flushedBefore reports whether an object last changed at ctime (Unix ns)
+// is known to be on disk (see flushedStamp).
+func (f *Filesystem) flushedBefore(ctime int64) bool {
+	if ctime < f.flushed.Load() {
+		return true
+	}
+	now := time.Now().UnixNano()
+	if last := f.stampRead.Load(); now-last < int64(stampReread) || !f.stampRead.CompareAndSwap(last, now) {
+		return false
+	}
+	if fi, err := os.Stat(filepath.Join(f.dir, flushedStamp)); err == nil {
+		f.raiseFlushed(fi.ModTime())
+	}
+	return ctime < f.flushed.Load()
+}
+
+func (f *Filesystem) raiseFlushed(t time.Time) {
+	for v := t.UnixNano(); ; {
+		cur := f.flushed.Load()
+		if v <= cur || f.flushed.CompareAndSwap(cur, v) {
+			return
+		}
+	}
 }
 
 // Delete removes the object file; a directory at key counts as absent.
@@ -460,7 +511,8 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 		switch {
 		case e.IsDir():
 			list = append(list, entry{rel + e.Name() + "/", true})
-		case e.Type().IsRegular() && !strings.HasPrefix(e.Name(), fsutil.TmpPrefix) && !strings.HasPrefix(e.Name(), lockPrefix):
+		case e.Type().IsRegular() && !strings.HasPrefix(e.Name(), fsutil.TmpPrefix) && !strings.HasPrefix(e.Name(), lockPrefix) &&
+			!strings.HasPrefix(e.Name(), stampPrefix):
 			list = append(list, entry{rel + e.Name(), false})
 		}
 	}
@@ -490,12 +542,41 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 }
 
 // Sync flushes the target filesystem once, which is far cheaper than an
-// fsync per object when a batch of thousands of small files was written.
+// fsync per object when a batch of thousands of small files was written,
+// and records the flush in the stamps (see flushedStamp): every object
+// changed before flushStart's time read just before the flush began is on
+// disk once it ends (the filesystem's clock moves by ticks: one changed
+// in the very tick the flush began counts as unflushed). A stamp that
+// cannot be written only leaves objects reported Unflushed.
 func (f *Filesystem) Sync(ctx context.Context) error {
-	if err := fsutil.SyncFS(f.dir); err != nil {
+	began, err := touch(filepath.Join(f.dir, flushStart))
+	fault.Point("target.flush-begun")
+	if err := syncFS(f.dir); err != nil {
 		return fmt.Errorf("sync %s: %w", f.dir, err)
 	}
+	fault.Point("target.flushed")
+	if err == nil {
+		f.stampFlushed(began)
+	}
 	return nil
+}
+
+// syncFS flushes a target's filesystem; tests make it fail.
+var syncFS = fsutil.SyncFS
+
+// stampFlushed writes t into flushedStamp unless a later time is there.
+func (f *Filesystem) stampFlushed(t time.Time) {
+	p := filepath.Join(f.dir, flushedStamp)
+	if fi, err := os.Stat(p); err == nil && !fi.ModTime().Before(t) {
+		f.raiseFlushed(fi.ModTime())
+		return
+	}
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		return
+	}
+	if os.Chtimes(p, t, t) == nil {
+		f.raiseFlushed(t)
+	}
 }
 
 // lockPrefix names the lock files (TryLock), which listings leave out.

@@ -33,6 +33,12 @@ type Object struct {
 	// Checksum is the hex SHA-256 of the content, or "" when the driver
 	// cannot tell without reading the object back.
 	Checksum string
+	// Unflushed: Checksum is what the object's writer recorded with its
+	// bytes, which may not be on disk yet (a filesystem target's object
+	// changed since the target's last complete flush; see Filesystem.Sync).
+	// A crash can leave such an object with its checksum and size and
+	// without its bytes, so whoever relies on it reads it back.
+	Unflushed bool
 }
 
 // Driver is a storage target. Keys are slash-separated relative paths
