@@ -75,8 +75,9 @@ func TestMigrateReadsBackAnUnflushedCopy(t *testing.T) {
 	res, err := Premigrate(ctx, root, paths, target, "t", StepOptions{})
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, paths)
-	// A later flush (the next batch's), a clock tick after the uploads.
-	time.Sleep(20 * time.Millisecond)
+	// A later flush (the next batch's), stamped: more than a second after
+	// the premigrate's.
+	time.Sleep(1100 * time.Millisecond)
 	require.NoError(t, fs.Sync(ctx))
 
 	flipBit(t, filepath.Join(tdir, filepath.FromSlash(contentKey(sha(files["/bad.bin"])))))

@@ -41,22 +41,29 @@ type Filesystem struct {
 	flushed, stampRead atomic.Int64
 }
 
-// The flush stamps. An object's checksum attribute is written with its
+// The flush stamp. An object's checksum attribute is written with its
 // bytes, and neither is flushed at once (see Sync); a filesystem that does
 // not write data before the metadata naming it (ext4 without a journal or
 // with data=writeback, ext2) can come back from a crash with an object
 // whose size and attribute are on disk and whose bytes are not. So Stat
 // trusts the attribute only of an object last changed (ctime) before the
-// last flush known to be complete, and reports the others Unflushed. Sync
-// touches flushStart, reads its time, flushes, and only then writes that
-// time into flushedStamp, which therefore never names a flush that had not
-// ended: after a crash it may be older than the last flush, never newer.
+// last flush known to have ended, the stamp's mtime, and reports the
+// others Unflushed. Sync sets the stamp's atime to now (the filesystem's
+// clock, which sets ctimes), reads it, flushes, and only then writes that
+// time into the stamp's mtime, which therefore never names a flush that
+// had not ended: after a crash it may be older than the last flush, never
+// newer.
 const (
-	flushStart   = ".hub-flush-start"
 	flushedStamp = ".hub-flushed"
-	// stampPrefix names both, which listings leave out.
+	// stampPrefix names it (and a stamp being made), which listings leave
+	// out.
 	stampPrefix = ".hub-flush"
-	// stampReread: Stat reads flushedStamp again (other processes' flushes)
+	// stampEvery: a flush less than this after the stamped one is not
+	// stamped: each stamp is a write more for the flush after it, which
+	// the small flushes of short jobs would feel. Objects flushed by such
+	// a flush are reported Unflushed until a later one is stamped.
+	stampEvery = time.Second
+	// stampReread: Stat reads the stamp again (other processes' flushes)
 	// at most this often; an object flushed meanwhile is only read back.
 	stampReread = time.Second
 )
@@ -543,20 +550,21 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 
 // Sync flushes the target filesystem once, which is far cheaper than an
 // fsync per object when a batch of thousands of small files was written,
-// and records the flush in the stamps (see flushedStamp): every object
-// changed before flushStart's time read just before the flush began is on
-// disk once it ends (the filesystem's clock moves by ticks: one changed
-// in the very tick the flush began counts as unflushed). A stamp that
-// cannot be written only leaves objects reported Unflushed.
+// and stamps the flush (see flushedStamp): every object changed before
+// the time read just before the flush began is on disk once it ends (the
+// filesystem's clock moves by ticks: one changed in the very tick the
+// flush began counts as unflushed). A stamp that cannot be written only
+// leaves objects reported Unflushed.
 func (f *Filesystem) Sync(ctx context.Context) error {
-	began, err := touch(filepath.Join(f.dir, flushStart))
+	stamp := filepath.Join(f.dir, flushedStamp)
+	began, stamping := f.flushBegins(stamp)
 	fault.Point("target.flush-begun")
 	if err := syncFS(f.dir); err != nil {
 		return fmt.Errorf("sync %s: %w", f.dir, err)
 	}
 	fault.Point("target.flushed")
-	if err == nil {
-		f.stampFlushed(began)
+	if stamping && os.Chtimes(stamp, time.Time{}, began) == nil {
+		f.raiseFlushed(began)
 	}
 	return nil
 }
@@ -564,19 +572,49 @@ func (f *Filesystem) Sync(ctx context.Context) error {
 // syncFS flushes a target's filesystem; tests make it fail.
 var syncFS = fsutil.SyncFS
 
-// stampFlushed writes t into flushedStamp unless a later time is there.
-func (f *Filesystem) stampFlushed(t time.Time) {
-	p := filepath.Join(f.dir, flushedStamp)
-	if fi, err := os.Stat(p); err == nil && !fi.ModTime().Before(t) {
-		f.raiseFlushed(fi.ModTime())
-		return
+// flushBegins sets the stamp's atime to now and reads it: the time a flush
+// begins at. stamping is false when the stamp cannot be written, or names
+// a flush that began less than stampEvery ago.
+func (f *Filesystem) flushBegins(stamp string) (began time.Time, stamping bool) {
+	fi, err := os.Stat(stamp)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = newStamp(stamp); err == nil {
+			fi, err = os.Stat(stamp)
+		}
 	}
-	if err := os.WriteFile(p, nil, 0o644); err != nil {
-		return
+	if err != nil {
+		return time.Time{}, false
 	}
-	if os.Chtimes(p, t, t) == nil {
-		f.raiseFlushed(t)
+	f.raiseFlushed(fi.ModTime())
+	if time.Since(fi.ModTime()) < stampEvery {
+		return time.Time{}, false
 	}
+	began, err = touchAtime(stamp)
+	return began, err == nil && began.After(fi.ModTime())
+}
+
+// newStamp makes the file name with the Unix epoch for its times, on disk
+// before it has that name, so that no crash leaves it with the time it
+// was made, which may come after flushes that had not ended. A stamp
+// another process made meanwhile is kept.
+func newStamp(name string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), stampPrefix+"-new-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	epoch := time.Unix(0, 0)
+	if err := os.Chtimes(tmp.Name(), epoch, epoch); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), name); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
 }
 
 // lockPrefix names the lock files (TryLock), which listings leave out.

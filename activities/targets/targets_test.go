@@ -623,6 +623,14 @@ func TestFilesystemTrustsChecksumsOnlyOnceFlushed(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	require.NoError(t, d.Sync(ctx))
 	require.False(t, unflushed(d, "a"), "flushed")
+	// The stamp holds the time read before the flush began (its atime),
+	// not its own.
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(filepath.Join(dir, flushedStamp), &st))
+	require.Equal(t, st.Atim, st.Mtim)
+	leftovers, err := filepath.Glob(filepath.Join(dir, stampPrefix+"-new-*"))
+	require.NoError(t, err)
+	require.Empty(t, leftovers)
 	require.NoError(t, d.Put(ctx, "b", strings.NewReader("second"), 6))
 	require.True(t, unflushed(d, "b"), "written after the flush")
 

@@ -30,20 +30,16 @@ func ctime(fi fs.FileInfo) int64 {
 	return 1<<63 - 1 // unknown: never before a flush
 }
 
-// touch creates name if needed and sets its times to the filesystem's
-// now (the server's, on NFS), which it returns.
-func touch(name string) (time.Time, error) {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|unix.O_CLOEXEC, 0o644)
-	if err != nil {
+// touchAtime sets name's atime to the filesystem's now (the server's, on
+// NFS), which it returns, and leaves its mtime.
+func touchAtime(name string) (time.Time, error) {
+	ts := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_OMIT}}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, name, ts, 0); err != nil {
 		return time.Time{}, err
 	}
-	defer f.Close()
-	if err := unix.UtimesNanoAt(unix.AT_FDCWD, name, nil, 0); err != nil {
+	var st unix.Stat_t
+	if err := unix.Stat(name, &st); err != nil {
 		return time.Time{}, err
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		return time.Time{}, err
-	}
-	return fi.ModTime(), nil
+	return time.Unix(st.Atim.Unix()), nil
 }
