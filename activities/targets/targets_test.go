@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -657,4 +658,82 @@ func TestFilesystemTrustsChecksumsOnlyOnceFlushed(t *testing.T) {
 		keys = append(keys, o.Key)
 	}
 	require.Equal(t, []string{"a", "b"}, keys, "the stamps are not objects")
+}
+
+// TestFlushStampsOfTwoProcesses: two drivers on one target (two workers,
+// two sites) write and flush at once, stamping the same file. At every
+// instant the stamp names a flush that had begun (its mtime no later than
+// the start of a flush that ended), whichever driver stamped last; and
+// once both are done, a flush of either, stamped, covers what both wrote.
+func TestFlushStampsOfTwoProcesses(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if !userXattrs(t, dir) {
+		t.Skip("no user xattrs on this filesystem: no checksum is trusted unread")
+	}
+	var ended atomic.Int64 // the latest start of a flush that ended
+	real := syncFS
+	t.Cleanup(func() { syncFS = real })
+	syncFS = func(d string) error {
+		start := time.Now().UnixNano()
+		err := real(d)
+		for cur := ended.Load(); err == nil && start > cur && !ended.CompareAndSwap(cur, start); cur = ended.Load() {
+		}
+		return err
+	}
+	drivers := make([]*Filesystem, 2)
+	for i := range drivers {
+		d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+		require.NoError(t, err)
+		drivers[i] = d
+	}
+	stop := make(chan struct{})
+	var checks atomic.Int64
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			fi, err := os.Stat(filepath.Join(dir, flushedStamp))
+			if err != nil {
+				continue
+			}
+			if stamped := fi.ModTime().UnixNano(); stamped > 0 {
+				assert.LessOrEqual(t, stamped, ended.Load(), "the stamp names a flush that had not ended")
+				checks.Add(1)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for i, d := range drivers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range 4 {
+				key := fmt.Sprintf("d%d-%d", i, n)
+				assert.NoError(t, d.Put(ctx, key, strings.NewReader(key), int64(len(key))))
+				assert.NoError(t, d.Sync(ctx))
+				time.Sleep(stampEvery / 2)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	sampler.Wait()
+	require.Positive(t, checks.Load())
+
+	time.Sleep(stampEvery)
+	require.NoError(t, drivers[0].Sync(ctx))
+	for i := range drivers {
+		for n := range 4 {
+			obj, err := drivers[1].Stat(ctx, fmt.Sprintf("d%d-%d", i, n))
+			require.NoError(t, err)
+			require.False(t, obj.Unflushed, "d%d-%d", i, n)
+		}
+	}
 }
