@@ -103,7 +103,7 @@ func TestFlushChild(t *testing.T) {
 	fs, err := targets.NewFilesystem(targets.Config{MigrationTargetFolder: tdir})
 	require.NoError(t, err)
 	require.NoError(t, fs.Put(ctx, "objects/x", strings.NewReader("flushed or not"), 14))
-	time.Sleep(20 * time.Millisecond) // a clock tick: see Filesystem.Sync
+	time.Sleep(30 * time.Millisecond) // past the stamp's tick: see Filesystem.stamp
 	require.NoError(t, fs.Sync(ctx))
 }
 

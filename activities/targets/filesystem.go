@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -37,8 +38,12 @@ type Filesystem struct {
 	dir string
 	// flushed is the time (Unix ns, the filesystem's clock) before which
 	// every object changed is known to be on disk: flushedStamp's, as last
-	// read or written; stampRead is when it was last read.
-	flushed, stampRead atomic.Int64
+	// read or written. It is stored under stampMu, with stampRead (when
+	// the stamp was last read), so that a stamp read before another
+	// goroutine lowered it is never stored after.
+	flushed   atomic.Int64
+	stampMu   sync.Mutex
+	stampRead time.Time
 }
 
 // The flush stamp. An object's checksum attribute is written with its
@@ -52,7 +57,9 @@ type Filesystem struct {
 // clock, which sets ctimes), reads it, flushes, and only then writes that
 // time into the stamp's mtime, which therefore never names a flush that
 // had not ended: after a crash it may be older than the last flush, never
-// newer.
+// newer. A clock stepped back would give objects written since ctimes
+// before the stamp: Put lowers the stamp, on disk, before such an object
+// has a name (stampBelow).
 const (
 	flushedStamp = ".hub-flushed"
 	// stampPrefix names it (and a stamp being made), which listings leave
@@ -119,7 +126,11 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 	}
 	// The attribute is set before the object has a name, so it is the
 	// object's only one (sumXattr) and no reader sees the object without it.
-	_ = fsetxattr(tmp, sumXattr, value)
+	if fsetxattr(tmp, sumXattr, value) == nil {
+		if err := f.stampBelow(tmp); err != nil {
+			return fmt.Errorf("put %s: %w", key, err)
+		}
+	}
 	fault.Point("put.written")
 	err = fsutil.Link(tmp, dst)
 	if errors.Is(err, fs.ErrExist) {
@@ -357,23 +368,45 @@ func (f *Filesystem) flushedBefore(ctime int64) bool {
 	if ctime < f.flushed.Load() {
 		return true
 	}
-	now := time.Now().UnixNano()
-	if last := f.stampRead.Load(); now-last < int64(stampReread) || !f.stampRead.CompareAndSwap(last, now) {
-		return false
-	}
-	if fi, err := os.Stat(filepath.Join(f.dir, flushedStamp)); err == nil {
-		f.raiseFlushed(fi.ModTime())
+	f.stampMu.Lock()
+	defer f.stampMu.Unlock()
+	if time.Since(f.stampRead) >= stampReread {
+		f.stampRead = time.Now()
+		if fi, err := os.Stat(filepath.Join(f.dir, flushedStamp)); err == nil {
+			f.flushed.Store(fi.ModTime().UnixNano())
+		}
 	}
 	return ctime < f.flushed.Load()
 }
 
-func (f *Filesystem) raiseFlushed(t time.Time) {
-	for v := t.UnixNano(); ; {
-		cur := f.flushed.Load()
-		if v <= cur || f.flushed.CompareAndSwap(cur, v) {
-			return
-		}
+// stampBelow makes sure the stamp does not name a time after the ctime of
+// the object obj, which has its bytes and attribute but no name yet. It
+// never does unless the clock was stepped back since the stamped flush
+// (or this writer slept through a whole flush, which is harmless): then
+// it lowers the stamp to the epoch, on disk before the object is linked,
+// so that no crash leaves the object's unflushed bytes trusted. Until a
+// later flush is stamped every object is read back.
+func (f *Filesystem) stampBelow(obj *os.File) error {
+	fi, err := obj.Stat()
+	if err != nil {
+		return err
 	}
+	stamp := filepath.Join(f.dir, flushedStamp)
+	st, err := os.Stat(stamp)
+	if err != nil || ctime(fi) >= st.ModTime().UnixNano() {
+		return nil // no stamp: nothing is trusted unread
+	}
+	f.stampMu.Lock()
+	defer f.stampMu.Unlock()
+	epoch := time.Unix(0, 0)
+	if err := os.Chtimes(stamp, epoch, epoch); err != nil {
+		return fmt.Errorf("lower the flush stamp: %w", err)
+	}
+	if err := fsutil.SyncDir(stamp); err != nil { // an fsync of the stamp
+		return fmt.Errorf("lower the flush stamp: %w", err)
+	}
+	f.flushed.Store(0)
+	return nil
 }
 
 // Delete removes the object file; a directory at key counts as absent.
@@ -558,19 +591,49 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 func (f *Filesystem) Sync(ctx context.Context) error {
 	stamp := filepath.Join(f.dir, flushedStamp)
 	began, stamping := f.flushBegins(stamp)
+	start := time.Now()
 	fault.Point("target.flush-begun")
 	if err := syncFS(f.dir); err != nil {
 		return fmt.Errorf("sync %s: %w", f.dir, err)
 	}
 	fault.Point("target.flushed")
-	if stamping && os.Chtimes(stamp, time.Time{}, began) == nil {
-		f.raiseFlushed(began)
+	if stamping {
+		f.stamp(stamp, began, time.Since(start))
 	}
 	return nil
 }
 
+// clockTick is more than a filesystem clock's step: a stamp names a time
+// this much before its flush began.
+const clockTick = 10 * time.Millisecond
+
+// stamp writes into the stamp's mtime when a flush that took took began:
+// the clock's reading then or, if earlier, its reading now less took (the
+// monotonic clock's), less a tick. A wall clock stepped back during the
+// flush, which objects written meanwhile take their ctimes from, makes the
+// second reading the earlier.
+func (f *Filesystem) stamp(stamp string, began time.Time, took time.Duration) {
+	ended, err := readClock(stamp)
+	if err != nil {
+		return
+	}
+	if ended.Add(-took).Before(began) {
+		began = ended.Add(-took)
+	}
+	began = began.Add(-clockTick)
+	f.stampMu.Lock()
+	defer f.stampMu.Unlock()
+	if os.Chtimes(stamp, time.Time{}, began) == nil {
+		f.flushed.Store(began.UnixNano())
+	}
+}
+
 // syncFS flushes a target's filesystem; tests make it fail.
 var syncFS = fsutil.SyncFS
+
+// readClock reads the filesystem's clock through the stamp's atime
+// (touchAtime); tests step it.
+var readClock = touchAtime
 
 // flushBegins sets the stamp's atime to now and reads it: the time a flush
 // begins at. stamping is false when the stamp cannot be written, or names
@@ -585,11 +648,10 @@ func (f *Filesystem) flushBegins(stamp string) (began time.Time, stamping bool) 
 	if err != nil {
 		return time.Time{}, false
 	}
-	f.raiseFlushed(fi.ModTime())
 	if time.Since(fi.ModTime()) < stampEvery {
 		return time.Time{}, false
 	}
-	began, err = touchAtime(stamp)
+	began, err = readClock(stamp)
 	return began, err == nil && began.After(fi.ModTime())
 }
 

@@ -619,16 +619,16 @@ func TestFilesystemTrustsChecksumsOnlyOnceFlushed(t *testing.T) {
 	}
 	require.NoError(t, d.Put(ctx, "a", strings.NewReader("first"), 5))
 	require.True(t, unflushed(d, "a"), "written, not flushed")
-	// Timestamps move by clock ticks: an object changed in the tick its
-	// flush began counts as unflushed.
-	time.Sleep(20 * time.Millisecond)
+	// Timestamps move by clock ticks: an object changed in the tick before
+	// its flush began counts as unflushed.
+	time.Sleep(3 * clockTick)
 	require.NoError(t, d.Sync(ctx))
 	require.False(t, unflushed(d, "a"), "flushed")
-	// The stamp holds the time read before the flush began (its atime),
-	// not its own.
+	// The stamp holds a time before the flush began, a tick before the
+	// time read then, not its own (its atime: read as the flush ended).
 	var st unix.Stat_t
 	require.NoError(t, unix.Stat(filepath.Join(dir, flushedStamp), &st))
-	require.Equal(t, st.Atim, st.Mtim)
+	require.LessOrEqual(t, st.Mtim.Nano(), st.Atim.Nano()-int64(clockTick))
 	leftovers, err := filepath.Glob(filepath.Join(dir, stampPrefix+"-new-*"))
 	require.NoError(t, err)
 	require.Empty(t, leftovers)
@@ -658,6 +658,72 @@ func TestFilesystemTrustsChecksumsOnlyOnceFlushed(t *testing.T) {
 		keys = append(keys, o.Key)
 	}
 	require.Equal(t, []string{"a", "b"}, keys, "the stamps are not objects")
+}
+
+// TestClockSteppedBackTrustsNothing: objects take their ctimes from the
+// clock, which may be stepped back after a flush was stamped (a clock
+// set right at boot, by hand): an object written then has a ctime before
+// the stamp, though no flush has covered it. Put lowers the stamp before
+// the object has a name, so that it is reported Unflushed, also after a
+// restart (a crash right after the Put), until a flush after it is
+// stamped. Stepping the clock itself is not done here: the stamp is set
+// an hour ahead, which is what the target sees.
+func TestClockSteppedBackTrustsNothing(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if !userXattrs(t, dir) {
+		t.Skip("no user xattrs on this filesystem: no checksum is trusted unread")
+	}
+	d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	unflushed := func(d *Filesystem, key string) bool {
+		t.Helper()
+		obj, err := d.Stat(ctx, key)
+		require.NoError(t, err)
+		require.NotEmpty(t, obj.Checksum, key)
+		return obj.Unflushed
+	}
+	require.NoError(t, d.Put(ctx, "a", strings.NewReader("first"), 5))
+	time.Sleep(3 * clockTick)
+	require.NoError(t, d.Sync(ctx))
+	require.False(t, unflushed(d, "a"), "flushed")
+
+	stamp := filepath.Join(dir, flushedStamp)
+	ahead := time.Now().Add(time.Hour)
+	require.NoError(t, os.Chtimes(stamp, ahead, ahead))
+	time.Sleep(stampReread) // d reads the stamp again
+	require.False(t, unflushed(d, "a"))
+
+	require.NoError(t, d.Put(ctx, "b", strings.NewReader("second"), 6))
+	require.True(t, unflushed(d, "b"), "written after the clock went back")
+	restarted, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	require.True(t, unflushed(restarted, "b"), "the lowered stamp is on disk")
+
+	time.Sleep(3 * clockTick)
+	require.NoError(t, d.Sync(ctx))
+	require.False(t, unflushed(d, "b"), "a flush after it is stamped")
+	require.False(t, unflushed(d, "a"))
+
+	// The clock stepped back an hour while a flush ran, and an object
+	// was written after the flush had begun: the stamp names the flush's
+	// start by the clock's later reading.
+	realSync, realClock := syncFS, readClock
+	t.Cleanup(func() { syncFS, readClock = realSync, realClock })
+	readClock = func(name string) (time.Time, error) {
+		now, err := realClock(name)
+		return now.Add(time.Hour), err // before the step
+	}
+	syncFS = func(dir string) error {
+		err := realSync(dir)
+		readClock = realClock // the step
+		require.NoError(t, d.Put(ctx, "c", strings.NewReader("third"), 5))
+		return err
+	}
+	time.Sleep(stampEvery)
+	require.NoError(t, d.Sync(ctx))
+	require.True(t, unflushed(d, "c"), "written during a flush the clock went back in")
+	require.False(t, unflushed(d, "b"))
 }
 
 // TestFlushStampsOfTwoProcesses: two drivers on one target (two workers,
