@@ -120,14 +120,14 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 		return f.putNamed(ctx, key, dst, r, size)
 	}
 	defer tmp.Close()
-	value, err := writeObject(ctx, tmp, r, size)
+	value, written, err := writeObject(ctx, tmp, r, size)
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	// The attribute is set before the object has a name, so it is the
 	// object's only one (sumXattr) and no reader sees the object without it.
 	if fsetxattr(tmp, sumXattr, value) == nil {
-		if err := f.stampBelow(tmp); err != nil {
+		if err := f.stampBelow(written); err != nil {
 			return fmt.Errorf("put %s: %w", key, err)
 		}
 	}
@@ -152,7 +152,7 @@ func (f *Filesystem) putNamed(ctx context.Context, key, dst string, r io.Reader,
 	if err := inFolder(dst, func() (err error) { tmp, err = fsutil.OpenTemp(ctx, dst); return err }); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
-	value, err := writeObject(ctx, tmp, r, size)
+	value, _, err := writeObject(ctx, tmp, r, size)
 	if err == nil {
 		// The rename may replace an object that stubs of this site or
 		// another rely on, flushed long ago (or one that appears while
@@ -181,25 +181,25 @@ var syncBeforeRename = (*os.File).Sync
 
 // writeObject copies r to w, checking its length against size (unless
 // negative) and, for a ChecksummedReader, its sha256; it answers w's
-// sumXattr value.
-func writeObject(ctx context.Context, w *os.File, r io.Reader, size int64) ([]byte, error) {
+// sumXattr value and its ctime once written.
+func writeObject(ctx context.Context, w *os.File, r io.Reader, size int64) (value []byte, written int64, err error) {
 	h := sha256.New()
 	n, err := copyBuffer(io.MultiWriter(w, h), ctxReader{ctx, r})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if size >= 0 && n != size {
-		return nil, fmt.Errorf("read %d bytes, expected %d", n, size)
+		return nil, 0, fmt.Errorf("read %d bytes, expected %d", n, size)
 	}
 	raw := h.Sum(nil)
 	if cr, ok := r.(*ChecksummedReader); ok && cr.Sum != "" && cr.Sum != hex.EncodeToString(raw) {
-		return nil, fmt.Errorf("content sha256 %s does not match the expected %s", hex.EncodeToString(raw), cr.Sum)
+		return nil, 0, fmt.Errorf("content sha256 %s does not match the expected %s", hex.EncodeToString(raw), cr.Sum)
 	}
 	fi, err := w.Stat()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return sumValue(raw, fi.Size(), fi.ModTime()), nil
+	return sumValue(raw, fi.Size(), fi.ModTime()), ctime(fi), nil
 }
 
 // Create writes a new file at key in place: one create, one write. It
@@ -379,21 +379,17 @@ func (f *Filesystem) flushedBefore(ctime int64) bool {
 	return ctime < f.flushed.Load()
 }
 
-// stampBelow makes sure the stamp does not name a time after the ctime of
-// the object obj, which has its bytes and attribute but no name yet. It
-// never does unless the clock was stepped back since the stamped flush
-// (or this writer slept through a whole flush, which is harmless): then
-// it lowers the stamp to the epoch, on disk before the object is linked,
-// so that no crash leaves the object's unflushed bytes trusted. Until a
-// later flush is stamped every object is read back.
-func (f *Filesystem) stampBelow(obj *os.File) error {
-	fi, err := obj.Stat()
-	if err != nil {
-		return err
-	}
+// stampBelow makes sure the stamp does not name a time after written, the
+// ctime of an object with its bytes (it only grows with its attribute)
+// and no name yet. It never does unless the clock was stepped back since
+// the stamped flush (or this writer slept through a whole flush, which is
+// harmless): then it lowers the stamp to the epoch, on disk before the
+// object is linked, so that no crash leaves the object's unflushed bytes
+// trusted. Until a later flush is stamped every object is read back.
+func (f *Filesystem) stampBelow(written int64) error {
 	stamp := filepath.Join(f.dir, flushedStamp)
-	st, err := os.Stat(stamp)
-	if err != nil || ctime(fi) >= st.ModTime().UnixNano() {
+	stamped, err := mtime(stamp)
+	if err != nil || written >= stamped {
 		return nil // no stamp: nothing is trusted unread
 	}
 	f.stampMu.Lock()
