@@ -33,12 +33,13 @@ test:
 ## bench: the benchmarks at the issue's sizes (premigrate job of 100,000
 ## files, lists over 100,000 jobs, 1M indexed files), then one table of
 ## figure, baseline, ratio and goal; LARGE=1 adds the million-path job and
-## lists over 1M jobs / 10M job stats
+## lists over 1M jobs / 10M job stats. -p 1: no package is built while
+## another's benchmarks run
 bench:
 	@mkdir -p bin && url="$${HUB_TEST_POSTGRES_URL:-$$(.ci/postgres.sh | tail -n 1)}" && \
 	HUB_TEST_POSTGRES_URL="$$url" HUB_BENCH_LARGE=$(LARGE) \
 	HUB_BENCH_JOB_FILES="$${HUB_BENCH_JOB_FILES:-$(if $(LARGE),1000000,100000)}" \
-	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 120m $(BENCH_PKGS) | tee bin/bench.out && \
+	$(GO) test -p 1 -run '^$$' -bench . -benchtime 3x -timeout 120m $(BENCH_PKGS) | tee bin/bench.out && \
 	$(GO) run ./cmd/benchtable -title "make bench, $$(date -u +%F), $$(nproc) cores" < bin/bench.out
 
 vet:

@@ -15,8 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,14 +34,6 @@ const sumXattr = "user.hub.sha256"
 // Filesystem is a Driver storing each object as a file under a folder.
 type Filesystem struct {
 	dir string
-	// flushed is the time (Unix ns, the filesystem's clock) before which
-	// every object changed is known to be on disk: flushedStamp's, as last
-	// read or written. It is stored under stampMu, with stampRead (when
-	// the stamp was last read), so that a stamp read before another
-	// goroutine lowered it is never stored after.
-	flushed   atomic.Int64
-	stampMu   sync.Mutex
-	stampRead time.Time
 }
 
 // The flush stamp. An object's checksum attribute is written with its
@@ -53,7 +43,9 @@ type Filesystem struct {
 // whose size and attribute are on disk and whose bytes are not. So Stat
 // trusts the attribute only of an object last changed (ctime) before the
 // last flush known to have ended, the stamp's mtime, and reports the
-// others Unflushed. Sync sets the stamp's atime to now (the filesystem's
+// others Unflushed; it reads the stamp after the object, so that a stamp
+// lowered before the object was linked (stampBelow), by this process or
+// another, is seen. Sync sets the stamp's atime to now (the filesystem's
 // clock, which sets ctimes), reads it, flushes, and only then writes that
 // time into the stamp's mtime, which therefore never names a flush that
 // had not ended: after a crash it may be older than the last flush, never
@@ -70,9 +62,6 @@ const (
 	// the small flushes of short jobs would feel. Objects flushed by such
 	// a flush are reported Unflushed until a later one is stamped.
 	stampEvery = time.Second
-	// stampReread: Stat reads the stamp again (other processes' flushes)
-	// at most this often; an object flushed meanwhile is only read back.
-	stampReread = time.Second
 )
 
 // NewFilesystem returns a filesystem driver for cfg.MigrationTargetFolder
@@ -365,18 +354,8 @@ func (f *Filesystem) Stat(ctx context.Context, key string) (Object, error) {
 // flushedBefore reports whether an object last changed at ctime (Unix ns)
 // is known to be on disk (see flushedStamp).
 func (f *Filesystem) flushedBefore(ctime int64) bool {
-	if ctime < f.flushed.Load() {
-		return true
-	}
-	f.stampMu.Lock()
-	defer f.stampMu.Unlock()
-	if time.Since(f.stampRead) >= stampReread {
-		f.stampRead = time.Now()
-		if fi, err := os.Stat(filepath.Join(f.dir, flushedStamp)); err == nil {
-			f.flushed.Store(fi.ModTime().UnixNano())
-		}
-	}
-	return ctime < f.flushed.Load()
+	stamped, err := mtime(filepath.Join(f.dir, flushedStamp))
+	return err == nil && ctime < stamped
 }
 
 // stampBelow makes sure the stamp does not name a time after written, the
@@ -392,8 +371,6 @@ func (f *Filesystem) stampBelow(written int64) error {
 	if err != nil || written >= stamped {
 		return nil // no stamp: nothing is trusted unread
 	}
-	f.stampMu.Lock()
-	defer f.stampMu.Unlock()
 	epoch := time.Unix(0, 0)
 	if err := os.Chtimes(stamp, epoch, epoch); err != nil {
 		return fmt.Errorf("lower the flush stamp: %w", err)
@@ -401,7 +378,6 @@ func (f *Filesystem) stampBelow(written int64) error {
 	if err := fsutil.SyncDir(stamp); err != nil { // an fsync of the stamp
 		return fmt.Errorf("lower the flush stamp: %w", err)
 	}
-	f.flushed.Store(0)
 	return nil
 }
 
@@ -616,12 +592,7 @@ func (f *Filesystem) stamp(stamp string, began time.Time, took time.Duration) {
 	if ended.Add(-took).Before(began) {
 		began = ended.Add(-took)
 	}
-	began = began.Add(-clockTick)
-	f.stampMu.Lock()
-	defer f.stampMu.Unlock()
-	if os.Chtimes(stamp, time.Time{}, began) == nil {
-		f.flushed.Store(began.UnixNano())
-	}
+	_ = os.Chtimes(stamp, time.Time{}, began.Add(-clockTick))
 }
 
 // syncFS flushes a target's filesystem; tests make it fail.
