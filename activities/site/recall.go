@@ -95,6 +95,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			j.fail(err)
 			return
 		}
+		j.next.Pending = pendingRecall // its record now (see recallOne)
 		toFlush.add(s.root, j.rel, j.fi)
 		j.note = "recalled"
 	})
@@ -107,33 +108,13 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 	}
 	s.finishEach(func(j *job) {
 		rec := j.next
-		if rec.State == Migrated {
-			kept, err := restoreMtime(j, timeFromNs(rec.Mtime))
-			if err != nil {
-				j.fail(err)
-				return
-			}
-			if kept {
-				j.note += "; written since by its user, whose mtime it keeps"
-			}
-			fault.Point("recall.mtime-restored")
-		}
-		if !resident && rec.contentAddressed() {
-			rec.State, rec.Pending, rec.StubSize = Premigrated, "", 0
-			if err := s.root.state.set(j.abs, j.rel, rec); err != nil {
-				j.fail(err)
-			}
-			return
-		}
-		// The record goes before its reference: a crash in between leaves
-		// a reference, which only keeps the remote copy a while longer.
-		if err := s.root.state.clear(j.abs, j.rel); err != nil {
+		drop, err := s.endRecall(j, rec, resident)
+		if err != nil {
 			j.fail(err)
 			return
 		}
-		fault.Point("recall.record-cleared")
-		if !rec.contentAddressed() {
-			return // legacy copies may be shared by path: never freed
+		if !drop {
+			return
 		}
 		driver, err := drivers.get(rec.Target)
 		if err == nil {
@@ -144,6 +125,40 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		}
 	})
 	return s.results()
+}
+
+// endRecall gives a recalled file its mtime back and its record its end
+// (premigrated, or none when resident), under the file's lock and only
+// while the file at its path is still the one recalled with the record
+// the recall read or marked: a user may have moved another file (another
+// stub) to the path meanwhile, and another step (a migrate's release) may
+// have recorded the file. drop: the file's reference is to be dropped.
+func (s *stepRun) endRecall(j *job, rec Record, resident bool) (drop bool, err error) {
+	defer lockFile(j.fi)()
+	if err := s.recordStill(j, rec); err != nil {
+		return false, err
+	}
+	if rec.State == Migrated {
+		kept, err := restoreMtime(j, timeFromNs(rec.Mtime))
+		if err != nil {
+			return false, err
+		}
+		if kept {
+			j.note += "; written since by its user, whose mtime it keeps"
+		}
+		fault.Point("recall.mtime-restored")
+	}
+	if !resident && rec.contentAddressed() {
+		rec.State, rec.Pending, rec.StubSize = Premigrated, "", 0
+		return false, s.root.state.set(j.abs, j.rel, rec)
+	}
+	// The record goes before its reference: a crash in between leaves
+	// a reference, which only keeps the remote copy a while longer.
+	if err := s.root.state.clear(j.abs, j.rel); err != nil {
+		return false, err
+	}
+	fault.Point("recall.record-cleared")
+	return rec.contentAddressed(), nil // legacy copies may be shared by path: never freed
 }
 
 // recallOne brings one stub's data back. The data goes to a scratch file

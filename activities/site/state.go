@@ -198,8 +198,10 @@ var indexRecordWriting func(rel string)
 // store signs and stores rec, in the file's attributes or at rel in the
 // index; it returns the signed record if it went to the index.
 func (s *stateStore) store(abs, rel string, rec Record) (indexed *Record, err error) {
-	if done, err := s.storeAttr(abs, rel, rec); done || err != nil {
+	if done, err := s.storeAttr(abs, rel, rec); err != nil {
 		return nil, err
+	} else if done {
+		return nil, s.index.remove(rel) // an older record of the file
 	}
 	if err := s.signer.sign(&rec); err != nil {
 		return nil, fmt.Errorf("record state of %s: %w", apiPath(rel), err)
@@ -216,7 +218,8 @@ func (s *stateStore) store(abs, rel string, rec Record) (indexed *Record, err er
 // storeAttr signs and stores rec in the file's attributes, on a site that
 // keeps records there; done is false (and err nil) where they cannot be
 // written (a file read-only to a non-root worker, a mount without
-// xattrs), for the index to keep the record instead.
+// xattrs), for the index to keep the record instead. The index's record
+// at rel, if any, is the caller's to remove.
 func (s *stateStore) storeAttr(abs, rel string, rec Record) (done bool, err error) {
 	if !s.xattr {
 		return false, nil
@@ -235,7 +238,7 @@ func (s *stateStore) storeAttr(abs, rel string, rec Record) (done bool, err erro
 	err = lsetxattr(abs, recordXattr, b)
 	switch {
 	case err == nil:
-		return true, s.index.remove(rel)
+		return true, nil
 	case errors.Is(err, errXattrUnsupported), errors.Is(err, fs.ErrPermission):
 		return false, nil
 	}

@@ -278,6 +278,57 @@ func typeName(m fs.FileMode) string {
 // unchanged reports whether the file still is the one the job saw.
 func (j *job) unchanged(fi fs.FileInfo) bool { return !changed(fi, j.fi) }
 
+// fileLocks serialize, within this process, the steps that check a
+// file's record and then change the file or its record (a migrate's
+// release, a recall's end), so that no other step's record comes between
+// the check and the change. Striped by inode.
+var fileLocks [64]sync.Mutex
+
+// lockFile locks the file fi describes (see fileLocks) and returns the
+// unlock.
+func lockFile(fi fs.FileInfo) (unlock func()) {
+	m := &fileLocks[inode(fi)%uint64(len(fileLocks))]
+	m.Lock()
+	return m.Unlock
+}
+
+// errRecordChanged: between a step's look at a file and its change of
+// the file's record, another file took its name or another step recorded
+// it; that record is not the step's to change.
+var errRecordChanged = errors.New("the file was replaced at its path, or another step recorded it, meanwhile: its record is left as it is")
+
+// recordStill checks, under the file's lock, that the file at j.abs is
+// still j's (the same inode) and that its record is still want, as this
+// step read or wrote it (every field but the signature).
+func (s *stepRun) recordStill(j *job, want Record) error {
+	fi, err := os.Lstat(j.abs)
+	if err != nil {
+		return err
+	}
+	if device(fi) != device(j.fi) || inode(fi) != inode(j.fi) {
+		return errRecordChanged
+	}
+	rel := j.rel
+	if now, ok := s.root.state.whereNow(j.abs); ok {
+		rel = now // an index record follows its file's folder (see follow)
+	}
+	cur, err := s.root.record(j.abs, rel, fi)
+	if err != nil {
+		return err
+	}
+	if cur == nil || !sameRecord(*cur, want) {
+		return errRecordChanged
+	}
+	return nil
+}
+
+// sameRecord compares two records but for their signatures and where
+// they were read from.
+func sameRecord(a, b Record) bool {
+	a.Sig, b.Sig, a.fromXattr, b.fromXattr = "", "", false, false
+	return a == b
+}
+
 // Premigrate copies files to target and records them as premigrated:
 // for each file it hashes the data, uploads it (unless the target already
 // holds identical content and Overwrite is off), verifies what the target
@@ -470,8 +521,13 @@ var flushTarget = func(ctx context.Context, target targets.Driver) error {
 // data wins and the file is resident again.
 var errChangedNotReleased = errors.New("file changed during migration; not released")
 
-// release truncates the file of a job marked pendingRelease.
+// release truncates the file of a job marked pendingRelease, while it is
+// still the file marked and its record still this step's mark.
 func (s *stepRun) release(j *job) error {
+	defer lockFile(j.fi)()
+	if err := s.recordStill(j, j.next); err != nil {
+		return err
+	}
 	f, err := fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow, 0)
 	if err != nil {
 		return err

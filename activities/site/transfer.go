@@ -747,7 +747,8 @@ func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets
 		return err
 	}
 	// In the stub's attributes (where they can be written), the record is
-	// written before the rename, which takes it along. The index keeps
+	// written before the rename, which takes it along; the index's record
+	// of the file it replaces goes after the rename. The index keeps
 	// records by path, and the file at rel (maybe a stub of the
 	// destination's own, whose only record that is) keeps its record until
 	// the rename replaces it: the stub's is written after. A kill in
@@ -765,7 +766,7 @@ func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets
 	if !inAttr {
 		return a.Root.state.set(abs, rel, rec)
 	}
-	return nil
+	return a.Root.state.index.remove(rel) // the replaced file's, now gone
 }
 
 func fileSHA256(name string) (string, error) {

@@ -1,0 +1,218 @@
+package site
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/activities/targets"
+)
+
+// onSiteFlush runs act once, at the first flush of the site's filesystem
+// from then on (a step's flush before it writes its records): the instant
+// a user or another worker acts between a step's look at its files and
+// its records. Not parallel: flushSite is the package's.
+func onSiteFlush(t *testing.T, act func()) {
+	t.Helper()
+	var fired atomic.Bool
+	t.Cleanup(func() { flushSite = fsutil.SyncFS })
+	flushSite = func(d string) error {
+		if fired.CompareAndSwap(false, true) {
+			act()
+		}
+		return fsutil.SyncFS(d)
+	}
+}
+
+// TestRecallEndLeavesAFileMovedToItsPath: once a recall has written a
+// stub's data back and before it records the end, the user moves the file
+// away and another stub to its path. The recall's end wrote the first
+// file's record over the second's, by path: the second stub then read as
+// resident, its data only on the target with nothing naming it. Now the
+// recall leaves both: the moved stub recalls its own data, the recalled
+// file (marked "recall in progress", whole) its own.
+func TestRecallEndLeavesAFileMovedToItsPath(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.bin"), filepath.Join(dir, "b.bin")
+	dataA := bytes.Repeat([]byte("the file being recalled "), 300)
+	dataB := bytes.Repeat([]byte("another stub, moved to its path "), 300)
+	writeOld(t, a, dataA)
+	writeOld(t, b, dataB)
+	root := newRoot(t, dir, false)
+	target := fsTarget(t)
+	res, err := Migrate(ctx, root, []string{"/a.bin", "/b.bin"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/a.bin", "/b.bin"})
+
+	onSiteFlush(t, func() {
+		got, err := os.ReadFile(a)
+		assert.NoError(t, err)
+		assert.Equal(t, dataA, got, "the data is back when the recall flushes")
+		assert.NoError(t, os.Rename(a, a+".old"))
+		assert.NoError(t, os.Rename(b, a))
+	})
+	res, err = Recall(ctx, root, []string{"/a.bin"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	require.Equal(t, CodeFailed, res[0].Code, "%+v", res[0])
+	require.Contains(t, res[0].Message, "replaced at its path")
+	flushSite = fsutil.SyncFS
+
+	for range 2 {
+		_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+		require.NoError(t, err)
+	}
+	res, err = Recall(ctx, root, []string{"/a.bin", "/a.bin.old"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/a.bin", "/a.bin.old"})
+	for name, want := range map[string][]byte{a: dataB, a + ".old": dataA} {
+		got, err := os.ReadFile(name)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(want, got), "%s holds other bytes", name)
+	}
+}
+
+// TestRecallEndLeavesAReleasedStub: a migrate killed after marking a file
+// "release in progress" leaves it whole; a recall finds it so ("data was
+// local") and, while it flushes, another worker's migrate resumes and
+// releases the file, recording the stub. The recall's end then wrote its
+// premigrated record, of the whole file, over the stub's: the stub read
+// as resident and its data was lost. Now the recall leaves the stub and
+// its record, and the stub recalls.
+func TestRecallEndLeavesAReleasedStub(t *testing.T) {
+	for _, index := range []bool{false, true} {
+		t.Run(map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
+			ctx := context.Background()
+			dir, tdir := t.TempDir(), t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			data := bytes.Repeat([]byte("released while its recall ran "), 300)
+			writeOld(t, abs, data)
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			require.True(t, runChild(t, "^TestInterruptedReleaseChild$", "HUB_FAULT_POINT=migrate.marked@1",
+				"HUB_RELEASE_CHILD_ROOT="+dir, "HUB_RELEASE_CHILD_TARGET="+tdir, "HUB_RELEASE_CHILD_INDEX="+idx), "killed at migrate.marked")
+			target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+			require.NoError(t, err)
+			recaller, migrator := newRoot(t, dir, index), newRoot(t, dir, index)
+
+			onSiteFlush(t, func() {
+				res, err := Migrate(ctx, migrator, []string{"/f.bin"}, target, "t", StepOptions{})
+				if assert.NoError(t, err) {
+					assert.Equal(t, CodeOK, res[0].Code, "%+v", res[0])
+				}
+			})
+			res, err := Recall(ctx, recaller, []string{"/f.bin"}, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeFailed, res[0].Code, "%+v", res[0])
+			flushSite = fsutil.SyncFS
+			fi, err := os.Stat(abs)
+			require.NoError(t, err)
+			require.Zero(t, fi.Size(), "the other worker released the file")
+
+			for range 2 {
+				_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+				require.NoError(t, err)
+			}
+			res, err = Recall(ctx, recaller, []string{"/f.bin"}, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/f.bin"})
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(data, got), "the stub's data is lost")
+		})
+	}
+}
+
+// afterStat is a target that runs fn after each Stat: the instant between
+// a step's check of an object and what it does next.
+type afterStat struct {
+	targets.Driver
+	fn func(key string)
+}
+
+func (a *afterStat) Stat(ctx context.Context, key string) (targets.Object, error) {
+	obj, err := a.Driver.Stat(ctx, key)
+	a.fn(key)
+	return obj, err
+}
+
+// TestReleaseLeavesAFileReverseStubbed: a migrate has marked a file and
+// checked its reference; before it releases the file, another worker
+// reverse-stubs it (the data is local: it clears the record and drops the
+// reference). The release truncated the file all the same and recorded a
+// stub whose reference was gone: the collector then freed its only copy.
+// Now the release finds the record it marked gone and leaves the file
+// whole.
+func TestReleaseLeavesAFileReverseStubbed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	abs := filepath.Join(dir, "f.bin")
+	data := bytes.Repeat([]byte("made resident while it was released "), 300)
+	writeOld(t, abs, data)
+	migrator, other := newRoot(t, dir, false), newRoot(t, dir, false)
+	target := fsTarget(t)
+	var fired atomic.Bool
+	hook := &afterStat{Driver: target, fn: func(key string) {
+		rec, _ := migrator.state.get(abs, "f.bin")
+		if !strings.HasPrefix(key, refsDir) || rec == nil || rec.Pending != pendingRelease || !fired.CompareAndSwap(false, true) {
+			return
+		}
+		res, err := ReverseStub(ctx, other, []string{"/f.bin"}, only("t", target), StepOptions{})
+		if assert.NoError(t, err) {
+			assert.Equal(t, CodeOK, res[0].Code, "%+v", res[0])
+		}
+	}}
+	res, err := Migrate(ctx, migrator, []string{"/f.bin"}, hook, "t", StepOptions{})
+	require.NoError(t, err)
+	require.True(t, fired.Load(), "the reverse stub did not run between the reference's check and the release")
+	require.Equal(t, CodeFailed, res[0].Code, "%+v", res[0])
+
+	for range 2 {
+		_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+		require.NoError(t, err)
+	}
+	res, err = Recall(ctx, migrator, []string{"/f.bin"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	t.Logf("recall: %+v", res[0])
+	got, err := os.ReadFile(abs)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got), "the file's data is lost")
+}
+
+// TestFailedStubReceiveKeepsTheIndexRecord: on a site keeping records in
+// attributes, a file whose record is in the index instead (its attributes
+// could not be written) is the destination of a received stub. The new
+// stub's record went into its attributes and the index's record of the
+// file at the path was removed before the stub's rename, which then
+// failed: the destination's own stub was left without a record, its data
+// unreachable. Now the index's record goes only once the rename is done.
+func TestFailedStubReceiveKeepsTheIndexRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fx := newTransferFixture(t, false)
+	data := bytes.Repeat([]byte("the destination's own stub, recorded in the index "), 100)
+	abs := fx.abs("/f.txt")
+	writeOld(t, abs, data)
+	res, err := Migrate(ctx, newRoot(t, fx.dir, true), []string{"/f.txt"}, fx.target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.txt"})
+	// Immutable, the file cannot be renamed over (EPERM, also for root).
+	if err := exec.Command("chattr", "+i", abs).Run(); err != nil {
+		t.Skipf("cannot make a file immutable here (chattr +i: %v): no rename to fail", err)
+	}
+	t.Cleanup(func() { _ = exec.Command("chattr", "-i", abs).Run() })
+	_, err = fx.receive(ReceiveInput{Step: "send"}, fx.sent, nil)
+	require.Error(t, err)
+	require.NoError(t, exec.Command("chattr", "-i", abs).Run())
+	fx.requireRecall(t, "/f.txt", data)
+}
