@@ -391,6 +391,9 @@ func cjCopyFile(ctx context.Context, root *Root, srcRel, dst string, sc *snapsho
 		// The record is checked against the file opened: a file swapped
 		// in since is copied as what it is.
 		if rec != nil && rec.State == Migrated && rec.matches(info) {
+			if rec.Pending == pendingRecall {
+				return 0, cjPermanent(fmt.Errorf("%s: %w", apiPath(srcRel), errRecallInterrupted))
+			}
 			return sc.copyStub(ctx, in, info, srcRel, dst, *rec)
 		}
 	}

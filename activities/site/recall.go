@@ -204,6 +204,16 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 		return err
 	}
 	defer f.Close()
+	// Leased (see exclusiveLease), the file has no other descriptor while
+	// its data is written back, and one opened meanwhile waits until this
+	// recall closes it: a program writing to it during the copy would mix
+	// its bytes with the data's, which the recall would then record as the
+	// original. Past the kernel's lease-break time such an open goes
+	// through; the file is then read back before it counts as recalled.
+	if err := exclusiveLease(f); err != nil {
+		return fmt.Errorf("not recalled: %w, whose writes would mix with the data written back", err)
+	}
+	leased := leaseHeld(f)
 	// The file must still be the stub seen, before the mark is written
 	// and after: the mark makes any size up to the data's count as this
 	// recall's, so a user's write must not carry it (the original record
@@ -240,11 +250,24 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
+	if recallWriting != nil {
+		recallWriting(j.abs)
+	}
 	if _, err := io.Copy(f, tmp); err != nil {
 		// Cut back to the stub, which is the data's first bytes.
 		_ = f.Truncate(rec.StubSize)
 		_ = setMtime(j.abs, timeFromNs(rec.Mtime))
 		return err
+	}
+	if leased && !leaseHeld(f) {
+		// Another program opened the file during the copy: it waits, unless
+		// the lease-break time passed, and then it may have written.
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		if sum, err := sha256Of(f); err != nil || sum != rec.Checksum {
+			return errors.Join(errors.New("another program opened the file while its data was written back, and it no longer holds the data: left marked, for a recall to check again"), err)
+		}
 	}
 	fault.Point("recall.written")
 	// What the recall left, which restoreMtime compares with.
@@ -304,6 +327,11 @@ func (r *Root) moveAside(l *loc, name string) (string, error) {
 	}
 	return to.rel, nil
 }
+
+// recallWriting, nil outside tests, is called right before a recall
+// writes a stub's data back, with the stub's path: tests act there as a
+// program writing to the file.
+var recallWriting func(abs string)
 
 // errChangedDuringRecall: the stub was written to while its data was
 // fetched; the user's write wins and the file is left as it is.

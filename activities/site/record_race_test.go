@@ -3,6 +3,7 @@ package site
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,4 +216,136 @@ func TestFailedStubReceiveKeepsTheIndexRecord(t *testing.T) {
 	require.Error(t, err)
 	require.NoError(t, exec.Command("chattr", "-i", abs).Run())
 	fx.requireRecall(t, "/f.txt", data)
+}
+
+// TestRecallRefusesAFileOpenElsewhere: a stub another program has open
+// is not recalled (a write through its descriptor would mix with the data
+// written back); closed, it is.
+func TestRecallRefusesAFileOpenElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	abs := filepath.Join(dir, "f.bin")
+	data := bytes.Repeat([]byte("recalled once nobody has it open "), 300)
+	writeOld(t, abs, data)
+	root := newRoot(t, dir, false)
+	target := fsTarget(t)
+	res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+	other, err := os.Open(abs)
+	require.NoError(t, err)
+	res, err = Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	require.Equal(t, CodeFailed, res[0].Code, "%+v", res[0])
+	require.Contains(t, res[0].Message, errOpenElsewhere.Error())
+	require.NoError(t, other.Close())
+	res, err = Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+	got, err := os.ReadFile(abs)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got))
+}
+
+// TestRecallLetsAWriterInAfterIt: a program opens a stub to save over it
+// (O_TRUNC) while the recall writes its data back. The save went through
+// at once and the recall's copy went on at its own offset: the file
+// ended as the save, zeros and the data's tail, recorded as the
+// original. Now the program's open waits until the recall is done with
+// the file, and its save is the file's content, resident.
+func TestRecallLetsAWriterInAfterIt(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	abs := filepath.Join(dir, "f.bin")
+	data := bytes.Repeat([]byte("the data written back "), 3000)
+	writeOld(t, abs, data)
+	root := newRoot(t, dir, false)
+	target := fsTarget(t)
+	res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+
+	saved := make(chan error, 1)
+	t.Cleanup(func() { recallWriting = nil })
+	recallWriting = func(string) {
+		recallWriting = nil
+		go func() {
+			f, err := os.OpenFile(abs, os.O_WRONLY|os.O_TRUNC, 0)
+			if err == nil {
+				_, err = f.WriteString("the user's save")
+				err = errors.Join(err, f.Close())
+			}
+			saved <- err
+		}()
+		select { // the save, where nothing makes it wait
+		case err := <-saved:
+			saved <- err
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	res, err = Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	t.Logf("recall: %+v", res[0])
+	require.NoError(t, <-saved)
+	got, err := os.ReadFile(abs)
+	require.NoError(t, err)
+	require.True(t, string(got) == "the user's save", "the save was mixed with the data: %d bytes", len(got))
+	_, rec, err := root.Stat("/f.bin")
+	require.NoError(t, err)
+	require.Nil(t, rec, "the save is resident")
+}
+
+// markRecallInterrupted marks the stub at rel "recall in progress", as a
+// recall killed after its mark leaves it, then writes content over it in
+// place, as its user may do since (a size a recall's could have).
+func markRecallInterrupted(t *testing.T, root *Root, rel, content string) {
+	t.Helper()
+	abs := filepath.Join(root.Dir(), filepath.FromSlash(rel))
+	rec, err := root.state.get(abs, rel)
+	require.NoError(t, err)
+	require.NotNil(t, rec)
+	require.Less(t, len(content), int(rec.Size))
+	rec.Pending = pendingRecall
+	require.NoError(t, root.state.set(abs, rel, *rec))
+	require.NoError(t, os.WriteFile(abs, []byte(content), 0o644))
+	_, cur, err := root.Stat("/" + rel)
+	require.NoError(t, err)
+	require.NotNil(t, cur, "the user's content passes for a recall's")
+}
+
+// TestInterruptedRecallIsNotTakenForAStub: a file whose recall was
+// interrupted, and which its user wrote since, passed for a stub: a
+// premigrate or migrate skipped it as "already migrated" (a success, so
+// a send sent the old content's key), and a snapshot kept it as a stub of
+// the old content, without the user's bytes. Now the steps skip it saying
+// why (not a success: a send sends nothing) and a snapshot fails, until a
+// recall has looked.
+func TestInterruptedRecallIsNotTakenForAStub(t *testing.T) {
+	t.Parallel()
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir, tdir, s := snapshotStubSite(t, index)
+			markRecallInterrupted(t, s.a.Root, "spaces/lab/f.txt", "new work")
+			for _, migrate := range []bool{false, true} {
+				step := Premigrate
+				if migrate {
+					step = Migrate
+				}
+				res, err := step(ctx, s.a.Root, []string{"/spaces/lab/f.txt"}, s.target, "archive", StepOptions{})
+				require.NoError(t, err)
+				require.Equal(t, CodeSkipped, res[0].Code, "%+v", res[0])
+				require.Equal(t, OutcomeSkipped, toOutcomes(res)[0].State, "not a success: a send sends nothing")
+				require.Contains(t, res[0].Message, errRecallInterrupted.Error())
+			}
+			_, err := s.a.cjSnapshot(ctx, snapshotOfLab(tdir), false)
+			require.ErrorIs(t, err, errRecallInterrupted)
+			require.NoDirExists(t, filepath.Join(dir, cjSnapshotsDir, "lab", "s1"))
+			got, err := os.ReadFile(filepath.Join(dir, "spaces", "lab", "f.txt"))
+			require.NoError(t, err)
+			require.Equal(t, "new work", string(got))
+		})
+	}
 }

@@ -292,6 +292,12 @@ func lockFile(fi fs.FileInfo) (unlock func()) {
 	return m.Unlock
 }
 
+// errRecallInterrupted: a file marked "recall in progress" holds the
+// data's first bytes, or whatever its user wrote since (any size up to
+// the data's passes for a recall's): it is neither taken for a stub nor
+// copied as it is until a recall has looked.
+var errRecallInterrupted = errors.New("a recall of it was interrupted, and it may have been written since: recall it first")
+
 // errRecordChanged: between a step's look at a file and its change of
 // the file's record, another file took its name or another step recorded
 // it; that record is not the step's to change.
@@ -599,6 +605,9 @@ func (s *stepRun) transfer(target targets.Driver, targetName string, migrate boo
 			switch {
 			case rec.State == Migrated && rec.Pending == pendingRelease && migrate:
 				j.next, j.note = *rec, "resumed an interrupted release"
+				return
+			case rec.State == Migrated && rec.Pending == pendingRecall:
+				j.finish(CodeSkipped, "%v", errRecallInterrupted) // not "already migrated"
 				return
 			case rec.State == Migrated:
 				j.finish(CodeSkipped, "already migrated")

@@ -122,3 +122,10 @@ func writeLease(f *os.File) error {
 		time.Sleep(wait)
 	}
 }
+
+// leaseHeld tells whether f holds a write lease that no open of another
+// program has broken (or started to break) since it was taken.
+func leaseHeld(f *os.File) bool {
+	t, err := unix.FcntlInt(f.Fd(), unix.F_GETLEASE, 0)
+	return err == nil && t == unix.F_WRLCK
+}
