@@ -600,7 +600,7 @@ func copyIn(ctx context.Context, root *Root, l *loc, r io.Reader, size int64, mt
 	}
 	err = tmp.Chmod(0o644)
 	if err == nil && !mtime.IsZero() {
-		err = os.Chtimes(tmp.Name(), mtime, mtime)
+		err = setAtimeMtimeOf(tmp, mtime)
 	}
 	if err == nil && check != nil {
 		err = check()

@@ -349,3 +349,34 @@ func TestInterruptedRecallIsNotTakenForAStub(t *testing.T) {
 		})
 	}
 }
+
+// TestTimesOfATemporaryFileSwappedForASymlink: a received or recalled
+// file is written under a temporary name in its user's folder, where the
+// user may move it away and put a symlink to any other file in its place
+// before its times are set; they were set by name, following the symlink
+// (a root worker set the other file's mtime). They are set through the
+// file's descriptor now, and its birth time read there.
+func TestTimesOfATemporaryFileSwappedForASymlink(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	writeOld(t, victim, []byte("somebody else's file"))
+	before, err := os.Stat(victim)
+	require.NoError(t, err)
+	tmp, err := fsutil.OpenTemp(context.Background(), filepath.Join(dir, "f.txt"))
+	require.NoError(t, err)
+	defer tmp.Close()
+	moved := filepath.Join(dir, "moved")
+	require.NoError(t, os.Rename(tmp.Name(), moved))
+	require.NoError(t, os.Symlink(victim, tmp.Name()))
+
+	when := time.Date(2020, 1, 2, 3, 4, 5, 6, time.UTC)
+	require.NoError(t, setAtimeMtimeOf(tmp, when))
+	after, err := os.Stat(victim)
+	require.NoError(t, err)
+	require.True(t, before.ModTime().Equal(after.ModTime()), "the symlink's target was touched")
+	fi, err := os.Stat(moved)
+	require.NoError(t, err)
+	require.True(t, when.Equal(fi.ModTime()))
+	require.Equal(t, birthTime(moved), birthTimeOf(tmp))
+}

@@ -70,11 +70,31 @@ const openNoFollow = unix.O_NOFOLLOW
 
 // setMtimeOf sets the mtime of the open file f (its atime unchanged).
 func setMtimeOf(f *os.File, mtime time.Time) error {
-	ts := []unix.Timespec{{Sec: 0, Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime.UnixNano())}
+	return setTimesOf(f, []unix.Timespec{{Sec: 0, Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime.UnixNano())})
+}
+
+// setAtimeMtimeOf sets both the atime and the mtime of f to t, through
+// its descriptor: a temporary file's name is in a user's folder, where its
+// user may put a symlink to any file in its place.
+func setAtimeMtimeOf(f *os.File, t time.Time) error {
+	ts := unix.NsecToTimespec(t.UnixNano())
+	return setTimesOf(f, []unix.Timespec{ts, ts})
+}
+
+func setTimesOf(f *os.File, ts []unix.Timespec) error {
 	if err := unix.UtimesNanoAt(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), ts, 0); err != nil {
 		return &os.PathError{Op: "utimensat", Path: f.Name(), Err: err}
 	}
 	return nil
+}
+
+// birthTimeOf is birthTime of the file f is open on.
+func birthTimeOf(f *os.File) int64 {
+	var stx unix.Statx_t
+	if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_BTIME, &stx); err != nil || stx.Mask&unix.STATX_BTIME == 0 {
+		return 0
+	}
+	return stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
 }
 
 // birthTime returns the creation time of path in Unix ns, or 0 when the

@@ -27,6 +27,12 @@ func setMtime(path string, mtime time.Time) error { return os.Chtimes(path, time
 // setMtimeOf sets the mtime of f, by its name here.
 func setMtimeOf(f *os.File, mtime time.Time) error { return os.Chtimes(f.Name(), time.Time{}, mtime) }
 
+// setAtimeMtimeOf sets f's atime and mtime, by its name here.
+func setAtimeMtimeOf(f *os.File, t time.Time) error { return os.Chtimes(f.Name(), t, t) }
+
+// birthTimeOf is unknown without statx(2).
+func birthTimeOf(*os.File) int64 { return 0 }
+
 const openNoFollow = syscall.O_NOFOLLOW
 
 // birthTime is unknown without statx(2).

@@ -715,7 +715,7 @@ func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets
 	}()
 	mtime := time.Unix(0, f.Mtime)
 	if err = tmp.Chmod(0o644); err == nil {
-		err = os.Chtimes(tmp.Name(), mtime, mtime)
+		err = setAtimeMtimeOf(tmp, mtime)
 	}
 	if err != nil {
 		return fmt.Errorf("stub %s: %w", apiPath(rel), err)
@@ -727,7 +727,7 @@ func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets
 	// The stub keeps its inode (and birth time) when renamed into place,
 	// so its reference and record can name it now.
 	rec = Record{State: Migrated, Size: f.Size, Mtime: f.Mtime, Target: f.Target,
-		Key: f.Key, Checksum: f.Checksum, Ino: inode(fi), Btime: birthTime(tmp.Name())}
+		Key: f.Key, Checksum: f.Checksum, Ino: inode(fi), Btime: birthTimeOf(tmp)}
 	if f.Key == contentKey(f.Checksum) {
 		if rec.Ref, err = a.Root.refID(rec.Ino, rec.Btime, f.Checksum); err != nil {
 			return err
