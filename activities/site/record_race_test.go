@@ -218,24 +218,31 @@ func TestFailedStubReceiveKeepsTheIndexRecord(t *testing.T) {
 	fx.requireRecall(t, "/f.txt", data)
 }
 
+// migratedStub is /f.bin, holding data, migrated to a filesystem target
+// (t) of a new site.
+func migratedStub(t *testing.T, data []byte) (abs string, root *Root, target targets.Driver) {
+	t.Helper()
+	dir := t.TempDir()
+	abs = filepath.Join(dir, "f.bin")
+	writeOld(t, abs, data)
+	root, target = newRoot(t, dir, false), fsTarget(t)
+	res, err := Migrate(context.Background(), root, []string{"/f.bin"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+	return abs, root, target
+}
+
 // TestRecallRefusesAFileOpenElsewhere: a stub another program has open
 // is not recalled (a write through its descriptor would mix with the data
 // written back); closed, it is.
 func TestRecallRefusesAFileOpenElsewhere(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	abs := filepath.Join(dir, "f.bin")
 	data := bytes.Repeat([]byte("recalled once nobody has it open "), 300)
-	writeOld(t, abs, data)
-	root := newRoot(t, dir, false)
-	target := fsTarget(t)
-	res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
-	require.NoError(t, err)
-	requireAll(t, res, CodeOK, []string{"/f.bin"})
+	abs, root, target := migratedStub(t, data)
 	other, err := os.Open(abs)
 	require.NoError(t, err)
-	res, err = Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
+	res, err := Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
 	require.NoError(t, err)
 	require.Equal(t, CodeFailed, res[0].Code, "%+v", res[0])
 	require.Contains(t, res[0].Message, errOpenElsewhere.Error())
@@ -256,16 +263,7 @@ func TestRecallRefusesAFileOpenElsewhere(t *testing.T) {
 // the file, and its save is the file's content, resident.
 func TestRecallLetsAWriterInAfterIt(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	abs := filepath.Join(dir, "f.bin")
-	data := bytes.Repeat([]byte("the data written back "), 3000)
-	writeOld(t, abs, data)
-	root := newRoot(t, dir, false)
-	target := fsTarget(t)
-	res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
-	require.NoError(t, err)
-	requireAll(t, res, CodeOK, []string{"/f.bin"})
-
+	abs, root, target := migratedStub(t, bytes.Repeat([]byte("the data written back "), 3000))
 	saved := make(chan error, 1)
 	t.Cleanup(func() { recallWriting = nil })
 	recallWriting = func(string) {
@@ -284,7 +282,7 @@ func TestRecallLetsAWriterInAfterIt(t *testing.T) {
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
-	res, err = Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
+	res, err := Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
 	require.NoError(t, err)
 	t.Logf("recall: %+v", res[0])
 	require.NoError(t, <-saved)

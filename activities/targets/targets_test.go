@@ -595,6 +595,30 @@ func TestFilesystemCreate(t *testing.T) {
 	require.Equal(t, []byte("marker"), get(t, d, "refs/abc/r1"))
 }
 
+// stampedTarget is a filesystem target in a new folder, on a filesystem
+// with user xattrs (the test is skipped elsewhere: there no checksum is
+// trusted unread, and no stamp relied on).
+func stampedTarget(t *testing.T) (string, *Filesystem) {
+	t.Helper()
+	dir := t.TempDir()
+	if !userXattrs(t, dir) {
+		t.Skip("no user xattrs on this filesystem: no checksum is trusted unread")
+	}
+	d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	return dir, d
+}
+
+// unflushedObject is Stat's Unflushed of the object at key, which must
+// have a checksum attribute.
+func unflushedObject(t *testing.T, d *Filesystem, key string) bool {
+	t.Helper()
+	obj, err := d.Stat(context.Background(), key)
+	require.NoError(t, err)
+	require.NotEmpty(t, obj.Checksum, key)
+	return obj.Unflushed
+}
+
 // TestFilesystemTrustsChecksumsOnlyOnceFlushed: an object's checksum
 // attribute is written with its bytes, and a crash before the target is
 // flushed can keep the attribute and lose the bytes (a filesystem that
@@ -604,26 +628,14 @@ func TestFilesystemCreate(t *testing.T) {
 // that failed stamps nothing, and the stamps stay out of listings.
 func TestFilesystemTrustsChecksumsOnlyOnceFlushed(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	if !userXattrs(t, dir) {
-		t.Skip("no user xattrs on this filesystem: no checksum is trusted unread")
-	}
-	d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
-	require.NoError(t, err)
-	unflushed := func(d *Filesystem, key string) bool {
-		t.Helper()
-		obj, err := d.Stat(ctx, key)
-		require.NoError(t, err)
-		require.NotEmpty(t, obj.Checksum, key)
-		return obj.Unflushed
-	}
+	dir, d := stampedTarget(t)
 	require.NoError(t, d.Put(ctx, "a", strings.NewReader("first"), 5))
-	require.True(t, unflushed(d, "a"), "written, not flushed")
+	require.True(t, unflushedObject(t, d, "a"), "written, not flushed")
 	// Timestamps move by clock ticks: an object changed in the tick before
 	// its flush began counts as unflushed.
 	time.Sleep(3 * clockTick)
 	require.NoError(t, d.Sync(ctx))
-	require.False(t, unflushed(d, "a"), "flushed")
+	require.False(t, unflushedObject(t, d, "a"), "flushed")
 	// The stamp holds a time before the flush began, a tick before the
 	// time read then, not its own (its atime: read as the flush ended).
 	var st unix.Stat_t
@@ -633,12 +645,12 @@ func TestFilesystemTrustsChecksumsOnlyOnceFlushed(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, leftovers)
 	require.NoError(t, d.Put(ctx, "b", strings.NewReader("second"), 6))
-	require.True(t, unflushed(d, "b"), "written after the flush")
+	require.True(t, unflushedObject(t, d, "b"), "written after the flush")
 
 	restarted, err := NewFilesystem(Config{MigrationTargetFolder: dir})
 	require.NoError(t, err)
-	require.False(t, unflushed(restarted, "a"), "the stamp tells a new driver")
-	require.True(t, unflushed(restarted, "b"))
+	require.False(t, unflushedObject(t, restarted, "a"), "the stamp tells a new driver")
+	require.True(t, unflushedObject(t, restarted, "b"))
 
 	real := syncFS
 	t.Cleanup(func() { syncFS = real })
@@ -646,8 +658,8 @@ func TestFilesystemTrustsChecksumsOnlyOnceFlushed(t *testing.T) {
 	require.Error(t, d.Sync(ctx))
 	again, err := NewFilesystem(Config{MigrationTargetFolder: dir})
 	require.NoError(t, err)
-	require.True(t, unflushed(again, "b"), "a failed flush stamps nothing")
-	require.True(t, unflushed(d, "b"))
+	require.True(t, unflushedObject(t, again, "b"), "a failed flush stamps nothing")
+	require.True(t, unflushedObject(t, d, "b"))
 	syncFS = real
 
 	objs, _, err := d.List(ctx, "", "", 100)
@@ -669,43 +681,31 @@ func TestFilesystemTrustsChecksumsOnlyOnceFlushed(t *testing.T) {
 // an hour ahead, which is what the target sees.
 func TestClockSteppedBackTrustsNothing(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	if !userXattrs(t, dir) {
-		t.Skip("no user xattrs on this filesystem: no checksum is trusted unread")
-	}
-	d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
-	require.NoError(t, err)
-	unflushed := func(d *Filesystem, key string) bool {
-		t.Helper()
-		obj, err := d.Stat(ctx, key)
-		require.NoError(t, err)
-		require.NotEmpty(t, obj.Checksum, key)
-		return obj.Unflushed
-	}
+	dir, d := stampedTarget(t)
 	require.NoError(t, d.Put(ctx, "a", strings.NewReader("first"), 5))
 	time.Sleep(3 * clockTick)
 	require.NoError(t, d.Sync(ctx))
-	require.False(t, unflushed(d, "a"), "flushed")
+	require.False(t, unflushedObject(t, d, "a"), "flushed")
 
 	stamp := filepath.Join(dir, flushedStamp)
 	ahead := time.Now().Add(time.Hour)
 	require.NoError(t, os.Chtimes(stamp, ahead, ahead))
-	require.False(t, unflushed(d, "a"))
+	require.False(t, unflushedObject(t, d, "a"))
 	other, err := NewFilesystem(Config{MigrationTargetFolder: dir}) // another process
 	require.NoError(t, err)
-	require.False(t, unflushed(other, "a"))
+	require.False(t, unflushedObject(t, other, "a"))
 
 	require.NoError(t, d.Put(ctx, "b", strings.NewReader("second"), 6))
-	require.True(t, unflushed(d, "b"), "written after the clock went back")
-	require.True(t, unflushed(other, "b"), "the stamp lowered by another process")
+	require.True(t, unflushedObject(t, d, "b"), "written after the clock went back")
+	require.True(t, unflushedObject(t, other, "b"), "the stamp lowered by another process")
 	restarted, err := NewFilesystem(Config{MigrationTargetFolder: dir})
 	require.NoError(t, err)
-	require.True(t, unflushed(restarted, "b"), "the lowered stamp is on disk")
+	require.True(t, unflushedObject(t, restarted, "b"), "the lowered stamp is on disk")
 
 	time.Sleep(3 * clockTick)
 	require.NoError(t, d.Sync(ctx))
-	require.False(t, unflushed(d, "b"), "a flush after it is stamped")
-	require.False(t, unflushed(d, "a"))
+	require.False(t, unflushedObject(t, d, "b"), "a flush after it is stamped")
+	require.False(t, unflushedObject(t, d, "a"))
 
 	// The clock stepped back an hour while a flush ran, and an object
 	// was written after the flush had begun: the stamp names the flush's
@@ -724,8 +724,8 @@ func TestClockSteppedBackTrustsNothing(t *testing.T) {
 	}
 	time.Sleep(stampEvery)
 	require.NoError(t, d.Sync(ctx))
-	require.True(t, unflushed(d, "c"), "written during a flush the clock went back in")
-	require.False(t, unflushed(d, "b"))
+	require.True(t, unflushedObject(t, d, "c"), "written during a flush the clock went back in")
+	require.False(t, unflushedObject(t, d, "b"))
 }
 
 // TestFlushStampsOfTwoProcesses: two drivers on one target (two workers,
