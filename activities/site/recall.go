@@ -284,10 +284,10 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 // (see exclusiveLease: where the kernel grants one, nobody writes in
 // between; a program having the file open leaves the compare alone).
 func restoreMtime(j *job, mtime time.Time) (kept bool, err error) {
-	f, err := fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+	f, err := openPastLeases(j.abs, os.O_WRONLY)
 	writable := err == nil
 	if errors.Is(err, fs.ErrPermission) { // a read-only file: compared without a lease
-		f, err = fsutil.OpenFile(j.abs, os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+		f, err = openPastLeases(j.abs, os.O_RDONLY)
 	}
 	if err != nil {
 		return false, err
@@ -300,6 +300,20 @@ func restoreMtime(j *job, mtime time.Time) (kept bool, err error) {
 		return true, err
 	}
 	return false, setMtimeOf(f, mtime)
+}
+
+// openPastLeases opens name without blocking on another's lease, and
+// waits out a lease that lasts an instant (about 60 ms in all): the
+// recall's own, which a process forked meanwhile holds until its exec
+// closes the descriptor it inherited.
+func openPastLeases(name string, flag int) (*os.File, error) {
+	for wait := time.Millisecond; ; wait *= 2 {
+		f, err := fsutil.OpenFile(name, flag|openNoFollow|syscall.O_NONBLOCK, 0)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || wait > 32*time.Millisecond {
+			return f, err
+		}
+		time.Sleep(wait)
+	}
 }
 
 // moveAside moves the entry at l into the site trash as name, with its
