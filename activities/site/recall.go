@@ -135,7 +135,11 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 // have recorded the file. drop: the file's reference is to be dropped.
 func (s *stepRun) endRecall(j *job, rec Record, resident bool) (drop bool, err error) {
 	defer lockFile(j.fi)()
-	if err := s.recordStill(j, rec); err != nil {
+	fi, err := os.Lstat(j.abs)
+	if err != nil {
+		return false, err
+	}
+	if err := s.recordStill(j, fi, rec); err != nil {
 		return false, err
 	}
 	if rec.State == Migrated {

@@ -303,22 +303,22 @@ var errRecallInterrupted = errors.New("a recall of it was interrupted, and it ma
 // it; that record is not the step's to change.
 var errRecordChanged = errors.New("the file was replaced at its path, or another step recorded it, meanwhile: its record is left as it is")
 
-// recordStill checks, under the file's lock, that the file at j.abs is
-// still j's (the same inode) and that its record is still want, as this
-// step read or wrote it (every field but the signature).
-func (s *stepRun) recordStill(j *job, want Record) error {
-	fi, err := os.Lstat(j.abs)
-	if err != nil {
-		return err
-	}
+// recordStill checks, under the file's lock, that the file at j.abs (fi,
+// as it is now) is still j's (the same inode) and that its record is
+// still want, as this step read or wrote it (every field but the
+// signature). The record is compared, not trusted again (signature, birth
+// time): one equal to want leads to what want would.
+func (s *stepRun) recordStill(j *job, fi fs.FileInfo, want Record) error {
 	if device(fi) != device(j.fi) || inode(fi) != inode(j.fi) {
 		return errRecordChanged
 	}
-	rel := j.rel
-	if now, ok := s.root.state.whereNow(j.abs); ok {
-		rel = now // an index record follows its file's folder (see follow)
+	cur, err := s.root.state.get(j.abs, j.rel)
+	if err == nil && cur == nil {
+		// An index record follows its file's folder (see follow).
+		if now, ok := s.root.state.whereNow(j.abs); ok && now != j.rel {
+			cur, err = s.root.state.get(j.abs, now)
+		}
 	}
-	cur, err := s.root.record(j.abs, rel, fi)
 	if err != nil {
 		return err
 	}
@@ -531,9 +531,6 @@ var errChangedNotReleased = errors.New("file changed during migration; not relea
 // still the file marked and its record still this step's mark.
 func (s *stepRun) release(j *job) error {
 	defer lockFile(j.fi)()
-	if err := s.recordStill(j, j.next); err != nil {
-		return err
-	}
 	f, err := fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow, 0)
 	if err != nil {
 		return err
@@ -546,6 +543,9 @@ func (s *stepRun) release(j *job) error {
 	inUse := exclusiveLease(f)
 	fi, err := f.Stat()
 	if err != nil {
+		return err
+	}
+	if err := s.recordStill(j, fi, j.next); err != nil {
 		return err
 	}
 	rec := j.next
