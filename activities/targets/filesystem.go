@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -354,8 +356,12 @@ func (f *Filesystem) Stat(ctx context.Context, key string) (Object, error) {
 // flushedBefore reports whether an object last changed at ctime (Unix ns)
 // is known to be on disk (see flushedStamp).
 func (f *Filesystem) flushedBefore(ctime int64) bool {
-	stamped, err := mtime(filepath.Join(f.dir, flushedStamp))
-	return err == nil && ctime < stamped
+	stamp := filepath.Join(f.dir, flushedStamp)
+	if stamped, err := mtime(stamp); err != nil || ctime >= stamped {
+		return false
+	}
+	_, from, to, ok := stampBoot(stamp)
+	return !ok || ctime < from || ctime >= to // in the window: maybe lost in a power cut
 }
 
 // stampBelow makes sure the stamp does not name a time after written, the
@@ -592,7 +598,86 @@ func (f *Filesystem) stamp(stamp string, began time.Time, took time.Duration) {
 	if ended.Add(-took).Before(began) {
 		began = ended.Add(-took)
 	}
+	if f.enterBoot(stamp) != nil {
+		return
+	}
 	_ = os.Chtimes(stamp, time.Time{}, began.Add(-clockTick))
+}
+
+// A power cut loses what the page cache held: an object written after
+// the last stamped flush and before the cut can come back with its
+// attribute and without its bytes, and a flush after the reboot (which
+// writes out what the cache holds then) would stamp a time after its
+// ctime. So the stamp names the boot its stamps were made in, and the
+// first flush of another boot records, before it stamps, the window from
+// the last stamp to that boot's start: an object last changed in it is
+// never trusted unread. One window is kept; a later boot widens it.
+//
+// bootXattr, on the stamp: "<boot id> <window start> <window end>" (Unix
+// ns, the end excluded).
+const bootXattr = "user.hub.flush-boot"
+
+// boot names this boot and when it began; tests stand in another.
+type boot struct {
+	id string
+	at int64 // Unix ns
+}
+
+var thisBoot = sync.OnceValue(readBoot)
+
+func stampBoot(stamp string) (id string, from, to int64, ok bool) {
+	v, err := getxattr(stamp, bootXattr)
+	if err != nil {
+		return "", 0, 0, false
+	}
+	if _, err := fmt.Sscanf(string(v), "%s %d %d", &id, &from, &to); err != nil {
+		return "", 0, math.MaxInt64, true // unreadable: nothing trusted before it is rewritten
+	}
+	return id, from, to, true
+}
+
+func bootValue(b boot, from, to int64) []byte {
+	return fmt.Appendf(nil, "%s %d %d", b.id, from, to)
+}
+
+// enterBoot makes the stamp name this boot before a flush of it is
+// stamped, recording first, where the stamp names another boot (or none:
+// one an older hub made), the window of objects changed in it after its
+// last stamp (see bootXattr). Made durable before the stamp moves, under
+// an flock of the stamp against other processes doing the same.
+func (f *Filesystem) enterBoot(stamp string) error {
+	cur := thisBoot()
+	if cur.id == "" {
+		return errors.New("this boot is not known")
+	}
+	if id, _, _, ok := stampBoot(stamp); ok && id == cur.id {
+		return nil
+	}
+	s, err := os.Open(stamp)
+	if err != nil {
+		return err
+	}
+	defer s.Close() // and with it the flock
+	if err := syscall.Flock(int(s.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	id, from, to, ok := stampBoot(stamp)
+	if ok && id == cur.id {
+		return nil // another process entered it meanwhile
+	}
+	fi, err := s.Stat()
+	if err != nil {
+		return err
+	}
+	last := fi.ModTime().UnixNano()
+	if !ok || from >= to {
+		from = last
+	}
+	from = min(from, last)
+	if err := fsetxattr(s, bootXattr, bootValue(cur, from, cur.at)); err != nil {
+		return err
+	}
+	return s.Sync()
 }
 
 // syncFS flushes a target's filesystem; tests make it fail.
@@ -637,6 +722,9 @@ func newStamp(name string) error {
 	if err := os.Chtimes(tmp.Name(), epoch, epoch); err != nil {
 		return err
 	}
+	// Made in this boot, with no window: no object is trusted before a
+	// flush stamps it.
+	_ = fsetxattr(tmp, bootXattr, bootValue(thisBoot(), 0, 0))
 	if err := tmp.Sync(); err != nil {
 		return err
 	}

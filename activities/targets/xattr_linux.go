@@ -3,6 +3,7 @@ package targets
 import (
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -52,4 +53,21 @@ func touchAtime(name string) (time.Time, error) {
 		return time.Time{}, err
 	}
 	return time.Unix(st.Atim.Unix()), nil
+}
+
+// readBoot is this boot's id and start (the kernel's, in the clock that
+// sets ctimes: a clock stepped since moves both alike).
+func readBoot() boot {
+	id, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return boot{}
+	}
+	var info unix.Sysinfo_t
+	if err := unix.Sysinfo(&info); err != nil {
+		return boot{}
+	}
+	// Uptime is whole seconds: a second more, so that no object of the
+	// boot before falls after it.
+	at := time.Now().Add(-time.Duration(info.Uptime) * time.Second).Add(time.Second)
+	return boot{id: strings.TrimSpace(string(id)), at: at.UnixNano()}
 }
