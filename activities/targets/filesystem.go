@@ -374,8 +374,10 @@ func (f *Filesystem) flushedBefore(ctime int64) bool {
 func (f *Filesystem) stampBelow(written int64) error {
 	stamp := filepath.Join(f.dir, flushedStamp)
 	stamped, err := mtime(stamp)
-	if err != nil || written >= stamped {
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && written >= stamped) {
 		return nil // no stamp: nothing is trusted unread
+	} else if err != nil {
+		return fmt.Errorf("read the flush stamp: %w", err)
 	}
 	epoch := time.Unix(0, 0)
 	if err := os.Chtimes(stamp, epoch, epoch); err != nil {
@@ -568,15 +570,15 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 // leaves objects reported Unflushed.
 func (f *Filesystem) Sync(ctx context.Context) error {
 	stamp := filepath.Join(f.dir, flushedStamp)
+	start := time.Now() // before the clock's first reading
 	began, stamping := f.flushBegins(stamp)
-	start := time.Now()
 	fault.Point("target.flush-begun")
 	if err := syncFS(f.dir); err != nil {
 		return fmt.Errorf("sync %s: %w", f.dir, err)
 	}
 	fault.Point("target.flushed")
 	if stamping {
-		f.stamp(stamp, began, time.Since(start))
+		f.stamp(stamp, began, start)
 	}
 	return nil
 }
@@ -585,16 +587,18 @@ func (f *Filesystem) Sync(ctx context.Context) error {
 // this much before its flush began.
 const clockTick = 10 * time.Millisecond
 
-// stamp writes into the stamp's mtime when a flush that took took began:
-// the clock's reading then or, if earlier, its reading now less took (the
-// monotonic clock's), less a tick. A wall clock stepped back during the
-// flush, which objects written meanwhile take their ctimes from, makes the
-// second reading the earlier.
-func (f *Filesystem) stamp(stamp string, began time.Time, took time.Duration) {
+// stamp writes into the stamp's mtime when a flush began: the clock's
+// reading then or, if earlier, its reading now less the time since start
+// (by the monotonic clock, from before the first reading to after this
+// one), less a tick. A wall clock stepped back during the flush, which
+// objects written meanwhile take their ctimes from, makes the second
+// reading the earlier.
+func (f *Filesystem) stamp(stamp string, began, start time.Time) {
 	ended, err := readClock(stamp)
 	if err != nil {
 		return
 	}
+	took := time.Since(start)
 	if ended.Add(-took).Before(began) {
 		began = ended.Add(-took)
 	}
