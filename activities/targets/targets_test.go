@@ -619,6 +619,17 @@ func unflushedObject(t *testing.T, d *Filesystem, key string) bool {
 	return obj.Unflushed
 }
 
+// putFlushed puts content at key and flushes it, past the stamp's tick:
+// the object is then trusted.
+func putFlushed(t *testing.T, d *Filesystem, key, content string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, d.Put(ctx, key, strings.NewReader(content), int64(len(content))))
+	time.Sleep(3 * clockTick)
+	require.NoError(t, d.Sync(ctx))
+	require.False(t, unflushedObject(t, d, key), "flushed")
+}
+
 // TestFilesystemTrustsChecksumsOnlyOnceFlushed: an object's checksum
 // attribute is written with its bytes, and a crash before the target is
 // flushed can keep the attribute and lose the bytes (a filesystem that
@@ -682,10 +693,7 @@ func TestFilesystemTrustsChecksumsOnlyOnceFlushed(t *testing.T) {
 func TestClockSteppedBackTrustsNothing(t *testing.T) {
 	ctx := context.Background()
 	dir, d := stampedTarget(t)
-	require.NoError(t, d.Put(ctx, "a", strings.NewReader("first"), 5))
-	time.Sleep(3 * clockTick)
-	require.NoError(t, d.Sync(ctx))
-	require.False(t, unflushedObject(t, d, "a"), "flushed")
+	putFlushed(t, d, "a", "first")
 
 	stamp := filepath.Join(dir, flushedStamp)
 	ahead := time.Now().Add(time.Hour)
@@ -818,10 +826,7 @@ func TestFlushStampsOfTwoProcesses(t *testing.T) {
 func TestPowerCutTrustsNothingWrittenBefore(t *testing.T) {
 	ctx := context.Background()
 	dir, d := stampedTarget(t)
-	require.NoError(t, d.Put(ctx, "a", strings.NewReader("flushed"), 7))
-	time.Sleep(3 * clockTick)
-	require.NoError(t, d.Sync(ctx))
-	require.False(t, unflushedObject(t, d, "a"))
+	putFlushed(t, d, "a", "flushed")
 	require.NoError(t, d.Put(ctx, "x", strings.NewReader("cut"), 3))
 	require.True(t, unflushedObject(t, d, "x"))
 
