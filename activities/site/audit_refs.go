@@ -65,7 +65,19 @@ type AuditResult struct {
 	Young   int         `json:"young"`   // of ours without a record, too young to report
 	Unowned int         `json:"unowned"` // references without an owner (written before owners were recorded): never reported
 	Leaked  []LeakedRef `json:"leaked"`
+	// Unreadable counts the files whose state record could not be read
+	// (garbage in its attribute, a read error): the reference it names is
+	// unknown, so while there are any, nothing is dropped.
+	Unreadable      int      `json:"unreadable"`
+	UnreadablePaths []string `json:"unreadable_paths"` // the first maxUnreadablePaths of them
 }
+
+// maxUnreadablePaths bounds the paths of unreadable records an audit lists.
+const maxUnreadablePaths = 100
+
+// ErrUnreadableRecords: an audit asked to drop found records it could not
+// read, and dropped nothing.
+var ErrUnreadableRecords = errors.New("state records could not be read, so no reference is dropped (one of them may name a reference listed as leaked): repair or recall those files, then audit again")
 
 // AuditRefs lists the references this site wrote on the given targets
 // that no record on the site names any more: a stub removed with rm, a
@@ -91,8 +103,8 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	res := AuditResult{Leaked: []LeakedRef{}}
-	live, err := liveRefs(ctx, root)
+	res := AuditResult{Leaked: []LeakedRef{}, UnreadablePaths: []string{}}
+	live, err := liveRefs(ctx, root, &res)
 	if err != nil {
 		return res, err
 	}
@@ -143,12 +155,20 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 	if !opts.Drop || len(res.Leaked) == 0 {
 		return res, nil
 	}
+	if res.Unreadable > 0 {
+		return res, fmt.Errorf("%d files: %w", res.Unreadable, ErrUnreadableRecords)
+	}
 	if err := root.state.signer.checkKeyOrigin(); err != nil {
 		return res, err
 	}
-	again, err := liveRefs(ctx, root)
+	var second AuditResult
+	again, err := liveRefs(ctx, root, &second)
 	if err != nil {
 		return res, err
+	}
+	if second.Unreadable > 0 {
+		res.Unreadable, res.UnreadablePaths = second.Unreadable, second.UnreadablePaths
+		return res, fmt.Errorf("%d files: %w", res.Unreadable, ErrUnreadableRecords)
 	}
 	for i := range res.Leaked {
 		l := &res.Leaked[i]
@@ -230,12 +250,19 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 // reference any record names is never called leaked. That includes the
 // records of files the hub keeps out of other walks: those in the site
 // trash (a removed C+J space is kept there for an operator to restore)
-// and files named like the hub's temporary files.
-func liveRefs(ctx context.Context, root *Root) (map[string]bool, error) {
+// and files named like the hub's temporary files. Files whose record
+// cannot be read are counted in res (Unreadable).
+func liveRefs(ctx context.Context, root *Root, res *AuditResult) (map[string]bool, error) {
 	live := map[string]bool{}
 	files, _ := newFilter(WalkOptions{Types: []string{TypeFile}})
 	err := walkTree(ctx, root, []string{"/"}, walkConfig{filter: files, audit: true}, func(items []item) error {
 		for _, it := range items {
+			if it.recUnread {
+				res.Unreadable++
+				if len(res.UnreadablePaths) < maxUnreadablePaths {
+					res.UnreadablePaths = append(res.UnreadablePaths, it.Path)
+				}
+			}
 			if it.rec != nil && it.rec.Ref != "" {
 				live[it.rec.Checksum+"/"+it.rec.Ref] = true
 			}

@@ -56,7 +56,7 @@ func TestAuditRefs(t *testing.T) {
 	// Just removed: the reference may be a migrate in flight, too young.
 	ar, err := AuditRefs(ctx, root, drivers, AuditOptions{})
 	require.NoError(t, err)
-	require.Equal(t, AuditResult{Records: 2, Refs: 5, Ours: 3, Young: 1, Leaked: []LeakedRef{}}, ar)
+	require.Equal(t, AuditResult{Records: 2, Refs: 5, Ours: 3, Young: 1, Leaked: []LeakedRef{}, UnreadablePaths: []string{}}, ar)
 
 	later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
 	ar, err = AuditRefs(ctx, root, drivers, AuditOptions{Now: later})
@@ -124,7 +124,7 @@ func TestAuditRefsSparesUnownedAndMoved(t *testing.T) {
 	later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
 	ar, err := AuditRefs(ctx, root, drivers, AuditOptions{Now: later, Drop: true})
 	require.NoError(t, err)
-	require.Equal(t, AuditResult{Records: 1, Refs: 2, Ours: 1, Unowned: 1, Leaked: []LeakedRef{}}, ar)
+	require.Equal(t, AuditResult{Records: 1, Refs: 2, Ours: 1, Unowned: 1, Leaked: []LeakedRef{}, UnreadablePaths: []string{}}, ar)
 	require.Equal(t, 2, countRefs(t, target))
 }
 
@@ -160,7 +160,7 @@ func TestTornRefMarker(t *testing.T) {
 		later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
 		ar, err := AuditRefs(ctx, root, drivers, AuditOptions{Now: later, Drop: true})
 		require.NoError(t, err)
-		require.Equal(t, AuditResult{Refs: 1, Unowned: 1, Leaked: []LeakedRef{}}, ar)
+		require.Equal(t, AuditResult{Refs: 1, Unowned: 1, Leaked: []LeakedRef{}, UnreadablePaths: []string{}}, ar)
 		require.Equal(t, 1, countRefs(t, target))
 		require.NoError(t, os.Rename(away, filepath.Join(dir, "f.txt")))
 
@@ -179,4 +179,62 @@ func TestTornRefMarker(t *testing.T) {
 		after.Created, after.Sum, after.Ref = before.Created, before.Sum, before.Ref
 		require.Equal(t, before, after)
 	}
+}
+
+// TestAuditDropsNothingWhileARecordIsUnreadable: a stub whose record its
+// owner overwrote with garbage names a reference nobody can read. The
+// audit lists its reference as leaked (as it does the stub removed by
+// hand) and counts the file unreadable; --drop then drops nothing (the
+// content stays through a collection), and once the record is repaired
+// it drops only the removed stub's reference and the stub recalls.
+func TestAuditDropsNothingWhileARecordIsUnreadable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	target := fsTarget(t)
+	drivers := map[string]targets.Driver{"archive": target}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kept.txt"), []byte("data of the stub whose record is garbage"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "gone.txt"), []byte("data of the stub removed by hand"), 0o644))
+	root := newRoot(t, dir, false)
+	paths := []string{"/kept.txt", "/gone.txt"}
+	res, err := Migrate(ctx, root, paths, target, "archive", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+	kept := filepath.Join(dir, "kept.txt")
+	good, err := lgetxattr(kept, recordXattr)
+	require.NoError(t, err)
+	require.NoError(t, lsetxattr(kept, recordXattr, []byte("not a record")))
+	require.NoError(t, os.Remove(filepath.Join(dir, "gone.txt")))
+
+	later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
+	ar, err := AuditRefs(ctx, root, drivers, AuditOptions{Now: later})
+	require.NoError(t, err)
+	require.Len(t, ar.Leaked, 2, "%+v", ar)
+	require.Equal(t, 1, ar.Unreadable)
+	require.Equal(t, []string{"/kept.txt"}, ar.UnreadablePaths)
+
+	ar, err = AuditRefs(ctx, root, drivers, AuditOptions{Now: later, Drop: true})
+	require.ErrorIs(t, err, ErrUnreadableRecords)
+	require.Equal(t, 1, ar.Unreadable)
+	for _, l := range ar.Leaked {
+		require.False(t, l.Dropped, l.Key)
+	}
+	require.Equal(t, 2, countRefs(t, target), "nothing dropped")
+	cr, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+	require.NoError(t, err)
+	require.Zero(t, cr.Trashed+cr.Deleted, "%+v", cr)
+
+	require.NoError(t, lsetxattr(kept, recordXattr, good))
+	ar, err = AuditRefs(ctx, root, drivers, AuditOptions{Now: later, Drop: true})
+	require.NoError(t, err)
+	require.Zero(t, ar.Unreadable)
+	require.Len(t, ar.Leaked, 1, "%+v", ar)
+	require.Equal(t, "/gone.txt", ar.Leaked[0].Path)
+	require.True(t, ar.Leaked[0].Dropped)
+	res, err = Recall(ctx, root, []string{"/kept.txt"}, only("archive", target), StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/kept.txt"})
+	got, err := os.ReadFile(kept)
+	require.NoError(t, err)
+	require.Equal(t, "data of the stub whose record is garbage", string(got))
 }

@@ -444,7 +444,7 @@ func TestLegacyRefMarkers(t *testing.T) {
 			later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
 			ar, err := AuditRefs(ctx, root, map[string]targets.Driver{"archive": target}, AuditOptions{Now: later, Drop: true})
 			require.NoError(t, err)
-			require.Equal(t, AuditResult{Records: 1, Refs: 1, Ours: 1, Leaked: []LeakedRef{}}, ar)
+			require.Equal(t, AuditResult{Records: 1, Refs: 1, Ours: 1, Leaked: []LeakedRef{}, UnreadablePaths: []string{}}, ar)
 
 			res, err := Recall(ctx, root, []string{"/f.bin"}, tf, StepOptions{DeleteOnRecall: true})
 			require.NoError(t, err)

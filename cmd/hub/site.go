@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -165,6 +166,12 @@ docs/remote-copies.md.`,
 				return err
 			}
 			res, err := site.AuditRefs(cmd.Context(), r, drivers, site.AuditOptions{MinAge: minAge, Drop: drop})
+			if errors.Is(err, site.ErrUnreadableRecords) {
+				// The listing says which records; the error, that nothing was dropped.
+				if perr := printJSON(cmd.OutOrStdout(), res); perr != nil {
+					return perr
+				}
+			}
 			if err != nil {
 				return err
 			}
