@@ -288,15 +288,49 @@ func hasRef(ctx context.Context, d targets.Driver, rec Record) (bool, error) {
 // getContent opens the object at key, whose content is sum. Content the
 // collector moved aside (because the reference that keeps it was written
 // just after the collector looked) is read from the trash, where it stays
-// until the collector sees that reference and puts it back.
+// until the collector sees that reference and puts it back; failing that,
+// from a good copy in quarantine/ (see goodQuarantined).
 func getContent(ctx context.Context, d targets.Driver, key, sum string) (io.ReadCloser, error) {
 	rc, err := d.Get(ctx, key)
 	if errors.Is(err, targets.ErrNotFound) && validSum(sum) && key == contentKey(sum) {
 		if rc, terr := d.Get(ctx, trashKey(sum)); terr == nil {
 			return rc, nil
 		}
+		if q, qerr := goodQuarantined(ctx, d, sum); qerr == nil {
+			if rc, qerr := d.Get(ctx, q); qerr == nil {
+				return rc, nil
+			}
+		}
 	}
 	return rc, err
+}
+
+// goodQuarantined returns the key of a copy in quarantine/ named for sum
+// whose bytes hash to sum, or targets.ErrNotFound. A scrub moves only bad
+// bytes there, but one killed between the two renames of a filesystem
+// target's MovePinned (the object moved was not the one it read: a step
+// had just uploaded the content again, and released its file onto it)
+// leaves the good upload there and its key empty.
+func goodQuarantined(ctx context.Context, d targets.Driver, sum string) (string, error) {
+	found := ""
+	err := eachObject(ctx, d, quarantineDir+sum+".", func(o targets.Object) error {
+		if found != "" {
+			return nil
+		}
+		got, _, err := hashObject(ctx, d, o.Key)
+		switch {
+		case errors.Is(err, targets.ErrNotFound):
+		case err != nil:
+			return err
+		case got == sum:
+			found = o.Key
+		}
+		return nil
+	})
+	if err == nil && found == "" {
+		err = targets.ErrNotFound
+	}
+	return found, err
 }
 
 // ensureContent makes sure content sum of the given size is under

@@ -34,6 +34,18 @@ type ScrubResult struct {
 	Objects int          `json:"objects"` // content objects read (objects/ and trash/)
 	Bytes   int64        `json:"bytes"`   // bytes read
 	Bad     []BadContent `json:"bad"`
+	// Misplaced is good content found in quarantine/ while neither its
+	// key under objects/ nor the trash held it (see goodQuarantined).
+	Misplaced []Misplaced `json:"misplaced"`
+}
+
+// Misplaced is a copy in quarantine/ whose bytes hash to its name.
+type Misplaced struct {
+	Quarantined string `json:"quarantined"`
+	// Restored: copied back (checked) to Key, with opts.Quarantine. The
+	// copy in quarantine/ stays.
+	Key      string `json:"key"`
+	Restored bool   `json:"restored"`
 }
 
 // BadContent is an object whose bytes do not hash to its name.
@@ -74,7 +86,10 @@ func Scrub(ctx context.Context, d targets.Driver, opts ScrubOptions) (ScrubResul
 	if beat == nil {
 		beat = func() {}
 	}
-	res := ScrubResult{Bad: []BadContent{}}
+	res := ScrubResult{Bad: []BadContent{}, Misplaced: []Misplaced{}}
+	if err := findMisplaced(ctx, d, opts.Quarantine, &res); err != nil {
+		return res, err
+	}
 	for _, prefix := range []string{objectsDir, trashDir} {
 		err := eachObject(ctx, d, prefix, func(o targets.Object) error {
 			beat()
@@ -114,6 +129,49 @@ func Scrub(ctx context.Context, d targets.Driver, opts ScrubOptions) (ScrubResul
 		}
 	}
 	return res, nil
+}
+
+// findMisplaced looks in quarantine/ for good content whose key is empty,
+// left there by a scrub killed between MovePinned's two renames, and with
+// restore copies it back (restoreContent checks the bytes as it goes).
+func findMisplaced(ctx context.Context, d targets.Driver, restore bool, res *ScrubResult) error {
+	missing := func(key string) (bool, error) {
+		_, err := d.Stat(ctx, key)
+		if errors.Is(err, targets.ErrNotFound) {
+			return true, nil
+		}
+		return false, err
+	}
+	return eachObject(ctx, d, quarantineDir, func(o targets.Object) error {
+		name := strings.TrimPrefix(o.Key, quarantineDir)
+		sum, _, _ := strings.Cut(name, ".")
+		if !validSum(sum) {
+			return nil
+		}
+		for _, key := range []string{contentKey(sum), trashKey(sum)} {
+			if gone, err := missing(key); err != nil || !gone {
+				return err
+			}
+		}
+		got, _, err := hashObject(ctx, d, o.Key)
+		switch {
+		case errors.Is(err, targets.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		case got != sum:
+			return nil // bad bytes: what quarantine/ is for
+		}
+		m := Misplaced{Quarantined: o.Key, Key: contentKey(sum)}
+		if restore {
+			if err := restoreContent(ctx, d, o.Key, sum, o.Size); err != nil {
+				return fmt.Errorf("restore %s from %s: %w", m.Key, o.Key, err)
+			}
+			m.Restored = true
+		}
+		res.Misplaced = append(res.Misplaced, m)
+		return nil
+	})
 }
 
 // getPinned opens an object, pinned where the driver can (pin "" else).

@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -215,6 +217,7 @@ func TestKillScrubbing(t *testing.T) {
 	require.NoError(t, err)
 	points := strings.Fields(string(b))
 	require.Contains(t, points, "scrub.copied@1")
+	require.Contains(t, points, "move.renamed@1")
 	for _, point := range points {
 		t.Run(point, func(t *testing.T) {
 			tdir, d := setup(t)
@@ -233,4 +236,59 @@ func TestKillScrubbing(t *testing.T) {
 			require.NotZero(t, kept)
 		})
 	}
+}
+
+// TestScrubPutsBackGoodContentLeftInQuarantine: a scrub killed between
+// MovePinned's two renames leaves a good upload (one a step released its
+// file onto) in quarantine/ and its key empty. The stub still recalls,
+// from that copy; a scrub lists the copy as misplaced and with quarantine
+// puts it back, checked, and leaves bad bytes in quarantine/ where they
+// are.
+func TestScrubPutsBackGoodContentLeftInQuarantine(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tdir := t.TempDir()
+	d, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	root := newRoot(t, dir, false)
+	const data = "content a scrub moved to quarantine by mistake"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "f.txt"), []byte(data), 0o644))
+	res, err := Migrate(ctx, root, []string{"/f.txt"}, d, "archive", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.txt"})
+	sum, key := sumOf(data), contentKey(sumOf(data))
+	left := fmt.Sprintf("%s%s.%d", quarantineDir, sum, time.Now().UnixNano())
+	require.NoError(t, os.MkdirAll(filepath.Join(tdir, quarantineDir), 0o755))
+	require.NoError(t, os.Rename(filepath.Join(tdir, filepath.FromSlash(key)), filepath.Join(tdir, filepath.FromSlash(left))))
+	rotten := sumOf("other content")
+	badLeft := fmt.Sprintf("%s%s.%d", quarantineDir, rotten, time.Now().UnixNano())
+	require.NoError(t, d.Put(ctx, badLeft, strings.NewReader("rotten bytes"), 12))
+
+	res, err = Recall(ctx, root, []string{"/f.txt"}, only("archive", d), StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.txt"})
+	b, err := os.ReadFile(filepath.Join(dir, "f.txt"))
+	require.NoError(t, err)
+	require.Equal(t, data, string(b))
+
+	got, err := Scrub(ctx, d, ScrubOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []Misplaced{{Quarantined: left, Key: key}}, got.Misplaced)
+	_, err = d.Stat(ctx, key)
+	require.ErrorIs(t, err, targets.ErrNotFound, "a scrub without quarantine changes nothing")
+
+	got, err = Scrub(ctx, d, ScrubOptions{Quarantine: true})
+	require.NoError(t, err)
+	require.Equal(t, []Misplaced{{Quarantined: left, Key: key, Restored: true}}, got.Misplaced)
+	require.Empty(t, got.Bad)
+	requireObject(t, d, key, data)
+	requireObject(t, d, left, data)
+	requireObject(t, d, badLeft, "rotten bytes")
+	_, err = d.Stat(ctx, contentKey(rotten))
+	require.ErrorIs(t, err, targets.ErrNotFound)
+
+	got, err = Scrub(ctx, d, ScrubOptions{Quarantine: true})
+	require.NoError(t, err)
+	require.Empty(t, got.Misplaced)
 }

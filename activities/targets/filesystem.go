@@ -802,7 +802,8 @@ func (f *Filesystem) GetPinned(ctx context.Context, key string) (io.ReadCloser, 
 // moved is the one pinned: the rename is atomic, so the file pinned is
 // taken away, or none is. A file put at key since the pin was taken (Put
 // renames a new file into place) is renamed back, and ErrChanged; between
-// the two renames key is absent, and a crash there leaves that file at to.
+// the two renames key is absent, and a crash there leaves that file at to
+// (the site's recall and scrub look for good content there).
 func (f *Filesystem) MovePinned(ctx context.Context, key, to, pin string) error {
 	p, err := f.path(key)
 	if err != nil {
@@ -821,6 +822,7 @@ func (f *Filesystem) MovePinned(ctx context.Context, key, to, pin string) error 
 	if err := os.Rename(p, dst); err != nil {
 		return f.wrap("move", key, err)
 	}
+	fault.Point("move.renamed")
 	if fi, err := os.Lstat(dst); err == nil && filePin(fi) == pin {
 		return nil
 	}

@@ -199,7 +199,10 @@ the checksum a file had before it changed during the upload: steps trust a targe
 skip an upload, so a migrate of a file with such content would release it onto wrong bytes.
 With --quarantine each bad object is moved to quarantine/<sha256>.<ns>, out of where steps
 look, so that the next premigrate or migrate of that content uploads it again; only the object
-read is moved, never content uploaded to its key since. Nothing is ever deleted outright. The result is JSON; the command fails (exit 1) when bad content was found.
+read is moved, never content uploaded to its key since. Good content found in quarantine/ with
+its key empty (a scrub killed mid-move) is listed as misplaced, and with --quarantine copied
+back. Nothing is ever deleted outright. The result is JSON; the command fails (exit 1) when bad
+content was found, or misplaced content left where it is.
 See docs/remote-copies.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -208,7 +211,7 @@ See docs/remote-copies.md.`,
 				return err
 			}
 			results := map[string]site.ScrubResult{}
-			bad := 0
+			bad, misplaced := 0, 0
 			for name, d := range drivers {
 				res, err := site.Scrub(cmd.Context(), d, site.ScrubOptions{Quarantine: move})
 				if err != nil {
@@ -216,12 +219,20 @@ See docs/remote-copies.md.`,
 				}
 				results[name] = res
 				bad += len(res.Bad)
+				for _, m := range res.Misplaced {
+					if !m.Restored {
+						misplaced++
+					}
+				}
 			}
 			if err := printJSON(cmd.OutOrStdout(), results); err != nil {
 				return err
 			}
 			if bad > 0 {
 				return fmt.Errorf("%d objects do not match their names", bad)
+			}
+			if misplaced > 0 {
+				return fmt.Errorf("%d good copies are only in quarantine/: run with --quarantine to put them back", misplaced)
 			}
 			return nil
 		},
