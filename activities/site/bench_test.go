@@ -382,10 +382,10 @@ func BenchmarkReceive(b *testing.B) {
 	dir := b.TempDir()
 	a := &Activities{Root: newRoot(b, dir, false), Site: "dst"}
 	spec := TargetSpec{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}
-	defer func() { flushSite = fsutil.SyncFS }()
+	defer func() { flushSite = fsutil.SyncFSOf }()
 	var recv, noFlush, cp time.Duration
 	n := 0
-	receiveInto := func(total *time.Duration, flush func(string) error) {
+	receiveInto := func(total *time.Duration, flush func(*os.File) error) {
 		flushSite = flush
 		n++
 		in := ReceiveInput{JobID: 1, Step: "send", Hydrate: true, Targets: []TargetSpec{spec}, Files: files,
@@ -406,8 +406,8 @@ func BenchmarkReceive(b *testing.B) {
 		require.NoError(b, err, string(out))
 	}
 	runs := []func(){
-		func() { receiveInto(&recv, fsutil.SyncFS) },
-		func() { receiveInto(&noFlush, func(string) error { return nil }) },
+		func() { receiveInto(&recv, fsutil.SyncFSOf) },
+		func() { receiveInto(&noFlush, func(*os.File) error { return nil }) },
 		runCp,
 	}
 	b.ResetTimer()

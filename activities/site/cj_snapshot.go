@@ -167,7 +167,7 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		// reported taken (the space's files may be changed or deleted the
 		// next instant): its copies, and its stubs' markers on their
 		// targets.
-		err = flushSite(a.Root.Dir())
+		err = flushSite(a.Root.flushDir)
 	}
 	if err == nil {
 		err = sc.drivers.flush(ctx)

@@ -5,18 +5,17 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"sync"
 
 	"github.com/thehub/hub/activities/fsutil"
 )
 
-// flushSite flushes the filesystem holding dir (fsutil.SyncFS) before a
-// recall drops records and references, a migrate releases files marked
-// in their attributes, a received batch is reported, or a snapshot is
-// placed; tests see when it runs, make it fail, or play a user's save
-// during it.
-var flushSite = fsutil.SyncFS
+// flushSite flushes the filesystem holding the open folder d
+// (fsutil.SyncFSOf) before a recall drops records and references, a
+// migrate releases files marked in their attributes, a received batch is
+// reported, or a snapshot is placed; tests see when it runs, make it fail,
+// or play a user's save during it.
+var flushSite = fsutil.SyncFSOf
 
 // written names the filesystems a batch wrote on, for one flush each: the
 // root's, and any mounted beneath it, which the root's syncfs does not
@@ -53,7 +52,7 @@ func (w *written) flush(root *Root) error {
 	if !w.any {
 		return nil
 	}
-	if err := flushSite(root.dir); err != nil {
+	if err := flushSite(root.flushDir); err != nil {
 		return err
 	}
 	for dev, rel := range w.folders {
@@ -77,9 +76,5 @@ func flushFolder(root *Root, rel string, dev uint64) error {
 	if device(fi) != dev {
 		return fmt.Errorf("moved to another filesystem during the batch")
 	}
-	name := d.Name() // the descriptor's own name where there is one (fdName)
-	if name == "" {
-		name = filepath.Join(root.dir, filepath.FromSlash(rel))
-	}
-	return flushSite(name)
+	return flushSite(d)
 }

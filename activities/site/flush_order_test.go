@@ -45,8 +45,8 @@ func TestRetriedRecallFlushesFirst(t *testing.T) {
 				requireAll(t, res, CodeOK, paths)
 				opts := StepOptions{DeleteOnRecall: resident}
 
-				flushSite = func(string) error { return unix.EIO }
-				t.Cleanup(func() { flushSite = fsutil.SyncFS })
+				flushSite = func(*os.File) error { return unix.EIO }
+				t.Cleanup(func() { flushSite = fsutil.SyncFSOf })
 				res, err = Recall(ctx, root, paths, only("t", target), opts)
 				require.NoError(t, err)
 				requireAll(t, res, CodeFailed, paths)
@@ -58,14 +58,14 @@ func TestRetriedRecallFlushesFirst(t *testing.T) {
 				require.Equal(t, pendingRecall, rec.Pending, "and left its mark")
 
 				var flushes int
-				flushSite = func(d string) error {
+				flushSite = func(d *os.File) error {
 					flushes++
 					rec, err := root.state.get(abs, "f.bin")
 					require.NoError(t, err)
 					require.NotNil(t, rec, "the record is still there while the data is flushed")
 					require.Equal(t, pendingRecall, rec.Pending)
 					require.Equal(t, 1, countRefs(t, target), "and the reference")
-					return fsutil.SyncFS(d)
+					return fsutil.SyncFSOf(d)
 				}
 				res, err = Recall(ctx, root, paths, only("t", target), opts)
 				require.NoError(t, err)
@@ -94,12 +94,12 @@ func TestReverseStubOfAPremigratedFileFlushesFirst(t *testing.T) {
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, paths)
 	var flushes int
-	flushSite = func(d string) error {
+	flushSite = func(d *os.File) error {
 		flushes++
 		require.Equal(t, 1, countRefs(t, target), "the reference is still there while the data is flushed")
-		return fsutil.SyncFS(d)
+		return fsutil.SyncFSOf(d)
 	}
-	t.Cleanup(func() { flushSite = fsutil.SyncFS })
+	t.Cleanup(func() { flushSite = fsutil.SyncFSOf })
 	res, err = ReverseStub(ctx, root, paths, only("t", target), StepOptions{})
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, paths)
@@ -160,20 +160,20 @@ func TestSnapshotIsFlushedBeforeItIsPlaced(t *testing.T) {
 		_, err := os.Lstat(filepath.Join(dir, cjSnapshotsDir, "lab", "s1"))
 		return err == nil
 	}
-	t.Cleanup(func() { flushSite = fsutil.SyncFS })
-	flushSite = func(string) error { return unix.EIO }
+	t.Cleanup(func() { flushSite = fsutil.SyncFSOf })
+	flushSite = func(*os.File) error { return unix.EIO }
 	_, err := s.a.cjSnapshot(context.Background(), snapshotOfLab(tdir), false)
 	require.Error(t, err, "a failed flush takes no snapshot")
 	require.False(t, placed())
 
 	var log []string
-	flushSite = func(d string) error {
+	flushSite = func(d *os.File) error {
 		require.False(t, placed(), "flushed before it is placed")
 		build, err := os.ReadDir(filepath.Join(dir, filepath.FromSlash(snapshotsBuild)))
 		require.NoError(t, err)
 		require.NotEmpty(t, build, "with its copies built")
 		log = append(log, "site")
-		return fsutil.SyncFS(d)
+		return fsutil.SyncFSOf(d)
 	}
 	real := flushTarget
 	t.Cleanup(func() { flushTarget = real })
@@ -206,8 +206,8 @@ func TestMigrateFlushesItsMarksBeforeReleasing(t *testing.T) {
 	for p, d := range data {
 		writeOld(t, filepath.Join(dir, p), d)
 	}
-	t.Cleanup(func() { flushSite = fsutil.SyncFS })
-	flushSite = func(string) error { return unix.EIO }
+	t.Cleanup(func() { flushSite = fsutil.SyncFSOf })
+	flushSite = func(*os.File) error { return unix.EIO }
 	res, err := Migrate(ctx, root, paths, target, "t", StepOptions{})
 	require.NoError(t, err)
 	requireAll(t, res, CodeFailed, paths)
@@ -218,7 +218,7 @@ func TestMigrateFlushesItsMarksBeforeReleasing(t *testing.T) {
 	}
 
 	var flushes int
-	flushSite = func(d string) error {
+	flushSite = func(d *os.File) error {
 		flushes++
 		for p, want := range data {
 			abs := filepath.Join(dir, p)
@@ -230,7 +230,7 @@ func TestMigrateFlushesItsMarksBeforeReleasing(t *testing.T) {
 			require.NotNil(t, rec)
 			require.Equal(t, pendingRelease, rec.Pending, "%s is marked", p)
 		}
-		return fsutil.SyncFS(d)
+		return fsutil.SyncFSOf(d)
 	}
 	res, err = Migrate(ctx, root, paths, target, "t", StepOptions{})
 	require.NoError(t, err)
@@ -256,12 +256,12 @@ func TestFlushesReachMountsBeneathTheRoot(t *testing.T) {
 	require.NotEqual(t, rootDev, mountDev)
 
 	var flushed []uint64 // the devices flushed, in order
-	t.Cleanup(func() { flushSite = fsutil.SyncFS })
-	flushSite = func(d string) error {
+	t.Cleanup(func() { flushSite = fsutil.SyncFSOf })
+	flushSite = func(d *os.File) error {
 		var st unix.Stat_t
-		require.NoError(t, unix.Stat(d, &st))
+		require.NoError(t, unix.Fstat(int(d.Fd()), &st))
 		flushed = append(flushed, st.Dev)
-		return fsutil.SyncFS(d)
+		return fsutil.SyncFSOf(d)
 	}
 	data := bytes.Repeat([]byte("on a mount beneath the root "), 100)
 	writeOld(t, filepath.Join(mnt, "d", "s"), data)

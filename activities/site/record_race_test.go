@@ -26,12 +26,12 @@ import (
 func onSiteFlush(t *testing.T, act func()) {
 	t.Helper()
 	var fired atomic.Bool
-	t.Cleanup(func() { flushSite = fsutil.SyncFS })
-	flushSite = func(d string) error {
+	t.Cleanup(func() { flushSite = fsutil.SyncFSOf })
+	flushSite = func(d *os.File) error {
 		if fired.CompareAndSwap(false, true) {
 			act()
 		}
-		return fsutil.SyncFS(d)
+		return fsutil.SyncFSOf(d)
 	}
 }
 
@@ -67,7 +67,7 @@ func TestRecallEndLeavesAFileMovedToItsPath(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, CodeFailed, res[0].Code, "%+v", res[0])
 	require.Contains(t, res[0].Message, "replaced at its path")
-	flushSite = fsutil.SyncFS
+	flushSite = fsutil.SyncFSOf
 
 	for range 2 {
 		_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
@@ -114,7 +114,7 @@ func TestRecallEndLeavesAReleasedStub(t *testing.T) {
 			res, err := Recall(ctx, recaller, []string{"/f.bin"}, only("t", target), StepOptions{})
 			require.NoError(t, err)
 			require.Equal(t, CodeFailed, res[0].Code, "%+v", res[0])
-			flushSite = fsutil.SyncFS
+			flushSite = fsutil.SyncFSOf
 			fi, err := os.Stat(abs)
 			require.NoError(t, err)
 			require.Zero(t, fi.Size(), "the other worker released the file")

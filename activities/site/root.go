@@ -43,9 +43,12 @@ type Root struct {
 	dir string
 	// f is the root folder, opened once: every path is opened beneath it
 	// (see openBeneath), never resolved by name from "/".
-	f     *os.File
-	dev   uint64 // the root's filesystem (device)
-	state *stateStore
+	f *os.File
+	// flushDir is the root folder open for flushes, since the root was
+	// opened: they learn of every writeback error since (fsutil.SyncFSOf).
+	flushDir *os.File
+	dev      uint64 // the root's filesystem (device)
+	state    *stateStore
 }
 
 // RootOption configures NewRoot.
@@ -90,9 +93,14 @@ func NewRoot(dir string, opts ...RootOption) (*Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("site root %q: %w", dir, err)
 	}
+	flushDir, err := os.Open(real)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("site root %q: %w", dir, err)
+	}
 	state := openStateStore(real, !cfg.indexOnly && xattrSupported(real))
 	state.root, state.dir = f, real
-	return &Root{dir: real, f: f, dev: device(fi), state: state}, nil
+	return &Root{dir: real, f: f, flushDir: flushDir, dev: device(fi), state: state}, nil
 }
 
 // Dir returns the root's absolute, symlink-free directory.

@@ -261,13 +261,13 @@ func TestRecallKeepsAUserSavesMtime(t *testing.T) {
 			requireAll(t, res, CodeOK, paths)
 
 			saved := time.Now().Truncate(time.Second).Add(time.Hour)
-			flushSite = func(dir string) error {
-				abs := filepath.Join(dir, "saved.txt")
+			flushSite = func(dir *os.File) error {
+				abs := filepath.Join(dir.Name(), "saved.txt")
 				require.NoError(t, os.WriteFile(abs, []byte("the user's newer work"), 0o644))
 				require.NoError(t, os.Chtimes(abs, saved, saved))
-				return fsutil.SyncFS(dir)
+				return fsutil.SyncFSOf(dir)
 			}
-			t.Cleanup(func() { flushSite = fsutil.SyncFS })
+			t.Cleanup(func() { flushSite = fsutil.SyncFSOf })
 			res, err = Recall(ctx, root, paths, only("t", target), StepOptions{})
 			require.NoError(t, err)
 			requireAll(t, res, CodeOK, paths)

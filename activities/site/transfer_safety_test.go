@@ -590,18 +590,18 @@ func TestReceiveWaitsForTheFlush(t *testing.T) {
 		Files: []SentFile{{Path: "/got.txt", Type: TypeFile, Target: "t", Key: contentKey(sum), Checksum: sum,
 			Size: int64(len(data)), Mtime: time.Now().UnixNano()}}}
 	var flushed []string
-	flushSite = func(d string) error {
-		flushed = append(flushed, d)
+	flushSite = func(d *os.File) error {
+		flushed = append(flushed, d.Name())
 		return unix.EIO
 	}
-	defer func() { flushSite = fsutil.SyncFS }()
+	defer func() { flushSite = fsutil.SyncFSOf }()
 
 	var out StepOutput
 	err := runActivity(a, a.Receive, in, &out)
 	require.ErrorContains(t, err, "flush received files")
 	require.Equal(t, []string{a.Root.Dir()}, flushed)
 
-	flushSite = fsutil.SyncFS
+	flushSite = fsutil.SyncFSOf
 	out = *receive(t, a, in)
 	require.Equal(t, OutcomeSuccess, out.Outcomes[0].State, out.Outcomes[0].Message)
 	require.Equal(t, "already up to date", out.Outcomes[0].Message, "the retry finds the file in place")

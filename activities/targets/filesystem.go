@@ -36,6 +36,9 @@ const sumXattr = "user.hub.sha256"
 // Filesystem is a Driver storing each object as a file under a folder.
 type Filesystem struct {
 	dir string
+	// flushDir is dir, open since the driver was made: its flushes learn
+	// of every writeback error since (fsutil.SyncFSOf).
+	flushDir *os.File
 }
 
 // The flush stamp. An object's checksum attribute is written with its
@@ -83,7 +86,11 @@ func NewFilesystem(cfg Config) (*Filesystem, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("filesystem target: %w", err)
 	}
-	return &Filesystem{dir: dir}, nil
+	flushDir, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("filesystem target: %w", err)
+	}
+	return &Filesystem{dir: dir, flushDir: flushDir}, nil
 }
 
 func (f *Filesystem) path(key string) (string, error) {
@@ -573,7 +580,13 @@ func (f *Filesystem) Sync(ctx context.Context) error {
 	start := time.Now() // before the clock's first reading
 	began, stamping := f.flushBegins(stamp)
 	fault.Point("target.flush-begun")
-	if err := syncFS(f.dir); err != nil {
+	if err := syncFS(f.flushDir); err != nil {
+		// Some bytes written since the driver was made never reached the
+		// disk, while their pages read back whole until the kernel drops
+		// them: nothing changed since the last stamp is trusted again.
+		if werr := f.distrust(stamp); werr != nil {
+			err = errors.Join(err, fmt.Errorf("record the failed flush on its stamp: %w", werr))
+		}
 		return fmt.Errorf("sync %s: %w", f.dir, err)
 	}
 	fault.Point("target.flushed")
@@ -647,14 +660,32 @@ func bootValue(b boot, from, to int64) []byte {
 // enterBoot makes the stamp name this boot before a flush of it is
 // stamped, recording first, where the stamp names another boot (or none:
 // one an older hub made), the window of objects changed in it after its
-// last stamp (see bootXattr). Made durable before the stamp moves, under
-// an flock of the stamp against other processes doing the same.
+// last stamp (see bootXattr).
 func (f *Filesystem) enterBoot(stamp string) error {
+	cur := thisBoot()
+	return widenWindow(stamp, cur.at, func(id string, _, _ int64) bool { return id == cur.id })
+}
+
+// distrust records that no object changed since the last stamp, until
+// now, is to be trusted unread: a flush failed, so some bytes written
+// meanwhile never reached the disk.
+func (f *Filesystem) distrust(stamp string) error {
+	cur, now := thisBoot(), time.Now().Add(clockTick).UnixNano()
+	return widenWindow(stamp, now, func(id string, from, to int64) bool {
+		return id == cur.id && from < to && to >= now
+	})
+}
+
+// widenWindow makes the stamp name this boot with a window reaching from
+// its last stamp (or the window's start, if earlier) to until, unless done
+// says the window it names is enough. Made durable before a stamp moves,
+// under an flock of the stamp against other processes doing the same.
+func widenWindow(stamp string, until int64, done func(id string, from, to int64) bool) error {
 	cur := thisBoot()
 	if cur.id == "" {
 		return errors.New("this boot is not known")
 	}
-	if id, _, _, ok := stampBoot(stamp); ok && id == cur.id {
+	if id, from, to, ok := stampBoot(stamp); ok && done(id, from, to) {
 		return nil
 	}
 	s, err := os.Open(stamp)
@@ -666,26 +697,28 @@ func (f *Filesystem) enterBoot(stamp string) error {
 		return err
 	}
 	id, from, to, ok := stampBoot(stamp)
-	if ok && id == cur.id {
-		return nil // another process entered it meanwhile
+	if ok && done(id, from, to) {
+		return nil // another process widened it meanwhile
 	}
 	fi, err := s.Stat()
 	if err != nil {
 		return err
 	}
 	last := fi.ModTime().UnixNano()
-	if !ok || from >= to {
-		from = last
+	switch {
+	case ok && to == math.MaxInt64: // unreadable: from the start
+		from, to = 0, until
+	case !ok || from >= to: // none yet
+		from, to = last, until
 	}
-	from = min(from, last)
-	if err := fsetxattr(s, bootXattr, bootValue(cur, from, cur.at)); err != nil {
+	if err := fsetxattr(s, bootXattr, bootValue(cur, min(from, last), max(to, until))); err != nil {
 		return err
 	}
 	return s.Sync()
 }
 
 // syncFS flushes a target's filesystem; tests make it fail.
-var syncFS = fsutil.SyncFS
+var syncFS = fsutil.SyncFSOf
 
 // readClock reads the filesystem's clock through the stamp's atime
 // (touchAtime); tests step it.

@@ -665,7 +665,7 @@ func TestFilesystemTrustsChecksumsOnlyOnceFlushed(t *testing.T) {
 
 	real := syncFS
 	t.Cleanup(func() { syncFS = real })
-	syncFS = func(string) error { return unix.EIO }
+	syncFS = func(*os.File) error { return unix.EIO }
 	require.Error(t, d.Sync(ctx))
 	again, err := NewFilesystem(Config{MigrationTargetFolder: dir})
 	require.NoError(t, err)
@@ -724,7 +724,7 @@ func TestClockSteppedBackTrustsNothing(t *testing.T) {
 		now, err := realClock(name)
 		return now.Add(time.Hour), err // before the step
 	}
-	syncFS = func(dir string) error {
+	syncFS = func(dir *os.File) error {
 		err := realSync(dir)
 		readClock = realClock // the step
 		require.NoError(t, d.Put(ctx, "c", strings.NewReader("third"), 5))
@@ -750,7 +750,7 @@ func TestFlushStampsOfTwoProcesses(t *testing.T) {
 	var ended atomic.Int64 // the latest start of a flush that ended
 	real := syncFS
 	t.Cleanup(func() { syncFS = real })
-	syncFS = func(d string) error {
+	syncFS = func(d *os.File) error {
 		start := time.Now().UnixNano()
 		err := real(d)
 		for cur := ended.Load(); err == nil && start > cur && !ended.CompareAndSwap(cur, start); cur = ended.Load() {

@@ -1,0 +1,55 @@
+package targets
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/internal/faildisk"
+)
+
+// TestFlushLearnsOfAWritebackErrorAnotherFlushSawFirst: an object's bytes
+// fail to reach the disk, and another flush of that filesystem (another
+// process's, a site's on the same disk) is the first to hear of it: Linux
+// then tells no descriptor opened afterwards. The driver's flush, through
+// the folder it holds open since it was made, fails too (before, it opened
+// the folder for each flush, succeeded and stamped a time after the object:
+// its checksum was trusted, the bytes on disk were not it). And the object
+// stays distrusted after later flushes succeed, also to a driver made
+// afterwards, until it is written again.
+func TestFlushLearnsOfAWritebackErrorAnotherFlushSawFirst(t *testing.T) {
+	ctx := context.Background()
+	dir, full, room := faildisk.New(t)
+	d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	putFlushed(t, d, "a", "flushed before the disk failed")
+	time.Sleep(stampEvery)
+
+	full()
+	lost := make([]byte, 8<<20)
+	_, _ = rand.Read(lost)
+	require.NoError(t, d.Put(ctx, "b", bytes.NewReader(lost), int64(len(lost))))
+	require.Error(t, fsutil.SyncFS(dir), "the disk refuses the bytes: another flush hears of it first")
+	require.NoError(t, fsutil.SyncFS(dir), "and no descriptor opened since hears of it again")
+	require.Error(t, d.Sync(ctx), "the driver's flush hears of it")
+	require.True(t, unflushedObject(t, d, "b"))
+
+	room()
+	time.Sleep(stampEvery)
+	require.NoError(t, d.Sync(ctx))
+	require.True(t, unflushedObject(t, d, "b"), "changed before a flush failed")
+	require.False(t, unflushedObject(t, d, "a"))
+	restarted, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	require.True(t, unflushedObject(t, restarted, "b"))
+
+	time.Sleep(stampEvery)
+	require.NoError(t, d.Put(ctx, "b", bytes.NewReader(lost), int64(len(lost))))
+	putFlushed(t, d, "c", "written after")
+	require.False(t, unflushedObject(t, d, "b"), "written again, and flushed")
+}
