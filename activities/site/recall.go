@@ -78,9 +78,10 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		}
 		j.next = *rec
 		// A crash may have left the whole file in place (before the
-		// release truncated it, or after a recall wrote it back).
+		// release truncated it, or after a recall wrote it back): what
+		// is on disk, not pages whose writeback failed (see hashOnDisk).
 		if rec.Pending != "" && j.fi.Size() == rec.Size {
-			if sum, err := s.hashFile(j.abs); err == nil && sum == rec.Checksum {
+			if sum, err := s.hashOnDisk(j.abs); err == nil && sum == rec.Checksum {
 				j.note = "data was local"
 				toFlush.add(s.root, j.rel, j.fi)
 				return
@@ -104,6 +105,11 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 	// progress" mark would count as this recall's whatever its user writes.
 	// One flush for the batch before any record or reference goes.
 	if err := toFlush.flush(s.root); err != nil {
+		for _, j := range s.jobs {
+			if j.res == nil && j.note == "recalled" {
+				cutBack(j)
+			}
+		}
 		s.failRest(fmt.Errorf("flush recalled data: %w", err))
 	}
 	s.finishEach(func(j *job) {
@@ -273,12 +279,36 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 			return errors.Join(errors.New("another program opened the file while its data was written back, and it no longer holds the data: left marked, for a recall to check again"), err)
 		}
 	}
+	if recallWritten != nil {
+		recallWritten(j.abs)
+	}
 	fault.Point("recall.written")
 	// What the recall left, which restoreMtime compares with.
 	if j.fi, err = f.Stat(); err != nil {
 		return err
 	}
 	return f.Close()
+}
+
+// cutBack puts a file whose data this recall wrote, and whose flush
+// failed, back to its stub (the data's first bytes, as a failed copy
+// does), unless its user wrote it since (leased, as in restoreMtime). The
+// disk may hold other bytes than the data where the writes failed, and a
+// retry does not write over a file that is not the data's first bytes (a
+// user's, as far as it can tell).
+func cutBack(j *job) {
+	f, err := openPastLeases(j.abs, os.O_WRONLY)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = exclusiveLease(f)
+	if fi, err := f.Stat(); err != nil || !j.unchanged(fi) {
+		return
+	}
+	if f.Truncate(j.next.StubSize) == nil {
+		_ = setMtimeOf(f, timeFromNs(j.next.Mtime))
+	}
 }
 
 // restoreMtime gives a recalled file its original mtime back, unless its
@@ -346,10 +376,11 @@ func (r *Root) moveAside(l *loc, name string) (string, error) {
 	return to.rel, nil
 }
 
-// recallWriting, nil outside tests, is called right before a recall
-// writes a stub's data back, with the stub's path: tests act there as a
-// program writing to the file.
-var recallWriting func(abs string)
+// recallWriting and recallWritten, nil outside tests, are called right
+// before and after a recall writes a stub's data back, with the stub's
+// path: tests act there as a program writing to the file, or another
+// flushing the filesystem.
+var recallWriting, recallWritten func(abs string)
 
 // errChangedDuringRecall: the stub was written to while its data was
 // fetched; the user's write wins and the file is left as it is.
@@ -385,6 +416,23 @@ func (s *stepRun) hashFile(name string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
+	return s.hash(f)
+}
+
+// hashOnDisk hashes the file as the disk holds it: its cached pages that
+// are not waiting to be written are dropped first (dropCache). Where a
+// filesystem keeps a page whose writeback failed cached, clean and whole
+// while the disk holds other bytes (ext4 here drops it itself), the flush
+// after the one that failed succeeds: trusted, that page would let a
+// retried recall drop the record and the reference of a file the disk
+// does not hold.
+func (s *stepRun) hashOnDisk(name string) (string, error) {
+	f, err := fsutil.OpenFile(name, os.O_RDONLY|openNoFollow, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	dropCache(f)
 	return s.hash(f)
 }
 

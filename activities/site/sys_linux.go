@@ -149,3 +149,7 @@ func leaseHeld(f *os.File) bool {
 	t, err := unix.FcntlInt(f.Fd(), unix.F_GETLEASE, 0)
 	return err == nil && t == unix.F_WRLCK
 }
+
+// dropCache drops the file's cached pages that are clean (on Linux, also
+// those whose writeback failed), so that reads go to the disk.
+func dropCache(f *os.File) { _ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED) }

@@ -668,12 +668,10 @@ func (f *Filesystem) enterBoot(stamp string) error {
 
 // distrust records that no object changed since the last stamp, until
 // now, is to be trusted unread: a flush failed, so some bytes written
-// meanwhile never reached the disk.
+// meanwhile never reached the disk. The window is written even when the
+// stamp names it already: that write may be among those that failed.
 func (f *Filesystem) distrust(stamp string) error {
-	cur, now := thisBoot(), time.Now().Add(clockTick).UnixNano()
-	return widenWindow(stamp, now, func(id string, from, to int64) bool {
-		return id == cur.id && from < to && to >= now
-	})
+	return widenWindow(stamp, time.Now().Add(clockTick).UnixNano(), func(string, int64, int64) bool { return false })
 }
 
 // widenWindow makes the stamp name this boot with a window reaching from

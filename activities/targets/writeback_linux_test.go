@@ -39,7 +39,12 @@ func TestFlushLearnsOfAWritebackErrorAnotherFlushSawFirst(t *testing.T) {
 	require.Error(t, d.Sync(ctx), "the driver's flush hears of it")
 	require.True(t, unflushedObject(t, d, "b"))
 
+	// What was written while the disk failed (the window on the stamp
+	// among it) may fail the first flushes after: they are retried.
 	room()
+	for i := 0; d.Sync(ctx) != nil; i++ {
+		require.Less(t, i, 3, "the disk takes writes again")
+	}
 	time.Sleep(stampEvery)
 	require.NoError(t, d.Sync(ctx))
 	require.True(t, unflushedObject(t, d, "b"), "changed before a flush failed")
