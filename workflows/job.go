@@ -507,6 +507,7 @@ func (j *jobRun) runBatch(ctx workflow.Context, b vocab.BatchRef) error {
 		}
 	}
 	sctx := workflow.WithActivityOptions(ctx, j.stepOptions(p, p.StepTimeout))
+	var failedAtDest []string // by the destination of the step before
 	for k, step := range p.Chains[b.Rule] {
 		var taskID int64
 		err := j.call(hctx, &taskID, actStartTask, TaskStart{JobID: j.jobID, Site: p.Site, Queue: p.Queue,
@@ -520,14 +521,20 @@ func (j *jobRun) runBatch(ctx workflow.Context, b vocab.BatchRef) error {
 			targets = step.Shared
 		}
 		stepErr := workflow.ExecuteActivity(sctx, s.RunStep, site.StepInput{JobID: j.jobID, Run: b.Run, Batch: b.Index,
-			Step: k, Name: step.Name, Params: step.Params, Targets: targets}).Get(ctx, &out)
+			Step: k, Name: step.Name, Params: step.Params, Targets: targets, FailedAtDestination: failedAtDest}).Get(ctx, &out)
 		var unrecorded int64
 		if k == 0 && stepErr == nil {
 			unrecorded = int64(len(out.Outcomes))
 			j.unrecorded += unrecorded
 		}
+		failedAtDest = nil
 		if stepErr == nil && step.DestSite != "" {
 			out.Outcomes, stepErr = j.receive(ctx, step, out.Outcomes)
+			for _, o := range out.Outcomes {
+				if o.State != site.OutcomeSuccess {
+					failedAtDest = append(failedAtDest, o.Path)
+				}
+			}
 		}
 		end := TaskEnd{JobID: j.jobID, TaskID: taskID, Outcomes: out.Outcomes}
 		if stepErr != nil {

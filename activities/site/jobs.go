@@ -385,6 +385,11 @@ type StepInput struct {
 	Name    string
 	Params  map[string]any
 	Targets []TargetSpec
+	// FailedAtDestination: paths the previous step (a send or a site_sync)
+	// journaled as done here and its destination then failed. They are
+	// left out as failures of that step are: a delete after a send must
+	// not remove a file the destination does not have.
+	FailedAtDestination []string `json:",omitempty"`
 }
 
 // StepOutput has one outcome per path the step handled.
@@ -414,6 +419,9 @@ func (a *Activities) RunStep(ctx context.Context, in StepInput) (*StepOutput, er
 		ok := map[string]bool{}
 		for _, o := range prev {
 			ok[o.Path] = o.State == OutcomeSuccess
+		}
+		for _, p := range in.FailedAtDestination {
+			ok[p] = false
 		}
 		kept := entries[:0]
 		for _, e := range entries {

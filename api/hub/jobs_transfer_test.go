@@ -250,3 +250,42 @@ func TestSendAfterDestinationRename(t *testing.T) {
 	require.Equal(t, "SUCCESS", job["state"], job)
 	requireSameTree(t, files, dst.root)
 }
+
+// TestMoveKeepsWhatTheDestinationFailed: a user-defined "move" (send, then
+// delete with its remote copy) removes at the source only what the
+// destination received. A file the destination fails (a folder stands at
+// its path there) stays at the source, and the job reports the failure.
+// Before, the delete went by the source's own journal of the send, where
+// every file it premigrated counts as done, and removed the source's only
+// copy of a file the destination never got.
+func TestMoveKeepsWhatTheDestinationFailed(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	e.StartHubWorker()
+	src, dst := twoSites(t, e)
+	for _, name := range []string{"moved.txt", "kept.txt"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(src.root, "data"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(src.root, "data", name), []byte("the only copy of "+name), 0o644))
+	}
+	blocker := filepath.Join(dst.root, "data", "kept.txt")
+	require.NoError(t, os.MkdirAll(blocker, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(blocker, "inside"), []byte("a folder at the file's path"), 0o644))
+
+	r := e.AsAdmin(http.MethodPost, "/api/workflows/", map[string]any{"name": "move", "label": "Move", "discovery": "recursive",
+		"filter_rules": []any{map[string]any{"type": "file", "state": "any", "action": []any{
+			map[string]any{"name": "send", "params": map[string]any{"destination_site": "dst", "hydrate": true}},
+			map[string]any{"name": "delete", "params": map[string]any{"remote": true}},
+		}}}})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	job := runJob(t, e, "src", "move", []string{"/data"}, nil)
+	require.Equal(t, true, job["has_failures"], job)
+
+	got, err := os.ReadFile(filepath.Join(dst.root, "data", "moved.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "the only copy of moved.txt", string(got))
+	_, err = os.Stat(filepath.Join(src.root, "data", "moved.txt"))
+	require.ErrorIs(t, err, os.ErrNotExist, "moved")
+	got, err = os.ReadFile(filepath.Join(src.root, "data", "kept.txt"))
+	require.NoError(t, err, "the destination failed it: it stays at the source")
+	require.Equal(t, "the only copy of kept.txt", string(got))
+}
