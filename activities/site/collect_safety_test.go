@@ -59,7 +59,7 @@ func TestAuditKeepsAReferenceWrittenAgain(t *testing.T) {
 			fi, err := os.Lstat(filepath.Join(dir, "f.bin"))
 			require.NoError(t, err)
 			sum := sha(data)
-			ref, err := root.refID(inode(fi), birthTime(filepath.Join(dir, "f.bin")), sum)
+			ref, err := root.refID(fi, birthTime(filepath.Join(dir, "f.bin")), sum)
 			require.NoError(t, err)
 			marker := filepath.Join(tdir, filepath.FromSlash(refKey(sum, ref)))
 			old := time.Now().Add(-DefaultAuditMinAge - 24*time.Hour)

@@ -301,3 +301,50 @@ func TestFlushesReachMountsBeneathTheRoot(t *testing.T) {
 	require.Equal(t, OutcomeSuccess, out.Outcomes[0].State, out.Outcomes[0].Message)
 	require.Equal(t, []uint64{rootDev, mountDev}, flushed, "the received file's filesystem too")
 }
+
+// TestMountsBeneathTheRootDoNotShareReferences: two filesystems mounted
+// beneath the root hold one tree, copied: the same inode numbers, and
+// birth times that are the same or none. Their files' references must
+// still differ: the reverse_stub of one (its reference dropped) left the
+// other's stub without its reference, refused at its recall, and its
+// content for the collector. Now a file on a mount names its device in
+// its reference.
+func TestMountsBeneathTheRootDoNotShareReferences(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a := mountTmpfs(t, dir)
+	b := filepath.Join(dir, "copy")
+	require.NoError(t, os.Mkdir(b, 0o755))
+	require.NoError(t, unix.Mount("tmpfs", b, "tmpfs", 0, "size=16m"))
+	t.Cleanup(func() { _ = unix.Unmount(b, unix.MNT_DETACH) })
+	data := []byte("one tree, copied to two filesystems")
+	for _, m := range []string{a, b} {
+		require.NoError(t, os.WriteFile(filepath.Join(m, "x"), data, 0o644))
+	}
+	var sa, sb unix.Stat_t
+	require.NoError(t, unix.Stat(filepath.Join(a, "x"), &sa))
+	require.NoError(t, unix.Stat(filepath.Join(b, "x"), &sb))
+	require.Equal(t, sa.Ino, sb.Ino, "a fresh tmpfs numbers its inodes from the same start")
+
+	root := newRoot(t, dir, true)
+	target := fsTarget(t)
+	paths := []string{"/mnt/x", "/copy/x"}
+	res, err := Migrate(ctx, root, paths, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+	_, ra, err := root.Stat("/mnt/x")
+	require.NoError(t, err)
+	_, rb, err := root.Stat("/copy/x")
+	require.NoError(t, err)
+	require.NotEqual(t, ra.Ref, rb.Ref)
+
+	res, err = ReverseStub(ctx, root, []string{"/mnt/x"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/mnt/x"})
+	res, err = Recall(ctx, root, []string{"/copy/x"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/copy/x"})
+	got, err := os.ReadFile(filepath.Join(b, "x"))
+	require.NoError(t, err)
+	require.Equal(t, data, got)
+}

@@ -224,16 +224,26 @@ func (s *stateStore) trust(rec *Record, ino uint64, btime func() int64) (stale b
 	return false, fmt.Errorf("%w: it was written for another file (copied with its attributes)", ErrUntrustedRecord)
 }
 
-// refID names the reference a record of this file and content holds on
-// the target. It is derived rather than random so that a step retried
-// after a crash reuses the reference it may already have written, and it
-// is keyed so that nobody else can name (and so drop) a site's reference.
-func (r *Root) refID(ino uint64, btime int64, sum string) (string, error) {
+// refID names the reference a record of the file fi (born at btime) and
+// content sum holds on the target. It is derived rather than random so
+// that a step retried after a crash reuses the reference it may already
+// have written, and it is keyed so that nobody else can name (and so drop)
+// a site's reference. A file on a filesystem mounted beneath the root
+// adds its device: inode numbers repeat across filesystems, and birth
+// times are 0 where the filesystem keeps none, so two copies of one tree
+// on two mounts would share references, and the drop of one (a file
+// migrated again, recalled) would leave the other's stub without its. A
+// device that changes across a reboot makes a retried step write another
+// reference, and the first one leaks (an audit drops it).
+func (r *Root) refID(fi fs.FileInfo, btime int64, sum string) (string, error) {
 	key, err := r.state.signer.loadKey()
 	if err != nil {
 		return "", err
 	}
 	m := hmac.New(sha256.New, key)
-	fmt.Fprintf(m, "hub reference v1\x00%d\x00%d\x00%s", ino, btime, sum)
+	fmt.Fprintf(m, "hub reference v1\x00%d\x00%d\x00%s", inode(fi), btime, sum)
+	if dev := device(fi); dev != r.dev {
+		fmt.Fprintf(m, "\x00device %d", dev)
+	}
 	return hex.EncodeToString(m.Sum(nil)[:16]), nil
 }

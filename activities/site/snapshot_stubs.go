@@ -85,7 +85,7 @@ func (s *snapshotCopy) copyStub(ctx context.Context, in *os.File, info os.FileIn
 	copyRec := Record{State: Migrated, Size: rec.Size, Mtime: rec.Mtime, Target: rec.Target, Key: rec.Key,
 		Checksum: rec.Checksum, StubSize: rec.StubSize, Ino: inode(fi), Btime: birthTime(dst)}
 	if rec.contentAddressed() {
-		if copyRec.Ref, err = s.root.refID(copyRec.Ino, copyRec.Btime, rec.Checksum); err != nil {
+		if copyRec.Ref, err = s.root.refID(fi, copyRec.Btime, rec.Checksum); err != nil {
 			return n, err
 		}
 		finalRel := s.final + strings.TrimPrefix(srcRel, s.src)

@@ -726,7 +726,7 @@ func (s *stepRun) upload(j *job, target targets.Driver, targetName string) (sent
 		return false, err
 	}
 	btime := birthTime(j.abs)
-	ref, err := s.root.refID(inode(fi), btime, sum)
+	ref, err := s.root.refID(fi, btime, sum)
 	if err != nil {
 		return false, err
 	}

@@ -729,7 +729,7 @@ func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets
 	rec = Record{State: Migrated, Size: f.Size, Mtime: f.Mtime, Target: f.Target,
 		Key: f.Key, Checksum: f.Checksum, Ino: inode(fi), Btime: birthTimeOf(tmp)}
 	if f.Key == contentKey(f.Checksum) {
-		if rec.Ref, err = a.Root.refID(rec.Ino, rec.Btime, f.Checksum); err != nil {
+		if rec.Ref, err = a.Root.refID(fi, rec.Btime, f.Checksum); err != nil {
 			return err
 		}
 		if err := a.Root.addRef(ctx, d, f.Checksum, rec.Ref, rel, rec.Ino); err != nil {
