@@ -377,3 +377,44 @@ func TestKillRestoringFromTheTrash(t *testing.T) {
 		requireRecallsIntact(t, root, "/f.bin", only("t", target), data)
 	}
 }
+
+// shortListing is a target whose listing of a pair of markers
+// (refs/<aa>) comes back empty, as from a server that cut it short.
+type shortListing struct{ targets.Driver }
+
+func (s shortListing) List(ctx context.Context, prefix, marker string, max int) ([]targets.Object, string, error) {
+	if strings.HasPrefix(prefix, refsDir) && len(prefix) == len(refsDir)+2 {
+		return nil, "", nil
+	}
+	return s.Driver.List(ctx, prefix, marker, max)
+}
+
+// TestCollectorLooksForMarkersBeforeItDeletes: the collector's passes go
+// by one listing of markers per pair, and a listing cut short hides a
+// stub's marker: its content goes to the trash, which a recall still
+// reads. Before a trash copy is deleted, its own markers are looked for,
+// and the copy stays. Before, it was deleted, and the stub had no data.
+func TestCollectorLooksForMarkersBeforeItDeletes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, target := t.TempDir(), fsTarget(t)
+	root := newRoot(t, dir, false)
+	data := "the stub's only copy"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "f.txt"), []byte(data), 0o644))
+	paths := []string{"/f.txt"}
+	res, err := Migrate(ctx, root, paths, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+
+	short := shortListing{target}
+	for range 2 {
+		_, err := Collect(ctx, short, CollectOptions{Grace: time.Nanosecond})
+		require.NoError(t, err)
+	}
+	res, err = Recall(ctx, root, paths, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, paths)
+	got, err := os.ReadFile(filepath.Join(dir, "f.txt"))
+	require.NoError(t, err)
+	require.Equal(t, data, string(got))
+}

@@ -512,6 +512,15 @@ func collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 			if errors.Is(err, targets.ErrNotFound) || (err == nil && time.Since(cur.Mtime) < opts.Grace) {
 				return nil
 			}
+			// Before the only step that loses content, its own markers
+			// are looked for: a listing a server cut short may have
+			// hidden them from the pass over the pair.
+			if err == nil {
+				var kept bool
+				if kept, err = markerOf(ctx, d, sum); kept {
+					return nil
+				}
+			}
 			if err == nil {
 				err = d.Delete(ctx, o.Key)
 			}
@@ -579,6 +588,19 @@ func (x *refIndex) has(ctx context.Context, sum string) (bool, error) {
 	}
 	_, ok := x.sums[sum]
 	return ok, nil
+}
+
+// markerOf looks for any marker of content sum, in both layouts.
+func markerOf(ctx context.Context, d targets.Driver, sum string) (bool, error) {
+	found := false
+	for _, prefix := range []string{refsDir + shard(sum) + "/" + sum + ".", refsDir + sum + "/"} {
+		objs, _, err := d.List(ctx, prefix, "", 1)
+		if err != nil {
+			return false, err
+		}
+		found = found || len(objs) > 0
+	}
+	return found, nil
 }
 
 // moveObject copies content to its new key, checked against its name, and

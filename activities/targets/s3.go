@@ -370,6 +370,17 @@ func (s *S3) List(ctx context.Context, prefix, marker string, max int) ([]Object
 		in.StartAfter = aws.String(s.prefix + marker)
 	}
 	out, err := s.client.ListObjectsV2(ctx, in)
+	// A page may hold no key and still say more follow (S3 promises only
+	// "up to MaxKeys"; a bucket with many delete markers): its token
+	// leads on. Read as the end, it would hide every key after it from
+	// the collector, which would take their content for unreferenced.
+	for err == nil && len(out.Contents) == 0 && aws.ToBool(out.IsTruncated) {
+		if aws.ToString(out.NextContinuationToken) == "" {
+			return nil, "", fmt.Errorf("list %q: the target answered an empty page that says more keys follow, without a token to read them by", prefix)
+		}
+		in.ContinuationToken = out.NextContinuationToken
+		out, err = s.client.ListObjectsV2(ctx, in)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("list %q: %w", prefix, err)
 	}

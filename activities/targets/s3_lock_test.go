@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -299,4 +300,44 @@ func TestS3LockNotRenewedInTime(t *testing.T) {
 	require.ErrorContains(t, cause, "not renewed")
 	require.True(t, time.Now().Before(expires), "given up before its expiry")
 	down.Store(false)
+}
+
+// TestS3ListGoesOnPastAnEmptyPage: a server answers a page with no key
+// that says more follow (S3 promises only "up to MaxKeys"; a bucket with
+// many delete markers), here played by a proxy once per listing. The
+// listing reads on by the page's token and finds every key; before, it
+// ended there, and a collection took the content whose markers came after
+// for unreferenced.
+func TestS3ListGoesOnPastAnEmptyPage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	backend := s3mem.New()
+	require.NoError(t, backend.CreateBucket("hub"))
+	fake := gofakes3.New(backend).Server()
+	var empties atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.Method == http.MethodGet && q.Get("list-type") == "2" {
+			if q.Get("continuation-token") == "" {
+				empties.Add(1)
+				w.Header().Set("Content-Type", "application/xml")
+				fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>hub</Name><Prefix>%s</Prefix><KeyCount>0</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>go-on</NextContinuationToken></ListBucketResult>`, q.Get("prefix"))
+				return
+			}
+			q.Del("continuation-token") // the fake's own listing, from where the empty page stood
+			r.URL.RawQuery = q.Encode()
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	d, err := Open(Config{StorageType: "s3", Endpoint: srv.URL, Bucket: "hub", AccessKeyID: "test", SecretAccessKey: "test-secret"})
+	require.NoError(t, err)
+	for _, k := range []string{"refs/ab/1", "refs/ab/2"} {
+		require.NoError(t, d.Put(ctx, k, strings.NewReader(k), int64(len(k))))
+	}
+	objs, next, err := d.List(ctx, "refs/ab/", "", 100)
+	require.NoError(t, err)
+	require.Empty(t, next)
+	require.Len(t, objs, 2, "%+v", objs)
+	require.NotZero(t, empties.Load(), "the empty page was played")
 }
