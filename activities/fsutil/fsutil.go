@@ -208,9 +208,17 @@ func commit(f *os.File, put func(f *os.File) error, then func(f *os.File)) error
 		then(f)
 	}
 	// Renamed: a Close error must not lead anyone to remove the temporary
-	// name, which may already be another writer's.
-	return f.Close()
+	// name, which may already be another writer's, nor undo what the file
+	// in place relies on.
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("%w: %w", ErrClosedInPlace, err)
+	}
+	return nil
 }
+
+// ErrClosedInPlace: a commit's file was renamed into place, and closing it
+// failed then.
+var ErrClosedInPlace = errors.New("the file is in place, and closing it failed")
 
 // OpenScratch opens a file for data that is checked and then copied over
 // dst, never renamed onto it (a recall's download): an unnamed file in

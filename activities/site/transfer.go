@@ -760,7 +760,9 @@ func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets
 	}
 	committed = true // Commit renames or discards it
 	if err := fsutil.Commit(tmp, abs); err != nil {
-		_ = dropRef(context.WithoutCancel(ctx), d, rec)
+		if !errors.Is(err, fsutil.ErrClosedInPlace) { // else the stub in place names it
+			_ = dropRef(context.WithoutCancel(ctx), d, rec)
+		}
 		return fmt.Errorf("stub %s: %w", apiPath(rel), err)
 	}
 	if !inAttr {
