@@ -418,3 +418,71 @@ func TestCollectorLooksForMarkersBeforeItDeletes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, data, string(got))
 }
+
+// swappedTrash is a target that keeps no checksums, whose trash copy of
+// one content reads good the first time and is then replaced by damaged
+// bytes of the same size (a collector moving a damaged copy over it).
+type swappedTrash struct {
+	targets.Driver
+	key, bad string
+	reads    int
+}
+
+func (s *swappedTrash) Stat(ctx context.Context, key string) (targets.Object, error) {
+	o, err := s.Driver.Stat(ctx, key)
+	o.Checksum, o.Unflushed = "", false
+	return o, err
+}
+
+func (s *swappedTrash) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if key == s.key {
+		if s.reads++; s.reads > 1 {
+			return io.NopCloser(strings.NewReader(s.bad)), nil
+		}
+	}
+	return s.Driver.Get(ctx, key)
+}
+
+// TestRestoreCopiesWhatItChecked: content restored from the trash is
+// checked by one read and copied by another; on a target that keeps no
+// checksum the copy was checked by its size alone, so damaged bytes put
+// over the trash copy between the two reads went to objects/ as the
+// content, and a migrate would release its file onto them. Now the bytes
+// copied are hashed as they go, and the restore fails (the content is to
+// be uploaded again).
+func TestRestoreCopiesWhatItChecked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	target := fsTarget(t)
+	const good = "the content, in the trash"
+	sum := sumOf(good)
+	require.NoError(t, target.Put(ctx, trashKey(sum), strings.NewReader(good), int64(len(good))))
+	d := &swappedTrash{Driver: target, key: trashKey(sum), bad: strings.ToUpper(good)}
+	ok, err := ensureContent(ctx, d, sum, int64(len(good)))
+	require.NoError(t, err)
+	require.False(t, ok, "to be uploaded again")
+	require.Equal(t, 2, d.reads)
+	_, err = target.Stat(ctx, contentKey(sum))
+	require.ErrorIs(t, err, targets.ErrNotFound, "no damaged bytes under objects/")
+}
+
+// TestCollectorLeavesADamagedCopy: an unreferenced copy under objects/
+// whose bytes do not match its name is not moved over the trash's good
+// copy of that content: it is counted damaged and left for the scrub, and
+// the collection goes on. Before, the move replaced the good trash copy
+// with it, then failed its check and the whole collection.
+func TestCollectorLeavesADamagedCopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	target := fsTarget(t)
+	const good = "content kept in the trash"
+	sum := sumOf(good)
+	require.NoError(t, target.Put(ctx, trashKey(sum), strings.NewReader(good), int64(len(good))))
+	bad := strings.ToUpper(good)
+	require.NoError(t, target.Put(ctx, contentKey(sum), strings.NewReader(bad), int64(len(bad))))
+	res, err := Collect(ctx, target, CollectOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, CollectResult{Objects: 1, Damaged: 1}, res)
+	requireObject(t, target, trashKey(sum), good)
+	requireObject(t, target, contentKey(sum), bad)
+}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"strings"
@@ -377,7 +379,31 @@ func restoreContent(ctx context.Context, d targets.Driver, from, sum string, siz
 		return err
 	}
 	defer rc.Close()
-	return putChecked(ctx, d, contentKey(sum), rc, sum, size)
+	return putChecked(ctx, d, contentKey(sum), checked(rc, sum), sum, size)
+}
+
+// checkedReader passes r through, and at its end fails (errDamagedCopy)
+// if what it passed does not hash to sum: the bytes a first read checked
+// may be replaced before the read that copies them (a collector moving a
+// damaged copy over them), and a target that keeps no checksum has its
+// copies checked by size alone.
+type checkedReader struct {
+	r   io.Reader
+	h   hash.Hash
+	sum string
+}
+
+func checked(r io.Reader, sum string) *checkedReader {
+	return &checkedReader{r: r, h: sha256.New(), sum: sum}
+}
+
+func (c *checkedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.h.Write(p[:n])
+	if err == io.EOF && hex.EncodeToString(c.h.Sum(nil)) != c.sum {
+		return n, fmt.Errorf("copied from a read: %w", errDamagedCopy)
+	}
+	return n, err
 }
 
 // putChecked stores a stream under key and checks that the target holds
@@ -411,7 +437,7 @@ type CollectResult struct {
 	Trashed  int `json:"trashed"`  // moved to the trash: nothing referred to them
 	Restored int `json:"restored"` // put back from the trash: a reference appeared
 	Deleted  int `json:"deleted"`  // deleted: unreferenced for the whole grace period
-	Damaged  int `json:"damaged"`  // in the trash, referenced, but damaged: not put back (hub site scrub-target)
+	Damaged  int `json:"damaged"`  // damaged copies left where they are (hub site scrub-target): one in the trash that is referenced again, one unreferenced in objects/ that is not moved over the trash
 }
 
 // DefaultCollectGrace is how long unreferenced content is kept in the trash.
@@ -474,7 +500,12 @@ func collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 		if err != nil || referenced {
 			return err
 		}
-		if err := moveObject(ctx, d, o.Key, trashKey(sum), sum, o.Size); err != nil {
+		err = moveObject(ctx, d, o.Key, trashKey(sum), sum, o.Size)
+		if errors.Is(err, errDamagedCopy) {
+			res.Damaged++ // left for hub site scrub-target; a good trash copy stays
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		res.Trashed++
@@ -620,7 +651,7 @@ func moveObject(ctx context.Context, d targets.Driver, from, to, sum string, siz
 	default:
 		var rc io.ReadCloser
 		if rc, err = d.Get(ctx, from); err == nil {
-			err = putChecked(ctx, d, to, rc, sum, size)
+			err = putChecked(ctx, d, to, checked(rc, sum), sum, size)
 			rc.Close()
 		}
 	}
