@@ -39,6 +39,13 @@ type Filesystem struct {
 	// flushDir is dir, open since the driver was made: its flushes learn
 	// of every writeback error since (fsutil.SyncFSOf).
 	flushDir *os.File
+	dev      uint64 // dir's filesystem
+	// mounts are folders on the filesystems mounted beneath dir, open
+	// like flushDir, by device: a flush reaches each (syncfs flushes one
+	// filesystem), whether this driver wrote there or another process
+	// did, since the stamp speaks for every object.
+	mu     sync.Mutex
+	mounts map[uint64]*os.File
 }
 
 // The flush stamp. An object's checksum attribute is written with its
@@ -90,7 +97,17 @@ func NewFilesystem(cfg Config) (*Filesystem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filesystem target: %w", err)
 	}
-	return &Filesystem{dir: dir, flushDir: flushDir}, nil
+	fi, err := flushDir.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("filesystem target: %w", err)
+	}
+	f := &Filesystem{dir: dir, flushDir: flushDir, dev: device(fi), mounts: map[uint64]*os.File{}}
+	for _, m := range mountsBeneath(dir) {
+		if err := f.addMount(m); err != nil {
+			return nil, fmt.Errorf("filesystem target: the filesystem mounted at %s: %w", m, err)
+		}
+	}
+	return f, nil
 }
 
 func (f *Filesystem) path(key string) (string, error) {
@@ -118,6 +135,9 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 		return f.putNamed(ctx, key, dst, r, size)
 	}
 	defer tmp.Close()
+	if err := f.onDevice(tmp); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
 	value, written, err := writeObject(ctx, tmp, r, size)
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
@@ -150,7 +170,11 @@ func (f *Filesystem) putNamed(ctx context.Context, key, dst string, r io.Reader,
 	if err := inFolder(dst, func() (err error) { tmp, err = fsutil.OpenTemp(ctx, dst); return err }); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
-	value, _, err := writeObject(ctx, tmp, r, size)
+	err := f.onDevice(tmp)
+	var value []byte
+	if err == nil {
+		value, _, err = writeObject(ctx, tmp, r, size)
+	}
 	if err == nil {
 		// The rename may replace an object that stubs of this site or
 		// another rely on, flushed long ago (or one that appears while
@@ -568,6 +592,66 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 	return nil
 }
 
+// onDevice makes sure the filesystem the new object's file tmp is on is
+// one a flush reaches: one mounted beneath dir since the driver was made
+// is added, before the object's bytes are written (its descriptor then
+// hears of their writeback errors).
+func (f *Filesystem) onDevice(tmp *os.File) error {
+	fi, err := tmp.Stat()
+	if err != nil {
+		return err
+	}
+	dev := device(fi)
+	f.mu.Lock()
+	_, known := f.mounts[dev]
+	f.mu.Unlock()
+	if dev == f.dev || known {
+		return nil
+	}
+	return f.addMount(filepath.Dir(tmp.Name()))
+}
+
+// addMount opens the folder dir, on a filesystem mounted beneath the
+// target folder, to be flushed with it.
+func (f *Filesystem) addMount(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	fi, err := d.Stat()
+	if err != nil {
+		d.Close()
+		return err
+	}
+	dev := device(fi)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.mounts[dev]; ok || dev == f.dev {
+		d.Close()
+		return nil
+	}
+	f.mounts[dev] = d
+	return nil
+}
+
+// flushAll flushes the target folder's filesystem and every one mounted
+// beneath it that the driver knows of.
+func (f *Filesystem) flushAll() error {
+	f.mu.Lock()
+	dirs := []*os.File{f.flushDir}
+	for _, d := range f.mounts {
+		dirs = append(dirs, d)
+	}
+	f.mu.Unlock()
+	var errs []error
+	for _, d := range dirs {
+		if err := syncFS(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Sync flushes the target filesystem once, which is far cheaper than an
 // fsync per object when a batch of thousands of small files was written,
 // and stamps the flush (see flushedStamp): every object changed before
@@ -580,7 +664,7 @@ func (f *Filesystem) Sync(ctx context.Context) error {
 	start := time.Now() // before the clock's first reading
 	began, stamping := f.flushBegins(stamp)
 	fault.Point("target.flush-begun")
-	if err := syncFS(f.flushDir); err != nil {
+	if err := f.flushAll(); err != nil {
 		// Some bytes written since the driver was made never reached the
 		// disk, while their pages read back whole until the kernel drops
 		// them: nothing changed since the last stamp is trusted again.
@@ -861,6 +945,14 @@ func (f *Filesystem) MovePinned(ctx context.Context, key, to, pin string) error 
 		return fmt.Errorf("move %s: it was rewritten since it was read, and the new file could not be put back from %s: %w", key, to, err)
 	}
 	return fmt.Errorf("move %s: %w", key, ErrChanged)
+}
+
+// device is the filesystem a file is on.
+func device(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev)
+	}
+	return 0
 }
 
 // filePin names a file by its identity and the mtime and size it was

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/internal/faildisk"
@@ -57,4 +61,56 @@ func TestFlushLearnsOfAWritebackErrorAnotherFlushSawFirst(t *testing.T) {
 	require.NoError(t, d.Put(ctx, "b", bytes.NewReader(lost), int64(len(lost))))
 	putFlushed(t, d, "c", "written after")
 	require.False(t, unflushedObject(t, d, "b"), "written again, and flushed")
+}
+
+// TestFlushReachesFilesystemsMountedInside: syncfs flushes one
+// filesystem, and the stamp speaks for every object under the target
+// folder, so a flush reaches every filesystem mounted beneath it: those
+// mounted when the driver was made (also by a driver that wrote nothing
+// there: another process's objects are stamped by it too), and one
+// mounted since, once an object is written on it. Before, only the
+// target folder's own was flushed, and objects on the others were
+// trusted unread after a flush that never wrote them.
+func TestFlushReachesFilesystemsMountedInside(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	mount := func(name string) uint64 {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.Mkdir(p, 0o755))
+		require.NoError(t, unix.Mount("tmpfs", p, "tmpfs", 0, "size=16m"))
+		t.Cleanup(func() { _ = unix.Unmount(p, unix.MNT_DETACH) })
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(p, &st))
+		return st.Dev
+	}
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(dir, &st))
+	own, early := st.Dev, mount("objects")
+	d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	late := mount("refs")
+
+	flushed := map[uint64]bool{}
+	real := syncFS
+	t.Cleanup(func() { syncFS = real })
+	syncFS = func(f *os.File) error {
+		var st unix.Stat_t
+		require.NoError(t, unix.Fstat(int(f.Fd()), &st))
+		flushed[st.Dev] = true
+		return real(f)
+	}
+	for _, key := range []string{"objects/ab/x", "refs/ab/y"} {
+		require.NoError(t, d.Put(ctx, key, strings.NewReader(key), int64(len(key))))
+	}
+	require.NoError(t, d.Sync(ctx))
+	require.Equal(t, map[uint64]bool{own: true, early: true, late: true}, flushed)
+
+	clear(flushed)
+	other, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	require.NoError(t, other.Sync(ctx))
+	require.Equal(t, map[uint64]bool{own: true, early: true, late: true}, flushed, "a driver that wrote nothing there")
 }
