@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -377,4 +378,51 @@ func TestTimesOfATemporaryFileSwappedForASymlink(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, when.Equal(fi.ModTime()))
 	require.Equal(t, birthTime(moved), birthTimeOf(tmp))
+}
+
+// TestTouchedStubStaysMigrated: a stub whose mtime its user changed (touch,
+// a backup's restore) still holds only the data's first bytes. It was
+// taken for resident: a premigrate hashed the placeholder, recorded it
+// over the stub's record and dropped the stub's reference, and the
+// collector then freed the data. Now it stays migrated: a premigrate skips
+// it, the data survives an audit and a collection, and it recalls.
+func TestTouchedStubStaysMigrated(t *testing.T) {
+	for name, index := range stateBackends {
+		for _, stub := range []int64{0, 8} {
+			t.Run(fmt.Sprintf("%s/stub-%d", name, stub), func(t *testing.T) {
+				ctx := context.Background()
+				dir, target := t.TempDir(), fsTarget(t)
+				root := newRoot(t, dir, index)
+				abs := filepath.Join(dir, "f.txt")
+				const data = "the data of a stub its user touched"
+				require.NoError(t, os.WriteFile(abs, []byte(data), 0o644))
+				paths := []string{"/f.txt"}
+				res, err := Migrate(ctx, root, paths, target, "t", StepOptions{StubSize: stub})
+				require.NoError(t, err)
+				requireAll(t, res, CodeOK, paths)
+				now := time.Now()
+				require.NoError(t, os.Chtimes(abs, now, now))
+
+				e, _, err := root.Stat("/f.txt")
+				require.NoError(t, err)
+				require.Equal(t, Migrated, e.State)
+				res, err = Premigrate(ctx, root, paths, target, "t", StepOptions{})
+				require.NoError(t, err)
+				requireAll(t, res, CodeSkipped, paths)
+				later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
+				_, err = AuditRefs(ctx, root, map[string]targets.Driver{"t": target}, AuditOptions{Now: later, Drop: true})
+				require.NoError(t, err)
+				for range 2 {
+					_, err = Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+					require.NoError(t, err)
+				}
+				res, err = Recall(ctx, root, paths, only("t", target), StepOptions{})
+				require.NoError(t, err)
+				requireAll(t, res, CodeOK, paths)
+				got, err := os.ReadFile(abs)
+				require.NoError(t, err)
+				require.Equal(t, data, string(got))
+			})
+		}
+	}
 }

@@ -242,6 +242,11 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 			return "already up to date", nil
 		}
 	}
+	if exists {
+		if linked, err := a.linkedStub(l, existing); err != nil || linked {
+			return keptLinkedStub, err
+		}
+	}
 	d, err := drivers.get(f.Target)
 	if err != nil {
 		return "", err
@@ -278,6 +283,25 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	}
 	return "copied", nil
 }
+
+// linkedStub tells whether the destination's file fi at l is a stub with
+// other names (hard links) whose record is kept by path (the state
+// index): the other names have none, so replacing or deleting this one
+// would leave its data reachable from no path. The Delete step refuses
+// the same.
+func (a *Activities) linkedStub(l *loc, fi os.FileInfo) (bool, error) {
+	if !fi.Mode().IsRegular() || links(fi) < 2 {
+		return false, nil
+	}
+	rec, err := a.Root.state.get(l.path(), l.rel)
+	if err != nil {
+		return false, err
+	}
+	return rec != nil && !rec.fromXattr && rec.effective(fi) == Migrated, nil
+}
+
+// keptLinkedStub is why a sync or a send keeps such a stub.
+const keptLinkedStub = "kept the destination's copy: a stub with other names (hard links), whose data this site's state index leads to by this path only; recall it first"
 
 // keptError: a sync's download did not replace the destination's file,
 // which stays, for the reason why.
@@ -461,6 +485,9 @@ func (a *Activities) replayDeletion(in ReceiveInput, f SentFile, l *loc, existin
 	default:
 		if why := deletionKeeps(in, f, existing); why != "" {
 			return "kept the destination's copy: " + why, nil
+		}
+		if linked, err := a.linkedStub(l, existing); err != nil || linked {
+			return keptLinkedStub, err
 		}
 		if receiveRace != nil {
 			receiveRace(l.rel)

@@ -890,3 +890,43 @@ func TestSyncLocalKeepsTheDestinationsMetadata(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncKeepsAStubWithOtherNames: on a site keeping records by path
+// (the state index), a stub with a second name (a hard link) is led to
+// its data by its first path's record only. A sync replacing or deleting
+// that path, or a send over it, forgot the record, and the data was
+// reachable from no name. Now the stub is kept, as the Delete step keeps
+// it, and still recalls.
+func TestSyncKeepsAStubWithOtherNames(t *testing.T) {
+	for _, change := range []Change{Updated, Deleted} {
+		for _, step := range []string{"site_sync", "send"} {
+			if change == Deleted && step == "send" {
+				continue
+			}
+			t.Run(string(change)+"/"+step, func(t *testing.T) {
+				ctx := context.Background()
+				fx := newTransferFixture(t, true)
+				old := time.Unix(0, fx.sent.Mtime).Add(-time.Hour)
+				const data = "the destination's stub's data"
+				fx.write(t, "/f.txt", data, old)
+				paths := []string{"/f.txt"}
+				res, err := Migrate(ctx, fx.root, paths, fx.target, "t", StepOptions{})
+				require.NoError(t, err)
+				requireAll(t, res, CodeOK, paths)
+				require.NoError(t, os.Link(fx.abs("/f.txt"), fx.abs("/g.txt")))
+
+				f := fx.sent
+				f.Change = change
+				msg, err := fx.receive(ReceiveInput{Step: step, Preference: "newest", Hydrate: true}, f, nil)
+				require.NoError(t, err)
+				require.Equal(t, keptLinkedStub, msg)
+				res, err = Recall(ctx, fx.root, paths, only("t", fx.target), StepOptions{})
+				require.NoError(t, err)
+				requireAll(t, res, CodeOK, paths)
+				got, err := os.ReadFile(fx.abs("/g.txt"))
+				require.NoError(t, err)
+				require.Equal(t, data, string(got), "the other name holds the data again")
+			})
+		}
+	}
+}
