@@ -285,3 +285,38 @@ func TestRecallKeepsAUserSavesMtime(t *testing.T) {
 		})
 	}
 }
+
+// TestKilledSyncKeepsAStubBesideWithItsRecord: the destination's older
+// file is a stub whose record the state index keeps by its path. A sync
+// killed right after exchanging its download with the stub leaves the
+// stub under the temporary name; the rerun keeps it beside the name, and
+// its record goes with it: the kept stub still recalls. Before, the
+// record stayed at the name, for another file, and the kept stub read as
+// an empty resident file whose data no record led to.
+func TestKilledSyncKeepsAStubBesideWithItsRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, tdir := t.TempDir(), t.TempDir()
+	fx := newTransferFixtureAt(t, dir, tdir, true)
+	const data = "the destination's older copy, migrated"
+	fx.write(t, "/f.txt", data, time.Unix(0, fx.sent.Mtime).Add(-time.Hour))
+	res, err := Migrate(ctx, fx.root, []string{"/f.txt"}, fx.target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.txt"})
+	require.True(t, runChild(t, "^TestSyncReplaceFaultChild$", "HUB_REPLACE_FAULT_ROOT="+dir,
+		"HUB_REPLACE_FAULT_TARGET="+tdir, "HUB_REPLACE_FAULT_INDEX=1", "HUB_FAULT_POINT=sync.replace.exchanged@1"))
+
+	msg := syncReplace(t, dir, tdir, true)
+	require.Contains(t, msg, "the file an interrupted sync set aside is kept as f.txt.sync-kept-")
+	kept, err := filepath.Glob(fx.abs("/f.txt.sync-kept-*"))
+	require.NoError(t, err)
+	require.Len(t, kept, 1)
+	p := "/" + filepath.Base(kept[0])
+	root := newRoot(t, dir, true)
+	res, err = Recall(ctx, root, []string{p}, only("t", fx.target), StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{p})
+	got, err := os.ReadFile(kept[0])
+	require.NoError(t, err)
+	require.Equal(t, data, string(got))
+}

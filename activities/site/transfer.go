@@ -201,7 +201,7 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	defer l.close()
 	abs := l.path()
 	if f.Change != Deleted && f.Change != Moved && f.Type != TypeDirectory {
-		kept, err := restoreExchanged(l)
+		kept, err := a.Root.restoreExchanged(l)
 		if err != nil {
 			return "", err
 		}
@@ -267,7 +267,7 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	// the destination's newer copy.
 	var put func(*os.File) error
 	if in.Step == "site_sync" && in.Preference != "ignore" {
-		put = func(tmp *os.File) error { return replaceIfUnchanged(l, tmp, existing) }
+		put = func(tmp *os.File) error { return a.Root.replaceIfUnchanged(l, tmp, existing) }
 	}
 	err = copyIn(ctx, a.Root, l, io.TeeReader(r, h), f.Size, time.Unix(0, f.Mtime), beat, func() error {
 		if got := hex.EncodeToString(h.Sum(nil)); got != f.Checksum {
@@ -325,7 +325,7 @@ const changedMeanwhile = "it changed during the download"
 // holding it open). A worker killed between the exchange and that look
 // leaves the download, still marked as temporary, at the name: the rerun
 // exchanges them back and decides again (restoreExchanged).
-func replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) error {
+func (r *Root) replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) error {
 	if changedSince(l.path(), before) {
 		return &keptError{changedMeanwhile}
 	}
@@ -375,7 +375,7 @@ func replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) error {
 	if err := renameExchange(from, l); err != nil {
 		// The download is gone from l (removed meanwhile): the file goes
 		// back without replacing anything.
-		kept, err := putBack(from, l, why)
+		kept, err := r.putBack(from, l, why)
 		if err != nil {
 			return err
 		}
@@ -384,7 +384,7 @@ func replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) error {
 	// from holds what was at l: the download, unless a user saved over it
 	// or into it meanwhile; such a save stays, beside the file.
 	if fi, err := os.Lstat(from.path()); err == nil && changed(fi, download) {
-		if name, ok := keepBeside(from, l); ok {
+		if name, ok := r.keepBeside(from, l); ok {
 			why += "; a save made meanwhile is kept as " + name
 		}
 	}
@@ -401,7 +401,7 @@ func replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) error {
 // cleared, and the rerun decides about the file at l as about any other.
 // Nothing is removed. It returns the name the file was kept under, ""
 // when there was nothing to finish.
-func restoreExchanged(l *loc) (string, error) {
+func (r *Root) restoreExchanged(l *loc) (string, error) {
 	tmp := sibling(l, filepath.Base(fsutil.TempName(l.name)))
 	if _, err := os.Lstat(tmp.path()); err != nil {
 		return "", nil // usually nothing is there: one lstat
@@ -414,7 +414,7 @@ func restoreExchanged(l *loc) (string, error) {
 	if !fsutil.Exchanged(f) {
 		return "", nil // a write's own temporary file beside a stored file
 	}
-	name, ok := keepBeside(tmp, l)
+	name, ok := r.keepBeside(tmp, l)
 	if !ok {
 		return "", fmt.Errorf("%s: could not keep the file an interrupted sync set aside (%s) beside it", apiPath(l.rel), tmp.name)
 	}
@@ -492,7 +492,7 @@ func (a *Activities) replayDeletion(in ReceiveInput, f SentFile, l *loc, existin
 		if receiveRace != nil {
 			receiveRace(l.rel)
 		}
-		kept, err := removeIfUnchanged(l, existing)
+		kept, err := a.Root.removeIfUnchanged(l, existing)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return "already deleted", nil
@@ -511,7 +511,7 @@ func (a *Activities) replayDeletion(in ReceiveInput, f SentFile, l *loc, existin
 // name afresh and is not touched; then it is looked at again (see
 // leaseUnchanged) and unlinked, or put back. kept says why the file was
 // kept ("" when removed).
-func removeIfUnchanged(l *loc, before os.FileInfo) (kept string, err error) {
+func (r *Root) removeIfUnchanged(l *loc, before os.FileInfo) (kept string, err error) {
 	aside := asideOf(l)
 	if err := renameBeneath(l, aside, false); err != nil {
 		if errors.Is(err, syscall.ENOENT) {
@@ -525,7 +525,7 @@ func removeIfUnchanged(l *loc, before os.FileInfo) (kept string, err error) {
 	if why == "" {
 		return "", unlinkBeneath(aside, false)
 	}
-	return putBack(aside, l, why)
+	return r.putBack(aside, l, why)
 }
 
 // leaseUnchanged looks at a file set aside (no longer at the name users
@@ -564,9 +564,9 @@ func leaseUnchanged(aside *loc, before os.FileInfo, changedWhy string) (why stri
 // putBack returns a file set aside to its name l, after leaseUnchanged
 // kept it; if a new file took the name meanwhile, it stays beside it
 // under a name of its own, which kept tells.
-func putBack(aside, l *loc, why string) (kept string, err error) {
+func (r *Root) putBack(aside, l *loc, why string) (kept string, err error) {
 	if err := renameBeneath(aside, l, false); err != nil {
-		if conflict, ok := keepBeside(aside, l); ok {
+		if conflict, ok := r.keepBeside(aside, l); ok {
 			return why + "; a new file took its name meanwhile, so it is kept as " + conflict, nil
 		}
 		return "", fmt.Errorf("%s: %s, and could not be put back (it is %s): %w", apiPath(l.rel), why, aside.name, err)
@@ -575,10 +575,34 @@ func putBack(aside, l *loc, why string) (kept string, err error) {
 }
 
 // keepBeside renames the entry of from, a user's file whose name l is
-// taken, to a name of its own beside l (<name>.sync-kept-<ns>).
-func keepBeside(from, l *loc) (string, bool) {
+// taken, to a name of its own beside l (<name>.sync-kept-<ns>). A record
+// the state index keeps at l for that file (by its inode: the file was at
+// l, and may be a stub, which only its record leads to its data) goes with
+// it: written at the new name before the rename, removed from l after, if
+// still the same. A kill in between leaves it at both names, and the one
+// at l names another file's inode, which it does not match.
+func (r *Root) keepBeside(from, l *loc) (string, bool) {
 	name := fmt.Sprintf("%s.sync-kept-%d", l.name, time.Now().UnixNano())
-	return name, renameBeneath(from, sibling(l, name), false) == nil
+	to := sibling(l, name)
+	var rec *Record
+	if fi, err := os.Lstat(from.path()); err == nil && fi.Mode().IsRegular() {
+		if got, err := r.state.index.get(l.rel); err == nil && got != nil && got.Ino == inode(fi) {
+			if r.state.index.set(to.rel, *got) != nil || r.state.sync() != nil {
+				return name, false
+			}
+			rec = got
+		}
+	}
+	if renameBeneath(from, to, false) != nil {
+		if rec != nil {
+			_ = r.state.index.remove(to.rel)
+		}
+		return name, false
+	}
+	if cur, err := r.state.index.get(l.rel); rec != nil && err == nil && cur != nil && *cur == *rec {
+		_ = r.state.index.remove(l.rel)
+	}
+	return name, true
 }
 
 // asideOf is where removeIfUnchanged sets the file of l aside: a name of
