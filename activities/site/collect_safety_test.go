@@ -486,3 +486,43 @@ func TestCollectorLeavesADamagedCopy(t *testing.T) {
 	requireObject(t, target, trashKey(sum), good)
 	requireObject(t, target, contentKey(sum), bad)
 }
+
+// notDurable is a target whose objects are all another host's, not yet
+// flushed there (targets.Object.NotDurable), and which counts the content
+// it is sent.
+type notDurable struct {
+	targets.Driver
+	contentPuts int
+}
+
+func (n *notDurable) Stat(ctx context.Context, key string) (targets.Object, error) {
+	o, err := n.Driver.Stat(ctx, key)
+	o.Unflushed, o.NotDurable = true, true
+	return o, err
+}
+
+func (n *notDurable) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if strings.HasPrefix(key, objectsDir) {
+		n.contentPuts++
+	}
+	return n.Driver.Put(ctx, key, r, size)
+}
+
+// TestStepWritesAgainWhatIsNotDurable: content already on a network
+// target, written there by another host and not yet flushed by it, is
+// not relied on (its bytes are read from the server's cache): a migrate
+// sends it again, which flushes it.
+func TestStepWritesAgainWhatIsNotDurable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, target := t.TempDir(), fsTarget(t)
+	root := newRoot(t, dir, false)
+	const data = "content another host wrote"
+	require.NoError(t, target.Put(ctx, contentKey(sumOf(data)), strings.NewReader(data), int64(len(data))))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "f.txt"), []byte(data), 0o644))
+	d := &notDurable{Driver: target}
+	res, err := Migrate(ctx, root, []string{"/f.txt"}, d, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.txt"})
+	require.Equal(t, 1, d.contentPuts, "sent again")
+}

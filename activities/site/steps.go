@@ -686,10 +686,12 @@ func (s *stepRun) stillPremigrated(j *job, target targets.Driver) (bool, error) 
 // written since the target's last complete flush: Object.Unflushed, which
 // after a crash may hold other bytes than its checksum says), is read back
 // and hashed: its size says nothing of its bytes, and a step that trusted
-// it would release a file whose only copy is wrong.
+// it would release a file whose only copy is wrong. One that this host
+// can neither flush nor read from the disk (NotDurable: another host's
+// unflushed object on NFS) counts as absent, to be written again.
 func remoteHas(ctx context.Context, target targets.Driver, key string, size int64, sum string) bool {
 	obj, err := target.Stat(ctx, key)
-	if err != nil || obj.Size != size {
+	if err != nil || obj.Size != size || obj.NotDurable {
 		return false
 	}
 	if obj.Checksum != "" && !obj.Unflushed {

@@ -46,6 +46,12 @@ type Filesystem struct {
 	// did, since the stamp speaks for every object.
 	mu     sync.Mutex
 	mounts map[uint64]*os.File
+	// network: dir is on a filesystem other hosts write to (see
+	// onNetworkFS). Another host's unflushed objects are then NotDurable,
+	// this host's own are written through a flushed temporary name, and
+	// its flushes are not stamped: its syncfs does not reach the server's
+	// cache, which holds the other hosts' unflushed writes.
+	network bool
 }
 
 // The flush stamp. An object's checksum attribute is written with its
@@ -101,7 +107,7 @@ func NewFilesystem(cfg Config) (*Filesystem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filesystem target: %w", err)
 	}
-	f := &Filesystem{dir: dir, flushDir: flushDir, dev: device(fi), mounts: map[uint64]*os.File{}}
+	f := &Filesystem{dir: dir, flushDir: flushDir, dev: device(fi), mounts: map[uint64]*os.File{}, network: networkFS(dir)}
 	for _, m := range mountsBeneath(dir) {
 		if err := f.addMount(m); err != nil {
 			return nil, fmt.Errorf("filesystem target: the filesystem mounted at %s: %w", m, err)
@@ -129,6 +135,9 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 	dst, err := f.path(key)
 	if err != nil {
 		return err
+	}
+	if f.network {
+		return f.putNamed(ctx, key, dst, r, size)
 	}
 	var tmp *os.File
 	if err := inFolder(dst, func() (err error) { tmp, err = fsutil.OpenUnnamed(filepath.Dir(dst)); return err }); err != nil {
@@ -183,6 +192,7 @@ func (f *Filesystem) putNamed(ctx context.Context, key, dst string, r io.Reader,
 		// the data (XFS orders nothing between them) leaves an empty
 		// object where a whole one was.
 		err = syncBeforeRename(tmp)
+		value = append(value, flushedFirst) // and so it need not wait for a stamp
 	}
 	if err != nil {
 		fsutil.Discard(tmp)
@@ -322,22 +332,31 @@ func sumValue(sum []byte, size int64, mtime time.Time) []byte {
 	return binary.BigEndian.AppendUint64(v, uint64(mtime.UnixNano()))
 }
 
+// flushedFirst ends the sumXattr value of an object whose bytes were
+// flushed (fsync) before it got its name: they are on disk whenever the
+// attribute is there, stamp or no stamp.
+const flushedFirst = 1
+
 // sumOf reads a sumXattr value, in either form, and answers its sha256
-// (hex) if the size and mtime it names are the file's.
-func sumOf(v []byte, fi fs.FileInfo) string {
+// (hex) if the size and mtime it names are the file's, and whether the
+// object's bytes were flushed before it was named (flushedFirst).
+func sumOf(v []byte, fi fs.FileInfo) (sum string, flushed bool) {
+	if len(v) == sha256.Size+17 && v[len(v)-1] == flushedFirst {
+		v, flushed = v[:len(v)-1], true
+	}
 	if len(v) == sha256.Size+16 {
 		if bytes.Equal(v, sumValue(v[:sha256.Size], fi.Size(), fi.ModTime())) {
-			return hex.EncodeToString(v[:sha256.Size])
+			return hex.EncodeToString(v[:sha256.Size]), flushed
 		}
-		return ""
+		return "", false
 	}
 	// The text form of objects written before.
 	text := string(v)
-	sum, _, _ := strings.Cut(text, " ")
+	sum, _, _ = strings.Cut(text, " ")
 	if len(sum) == 2*sha256.Size && text == sum+" "+strconv.FormatInt(fi.Size(), 10)+" "+strconv.FormatInt(fi.ModTime().UnixNano(), 10) {
-		return sum
+		return sum, false
 	}
-	return ""
+	return "", false
 }
 
 // Get opens the object file.
@@ -378,8 +397,10 @@ func (f *Filesystem) Stat(ctx context.Context, key string) (Object, error) {
 	}
 	obj := Object{Key: key, Size: fi.Size(), Mtime: fi.ModTime()}
 	if v, err := getxattr(p, sumXattr); err == nil {
-		obj.Checksum = sumOf(v, fi)
-		obj.Unflushed = obj.Checksum != "" && !f.flushedBefore(ctime(fi))
+		var flushed bool
+		obj.Checksum, flushed = sumOf(v, fi)
+		obj.Unflushed = obj.Checksum != "" && !flushed && !f.flushedBefore(ctime(fi))
+		obj.NotDurable = obj.Unflushed && f.network
 	}
 	return obj, nil
 }
@@ -799,6 +820,10 @@ func widenWindow(stamp string, until int64, done func(id string, from, to int64)
 	return s.Sync()
 }
 
+// networkFS tells whether a target folder is on a network filesystem;
+// tests play one.
+var networkFS = onNetworkFS
+
 // syncFS flushes a target's filesystem; tests make it fail.
 var syncFS = fsutil.SyncFSOf
 
@@ -807,9 +832,13 @@ var syncFS = fsutil.SyncFSOf
 var readClock = touchAtime
 
 // flushBegins sets the stamp's atime to now and reads it: the time a flush
-// begins at. stamping is false when the stamp cannot be written, or names
-// a flush that began less than stampEvery ago.
+// begins at. stamping is false when the stamp cannot be written, names
+// a flush that began less than stampEvery ago, or the target is on a
+// network filesystem (see Filesystem.network).
 func (f *Filesystem) flushBegins(stamp string) (began time.Time, stamping bool) {
+	if f.network {
+		return time.Time{}, false
+	}
 	fi, err := os.Stat(stamp)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err = newStamp(stamp); err == nil {

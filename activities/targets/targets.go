@@ -39,6 +39,11 @@ type Object struct {
 	// A crash can leave such an object with its checksum and size and
 	// without its bytes, so whoever relies on it reads it back.
 	Unflushed bool
+	// NotDurable: an Unflushed object on a filesystem other hosts write
+	// to (NFS and the like), which this host can neither flush nor read
+	// from the disk (it reads the server's cache): to rely on it, write
+	// it again (Put flushes what it writes there).
+	NotDurable bool
 }
 
 // Driver is a storage target. Keys are slash-separated relative paths

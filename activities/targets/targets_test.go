@@ -851,3 +851,53 @@ func TestPowerCutTrustsNothingWrittenBefore(t *testing.T) {
 	require.NoError(t, d.Sync(ctx))
 	require.True(t, unflushedObject(t, d, "x"))
 }
+
+// TestNetworkTargetTrustsOnlyWhatIsOnDisk: a target on NFS written by a
+// worker on the server's host (local writes, flushed and stamped there)
+// and by workers on clients. A client's flush does not reach the server's
+// cache, so it never stamps, and another host's object it has not seen
+// stamped is NotDurable (to be written again, not read back from that
+// cache). Its own objects are flushed before they are named, which their
+// attribute says: trusted at once, by every host.
+func TestNetworkTargetTrustsOnlyWhatIsOnDisk(t *testing.T) {
+	ctx := context.Background()
+	dir, server := stampedTarget(t)
+	putFlushed(t, server, "old", "flushed and stamped on the server's host")
+	time.Sleep(stampEvery)
+	require.NoError(t, server.Put(ctx, "a", strings.NewReader("not flushed yet"), 15))
+
+	real := networkFS
+	t.Cleanup(func() { networkFS = real })
+	networkFS = func(string) bool { return true }
+	client, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	stat := func(d *Filesystem, key string) Object {
+		t.Helper()
+		o, err := d.Stat(ctx, key)
+		require.NoError(t, err)
+		require.NotEmpty(t, o.Checksum, key)
+		return o
+	}
+	require.True(t, stat(client, "a").NotDurable, "another host's unflushed object")
+	require.False(t, stat(server, "a").NotDurable, "its own host flushes it")
+	require.False(t, stat(client, "old").Unflushed)
+
+	require.NoError(t, client.Put(ctx, "b", strings.NewReader("the client's"), 12))
+	for _, d := range []*Filesystem{client, server} {
+		o := stat(d, "b")
+		require.False(t, o.Unflushed || o.NotDurable, "flushed before it was named")
+	}
+
+	stamp := filepath.Join(dir, flushedStamp)
+	before, err := os.Stat(stamp)
+	require.NoError(t, err)
+	require.NoError(t, client.Sync(ctx))
+	after, err := os.Stat(stamp)
+	require.NoError(t, err)
+	require.Equal(t, before.ModTime(), after.ModTime(), "a client's flush does not stamp")
+	require.True(t, stat(client, "a").NotDurable)
+
+	time.Sleep(3 * clockTick)
+	require.NoError(t, server.Sync(ctx))
+	require.False(t, stat(client, "a").Unflushed, "stamped by the server's host")
+}
