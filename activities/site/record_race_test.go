@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -380,49 +379,64 @@ func TestTimesOfATemporaryFileSwappedForASymlink(t *testing.T) {
 	require.Equal(t, birthTime(moved), birthTimeOf(tmp))
 }
 
-// TestTouchedStubStaysMigrated: a stub whose mtime its user changed (touch,
-// a backup's restore) still holds only the data's first bytes. It was
+// TestTouchedStubStaysMigrated: an empty stub whose mtime its user
+// changed (touch, a backup's restore) holds no byte of its user's. It was
 // taken for resident: a premigrate hashed the placeholder, recorded it
 // over the stub's record and dropped the stub's reference, and the
 // collector then freed the data. Now it stays migrated: a premigrate skips
-// it, the data survives an audit and a collection, and it recalls.
+// it, the data survives an audit and a collection, and it recalls. A
+// small file kept whole as its own stub (stub_size above its size) and
+// rewritten at the same size is its user's new content: resident, and
+// premigrated anew.
 func TestTouchedStubStaysMigrated(t *testing.T) {
 	for name, index := range stateBackends {
-		for _, stub := range []int64{0, 8} {
-			t.Run(fmt.Sprintf("%s/stub-%d", name, stub), func(t *testing.T) {
-				ctx := context.Background()
-				dir, target := t.TempDir(), fsTarget(t)
-				root := newRoot(t, dir, index)
-				abs := filepath.Join(dir, "f.txt")
-				const data = "the data of a stub its user touched"
-				require.NoError(t, os.WriteFile(abs, []byte(data), 0o644))
-				paths := []string{"/f.txt"}
-				res, err := Migrate(ctx, root, paths, target, "t", StepOptions{StubSize: stub})
-				require.NoError(t, err)
-				requireAll(t, res, CodeOK, paths)
-				now := time.Now()
-				require.NoError(t, os.Chtimes(abs, now, now))
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			dir, target := t.TempDir(), fsTarget(t)
+			root := newRoot(t, dir, index)
+			abs, small := filepath.Join(dir, "f.txt"), filepath.Join(dir, "small.txt")
+			const data = "the data of a stub its user touched"
+			require.NoError(t, os.WriteFile(abs, []byte(data), 0o644))
+			require.NoError(t, os.WriteFile(small, []byte("small, kept whole"), 0o644))
+			res, err := Migrate(ctx, root, []string{"/f.txt"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/f.txt"})
+			res, err = Migrate(ctx, root, []string{"/small.txt"}, target, "t", StepOptions{StubSize: 4096})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/small.txt"})
+			now := time.Now()
+			require.NoError(t, os.Chtimes(abs, now, now))
+			require.NoError(t, os.WriteFile(small, []byte("SMALL, KEPT WHOLE"), 0o644))
 
-				e, _, err := root.Stat("/f.txt")
+			e, _, err := root.Stat("/f.txt")
+			require.NoError(t, err)
+			require.Equal(t, Migrated, e.State)
+			e, _, err = root.Stat("/small.txt")
+			require.NoError(t, err)
+			require.Equal(t, Resident, e.State, "rewritten at the same size")
+			res, err = Premigrate(ctx, root, []string{"/f.txt"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeSkipped, []string{"/f.txt"})
+			res, err = Premigrate(ctx, root, []string{"/small.txt"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/small.txt"})
+			_, rec, err := root.Stat("/small.txt")
+			require.NoError(t, err)
+			require.Equal(t, sumOf("SMALL, KEPT WHOLE"), rec.Checksum)
+
+			later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
+			_, err = AuditRefs(ctx, root, map[string]targets.Driver{"t": target}, AuditOptions{Now: later, Drop: true})
+			require.NoError(t, err)
+			for range 2 {
+				_, err = Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
 				require.NoError(t, err)
-				require.Equal(t, Migrated, e.State)
-				res, err = Premigrate(ctx, root, paths, target, "t", StepOptions{})
-				require.NoError(t, err)
-				requireAll(t, res, CodeSkipped, paths)
-				later := func() time.Time { return time.Now().Add(DefaultAuditMinAge + time.Hour) }
-				_, err = AuditRefs(ctx, root, map[string]targets.Driver{"t": target}, AuditOptions{Now: later, Drop: true})
-				require.NoError(t, err)
-				for range 2 {
-					_, err = Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
-					require.NoError(t, err)
-				}
-				res, err = Recall(ctx, root, paths, only("t", target), StepOptions{})
-				require.NoError(t, err)
-				requireAll(t, res, CodeOK, paths)
-				got, err := os.ReadFile(abs)
-				require.NoError(t, err)
-				require.Equal(t, data, string(got))
-			})
-		}
+			}
+			res, err = Recall(ctx, root, []string{"/f.txt"}, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/f.txt"})
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			require.Equal(t, data, string(got))
+		})
 	}
 }

@@ -42,10 +42,10 @@ type ScrubResult struct {
 // Misplaced is a copy in quarantine/ whose bytes hash to its name.
 type Misplaced struct {
 	Quarantined string `json:"quarantined"`
+	Key         string `json:"key"` // where it belongs
 	// Restored: copied back (checked) to Key, with opts.Quarantine. The
 	// copy in quarantine/ stays.
-	Key      string `json:"key"`
-	Restored bool   `json:"restored"`
+	Restored bool `json:"restored"`
 }
 
 // BadContent is an object whose bytes do not hash to its name.

@@ -217,7 +217,7 @@ func TestKillScrubbing(t *testing.T) {
 	require.NoError(t, err)
 	points := strings.Fields(string(b))
 	require.Contains(t, points, "scrub.copied@1")
-	require.Contains(t, points, "move.renamed@1")
+	require.Contains(t, points, "pinned.renamed@1")
 	for _, point := range points {
 		t.Run(point, func(t *testing.T) {
 			tdir, d := setup(t)

@@ -74,11 +74,12 @@ type Record struct {
 
 // matches reports whether the record still describes fi. A file modified
 // after it was premigrated or migrated no longer matches, and is
-// resident: its current content is the user's truth. A stub's mtime is no
-// sign of that: touched (touch, a backup's restore, a build tool), a stub
-// of the stub's size still holds only the data's first bytes, or bytes of
-// its user's that a recall refuses to write over; taken for resident, its
-// placeholder was premigrated over its record and its data collected.
+// resident: its current content is the user's truth. An empty stub's
+// mtime is no sign of that: touched (touch, a backup's restore, a build
+// tool), it still holds no byte of its user's; taken for resident, its
+// placeholder was premigrated over its record and its data collected. A
+// stub that keeps bytes (stub_size; the whole of a small file) may have
+// had them rewritten at the same size, which only its mtime tells.
 func (rec *Record) matches(fi fs.FileInfo) bool {
 	if rec == nil || !fi.Mode().IsRegular() {
 		return false
@@ -91,7 +92,7 @@ func (rec *Record) matches(fi fs.FileInfo) bool {
 	case rec.State == Premigrated:
 		return size == rec.Size && mtime == rec.Mtime
 	case rec.State == Migrated && rec.Pending == "":
-		return size == rec.StubSize
+		return size == rec.StubSize && (rec.StubSize == 0 || mtime == rec.Mtime)
 	case rec.State == Migrated && rec.Pending == pendingRelease:
 		// The size is either side of the truncate, which moved the mtime.
 		// Whole, the file still has its recorded mtime: one written since

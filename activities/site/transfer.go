@@ -699,6 +699,11 @@ func (a *Activities) replayMove(in ReceiveInput, f SentFile, l *loc, exists bool
 	if exists && !replace {
 		return keptAtNewPath, nil
 	}
+	if fi, err := os.Lstat(l.path()); exists && err == nil {
+		if linked, err := a.linkedStub(l, fi); err != nil || linked {
+			return keptLinkedStub, err
+		}
+	}
 	err = a.Root.moveWithRecords(old.rel, l.rel, func() error {
 		if marks := a.Root.state.marks; marks != nil {
 			// The folder a stub moves into is marked as holding records

@@ -894,13 +894,13 @@ func TestSyncLocalKeepsTheDestinationsMetadata(t *testing.T) {
 // TestSyncKeepsAStubWithOtherNames: on a site keeping records by path
 // (the state index), a stub with a second name (a hard link) is led to
 // its data by its first path's record only. A sync replacing or deleting
-// that path, or a send over it, forgot the record, and the data was
-// reachable from no name. Now the stub is kept, as the Delete step keeps
+// that path (or replaying a move onto it), or a send over it, forgot the
+// record, and the data was reachable from no name. Now the stub is kept, as the Delete step keeps
 // it, and still recalls.
 func TestSyncKeepsAStubWithOtherNames(t *testing.T) {
-	for _, change := range []Change{Updated, Deleted} {
+	for _, change := range []Change{Updated, Deleted, Moved} {
 		for _, step := range []string{"site_sync", "send"} {
-			if change == Deleted && step == "send" {
+			if change != Updated && step == "send" {
 				continue
 			}
 			t.Run(string(change)+"/"+step, func(t *testing.T) {
@@ -915,9 +915,13 @@ func TestSyncKeepsAStubWithOtherNames(t *testing.T) {
 				requireAll(t, res, CodeOK, paths)
 				require.NoError(t, os.Link(fx.abs("/f.txt"), fx.abs("/g.txt")))
 
-				f := fx.sent
+				f, pref := fx.sent, "newest"
 				f.Change = change
-				msg, err := fx.receive(ReceiveInput{Step: step, Preference: "newest", Hydrate: true}, f, nil)
+				if change == Moved { // onto the stub's path, replacing what is there
+					fx.write(t, "/moved.txt", "moved at the source", time.Now())
+					f.OldPath, pref = "/moved.txt", "ignore"
+				}
+				msg, err := fx.receive(ReceiveInput{Step: step, Preference: pref, Hydrate: true}, f, nil)
 				require.NoError(t, err)
 				require.Equal(t, keptLinkedStub, msg)
 				res, err = Recall(ctx, fx.root, paths, only("t", fx.target), StepOptions{})

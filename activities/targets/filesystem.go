@@ -52,6 +52,14 @@ type Filesystem struct {
 	// its flushes are not stamped: its syncfs does not reach the server's
 	// cache, which holds the other hosts' unflushed writes.
 	network bool
+	// flushedUpTo: what this driver wrote before it is known on disk (the
+	// stamp's time when the driver was made, 0 if none; then the start of
+	// its last flush that succeeded). A failed flush distrusts everything
+	// changed since (see distrust). unflushable: a filesystem mounted
+	// beneath dir could not be opened, so no flush of this driver is
+	// stamped.
+	flushedUpTo int64
+	unflushable bool
 }
 
 // The flush stamp. An object's checksum attribute is written with its
@@ -108,10 +116,11 @@ func NewFilesystem(cfg Config) (*Filesystem, error) {
 		return nil, fmt.Errorf("filesystem target: %w", err)
 	}
 	f := &Filesystem{dir: dir, flushDir: flushDir, dev: device(fi), mounts: map[uint64]*os.File{}, network: networkFS(dir)}
+	f.flushedUpTo, _ = mtime(filepath.Join(dir, flushedStamp))
 	for _, m := range mountsBeneath(dir) {
-		if err := f.addMount(m); err != nil {
-			return nil, fmt.Errorf("filesystem target: the filesystem mounted at %s: %w", m, err)
-		}
+		// One that cannot be opened (another user's FUSE mount) cannot be
+		// flushed: the driver works, and stamps nothing.
+		f.unflushable = f.unflushable || f.addMount(m) != nil
 	}
 	return f, nil
 }
@@ -250,7 +259,9 @@ func (f *Filesystem) Create(ctx context.Context, key string, data []byte) error 
 		return fmt.Errorf("create %s: %w", key, err)
 	}
 	fault.Point("create.opened")
-	_, err = file.Write(data)
+	if err = f.onDevice(file); err == nil {
+		_, err = file.Write(data)
+	}
 	if cerr := file.Close(); err == nil {
 		err = cerr
 	}
@@ -694,6 +705,9 @@ func (f *Filesystem) Sync(ctx context.Context) error {
 		}
 		return fmt.Errorf("sync %s: %w", f.dir, err)
 	}
+	f.mu.Lock()
+	f.flushedUpTo = max(f.flushedUpTo, start.Add(-clockTick).UnixNano())
+	f.mu.Unlock()
 	fault.Point("target.flushed")
 	if stamping {
 		f.stamp(stamp, began, start)
@@ -768,22 +782,29 @@ func bootValue(b boot, from, to int64) []byte {
 // last stamp (see bootXattr).
 func (f *Filesystem) enterBoot(stamp string) error {
 	cur := thisBoot()
-	return widenWindow(stamp, cur.at, func(id string, _, _ int64) bool { return id == cur.id })
+	return widenWindow(stamp, math.MaxInt64, cur.at, func(id string, _, _ int64) bool { return id == cur.id })
 }
 
-// distrust records that no object changed since the last stamp, until
-// now, is to be trusted unread: a flush failed, so some bytes written
-// meanwhile never reached the disk. The window is written even when the
-// stamp names it already: that write may be among those that failed.
+// distrust records that no object changed since this driver's last flush
+// that succeeded (or the stamp it found when made; or the last stamp, if
+// earlier), until now, is to be trusted unread: a flush failed, so some
+// bytes written meanwhile never reached the disk. Not from the last stamp
+// alone: a flush of another process that did not hear of the error may
+// have stamped after them. The window is written even when the stamp
+// names it already: that write may be among those that failed.
 func (f *Filesystem) distrust(stamp string) error {
-	return widenWindow(stamp, time.Now().Add(clockTick).UnixNano(), func(string, int64, int64) bool { return false })
+	f.mu.Lock()
+	since := f.flushedUpTo
+	f.mu.Unlock()
+	return widenWindow(stamp, since, time.Now().Add(clockTick).UnixNano(), func(string, int64, int64) bool { return false })
 }
 
 // widenWindow makes the stamp name this boot with a window reaching from
-// its last stamp (or the window's start, if earlier) to until, unless done
-// says the window it names is enough. Made durable before a stamp moves,
-// under an flock of the stamp against other processes doing the same.
-func widenWindow(stamp string, until int64, done func(id string, from, to int64) bool) error {
+// its last stamp (or since, or the window's start, if earlier) to until,
+// unless done says the window it names is enough. Made durable before a
+// stamp moves, under an flock of the stamp against other processes doing
+// the same.
+func widenWindow(stamp string, since, until int64, done func(id string, from, to int64) bool) error {
 	cur := thisBoot()
 	if cur.id == "" {
 		return errors.New("this boot is not known")
@@ -807,7 +828,7 @@ func widenWindow(stamp string, until int64, done func(id string, from, to int64)
 	if err != nil {
 		return err
 	}
-	last := fi.ModTime().UnixNano()
+	last := min(fi.ModTime().UnixNano(), since)
 	switch {
 	case ok && to == math.MaxInt64: // unreadable: from the start
 		from, to = 0, until
@@ -834,9 +855,10 @@ var readClock = touchAtime
 // flushBegins sets the stamp's atime to now and reads it: the time a flush
 // begins at. stamping is false when the stamp cannot be written, names
 // a flush that began less than stampEvery ago, or the target is on a
-// network filesystem (see Filesystem.network).
+// network filesystem or has a mount beneath it that cannot be flushed
+// (see Filesystem.network, unflushable).
 func (f *Filesystem) flushBegins(stamp string) (began time.Time, stamping bool) {
-	if f.network {
+	if f.network || f.unflushable {
 		return time.Time{}, false
 	}
 	fi, err := os.Stat(stamp)
@@ -966,7 +988,7 @@ func (f *Filesystem) MovePinned(ctx context.Context, key, to, pin string) error 
 	if err := os.Rename(p, dst); err != nil {
 		return f.wrap("move", key, err)
 	}
-	fault.Point("move.renamed")
+	fault.Point("pinned.renamed")
 	if fi, err := os.Lstat(dst); err == nil && filePin(fi) == pin {
 		return nil
 	}

@@ -11,8 +11,11 @@ import (
 
 // mountsBeneath lists the mount points strictly below dir, from
 // /proc/self/mountinfo (its fifth field, with spaces and the like as
-// octal escapes).
+// octal escapes), which names them by their real paths.
 func mountsBeneath(dir string) []string {
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil

@@ -375,8 +375,9 @@ func (s *S3) List(ctx context.Context, prefix, marker string, max int) ([]Object
 	// leads on. Read as the end, it would hide every key after it from
 	// the collector, which would take their content for unreferenced.
 	for err == nil && len(out.Contents) == 0 && aws.ToBool(out.IsTruncated) {
-		if aws.ToString(out.NextContinuationToken) == "" {
-			return nil, "", fmt.Errorf("list %q: the target answered an empty page that says more keys follow, without a token to read them by", prefix)
+		token := aws.ToString(out.NextContinuationToken)
+		if token == "" || token == aws.ToString(in.ContinuationToken) {
+			return nil, "", fmt.Errorf("list %q: the target answered an empty page that says more keys follow, without a new token to read them by", prefix)
 		}
 		in.ContinuationToken = out.NextContinuationToken
 		out, err = s.client.ListObjectsV2(ctx, in)

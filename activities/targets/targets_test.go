@@ -901,3 +901,34 @@ func TestNetworkTargetTrustsOnlyWhatIsOnDisk(t *testing.T) {
 	require.NoError(t, server.Sync(ctx))
 	require.False(t, stat(client, "a").Unflushed, "stamped by the server's host")
 }
+
+// TestFailedFlushDistrustsFromWhereItsDriverBegan: an object's writeback
+// fails, another process's flush (which did not hear of it) stamps a time
+// after the object, and then the writer's own flush fails. The window it
+// records reaches back to the stamp its driver found, not only to the
+// last one, which came after the object: the object stays distrusted.
+func TestFailedFlushDistrustsFromWhereItsDriverBegan(t *testing.T) {
+	ctx := context.Background()
+	dir, _ := stampedTarget(t)
+	first, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	putFlushed(t, first, "old", "flushed")
+	writer, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	time.Sleep(stampEvery)
+	require.NoError(t, writer.Put(ctx, "x", strings.NewReader("lost on the way"), 15))
+
+	other, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	time.Sleep(3 * clockTick)
+	require.NoError(t, other.Sync(ctx))
+	require.False(t, unflushedObject(t, other, "x"), "stamped by a flush that heard nothing")
+
+	real := syncFS
+	t.Cleanup(func() { syncFS = real })
+	syncFS = func(*os.File) error { return unix.EIO }
+	require.Error(t, writer.Sync(ctx))
+	syncFS = real
+	require.True(t, unflushedObject(t, other, "x"), "the writer's failed flush distrusts it")
+	require.False(t, unflushedObject(t, other, "old"), "flushed before the writer's driver was made")
+}
