@@ -798,6 +798,9 @@ func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets
 	}
 	if err == nil && !ok {
 		err = fmt.Errorf("remote copy %s: %w", f.Key, targets.ErrNotFound)
+		if o, serr := d.Stat(ctx, f.Key); serr == nil && o.NotDurable {
+			err = fmt.Errorf("remote copy %s: not yet flushed by the host that wrote it (the target is on a network filesystem, and only that host's flush makes it safe to rely on); retry once it is", f.Key)
+		}
 	}
 	if err != nil {
 		return err

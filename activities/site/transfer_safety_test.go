@@ -934,3 +934,14 @@ func TestSyncKeepsAStubWithOtherNames(t *testing.T) {
 		}
 	}
 }
+
+// TestStubOfContentNotYetDurable: a send's stub at a destination that
+// reaches the target over NFS, of content the host that wrote it has not
+// flushed yet (NotDurable), is not made: nothing at the destination could
+// rely on that copy. The path fails saying why, for a retry.
+func TestStubOfContentNotYetDurable(t *testing.T) {
+	fx := newTransferFixture(t, false)
+	_, err := fx.receive(ReceiveInput{Step: "send"}, fx.sent, &notDurable{Driver: fx.target})
+	require.ErrorContains(t, err, "not yet flushed by the host that wrote it")
+	require.NoFileExists(t, fx.abs("/f.txt"))
+}
