@@ -395,8 +395,12 @@ func TestTouchedStubStaysMigrated(t *testing.T) {
 			dir, target := t.TempDir(), fsTarget(t)
 			root := newRoot(t, dir, index)
 			abs, small := filepath.Join(dir, "f.txt"), filepath.Join(dir, "small.txt")
+			kept, rewritten := filepath.Join(dir, "kept.txt"), filepath.Join(dir, "rewritten.txt")
 			const data = "the data of a stub its user touched"
+			const keptData = "the data of an 8-byte stub its user touched"
 			require.NoError(t, os.WriteFile(abs, []byte(data), 0o644))
+			require.NoError(t, os.WriteFile(kept, []byte(keptData), 0o644))
+			require.NoError(t, os.WriteFile(rewritten, []byte("the data of a stub its user rewrote"), 0o644))
 			require.NoError(t, os.WriteFile(small, []byte("small, kept whole"), 0o644))
 			res, err := Migrate(ctx, root, []string{"/f.txt"}, target, "t", StepOptions{})
 			require.NoError(t, err)
@@ -404,9 +408,23 @@ func TestTouchedStubStaysMigrated(t *testing.T) {
 			res, err = Migrate(ctx, root, []string{"/small.txt"}, target, "t", StepOptions{StubSize: 4096})
 			require.NoError(t, err)
 			requireAll(t, res, CodeOK, []string{"/small.txt"})
+			res, err = Migrate(ctx, root, []string{"/kept.txt", "/rewritten.txt"}, target, "t", StepOptions{StubSize: 8})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/kept.txt", "/rewritten.txt"})
 			now := time.Now()
 			require.NoError(t, os.Chtimes(abs, now, now))
+			require.NoError(t, os.Chtimes(kept, now, now))
+			require.NoError(t, os.WriteFile(rewritten, []byte("THE DATA"), 0o644)) // its 8 bytes, its user's
 			require.NoError(t, os.WriteFile(small, []byte("SMALL, KEPT WHOLE"), 0o644))
+
+			// A stub keeping 8 bytes, touched: its record stays (checked
+			// against the target's first bytes); rewritten: its user's.
+			res, err = Premigrate(ctx, root, []string{"/kept.txt"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeSkipped, []string{"/kept.txt"})
+			res, err = Premigrate(ctx, root, []string{"/rewritten.txt"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/rewritten.txt"})
 
 			e, _, err := root.Stat("/f.txt")
 			require.NoError(t, err)
@@ -437,6 +455,8 @@ func TestTouchedStubStaysMigrated(t *testing.T) {
 			got, err := os.ReadFile(abs)
 			require.NoError(t, err)
 			require.Equal(t, data, string(got))
+			// The touched 8-byte stub's data survived too.
+			requireObject(t, target, contentKey(sumOf(keptData)), keptData)
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package site
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -592,6 +593,49 @@ func (s *stepRun) keepWhole(j *job, rec Record, why error) error {
 	return fmt.Errorf("not released: %w; it stays premigrated", why)
 }
 
+// touchedStub tells whether the file, whose migrated record no longer
+// matches it only by its mtime (a stub that keeps bytes, of the stub's
+// size), still holds the data's first bytes: touched, not rewritten. Its
+// record must then stay (superseded, its reference would go, and with it
+// the data). The bytes are compared with the target's copy; a copy on
+// another target than this step's is not reached, and the path fails.
+func (s *stepRun) touchedStub(j *job, target targets.Driver, targetName string) (bool, error) {
+	p := j.prev
+	if p == nil || p.State != Migrated || p.Pending != "" || p.StubSize == 0 || j.fi.Size() != p.StubSize {
+		return false, nil
+	}
+	if p.Target != targetName {
+		return false, fmt.Errorf("a stub whose mtime changed since it was migrated to target %s: whether its bytes are still the data's first is read there, and this step writes to %s; recall it first", p.Target, targetName)
+	}
+	f, err := fsutil.OpenFile(j.abs, os.O_RDONLY|openNoFollow|fsutil.NoAtime, 0)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	rc, err := getContent(s.ctx, target, p.Key, p.Checksum)
+	if err != nil {
+		return false, fmt.Errorf("read the first bytes of a stub whose mtime changed: %w", err)
+	}
+	defer rc.Close()
+	return sameFirstBytes(f, rc, p.StubSize)
+}
+
+// sameFirstBytes tells whether a and b begin with the same n bytes.
+func sameFirstBytes(a, b io.Reader, n int64) (bool, error) {
+	x, y := make([]byte, 64<<10), make([]byte, 64<<10)
+	for n > 0 {
+		k := int(min(n, int64(len(x))))
+		if _, err := io.ReadFull(a, x[:k]); err != nil {
+			return false, err
+		}
+		if _, err := io.ReadFull(b, y[:k]); err != nil || !bytes.Equal(x[:k], y[:k]) {
+			return false, nil
+		}
+		n -= int64(k)
+	}
+	return true, nil
+}
+
 // transfer is the upload half of Premigrate and Migrate. It leaves in
 // j.next the record to write for every job still running.
 func (s *stepRun) transfer(target targets.Driver, targetName string, migrate bool) {
@@ -626,6 +670,14 @@ func (s *stepRun) transfer(target targets.Driver, targetName string, migrate boo
 				}
 			}
 			j.prev = rec // superseded by the upload below
+		}
+		if touched, err := s.touchedStub(j, target, targetName); err != nil || touched {
+			if err != nil {
+				j.fail(err)
+			} else {
+				j.finish(CodeSkipped, "already migrated (a stub whose mtime changed since)")
+			}
+			return
 		}
 		sent, err := s.upload(j, target, targetName)
 		if err != nil {
