@@ -98,7 +98,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		}
 		j.next.Pending = pendingRecall // its record now (see recallOne)
 		toFlush.add(s.root, j.rel, j.fi)
-		j.note = "recalled"
+		j.note, j.wroteBack = "recalled", true
 	})
 	// Cancelled, the batch still finishes the files whose data it wrote
 	// (the others were cancelled): a file left whole under a "recall in
@@ -106,7 +106,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 	// One flush for the batch before any record or reference goes.
 	if err := toFlush.flush(s.root); err != nil {
 		for _, j := range s.jobs {
-			if j.res == nil && j.note == "recalled" {
+			if j.res == nil && j.wroteBack {
 				cutBack(j)
 			}
 		}

@@ -110,6 +110,8 @@ type job struct {
 	upload bool
 	// newRef is set when this run added next.Ref to the target.
 	newRef bool
+	// wroteBack is set when this run wrote the file's data back (Recall).
+	wroteBack bool
 	// note is the message of a successful result.
 	note string
 }
