@@ -3,6 +3,7 @@ package site
 import (
 	"context"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -354,6 +355,46 @@ func TestRecordFollowsAFileMovedWhileWritten(t *testing.T) {
 	s.requireRestoredSpaceRecalls(t, late)
 }
 
+// TestTwoAttemptsOfOneMoveKeepTheRecords: two attempts of one move (a
+// retried Receive whose first attempt still runs; here two restores of
+// one trash entry) copied the same records to the same path, and the one
+// whose rename lost undid its copies: the records of the stubs the other
+// had moved there were removed, and the audit then freed their data. Now
+// a site's moves run one at a time. The second attempt starts once the
+// first has copied the records, and the first goes on once the second has
+// ended or waits for it. (Not parallel: the hooks are the package's.)
+func TestTwoAttemptsOfOneMoveKeepTheRecords(t *testing.T) {
+	s, space, _ := movingSpace(t)
+	_, err := s.a.cjSpace(space, true)
+	require.NoError(t, err)
+	name := trashEntry(t, s.a.Root.Dir())
+	from := path.Join(trashFolder, name)
+
+	second := make(chan error, 1)
+	waiting := make(chan struct{})
+	moveLockWaiting = func() { close(waiting) }
+	recordsCopied = func(oldRel string) {
+		if oldRel != from {
+			return
+		}
+		recordsCopied = nil
+		go func() { second <- s.a.Root.RestoreFromTrash(name, "/spaces/moving") }()
+		select {
+		case err := <-second:
+			second <- err
+		case <-waiting:
+		}
+	}
+	defer func() { recordsCopied, moveLockWaiting = nil, nil }()
+	first := s.a.Root.RestoreFromTrash(name, "/spaces/moving")
+	if err := <-second; (first == nil) == (err == nil) {
+		t.Fatalf("one attempt restores the entry, the other finds it gone: %v, %v", first, err)
+	}
+
+	s.auditAndCollect(t)
+	s.requireRecalled(t, "spaces/moving", auditSpaceFiles)
+}
+
 // TestReceivedStubFollowsItsFolder: a stub received into a folder that a
 // move takes elsewhere between the stub's record and its rename into
 // place keeps its record at the folder's new path. (Not parallel: the hook
@@ -367,7 +408,7 @@ func TestReceivedStubFollowsItsFolder(t *testing.T) {
 	indexRecordWriting = func(rel string) {
 		if rel == "d/f.txt" && !moved {
 			moved = true
-			require.NoError(t, fx.root.moveWithRecords("d", "e", func() error {
+			require.NoError(t, fx.root.moveWithRecords("d", "e", nil, func() error {
 				return os.Rename(fx.abs("/d"), fx.abs("/e"))
 			}))
 		}

@@ -113,7 +113,7 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 // references audit walks the trash, so the trashed stubs keep their data.
 func (r *Root) trashWithRecords(rel, name string) (string, error) {
 	var trash string
-	err := r.moveWithRecords(rel, path.Join(trashFolder, name), func() (err error) {
+	err := r.moveWithRecords(rel, path.Join(trashFolder, name), nil, func() (err error) {
 		fault.Point("cj.space.records-copied")
 		trash, err = r.moveToTrash(rel, name)
 		return err
@@ -160,7 +160,7 @@ func (r *Root) RestoreFromTrash(name, p string) error {
 	case !isNotExist(err):
 		return err
 	}
-	return r.moveWithRecords(from, to.rel, func() error {
+	return r.moveWithRecords(from, to.rel, []*loc{to}, func() error {
 		fault.Point("trash.restore.records-copied")
 		if err := renameBeneath(&loc{rel: from, parent: trash, name: name}, to, false); err != nil {
 			return err

@@ -45,6 +45,7 @@ import (
 const (
 	indexDir        = "state"       // in .hub: the per-path records
 	indexLockFile   = "state.lock"  // in .hub: held while the old log is imported
+	movesLockFile   = "moves.lock"  // in .hub: held by a move of files with their records
 	legacyIndexFile = "state.jsonl" // in .hub: the log of earlier versions
 	legacyImported  = legacyIndexFile + ".migrated"
 
@@ -545,15 +546,30 @@ func readLegacyLog(name string) (map[string]Record, error) {
 }
 
 // lockIndex takes the exclusive lock of the index, waiting at most
-// importLockWait for another process holding it. Where the filesystem has
-// no locks (NFS without a lock daemon, some FUSE filesystems) it goes on
-// unlocked, as fsutil does. Tests replace it.
+// importLockWait for another process holding it. Tests replace it.
 var lockIndex = func(name string) (unlock func(), err error) {
+	unlock, err = flockWithin(name, importLockWait, nil)
+	if errors.Is(err, errLockBusy) {
+		return nil, fmt.Errorf("another process is importing %s; try again later", legacyIndexFile)
+	}
+	return unlock, err
+}
+
+// errLockBusy is flockWithin's error for a lock held longer than its wait.
+var errLockBusy = errors.New("lock held by another process")
+
+// flockWithin takes an exclusive flock of the file name (created if need
+// be), waiting at most wait for another process or another descriptor of
+// this one holding it; waiting, if not nil, is called once when it finds
+// the lock held. Where the filesystem has no locks (NFS without a lock
+// daemon, some FUSE filesystems) it goes on unlocked, as fsutil does.
+// Closing the file (unlock, or the process's end) releases the lock.
+func flockWithin(name string, wait time.Duration, waiting func()) (unlock func(), err error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(importLockWait)
+	deadline := time.Now().Add(wait)
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		switch {
@@ -567,7 +583,11 @@ var lockIndex = func(name string) (unlock func(), err error) {
 		}
 		if time.Now().After(deadline) {
 			_ = f.Close()
-			return nil, fmt.Errorf("another process is importing %s; try again later", legacyIndexFile)
+			return nil, errLockBusy
+		}
+		if waiting != nil {
+			waiting()
+			waiting = nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -364,11 +364,11 @@ func (r *Root) moveAside(l *loc, name string) (string, error) {
 	}
 	defer trash.Close()
 	to := &loc{rel: path.Join(trashFolder, name), parent: trash, name: name}
-	err = r.moveWithRecords(l.rel, to.rel, func() error { return renameBeneath(l, to, false) })
+	err = r.moveWithRecords(l.rel, to.rel, []*loc{l}, func() error { return renameBeneath(l, to, false) })
 	if errors.Is(err, unix.EXDEV) {
 		beside := tmpPrefix + name
 		to = &loc{rel: path.Join(path.Dir(l.rel), beside), parent: l.parent, name: beside}
-		err = r.moveWithRecords(l.rel, to.rel, func() error { return renameBeneath(l, to, false) })
+		err = r.moveWithRecords(l.rel, to.rel, []*loc{l}, func() error { return renameBeneath(l, to, false) })
 	}
 	if err != nil {
 		return "", err

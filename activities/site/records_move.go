@@ -4,8 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Moving a file or folder on a site that keeps records in the state index
@@ -69,8 +73,30 @@ func (r *Root) copyRecords(oldRel, newRel string) (*recordCopy, error) {
 // moveWithRecords runs rename, which moves the file or folder at oldRel
 // to newRel, with the index records at or below oldRel: copied first and
 // made durable, then the rename, then finishMove. A failed rename undoes
-// the copies and returns its error.
-func (r *Root) moveWithRecords(oldRel, newRel string, rename func() error) error {
+// the copies and returns its error. pinned are the locations rename goes
+// through, located before: a move of a folder above one of them since
+// (another move completing in between) fails the move for a retry, which
+// would otherwise take the file from, or put it at, a path other than the
+// one whose records it moves.
+//
+// Moves of one site run one at a time, under the flock of .hub/moves.lock
+// (waiting at most importLockWait, then failing for a retry): two attempts
+// of one move (a retried Receive whose first attempt still runs, two
+// restores of one trash entry) copied the same records to the same path,
+// and the one whose rename lost undid its copies, removing the records of
+// the files the other had moved there.
+func (r *Root) moveWithRecords(oldRel, newRel string, pinned []*loc, rename func() error) error {
+	if moveLocking != nil {
+		moveLocking(oldRel)
+	}
+	unlock, err := r.lockMoves()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := r.stillAt(pinned); err != nil {
+		return err
+	}
 	moved, err := r.copyRecords(oldRel, newRel)
 	if err == nil {
 		err = r.state.sync()
@@ -83,6 +109,50 @@ func (r *Root) moveWithRecords(oldRel, newRel string, rename func() error) error
 		return err
 	}
 	return r.finishMove(moved, oldRel, newRel)
+}
+
+// moveLocking, nil outside tests, is called when a move is about to take
+// the site's moves lock; moveLockWaiting when it finds another move
+// holding it.
+var moveLocking func(oldRel string)
+var moveLockWaiting func()
+
+func (r *Root) lockMoves() (unlock func(), err error) {
+	hub := r.state.index.hub
+	if err := os.MkdirAll(hub, 0o750); err != nil {
+		return nil, err
+	}
+	unlock, err = flockWithin(filepath.Join(hub, movesLockFile), importLockWait, moveLockWaiting)
+	if errors.Is(err, errLockBusy) {
+		return nil, errors.New("another move of files on this site is under way; try again later")
+	}
+	return unlock, err
+}
+
+// stillAt fails when the folder of one of ls is no longer the folder at
+// its path (moved since it was located).
+func (r *Root) stillAt(ls []*loc) error {
+	for _, l := range ls {
+		if l.parent == r.f {
+			continue
+		}
+		var was, is unix.Stat_t
+		if err := unix.Fstat(fdOf(l.parent), &was); err != nil {
+			return err
+		}
+		now, err := openBeneath(r.f, path.Dir(l.rel), oDirPath, 0)
+		if err == nil {
+			err = unix.Fstat(fdOf(now), &is)
+			now.Close()
+			if err == nil && (is.Dev != was.Dev || is.Ino != was.Ino) {
+				err = errors.New("another folder is there now")
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: a folder above it moved while it was located; try again: %w", apiPath(l.rel), err)
+		}
+	}
+	return nil
 }
 
 // finishMove ends a move copyRecords prepared, after the rename: the

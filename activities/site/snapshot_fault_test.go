@@ -61,14 +61,14 @@ func TestKillTakingASnapshot(t *testing.T) {
 		require.NoError(t, err, "%s", out)
 		return false
 	}
-	// state lists every file below the root but the site's own records,
-	// with its content.
+	// state lists every file below the root but the site's own records
+	// (and its moves lock), with its content.
 	state := func(t *testing.T, dir string) []string {
 		var got []string
 		require.NoError(t, filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 			require.NoError(t, err)
 			rel, _ := filepath.Rel(dir, p)
-			if d.IsDir() || strings.HasPrefix(rel, ".hub/record") || strings.HasPrefix(rel, ".hub/state") || strings.HasPrefix(rel, ".hub/"+folderMarksDir) {
+			if d.IsDir() || strings.HasPrefix(rel, ".hub/record") || strings.HasPrefix(rel, ".hub/state") || rel == ".hub/"+movesLockFile || strings.HasPrefix(rel, ".hub/"+folderMarksDir) {
 				return nil
 			}
 			b, err := os.ReadFile(p)

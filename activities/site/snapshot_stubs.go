@@ -127,7 +127,7 @@ func (s *snapshotCopy) place(build, parent *os.File, name string, rename func() 
 	if _, err := fstatat(fdOf(parent), name); err == nil {
 		return unix.EEXIST
 	}
-	return s.root.moveWithRecords(s.build, s.final, func() error {
+	return s.root.moveWithRecords(s.build, s.final, nil, func() error {
 		fault.Point("snapshot.records-copied")
 		return rename()
 	})

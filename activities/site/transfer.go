@@ -704,7 +704,7 @@ func (a *Activities) replayMove(in ReceiveInput, f SentFile, l *loc, exists bool
 			return keptLinkedStub, err
 		}
 	}
-	err = a.Root.moveWithRecords(old.rel, l.rel, func() error {
+	err = a.Root.moveWithRecords(old.rel, l.rel, []*loc{old, l}, func() error {
 		if marks := a.Root.state.marks; marks != nil {
 			// The folder a stub moves into is marked as holding records
 			// (folder_marks.go), or policy scans would read it as resident.

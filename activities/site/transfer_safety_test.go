@@ -310,6 +310,36 @@ func TestSyncMoveNeverReplaces(t *testing.T) {
 	}
 }
 
+// TestMoveThroughAFolderMovedMeanwhile: a replayed move locates the old
+// path (its folder's descriptor) and then moves the file with its records,
+// found by path. Another move of that folder completing in between took
+// the file from the folder's new place while the records stayed there:
+// the moved stub had no record (its data then freed by an audit). Now the
+// move finds its folder moved and fails for a retry. (Not parallel: the
+// hook is the package's.)
+func TestMoveThroughAFolderMovedMeanwhile(t *testing.T) {
+	fx := newTransferFixture(t, true)
+	require.NoError(t, os.Mkdir(fx.abs("/d"), 0o755))
+	fx.write(t, "/d/old.txt", string(fx.data), time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC))
+	_, err := Migrate(context.Background(), fx.root, []string{"/d/old.txt"}, fx.target, "t", StepOptions{})
+	require.NoError(t, err)
+	moveLocking = func(oldRel string) {
+		if oldRel == "d/old.txt" {
+			moveLocking = nil
+			require.NoError(t, fx.root.moveWithRecords("d", "e", nil, func() error {
+				return os.Rename(fx.abs("/d"), fx.abs("/e"))
+			}))
+		}
+	}
+	defer func() { moveLocking = nil }()
+	move := SentFile{Path: "/new.txt", Type: TypeFile, Change: Moved, OldPath: "/d/old.txt"}
+	_, err = fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, move, nil)
+	require.ErrorContains(t, err, "moved while it was located")
+	require.NoFileExists(t, fx.abs("/new.txt"))
+	require.NotNil(t, fx.record(t, "/e/old.txt"))
+	fx.requireRecall(t, "/e/old.txt", fx.data)
+}
+
 // TestRenameCheckFirst: the rename used where RENAME_NOREPLACE is refused
 // (other systems, some filesystems) does not replace an entry it finds.
 func TestRenameCheckFirst(t *testing.T) {
