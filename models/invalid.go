@@ -1,6 +1,10 @@
 package models
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // FieldErrors maps the fields of a request to what is wrong with them,
 // e.g. {"site": ["Site \"x\" does not exist."]}. Code below the API
@@ -10,6 +14,16 @@ type FieldErrors map[string][]string
 
 func (v FieldErrors) Error() string {
 	return fmt.Sprintf("validation failed: %v", map[string][]string(v))
+}
+
+// Messages is v in one line, field by field ("site: …; workflow: …").
+func (v FieldErrors) Messages() string {
+	var parts []string
+	for f, msgs := range v {
+		parts = append(parts, f+": "+strings.Join(msgs, " "))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "; ")
 }
 
 // Add records a message for a field.

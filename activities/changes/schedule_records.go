@@ -100,12 +100,29 @@ func (s *Service) SaveSchedule(ctx context.Context, id int64, in ScheduleInput) 
 	if _, err := time.LoadLocation(siteTZ(sch.Site)); err != nil {
 		return nil, models.Invalid("site", fmt.Sprintf("The site's timezone %q is unknown.", sch.Site.Timezone))
 	}
-	err := s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
+	if sch.SpaceID != nil {
+		_, err := models.GetSpace(ctx, s.DB, *sch.SpaceID, models.SpaceFilter{SiteID: &sch.SiteID})
+		if errors.Is(err, models.ErrNotFound) {
+			return nil, models.Invalid("space", fmt.Sprintf("Space %q is not on site %s.", sch.Space.Name, sch.Site.Name))
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	moved, err := s.moveScheduleWorkflows(ctx, sch)
+	if err != nil {
+		return nil, err
+	}
+	err = s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
 		if err := uniqueName(ctx, tx, (*models.Schedule)(nil), sch.ID, sch.Name, "A schedule with this name already exists."); err != nil {
 			return err
 		}
 		if err := models.SaveSchedule(ctx, tx, sch); err != nil {
 			return err
+		}
+		for _, w := range moved {
+			if err := models.SaveScheduleWorkflow(ctx, tx, w); err != nil {
+				return err
+			}
 		}
 		return oweSync(ctx, tx, sch.ID, workflows.ScheduleTemporalID(sch.ID))
 	})
@@ -113,6 +130,33 @@ func (s *Service) SaveSchedule(ctx context.Context, id int64, in ScheduleInput) 
 		return nil, err
 	}
 	return models.GetSchedule(ctx, s.DB, sch.ID)
+}
+
+// moveScheduleWorkflows moves the workflows of sch that are not on its
+// site (its site changed) there, each checked as SaveScheduleWorkflow
+// checks it, on the new site; their firings would otherwise run on the
+// old site, over the new site's paths.
+func (s *Service) moveScheduleWorkflows(ctx context.Context, sch *models.Schedule) ([]*models.ScheduleWorkflow, error) {
+	var moved []*models.ScheduleWorkflow
+	v := models.FieldErrors{}
+	for _, w := range sch.Workflows {
+		if w.SiteID == sch.SiteID {
+			continue
+		}
+		discovery := sch.Discovery
+		j, err := NewJob(ctx, s.DB, JobRequest{Site: sch.Site.Name, Workflow: w.Workflow, Discovery: &discovery, Fields: w.Fields,
+			Paths: []string{"/"}, Queue: &w.Queue, Owner: JobOwner{ScheduleID: &sch.ID, ScheduleName: sch.Name}})
+		var bad models.FieldErrors
+		if errors.As(err, &bad) {
+			v.Add("site", fmt.Sprintf("Its workflow %d (%s) cannot run on site %s: %s", w.ID, w.Workflow, sch.Site.Name, bad.Messages()))
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		w.SiteID, w.Site, w.Queue = sch.SiteID, sch.Site, j.Queue
+		moved = append(moved, w)
+	}
+	return moved, v.Err()
 }
 
 // DeleteSchedule removes schedule id and its Temporal Schedule.

@@ -49,16 +49,14 @@ func (a *Activities) FireSchedule(ctx context.Context, in workflows.Fire) (*work
 		for i, g := range groups {
 			key := fmt.Sprintf("%s/%d/%d", in.Key, w.ID, i)
 			queue, discovery := w.Queue, sch.Discovery
+			// A schedule's workflows run on its site (moved with it).
 			req := changes.JobRequest{Site: sch.Site.Name, Workflow: w.Workflow, Discovery: &discovery, Fields: w.Fields,
 				Paths: g, Queue: &queue, IdempotencyKey: &key, PathsField: "managed_paths",
 				Owner: changes.JobOwner{ScheduleID: &sch.ID, ScheduleName: sch.Name}}
-			if w.Site != nil {
-				req.Site = w.Site.Name
-			}
 			j, _, err := svc.SubmitJob(ctx, req)
 			var bad models.FieldErrors
 			if errors.As(err, &bad) {
-				refused = append(refused, fmt.Sprintf("workflow %s: %s", w.Workflow, fieldMessages(bad)))
+				refused = append(refused, fmt.Sprintf("workflow %s: %s", w.Workflow, bad.Messages()))
 				continue
 			} else if err != nil {
 				return nil, err
@@ -92,15 +90,6 @@ func (a *Activities) managedPaths(ctx context.Context, sch *models.Schedule) ([]
 		paths = []string{sp.Mountpoint}
 	}
 	return paths, nil
-}
-
-func fieldMessages(v models.FieldErrors) string {
-	var parts []string
-	for f, msgs := range v {
-		parts = append(parts, f+": "+strings.Join(msgs, " "))
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, "; ")
 }
 
 // waitJobsEvery is how often WaitJobs looks at its jobs.
@@ -149,7 +138,7 @@ func (a *Activities) FirePolicy(ctx context.Context, in workflows.Fire) (*workfl
 	case errors.Is(err, models.ErrNotFound):
 		return &workflows.FireResult{Skipped: "the policy no longer exists"}, nil
 	case errors.As(err, &bad):
-		return nil, temporal.NewNonRetryableApplicationError("the policy cannot run: "+fieldMessages(bad), vocab.ErrBadInput, nil)
+		return nil, temporal.NewNonRetryableApplicationError("the policy cannot run: "+bad.Messages(), vocab.ErrBadInput, nil)
 	case err != nil:
 		return nil, err
 	}

@@ -269,6 +269,70 @@ func TestScheduleRunsItsWorkflows(t *testing.T) {
 	})
 }
 
+// TestScheduleMovedToAnotherSite: a schedule whose site changes takes its
+// workflows along (checked on the new site, refused when one cannot run
+// there), and fires on the new site. Before, its workflows kept the old
+// site and its firings ran there, over the paths meant for the new one.
+// A space that is not on the schedule's site is refused.
+func TestScheduleMovedToAnotherSite(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.StartHubWorker()
+		newJobSite(t, e, "east")
+		west := newJobSite(t, e, "west")
+		makeTree(t, west.root, 5)
+		ctx := context.Background()
+		east, err := models.GetSiteByName(ctx, e.DB, "east")
+		require.NoError(t, err)
+		_, err = e.DB.NewInsert().Model(&models.Queue{SiteID: east.ID, Name: "fast"}).Exec(ctx)
+		require.NoError(t, err)
+
+		id := createSchedule(t, e, map[string]any{"name": "moving", "site": "east", "minute": "0", "hour": "3",
+			"managed_paths": map[string]any{"/data": map[string]any{}}})
+		base := fmt.Sprintf("/api/schedules/%d/workflows/", id)
+		r := e.AsAdmin(http.MethodPost, base, map[string]any{"workflow": "premigrate", "queue": "fast"})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		wid := int64(r.Map()["id"].(float64))
+
+		// West has no queue "fast": refused, the schedule stays on east.
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/schedules/%d/", id), map[string]any{"site": "west"})
+		require.Equal(t, http.StatusBadRequest, r.Status, string(r.Body))
+		require.Contains(t, fmt.Sprint(r.Map()["site"]), "cannot run on site west", string(r.Body))
+		require.Equal(t, "east", e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/schedules/%d/", id), nil).Map()["site"])
+
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("%s%d/", base, wid), map[string]any{"queue": vocab.DefaultQueue})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/schedules/%d/", id), map[string]any{"site": "west"})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		w := e.AsAdmin(http.MethodGet, fmt.Sprintf("%s%d/", base, wid), nil).Map()
+		require.Equal(t, "west", w["site"], w)
+
+		r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/run/", id), nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		var jobs map[string]any
+		require.Eventually(t, func() bool {
+			jobs = e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/?schedule_ids=%d", id), nil).Map()
+			return jobs["count"] == float64(1)
+		}, time.Minute, 200*time.Millisecond, "the firing's job: %v", jobs)
+		job := waitJob(t, e, int64(jobs["results"].([]any)[0].(map[string]any)["id"].(float64)))
+		require.Equal(t, vocab.JobSuccess, job["state"], job)
+		require.Equal(t, "west", job["site"], job)
+		require.EqualValues(t, 5, job["numprocessedfiles"])
+
+		// A space that is not on the schedule's site.
+		sp := &models.Space{Name: "lab", UUID: models.NewUUID(), Mountpoint: "/spaces/lab", PermissionMode: "user", Color: []int64{}, OnSites: map[string]any{}}
+		_, err = e.DB.NewInsert().Model(sp).Exec(ctx)
+		require.NoError(t, err)
+		_, err = e.DB.NewInsert().Model(&models.SpaceSite{SpaceID: sp.ID, SiteID: east.ID, Usage: []int64{}}).Exec(ctx)
+		require.NoError(t, err)
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/schedules/%d/", id), map[string]any{"space": "lab"})
+		require.Equal(t, http.StatusBadRequest, r.Status, string(r.Body))
+		require.Contains(t, fmt.Sprint(r.Map()["space"]), "is not on site west", string(r.Body))
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/schedules/%d/", id), map[string]any{"space": "lab", "site": "east"})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	})
+}
+
 // TestScheduleFiresByItself lets a real Temporal Schedule fire on its
 // own and finds the job it started, finished, through schedule_ids. A
 // record's cron cannot say seconds, so the test narrows the Temporal
