@@ -218,7 +218,7 @@ func rbPaths(route string) (paths []string, real []bool) {
 // parameters at once, every known name set to garbage, and (but for
 // DELETE) each garbage parameter alone.
 func rbQueries(method string) []string {
-	params := [][2]string{{"page", "-1"}, {"page", "abc"}, {"page_size", "1e9"}, {"state", "??"}, {"site_id", "x"},
+	params := [][2]string{{"page", "-1"}, {"page", "500000000000000000"}, {"page", "abc"}, {"page_size", "1e9"}, {"state", "??"}, {"site_id", "x"},
 		{"created", "nonsense"}, {"custom_timeout", "-5"}, {"path", "../../etc"}, {"details", "maybe"}, {"flat", "2"}}
 	all := url.Values{}
 	for _, p := range params {

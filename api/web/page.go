@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -52,7 +53,8 @@ func pageParams(c *gin.Context) (page, size int, err error) {
 	page = 1
 	if s := c.Query("page"); s != "" {
 		n, convErr := strconv.Atoi(s)
-		if convErr != nil || n < 1 {
+		// A page whose offset does not fit in an int is past any list.
+		if convErr != nil || n < 1 || n > math.MaxInt/max(size, MaxPageSize) {
 			return 0, 0, Errorf(http.StatusNotFound, "Invalid page.")
 		}
 		page = n
