@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -201,15 +202,23 @@ func EnsureAdmin(ctx context.Context, db bun.IDB, username, password string, res
 // Identity is a user as an external identity provider knows them.
 type Identity struct {
 	Issuer, Subject, Username, Email, FirstName, LastName string
+	EmailVerified                                         bool // the provider vouches for Email
 }
 
 // ErrIdentityTaken: the username is linked to another identity.
 var ErrIdentityTaken = errors.New("the username is linked to another identity")
 
+// ErrIdentityUnproven: the username is a local account's that the identity
+// has not shown to be its own.
+var ErrIdentityUnproven = errors.New("the username belongs to a local account; an identity is linked to it only when the provider vouches for the account's email (email_verified), and never to a superuser")
+
 // LinkIdentity finds the user linked to id (issuer, subject); else the
-// unlinked user named id.Username, which it links; else it creates an
-// active user of the Users group, linked, without a usable password. All
-// in one transaction, so two first logins at once make one user.
+// unlinked user named id.Username, which it links when id proves to be
+// its owner (a verified email equal to the account's; never a superuser:
+// a username claim is often the user's own choice at the provider); else
+// it creates an active user of the Users group, linked, without a usable
+// password. All in one transaction, so two first logins at once make one
+// user.
 func LinkIdentity(ctx context.Context, db *bun.DB, id Identity) (*User, error) {
 	var u *User
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
@@ -222,6 +231,9 @@ func LinkIdentity(ctx context.Context, db *bun.DB, id Identity) (*User, error) {
 		if existing, err := GetUser(ctx, tx, id.Username); err == nil {
 			if existing.IDPIssuer != nil {
 				return ErrIdentityTaken
+			}
+			if existing.IsSuperuser || !id.EmailVerified || existing.Email == "" || !strings.EqualFold(existing.Email, id.Email) {
+				return ErrIdentityUnproven
 			}
 			existing.IDPIssuer, existing.IDPSubject = &id.Issuer, &id.Subject
 			u = existing

@@ -35,9 +35,19 @@ type IDClaims struct {
 	Issuer            string `json:"iss"`
 	Subject           string `json:"sub"`
 	Email             string `json:"email"`
+	EmailVerified     flexBool `json:"email_verified"`
 	PreferredUsername string `json:"preferred_username"`
 	GivenName         string `json:"given_name"`
 	FamilyName        string `json:"family_name"`
+}
+
+// flexBool is a boolean claim that some providers send as a string
+// ("true"), as Amazon Cognito does email_verified.
+type flexBool bool
+
+func (b *flexBool) UnmarshalJSON(data []byte) error {
+	*b = flexBool(string(data) == "true" || string(data) == `"true"`)
+	return nil
 }
 
 // verifierFor returns a verifier whose discovery document and key set are
@@ -106,9 +116,12 @@ func LinkUser(ctx context.Context, db *bun.DB, c *IDClaims) (*models.User, error
 		name = name[:150]
 	}
 	u, err := models.LinkIdentity(ctx, db, models.Identity{Issuer: c.Issuer, Subject: c.Subject, Username: name,
-		Email: c.Email, FirstName: c.GivenName, LastName: c.FamilyName})
-	if errors.Is(err, models.ErrIdentityTaken) {
+		Email: c.Email, EmailVerified: bool(c.EmailVerified), FirstName: c.GivenName, LastName: c.FamilyName})
+	switch {
+	case errors.Is(err, models.ErrIdentityTaken):
 		return nil, fmt.Errorf("%w: username %q is linked to another identity", ErrBadToken, name)
+	case errors.Is(err, models.ErrIdentityUnproven):
+		return nil, fmt.Errorf("%w: username %q: %w", ErrBadToken, name, err)
 	}
 	if err != nil {
 		return nil, err

@@ -98,9 +98,26 @@ func TestIDPTokenExchange(t *testing.T) {
 		require.Equal(t, user["id"], r.Map()["user"].(map[string]any)["id"])
 		require.Equal(t, int32(1), iss.jwksHits.Load(), "JWKS is cached within idp_jwks_timeout")
 
-		// An existing local user with the same username is linked, not duplicated.
+		// An existing local user with the same username is linked, not
+		// duplicated, once the provider vouches for the account's email;
+		// a superuser never. (A username claim is often the user's own
+		// choice at the provider: the bootstrap admin was taken over.)
 		e.CreateUser("henry")
+		verified := func(c jwt.MapClaims) { c["email_verified"] = true }
+		for name, tok := range map[string]string{
+			"no email on the account": iss.token(t, "henry", verified, nil),
+			"superuser":               iss.token(t, "admin", verified, nil),
+			"admin by email":          iss.token(t, "x", func(c jwt.MapClaims) { c["preferred_username"] = ""; c["email"] = "admin" }, nil),
+		} {
+			r := exchange(tok)
+			require.Equal(t, http.StatusUnauthorized, r.Status, "%s: %s", name, r.Body)
+			require.Contains(t, r.Map()["detail"], "belongs to a local account", name)
+		}
+		r = e.AsAdmin(http.MethodPatch, "/api/users/henry/", map[string]any{"email": "Henry@example.org"})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 		r = exchange(iss.token(t, "henry", nil, nil))
+		require.Equal(t, http.StatusUnauthorized, r.Status, "email not verified: %s", r.Body)
+		r = exchange(iss.token(t, "henry", func(c jwt.MapClaims) { c["email_verified"] = "true" }, nil))
 		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
 		require.Equal(t, "henry", r.Map()["user"].(map[string]any)["username"])
 
