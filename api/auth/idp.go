@@ -32,13 +32,13 @@ type IDP struct {
 
 // IDClaims are the identity claims the hub uses.
 type IDClaims struct {
-	Issuer            string `json:"iss"`
-	Subject           string `json:"sub"`
-	Email             string `json:"email"`
+	Issuer            string   `json:"iss"`
+	Subject           string   `json:"sub"`
+	Email             string   `json:"email"`
 	EmailVerified     flexBool `json:"email_verified"`
-	PreferredUsername string `json:"preferred_username"`
-	GivenName         string `json:"given_name"`
-	FamilyName        string `json:"family_name"`
+	PreferredUsername string   `json:"preferred_username"`
+	GivenName         string   `json:"given_name"`
+	FamilyName        string   `json:"family_name"`
 }
 
 // flexBool is a boolean claim that some providers send as a string
