@@ -210,3 +210,28 @@ func ReadGenerations(ctx context.Context, db bun.IDB) (Generations, error) {
 	err := q.ColumnExpr("CAST(jobs AS TEXT)").Scan(ctx, &g.Auth, &g.Sites, &g.Owners, &g.Jobs)
 	return g, dbErr(err)
 }
+
+// GroupsPermissionSet returns the codenames the groups named (or, with ids,
+// the groups of those ids) grant.
+func GroupsPermissionSet(ctx context.Context, db bun.IDB, names []string, ids []int64) (map[string]bool, error) {
+	set := map[string]bool{}
+	if len(names) == 0 && len(ids) == 0 {
+		return set, nil
+	}
+	var codenames []string
+	q := db.NewSelect().Model((*Permission)(nil)).Column("p.codename").Distinct().
+		Join("JOIN group_permissions AS gp ON gp.permission_id = p.id").
+		Join("JOIN groups AS g ON g.id = gp.group_id")
+	if len(names) > 0 {
+		q.Where("g.name IN (?)", bun.In(names))
+	} else {
+		q.Where("g.id IN (?)", bun.In(ids))
+	}
+	if err := q.Scan(ctx, &codenames); err != nil {
+		return nil, dbErr(err)
+	}
+	for _, c := range codenames {
+		set[c] = true
+	}
+	return set, nil
+}

@@ -70,6 +70,9 @@ func (s *Server) saveGroup(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.groupGrantable(c, id, in.Permissions); err != nil {
+		return err
+	}
 	g, err := s.Changes.SaveGroup(c.Request.Context(), id, in)
 	if err != nil {
 		return err
@@ -78,5 +81,10 @@ func (s *Server) saveGroup(c *gin.Context) error {
 }
 
 func (s *Server) deleteGroup(c *gin.Context) error {
+	if id, err := web.PathID(c, "id"); err == nil {
+		if err := s.groupGrantable(c, id, nil); err != nil {
+			return err
+		}
+	}
 	return deleteByID(c, s.DB, models.DeleteGroup)
 }

@@ -91,6 +91,13 @@ func (s *Server) createUser(c *gin.Context) error {
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
+	groups := in.Groups
+	if groups == nil {
+		groups = &[]string{models.GroupUsers}
+	}
+	if err := s.userGrantable(c, "", groups); err != nil {
+		return err
+	}
 	u, err := s.Changes.CreateUser(c.Request.Context(), in)
 	if err != nil {
 		return err
@@ -113,6 +120,9 @@ func (s *Server) updateUser(c *gin.Context) error {
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
+	if err := s.userGrantable(c, c.Param("username"), in.Groups); err != nil {
+		return err
+	}
 	u, err := s.Changes.UpdateUser(c.Request.Context(), c.Param("username"), in)
 	if err != nil {
 		return err
@@ -125,6 +135,9 @@ func (s *Server) deleteUser(c *gin.Context) error {
 	if p := auth.Current(c); p.User.Username == c.Param("username") {
 		return web.Errorf(http.StatusConflict, "You cannot delete your own account.")
 	}
+	if err := s.userGrantable(c, c.Param("username"), nil); err != nil {
+		return err
+	}
 	if err := models.DeleteUser(c.Request.Context(), s.DB, c.Param("username")); err != nil {
 		return err
 	}
@@ -135,6 +148,9 @@ func (s *Server) deleteUser(c *gin.Context) error {
 func (s *Server) setActive(active bool) func(c *gin.Context) error {
 	return func(c *gin.Context) error {
 		ctx := c.Request.Context()
+		if err := s.userGrantable(c, c.Param("username"), nil); err != nil {
+			return err
+		}
 		u, err := models.GetUser(ctx, s.DB, c.Param("username"))
 		if err != nil {
 			return err

@@ -253,3 +253,60 @@ func TestUsersSyncToSites(t *testing.T) {
 	}
 	require.Equal(t, http.StatusForbidden, e.Do(http.MethodPost, "/api/users/sync/", apitest.Bearer(e.CreateUser("nosync")), nil).Status)
 }
+
+// TestPermissionsAreGrantedOnlyByHolders: a user who may change users and
+// groups (not a superuser) changes only users and groups whose permissions,
+// before and after, are all its own, and never a superuser. Before, such a
+// user joined Administrators, or set the superuser's password.
+func TestPermissionsAreGrantedOnlyByHolders(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	dave := apitest.Bearer(e.CreateUser("dave"))
+	e.CreateUser("frank")
+	e.CreateUser("olga", models.GroupAdministrators)
+	r := e.AsAdmin(http.MethodPost, "/api/groups/", map[string]any{"name": "Useradmins", "users": []string{"dave"},
+		"permissions": []string{"view_user", "add_user", "change_user", "delete_user", "view_group", "add_group", "change_group", "delete_group"}})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	admins := e.AsAdmin(http.MethodGet, "/api/groups/?page_size=0", nil)
+	var adminsID float64
+	for _, g := range admins.Map()["results"].([]any) {
+		if g.(map[string]any)["name"] == models.GroupAdministrators {
+			adminsID = g.(map[string]any)["id"].(float64)
+		}
+	}
+	require.NotZero(t, adminsID)
+	adminsURL := fmt.Sprintf("/api/groups/%d/", int64(adminsID))
+
+	for _, f := range []struct {
+		method, path string
+		body         map[string]any
+	}{
+		{"PATCH", "/api/users/dave/", map[string]any{"groups": []string{models.GroupAdministrators}}},
+		{"PATCH", "/api/users/admin/", map[string]any{"password": "taken-over-now"}},
+		{"POST", "/api/users/admin/deactivate/", nil},
+		{"DELETE", "/api/users/admin/", nil},
+		{"POST", "/api/users/", map[string]any{"username": "eve", "password": "password-eve", "groups": []string{models.GroupAdministrators}}},
+		{"PATCH", adminsURL, map[string]any{"users": []string{"dave"}}},
+		{"DELETE", adminsURL, nil},
+		{"POST", "/api/groups/", map[string]any{"name": "mine", "permissions": []string{"change_site"}, "users": []string{"dave"}}},
+		// olga, an administrator (not a superuser), holds what dave lacks.
+		{"PATCH", "/api/users/olga/", map[string]any{"password": "taken-over-now"}},
+	} {
+		r := e.Do(f.method, f.path, dave, f.body)
+		require.Equal(t, http.StatusForbidden, r.Status, "%s %s: %s", f.method, f.path, r.Body)
+		require.Contains(t, r.Map(), "detail")
+	}
+	me := e.AsAdmin(http.MethodGet, "/api/users/dave/", nil).Map()
+	require.Len(t, me["groups"], 2, "dave is in Users and Useradmins only: %v", me["groups"])
+
+	// Within what dave holds, he manages users and groups.
+	r = e.Do("PATCH", "/api/users/frank/", dave, map[string]any{"email": "frank@example.org"})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	r = e.Do("POST", "/api/users/", dave, map[string]any{"username": "gail", "password": "password-gail", "groups": []string{"Useradmins"}})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	r = e.Do("PATCH", "/api/users/gail/", dave, map[string]any{"email": "gail@example.org"})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	r = e.Do("POST", "/api/groups/", dave, map[string]any{"name": "viewers", "permissions": []string{"view_user"}, "users": []string{"gail"}})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+}
+

@@ -1,0 +1,99 @@
+package hub
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/thehub/hub/api/auth"
+	"github.com/thehub/hub/api/web"
+	"github.com/thehub/hub/models"
+)
+
+// Permissions are granted only by those who hold them. A caller who is not
+// a superuser may write a user or a group (create, change, activate,
+// delete) only when every permission it holds, before and after the write,
+// is one the caller holds too; a superuser only a superuser may change.
+// With change_user alone, a user could otherwise join Administrators or
+// set the password of the superuser. See docs/identity.md.
+
+// grantable refuses the write when the permissions sets hold one the
+// caller lacks (403, naming the first).
+func grantable(c *gin.Context, sets ...map[string]bool) error {
+	p := auth.Current(c)
+	if p.User.IsSuperuser {
+		return nil
+	}
+	var lacking []string
+	for _, set := range sets {
+		for codename := range set {
+			if !p.Can(codename) {
+				lacking = append(lacking, codename)
+			}
+		}
+	}
+	if len(lacking) == 0 {
+		return nil
+	}
+	slices.Sort(lacking)
+	lacking = slices.Compact(lacking)
+	return web.Errorf(http.StatusForbidden, "You cannot grant or change permissions you do not hold: %s.", strings.Join(lacking, ", "))
+}
+
+// userGrantable refuses a write to the user named username (when it
+// exists) that the caller may not make, with the groups it would join.
+func (s *Server) userGrantable(c *gin.Context, username string, groups *[]string) error {
+	if auth.Current(c).User.IsSuperuser {
+		return nil
+	}
+	ctx := c.Request.Context()
+	var sets []map[string]bool
+	if username != "" {
+		u, err := models.GetUser(ctx, s.DB, username)
+		if err != nil {
+			return err
+		}
+		if u.IsSuperuser {
+			return web.Errorf(http.StatusForbidden, "Only a superuser can change a superuser.")
+		}
+		held, err := models.PermissionSet(ctx, s.DB, u)
+		if err != nil {
+			return err
+		}
+		sets = append(sets, held)
+	}
+	if groups != nil {
+		joined, err := models.GroupsPermissionSet(ctx, s.DB, *groups, nil)
+		if err != nil {
+			return err
+		}
+		sets = append(sets, joined)
+	}
+	return grantable(c, sets...)
+}
+
+// groupGrantable refuses a write to group id (0: a new one) that the
+// caller may not make, with the permissions it would grant.
+func (s *Server) groupGrantable(c *gin.Context, id int64, permissions *[]string) error {
+	if auth.Current(c).User.IsSuperuser {
+		return nil
+	}
+	var sets []map[string]bool
+	if id != 0 {
+		held, err := models.GroupsPermissionSet(c.Request.Context(), s.DB, nil, []int64{id})
+		if err != nil {
+			return err
+		}
+		sets = append(sets, held)
+	}
+	if permissions != nil {
+		granted := map[string]bool{}
+		for _, p := range *permissions {
+			granted[p] = true
+		}
+		sets = append(sets, granted)
+	}
+	return grantable(c, sets...)
+}
