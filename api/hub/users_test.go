@@ -309,4 +309,3 @@ func TestPermissionsAreGrantedOnlyByHolders(t *testing.T) {
 	r = e.Do("POST", "/api/groups/", dave, map[string]any{"name": "viewers", "permissions": []string{"view_user"}, "users": []string{"gail"}})
 	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
 }
-
