@@ -48,24 +48,12 @@ func snapshotTrashPrefix(space, name string) string { return "snapshot." + space
 // a space's data. The references of their stubs on the targets drivers
 // opens are dropped first (see dropTrashedRefs).
 func (a *Activities) emptySnapshotTrash(ctx context.Context, drivers *driverSet, space string, match func(name string) bool) error {
-	trash, err := openBeneath(a.Root.f, trashFolder, os.O_RDONLY|oDirectory, 0)
-	if isNotExist(err) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	names, err := trash.Readdirnames(-1)
-	trash.Close()
+	entries, err := a.snapshotTrashEntries(space, match)
 	if err != nil {
 		return err
 	}
-	for _, n := range names {
-		parts := strings.Split(n, ".")
-		if len(parts) != 4 || parts[0] != "snapshot" || parts[1] != space || !match(parts[2]) || !isDigits(parts[3]) {
-			continue
-		}
-		entry := path.Join(trashFolder, n)
-		if err := a.Root.dropTrashedRefs(ctx, drivers, entry, path.Join(cjSnapshotsDir, space, parts[2])); err != nil {
+	for entry, name := range entries {
+		if err := a.Root.dropTrashedRefs(ctx, drivers, entry, path.Join(cjSnapshotsDir, space, name)); err != nil {
 			return err
 		}
 		fault.Point("snapshot.refs-dropped")
@@ -74,6 +62,31 @@ func (a *Activities) emptySnapshotTrash(ctx context.Context, drivers *driverSet,
 		}
 	}
 	return nil
+}
+
+// snapshotTrashEntries maps the site trash's entries (root-relative) of
+// the snapshots of space whose name match accepts to their snapshot's
+// name.
+func (a *Activities) snapshotTrashEntries(space string, match func(name string) bool) (map[string]string, error) {
+	trash, err := openBeneath(a.Root.f, trashFolder, os.O_RDONLY|oDirectory, 0)
+	if isNotExist(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	names, err := trash.Readdirnames(-1)
+	trash.Close()
+	if err != nil {
+		return nil, err
+	}
+	entries := map[string]string{}
+	for _, n := range names {
+		parts := strings.Split(n, ".")
+		if len(parts) == 4 && parts[0] == "snapshot" && parts[1] == space && match(parts[2]) && isDigits(parts[3]) {
+			entries[path.Join(trashFolder, n)] = parts[2]
+		}
+	}
+	return entries, nil
 }
 
 func isDigits(s string) bool {
@@ -113,6 +126,11 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}
 		_ = a.Root.removeDir(parentRel) // only when empty: other snapshots of the space stay
+		// Reported removed once that is on disk: a crash rolling the
+		// move back would bring the snapshot back under a freed name.
+		if err := flushSite(a.Root.flushDir); err != nil {
+			return "", fmt.Errorf("remove %s: %w", rel, err)
+		}
 		if err != nil {
 			return rel + " already removed", nil
 		}
@@ -128,7 +146,19 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 	}
 	defer parent.Close()
 	if msg, found, err := placedSnapshot(parent, s.Name, rel); found {
+		if err == nil {
+			err = flushSite(a.Root.flushDir) // placed by an attempt that did not report it
+		}
 		return msg, err
+	}
+	// A removal of this snapshot that moved it to the trash and then
+	// failed (its retries ran out) leaves the item to be retried: its name
+	// must not be taken again with today's content, as if it were the
+	// point in time its users kept.
+	if trashed, err := a.snapshotTrashEntries(s.Space, func(n string) bool { return n == s.Name }); err != nil {
+		return "", err
+	} else if len(trashed) > 0 {
+		return "", cjPermanent(fmt.Errorf("snapshot %s was removed, and its removal has not finished (its copy is in the site trash): remove it again to finish, then take it anew", rel))
 	}
 	// A missing space may still be being created: retried.
 	src, err := openBeneath(a.Root.f, srcRel, oDirPath, 0)
@@ -191,7 +221,17 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 	if err == nil {
 		_ = unix.Unlinkat(fdOf(build), own, unix.AT_REMOVEDIR) // empty now; else a later build removes it
 		fault.Point("snapshot.placed")
+		// Placed: a failure now leaves it to the retry, which finds it
+		// placed; nothing of it is discarded. It is reported taken once
+		// its placement is on disk (else a crash could roll the rename
+		// back, the tree then removed as a build's leftover).
 		err = unix.Fchmodat(fdOf(parent), s.Name, 0o555, 0)
+		if err == nil {
+			err = flushSite(a.Root.flushDir)
+		}
+		if err != nil {
+			return "", fmt.Errorf("snapshot %s, placed: %w", rel, err)
+		}
 	}
 	if err != nil {
 		sc.discard(ctx)

@@ -57,6 +57,12 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 		if err := a.cjRemoveFile(quota); err != nil {
 			return "", fmt.Errorf("remove quota of %s: %w", rel, err)
 		}
+		// Reported removed once that is on disk: a crash rolling the move
+		// back would bring the folder back under a name freed for
+		// another space.
+		if err := flushSite(a.Root.flushDir); err != nil {
+			return "", fmt.Errorf("remove %s: %w", rel, err)
+		}
 		return "removed " + rel + " and its quota" + moved, nil
 	}
 

@@ -169,7 +169,10 @@ func TestSnapshotIsFlushedBeforeItIsPlaced(t *testing.T) {
 
 	var log []string
 	flushSite = func(d *os.File) error {
-		require.False(t, placed(), "flushed before it is placed")
+		if placed() {
+			log = append(log, "site, placed")
+			return fsutil.SyncFSOf(d)
+		}
 		build, err := os.ReadDir(filepath.Join(dir, filepath.FromSlash(snapshotsBuild)))
 		require.NoError(t, err)
 		require.NotEmpty(t, build, "with its copies built")
@@ -187,7 +190,51 @@ func TestSnapshotIsFlushedBeforeItIsPlaced(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(msg, "took "), msg)
 	require.True(t, placed())
-	require.Equal(t, []string{"site", "target"}, log)
+	require.Equal(t, []string{"site", "target", "site, placed"}, log, "its placement is on disk before it is reported")
+
+	// Its removal too: reported once the move to the trash is on disk.
+	log = nil
+	flushSite = func(d *os.File) error {
+		if !placed() {
+			log = append(log, "site")
+		}
+		return fsutil.SyncFSOf(d)
+	}
+	msg, err = s.a.cjSnapshot(context.Background(), snapshotOfLab(tdir), true)
+	require.NoError(t, err)
+	require.Equal(t, "removed .snapshots/lab/s1", msg)
+	require.Equal(t, []string{"site"}, log)
+	flushSite = func(*os.File) error { return unix.EIO }
+	_, err = s.a.cjSnapshot(context.Background(), snapshotOfLab(tdir), true)
+	require.Error(t, err, "a removal whose flush fails is not reported")
+}
+
+// TestUnfinishedSnapshotRemovalKeepsItsName: a removal of a snapshot that
+// moved it to the site trash and then failed for good (its target
+// unreachable through every retry) leaves the item to be removed again.
+// Before, a retried write of the item took the snapshot anew, with the
+// space's content of the day, under the name of the point in time its
+// users kept. Now that is refused until the removal is finished.
+func TestUnfinishedSnapshotRemovalKeepsItsName(t *testing.T) {
+	t.Parallel()
+	dir, tdir, s := snapshotStubSite(t, false)
+	ctx := context.Background()
+	msg, err := s.a.cjSnapshot(ctx, snapshotOfLab(tdir), false)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(msg, "took "), msg)
+	_, err = s.a.Root.moveToTrash(".snapshots/lab/s1", snapshotTrashPrefix("lab", "s1")+"1")
+	require.NoError(t, err)
+
+	_, err = s.a.cjSnapshot(ctx, snapshotOfLab(tdir), false)
+	require.ErrorContains(t, err, "its removal has not finished")
+	require.NoDirExists(t, filepath.Join(dir, cjSnapshotsDir, "lab", "s1"))
+
+	msg, err = s.a.cjSnapshot(ctx, snapshotOfLab(tdir), true)
+	require.NoError(t, err)
+	require.Equal(t, ".snapshots/lab/s1 already removed", msg)
+	msg, err = s.a.cjSnapshot(ctx, snapshotOfLab(tdir), false)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(msg, "took "), msg)
 }
 
 // TestMigrateFlushesItsMarksBeforeReleasing: with records in the files'
@@ -347,4 +394,34 @@ func TestMountsBeneathTheRootDoNotShareReferences(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(b, "x"))
 	require.NoError(t, err)
 	require.Equal(t, data, got)
+}
+
+// TestSpaceRemovalIsFlushedBeforeItIsReported: a C+J space's removal (its
+// folder moved to the site trash) is on disk before it is reported: a
+// crash rolling the move back would bring the folder back under a name
+// freed for another space. A failed flush fails the removal, which its
+// retry finishes.
+func TestSpaceRemovalIsFlushedBeforeItIsReported(t *testing.T) {
+	dir, _, s := snapshotStubSite(t, false)
+	gone := func() bool {
+		_, err := os.Lstat(filepath.Join(dir, "spaces", "lab"))
+		return os.IsNotExist(err)
+	}
+	t.Cleanup(func() { flushSite = fsutil.SyncFSOf })
+	flushSite = func(*os.File) error { return unix.EIO }
+	_, err := s.a.cjSpace(&CJSpace{Name: "lab"}, true)
+	require.Error(t, err)
+	require.True(t, gone(), "moved to the trash, not yet reported")
+
+	flushed := false
+	flushSite = func(d *os.File) error {
+		flushed = flushed || gone()
+		return fsutil.SyncFSOf(d)
+	}
+	msg, err := s.a.cjSpace(&CJSpace{Name: "lab"}, true)
+	require.NoError(t, err)
+	require.Contains(t, msg, "removed spaces/lab")
+	require.True(t, flushed)
+	require.NoError(t, s.a.Root.RestoreFromTrash(trashEntry(t, dir), "/spaces/lab"))
+	s.requireRecalled(t, "spaces/lab", auditSpaceFiles)
 }
