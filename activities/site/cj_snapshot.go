@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -225,7 +226,7 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		// placed; nothing of it is discarded. It is reported taken once
 		// its placement is on disk (else a crash could roll the rename
 		// back, the tree then removed as a build's leftover).
-		err = unix.Fchmodat(fdOf(parent), s.Name, 0o555, 0)
+		err = readOnlyAt(parent, s.Name)
 		if err == nil {
 			err = flushSite(a.Root.flushDir)
 		}
@@ -253,10 +254,20 @@ func placedSnapshot(parent *os.File, name, rel string) (msg string, found bool, 
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return "", true, cjPermanent(fmt.Errorf("cannot create %s: something else is in the way", rel))
 	}
-	if err := unix.Fchmodat(fdOf(parent), name, 0o555, 0); err != nil {
+	if err := readOnlyAt(parent, name); err != nil {
 		return "", true, err
 	}
 	return rel + " already taken", true, nil
+}
+
+// readOnlyAt removes the write bits of the folder name in parent (a
+// snapshot's, placed: its other bits are its space folder's).
+func readOnlyAt(parent *os.File, name string) error {
+	st, err := fstatat(fdOf(parent), name)
+	if err != nil {
+		return err
+	}
+	return unix.Fchmodat(fdOf(parent), name, uint32(st.Mode)&0o777&^0o222, 0)
 }
 
 // snapshotTree is the name of the copy in an attempt's build folder.
@@ -351,16 +362,26 @@ func noLocks(err error) bool {
 // anything from elsewhere into the snapshot.
 func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string, sc *snapshotCopy) (files, bytes int64, err error) {
 	var copyDir func(rel, to string) error
-	copyDir = func(rel, to string) error {
+	copyDir = func(rel, to string) (err error) {
 		d, err := openBeneath(root.f, rel, os.O_RDONLY|oDirectory, 0)
 		if err != nil {
 			return err
 		}
 		defer d.Close()
-		// Writable while the copy runs; cjReadOnly fixes the mode.
-		if err := os.Mkdir(to, 0o755); err != nil {
+		info, err := d.Stat()
+		if err != nil {
 			return err
 		}
+		// The worker's alone while the copy runs; then its source's
+		// owner, ACLs and mode (cjReadOnly drops the write bits).
+		if err := os.Mkdir(to, 0o700); err != nil {
+			return err
+		}
+		defer func() {
+			if err == nil {
+				err = keepAccess(d, info, to)
+			}
+		}()
 		des, err := d.ReadDir(-1)
 		if err != nil {
 			return err
@@ -377,6 +398,9 @@ func cjCopyTree(ctx context.Context, root *Root, srcRel, dst string, sc *snapsho
 				var link string
 				if link, err = os.Readlink(d.Name() + "/" + de.Name()); err == nil {
 					err = os.Symlink(link, target)
+				}
+				if st, serr := fstatat(fdOf(d), de.Name()); err == nil && serr == nil {
+					err = chownCopy(target, int(st.Uid), int(st.Gid))
 				}
 			case de.Type().IsRegular():
 				var n int64
@@ -458,10 +482,47 @@ func cjCopyFile(ctx context.Context, root *Root, srcRel, dst string, sc *snapsho
 	if err != nil {
 		return n, err
 	}
-	if err := os.Chmod(dst, info.Mode().Perm()); err != nil {
+	if err := keepAccess(in, info, dst); err != nil {
 		return n, err
 	}
 	return n, os.Chtimes(dst, info.ModTime(), info.ModTime())
+}
+
+// keepAccess gives the copy dst the owner, group, mode and POSIX ACLs of
+// its source (src, open, whose stat is info): a snapshot's copy is
+// readable by those who could read the original and by no one else (the
+// worker, root, made it). A worker that may not chown (not root) owns its
+// copies as it owns their sources.
+func keepAccess(src *os.File, info fs.FileInfo, dst string) error {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		if err := chownCopy(dst, int(st.Uid), int(st.Gid)); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(dst, info.Mode().Perm()); err != nil {
+		return err
+	}
+	for _, name := range []string{"system.posix_acl_access", "system.posix_acl_default"} {
+		acl, err := fgetxattr(src, name)
+		if errors.Is(err, errNoAttr) || errors.Is(err, errXattrUnsupported) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("ACL of %s: %w", dst, err)
+		}
+		if err := lsetxattr(dst, name, acl); err != nil && !errors.Is(err, errXattrUnsupported) {
+			return fmt.Errorf("ACL of %s: %w", dst, err)
+		}
+	}
+	return nil
+}
+
+// chownCopy makes a copy uid's and gid's; a worker without the right to
+// (not root) leaves it its own.
+func chownCopy(dst string, uid, gid int) error {
+	if err := os.Lchown(dst, uid, gid); err != nil && !errors.Is(err, syscall.EPERM) {
+		return err
+	}
+	return nil
 }
 
 // cjReadOnly removes every write permission below dir (dir itself stays
@@ -478,11 +539,7 @@ func cjReadOnly(dir string) error {
 		if info.Mode()&fs.ModeSymlink != 0 {
 			return nil // a link's own mode means nothing on Linux
 		}
-		mode := info.Mode().Perm() &^ 0o222
-		if d.IsDir() {
-			mode |= 0o555
-		}
-		if err := os.Chmod(p, mode); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Chmod(p, info.Mode().Perm()&^0o222); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 		return nil

@@ -69,7 +69,7 @@ func (s *snapshotCopy) copyStub(ctx context.Context, in *os.File, info os.FileIn
 	}
 	mtime := time.Unix(0, rec.Mtime)
 	if err == nil {
-		err = os.Chmod(dst, info.Mode().Perm())
+		err = keepAccess(in, info, dst)
 	}
 	if err == nil {
 		err = os.Chtimes(dst, mtime, mtime)

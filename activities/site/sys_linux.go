@@ -37,6 +37,22 @@ func lgetxattr(path, name string) ([]byte, error) {
 	}
 }
 
+// fgetxattr is lgetxattr of the open file f.
+func fgetxattr(f *os.File, name string) ([]byte, error) {
+	buf := make([]byte, 512)
+	for {
+		n, err := unix.Fgetxattr(int(f.Fd()), name, buf)
+		if errors.Is(err, unix.ERANGE) {
+			buf = make([]byte, len(buf)*4)
+			continue
+		}
+		if err != nil {
+			return nil, normalizeXattrErr(err)
+		}
+		return buf[:n], nil
+	}
+}
+
 func lsetxattr(path, name string, value []byte) error {
 	return normalizeXattrErr(unix.Lsetxattr(path, name, value, 0))
 }

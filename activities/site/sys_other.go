@@ -18,6 +18,8 @@ func xattrSupported(string) bool { return false }
 
 func lgetxattr(string, string) ([]byte, error) { return nil, errXattrUnsupported }
 
+func fgetxattr(*os.File, string) ([]byte, error) { return nil, errXattrUnsupported }
+
 func lsetxattr(string, string, []byte) error { return errXattrUnsupported }
 
 func lremovexattr(string, string) error { return errXattrUnsupported }
