@@ -62,6 +62,10 @@ func checkMountpoint(m string) string {
 		return "Must be a clean path: no '.', '..', '//' or trailing '/'."
 	case m == "/.hub" || strings.HasPrefix(m, "/.hub/"):
 		return "/.hub is reserved for the hub."
+	case m == "/.snapshots" || strings.HasPrefix(m, "/.snapshots/"):
+		// Shared, it would show every space's snapshots, and let users
+		// plant folders the snapshot retention removes.
+		return "/.snapshots is reserved for the snapshots of the site's spaces."
 	case len(m) > 4096:
 		return "Ensure this field has no more than 4096 characters."
 	}

@@ -144,14 +144,14 @@ type SpaceDirResult struct {
 	Message string `json:"message"`
 }
 
-// spaceDir resolves a mountpoint inside the root; the root itself and the
-// hub's private folder are refused.
+// spaceDir resolves a mountpoint inside the root; the root itself, the
+// hub's private folder and the snapshots' are refused.
 func (a *Activities) spaceDir(mountpoint string) (string, error) {
 	rel, err := cleanRel(mountpoint)
 	if err != nil {
 		return "", temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}
-	if rel == "" || rel == hubDir || strings.HasPrefix(rel, hubDir+"/") {
+	if rel == "" || rel == hubDir || strings.HasPrefix(rel, hubDir+"/") || rel == cjSnapshotsDir || strings.HasPrefix(rel, cjSnapshotsDir+"/") {
 		err := fmt.Errorf("mountpoint %q: not a usable space directory", mountpoint)
 		return "", temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrSpaceDir, err)
 	}

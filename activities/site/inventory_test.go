@@ -70,7 +70,7 @@ func TestSpaceDirs(t *testing.T) {
 	// Paths that leave the root, or name it or the hub's folder, are refused for good.
 	outside := t.TempDir()
 	require.NoError(t, os.Symlink(outside, filepath.Join(a.Root.Dir(), "escape")))
-	for _, m := range []string{"/escape/x", "/", "/.hub/x", "/../x"} {
+	for _, m := range []string{"/escape/x", "/", "/.hub/x", "/../x", "/.snapshots/lab"} {
 		_, err := a.CreateSpaceDir(ctx, SpaceDirInput{Mountpoint: m})
 		var appErr *temporal.ApplicationError
 		require.True(t, errors.As(err, &appErr), "%s: %v", m, err)

@@ -133,6 +133,8 @@ func TestSpaceValidation(t *testing.T) {
 			{"mountpoint root", ok(map[string]any{"mountpoint": "/"}), "mountpoint"},
 			{"mountpoint dotdot", ok(map[string]any{"mountpoint": "/a/../b"}), "mountpoint"},
 			{"mountpoint reserved", ok(map[string]any{"mountpoint": "/.hub/x"}), "mountpoint"},
+			{"mountpoint of the snapshots", ok(map[string]any{"mountpoint": "/.snapshots/lab"}), "mountpoint"},
+			{"mountpoint over the snapshots", ok(map[string]any{"mountpoint": "/.snapshots"}), "mountpoint"},
 			{"mountpoint taken", ok(map[string]any{"mountpoint": "/spaces/taken"}), "mountpoint"},
 			{"mountpoint nested", ok(map[string]any{"mountpoint": "/spaces/taken/sub"}), "mountpoint"},
 			{"mountpoint wrong type", ok(map[string]any{"mountpoint": 1}), "mountpoint"},
