@@ -204,7 +204,21 @@ func (a *Activities) SnapshotPlan(ctx context.Context, spaceID int64) (*workflow
 			return nil, err
 		}
 		plan.Sites = append(plan.Sites, workflows.SnapshotAtSite{Site: l.Site.Name, Input: site.SpaceSnapshotInput{
-			Space: sp.Name, Folder: sp.Mountpoint, KeepFor: keep, LockThreshold: l.Site.LockThreshold, Targets: ts}})
+			Space: snapshotKey(sp), Folder: sp.Mountpoint, KeepFor: keep, LockThreshold: l.Site.LockThreshold, Targets: ts}})
 	}
 	return plan, nil
 }
+
+// snapshotKey names a space's folder of snapshots (.snapshots/<key>): the
+// name of its C+J space for a space at /spaces/<name> (its scheduled
+// snapshots beside the C+J ones), else its UUID; never its hub name, a
+// label that may change (two spaces renamed into each other's names shared
+// a folder, and one's retention removed the other's snapshots) and may hold
+// characters a folder name may not.
+func snapshotKey(sp *models.Space) string {
+	if name := models.CJSpaceName(sp.Mountpoint); name != "" {
+		return name
+	}
+	return sp.UUID
+}
+

@@ -55,6 +55,12 @@ func TestSpaceSnapshotSchedule(t *testing.T) {
 		require.EqualValues(t, 1, auto["count"], auto)
 		require.Equal(t, "snapshot", auto["results"].([]any)[0].(map[string]any)["schedule_type"])
 
+		// Its name is a label: renamed (to one no folder may bear), its
+		// snapshots stay in the folder of its own (.snapshots/lab, beside
+		// its C+J snapshots).
+		r = e.AsAdmin(http.MethodPatch, base, map[string]any{"name": "Lab (renamed)"})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+
 		// An expired scheduled snapshot, and one taken by hand (C+J).
 		snaps := filepath.Join(s.root, ".snapshots", "lab")
 		for _, n := range []string{"scheduled-20200101T000000Z", "by-hand"} {
