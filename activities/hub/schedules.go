@@ -221,4 +221,3 @@ func snapshotKey(sp *models.Space) string {
 	}
 	return sp.UUID
 }
-
