@@ -601,3 +601,23 @@ func rbTrim(s string, n int) string {
 	}
 	return s[:n] + fmt.Sprintf("…(%d bytes)", len(s))
 }
+
+// TestNumbersNoFloatHoldsAreRefused: a number beyond float64 (1e999),
+// anywhere in a body, is a 400 naming it. Before, one inside a free-form
+// object (discovery_options, a field's default) was stored as given, and
+// every later read of the record failed (500): GET /api/workflows/ broke
+// for good.
+func TestNumbersNoFloatHoldsAreRefused(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	for _, body := range []string{
+		`{"name":"w","label":"W","discovery_options":{"n":1e999}}`,
+		`{"name":"w","label":"W","fields":[{"name":"n","label":"N","type":"number","default":-1e999}]}`,
+	} {
+		r := e.AsAdmin(http.MethodPost, "/api/workflows/", body)
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", body, r.Body)
+		require.Contains(t, string(r.Body), "A valid number is required", body)
+	}
+	r := e.AsAdmin(http.MethodGet, "/api/workflows/", nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+}

@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -61,6 +62,8 @@ const (
 	msgTooLong = "Ensure this field has no more than %d characters."
 	msgKey     = "Ensure every key has at most %d characters and no null character."
 	msgUTF8    = "The text is not valid UTF-8."
+
+	msgNumberRange = "A valid number is required: at most 1.7976931348623157e308 in size."
 )
 
 // CheckText walks v, a value decoded from JSON, and reports every string
@@ -83,6 +86,12 @@ func checkText(path, name string, v any, report func(field, msg string)) {
 			report(path, msgNUL)
 		case len(x) > limit && utf8.RuneCountInString(x) > limit:
 			report(path, fmt.Sprintf(msgTooLong, limit))
+		}
+	case json.Number:
+		// Stored as given, a number no float64 holds (1e999) could not
+		// be read back: every later read of the record failed.
+		if f, err := x.Float64(); err != nil || math.IsInf(f, 0) {
+			report(path, msgNumberRange)
 		}
 	case []any:
 		for i, e := range x {
