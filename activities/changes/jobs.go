@@ -35,8 +35,9 @@ func (s *Service) CreateJob(ctx context.Context, j *models.Job) (existed bool, e
 		}
 		return tx.Owe(ctx, KindJobStart, j.ID, JobStart{Run: j.Run})
 	})
-	if errors.Is(err, models.ErrConflict) && j.IdempotencyKey != nil && j.OwnerID != nil {
-		// The same request, sent at the same time, won the race.
+	if errors.Is(err, models.ErrConflict) && j.IdempotencyKey != nil {
+		// The same request (or firing), sent at the same time, won the
+		// race.
 		prev, gerr := models.GetJobByKey(ctx, s.DB, j.OwnerID, *j.IdempotencyKey)
 		if gerr == nil {
 			*j = *prev

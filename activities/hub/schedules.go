@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -46,8 +47,15 @@ func (a *Activities) FireSchedule(ctx context.Context, in workflows.Fire) (*work
 	var refused []string
 	svc := a.changes(ctx)
 	for _, w := range sch.Workflows {
-		for i, g := range groups {
-			key := fmt.Sprintf("%s/%d/%d", in.Key, w.ID, i)
+		for _, g := range groups {
+			// A retry finds the jobs an earlier attempt started, even
+			// when the managed paths changed in between: a snapdiff
+			// firing's job is keyed by its path, another's by the
+			// workflow alone.
+			key := fmt.Sprintf("%s/%d", in.Key, w.ID)
+			if sch.Discovery == "snapdiff" {
+				key += fmt.Sprintf("/%x", sha256.Sum256([]byte(g[0])))
+			}
 			queue, discovery := w.Queue, sch.Discovery
 			// A schedule's workflows run on its site (moved with it).
 			req := changes.JobRequest{Site: sch.Site.Name, Workflow: w.Workflow, Discovery: &discovery, Fields: w.Fields,

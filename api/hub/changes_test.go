@@ -16,6 +16,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
@@ -262,5 +263,28 @@ func TestJobRequestSentTwice(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 2, n)
 		requireRanOnce(t, e, first)
+
+		// Attempts of one schedule firing at once (its jobs have no owner
+		// id, and NULLs are never equal in a unique index) make one job.
+		sch := createSchedule(t, e, map[string]any{"name": "nightly", "site": "west", "minute": "0", "hour": "3"})
+		jobs := make(chan int64, 4)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := "firing-1/1"
+				j, _, err := e.API.Changes.SubmitJob(context.Background(), changes.JobRequest{Site: "west", Workflow: "premigrate",
+					Paths: []string{"/data"}, IdempotencyKey: &key, Owner: changes.JobOwner{ScheduleID: &sch, ScheduleName: "nightly"}})
+				require.NoError(t, err)
+				jobs <- j.ID
+			}()
+		}
+		wg.Wait()
+		close(jobs)
+		firing := <-jobs
+		for got := range jobs {
+			require.Equal(t, firing, got, "attempts of one firing name one job")
+		}
+		requireRanOnce(t, e, firing)
 	})
 }

@@ -1,0 +1,1 @@
+DROP INDEX jobs_system_idempotency_key;
