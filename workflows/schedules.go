@@ -33,6 +33,10 @@ func PolicyTemporalID(id int64) string { return fmt.Sprintf("policy-%d", id) }
 type Fire struct {
 	ID  int64
 	Key string `json:",omitempty"`
+	// Now: a run an operator asked for (POST …/run/), which fires
+	// whatever the record's state; a Temporal Schedule's firing fires
+	// only while its record and the hub leave it unpaused.
+	Now bool `json:",omitempty"`
 }
 
 // FireResult is what a firing started.

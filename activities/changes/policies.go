@@ -382,11 +382,11 @@ func (s *Service) policyJob(ctx context.Context, p *models.Policy) (*models.Job,
 		return nil, models.Invalid("site", "The policy's site no longer exists.")
 	}
 	wfName := models.PolicyWorkflows[p.PolicyType]
-	action, err := s.fileChain(ctx, wfName)
+	action, err := s.fileChain(ctx, wfName, true)
 	if err != nil {
 		return nil, err
 	}
-	premigrate, err := s.fileChain(ctx, "premigrate")
+	premigrate, err := s.fileChain(ctx, "premigrate", false)
 	if err != nil {
 		return nil, err
 	}
@@ -419,11 +419,16 @@ func (s *Service) policyJob(ctx context.Context, p *models.Policy) (*models.Job,
 		FriendlyName: fmt.Sprintf("Policy %s on %s", p.Name, p.Site.Name)}, nil
 }
 
-// fileChain is the chain of steps workflow name applies to files.
-func (s *Service) fileChain(ctx context.Context, name string) ([]models.StepSpec, error) {
+// fileChain is the chain of steps workflow name applies to files; own: the
+// policy's own workflow, which must be enabled (its premigrate band's
+// need not: disabling premigrate for users does not stop policies).
+func (s *Service) fileChain(ctx context.Context, name string, own bool) ([]models.StepSpec, error) {
 	wf, err := models.GetWorkflowByName(ctx, s.DB, name)
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s: %w", name, err)
+	}
+	if own && !wf.Enabled {
+		return nil, models.Invalid("workflow", fmt.Sprintf("The workflow %s, which the policy runs, is disabled.", name))
 	}
 	for _, r := range wf.FilterRules {
 		if r.Type == "file" || r.Type == "all" {

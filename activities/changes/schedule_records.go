@@ -177,7 +177,7 @@ func (s *Service) RunSchedule(ctx context.Context, id int64) (*models.Schedule, 
 	if err != nil {
 		return nil, err
 	}
-	st, err := NewStart(workflows.ScheduleTemporalID(id)+"-run-"+models.NewUUID(), workflows.ScheduleWorkflowName, workflows.Fire{ID: id})
+	st, err := NewStart(workflows.ScheduleTemporalID(id)+"-run-"+models.NewUUID(), workflows.ScheduleWorkflowName, workflows.Fire{ID: id, Now: true})
 	if err != nil {
 		return nil, err
 	}

@@ -110,6 +110,23 @@ func (r *recurring) pausedBecause(enabled bool, conf models.Configuration) {
 	}
 }
 
+// PausedWhy says why a firing of Temporal Schedule id that began before
+// a change should start nothing now ("" when it may): its record or the
+// hub paused it (Temporal's pause stops later firings, not one waiting
+// for a worker), or it is no longer scheduled at all.
+func (s *Service) PausedWhy(ctx context.Context, id string) (string, error) {
+	r, err := s.wanted(ctx, id)
+	switch {
+	case err != nil:
+		return "", err
+	case r == nil:
+		return "it is no longer scheduled", nil
+	case r.Paused:
+		return r.Why, nil
+	}
+	return "", nil
+}
+
 // wanted is what Temporal Schedule id should be now; nil: there should be
 // none (no record, or a policy with nothing to run it).
 func (s *Service) wanted(ctx context.Context, id string) (*recurring, error) {

@@ -32,6 +32,9 @@ func (a *Activities) FireSchedule(ctx context.Context, in workflows.Fire) (*work
 	} else if err != nil {
 		return nil, err
 	}
+	if why, err := a.pausedSince(ctx, in, workflows.ScheduleTemporalID(in.ID)); why != "" || err != nil {
+		return &workflows.FireResult{Skipped: why}, err
+	}
 	paths, err := a.managedPaths(ctx, sch)
 	if err != nil {
 		return nil, err
@@ -137,9 +140,27 @@ func (a *Activities) PolicyPlan(ctx context.Context, id int64) (*workflows.Polic
 	return &workflows.PolicyPlan{Found: true, Site: p.Site.Name, Triggers: policyTriggers(p.Triggers)}, nil
 }
 
+// pausedSince says why a Temporal Schedule's firing of record in.ID
+// (Temporal Schedule id) starts nothing: the record, or the hub, paused
+// it since the firing began (it may wait long for a worker). A run asked
+// for now always fires.
+func (a *Activities) pausedSince(ctx context.Context, in workflows.Fire, id string) (string, error) {
+	if in.Now {
+		return "", nil
+	}
+	why, err := a.changes(ctx).PausedWhy(ctx, id)
+	if why != "" {
+		why = "not fired: " + why
+	}
+	return why, err
+}
+
 // FirePolicy starts the job of one firing of a policy (changes.RunPolicy),
 // once per firing whatever the retries.
 func (a *Activities) FirePolicy(ctx context.Context, in workflows.Fire) (*workflows.FireResult, error) {
+	if why, err := a.pausedSince(ctx, in, workflows.PolicyTemporalID(in.ID)); why != "" || err != nil {
+		return &workflows.FireResult{Skipped: why}, err
+	}
 	j, err := a.changes(ctx).RunPolicy(ctx, in.ID, in.Key)
 	var bad models.FieldErrors
 	switch {

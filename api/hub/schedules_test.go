@@ -333,6 +333,63 @@ func TestScheduleMovedToAnotherSite(t *testing.T) {
 	})
 }
 
+// TestPausedFiringsStartNothing: a Temporal Schedule's firing that began
+// before its schedule or policy was disabled (it may wait long for a
+// worker; Temporal's pause stops only later firings) starts no job, and
+// says why; a run asked for now still runs. Before, the disabled policy
+// migrated its spaces once its site came back.
+func TestPausedFiringsStartNothing(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		e.StartHubWorker()
+		s := newJobSite(t, e, "east")
+		makeTree(t, s.root, 3)
+		site, err := models.GetSiteByName(ctx, e.DB, "east")
+		require.NoError(t, err)
+		fire := func(name string, id int64) *workflows.FireResult {
+			run, err := e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("paused-%s-%d", name, id),
+				TaskQueue: workflows.HubTaskQueue}, name, workflows.Fire{ID: id})
+			require.NoError(t, err)
+			var res workflows.FireResult
+			require.NoError(t, run.Get(ctx, &res))
+			return &res
+		}
+
+		sch := createSchedule(t, e, map[string]any{"name": "paused", "site": "east", "minute": "0", "hour": "3",
+			"managed_paths": map[string]any{"/data": map[string]any{}}})
+		r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/workflows/", sch), map[string]any{"workflow": "premigrate"})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/schedules/%d/", sch), map[string]any{"enabled": false})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		res := fire(workflows.ScheduleWorkflowName, sch)
+		require.Empty(t, res.Jobs)
+		require.Contains(t, res.Skipped, "disabled on its record")
+
+		space := policySpace(t, e, "east", s.root, "lab")
+		r = e.AsAdmin(http.MethodPost, "/api/policies/", map[string]any{"name": "tidy", "site": site.ID, "spaces": []int64{space},
+			"policy_type": "premigration", "schedule": map[string]any{"minute": "0", "hour": "4"},
+			"condition_groups": []any{map[string]any{"name": "all", "filesize_conditions": []any{map[string]any{"greater_or_less": "greater", "size": 0}}}}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		policy := recordID(t, r)
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", policy), map[string]any{"enabled": false})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		res = fire(workflows.PolicyWorkflowName, policy)
+		require.Empty(t, res.Jobs)
+		require.Contains(t, res.Skipped, "disabled on its record")
+		n, err := e.DB.NewSelect().Model((*models.Job)(nil)).Count(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "no job started")
+
+		// Asked for now, the disabled schedule runs.
+		r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/run/", sch), nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.Eventually(t, func() bool {
+			return e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/?schedule_ids=%d", sch), nil).Map()["count"] == float64(1)
+		}, time.Minute, 200*time.Millisecond)
+	})
+}
+
 // TestScheduleFiresByItself lets a real Temporal Schedule fire on its
 // own and finds the job it started, finished, through schedule_ids. A
 // record's cron cannot say seconds, so the test narrows the Temporal
