@@ -397,7 +397,7 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 		}
 		j.c.FailedAfter = paths[len(paths)-1]
 		out, err := discover(site.DiscoverInput{JobID: j.jobID, Run: p.Run, FirstBatch: first, Paths: paths, Rules: p.Rules,
-			BatchSize: p.BatchSize, Skip: p.Leftover})
+			BatchSize: p.BatchSize, Skip: p.Leftover, Policy: p.Policy})
 		if err != nil {
 			return err
 		}

@@ -293,6 +293,10 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 			return nil, err // a refused policy stays non-retryable
 		}
 	case "":
+		if in.Policy != nil {
+			err = a.rediscoverPolicy(ctx, in, w)
+			break
+		}
 		// A path given twice (or as "/a" and "/a/") is one path of the job.
 		seen, err2 := a.batchPaths(in.JobID, in.Skip)
 		if err2 != nil {

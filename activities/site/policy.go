@@ -605,3 +605,71 @@ func (a *Activities) discoverPolicy(ctx context.Context, in DiscoverInput, w *ba
 	}
 	return w.close(PolicyRulePremigrate + 1)
 }
+
+// rediscoverPolicy puts the paths of a resubmitted policy job (those its
+// earlier runs left undone) back in its batches when the policy still
+// selects them (its conditions, and the states it acts on, as they are
+// now); the others are reported skipped. They go to rule 0 for a policy
+// without triggers, else to the premigration band (rule 1): which of them
+// the first run's band only premigrated is not known here, and a resubmit
+// must never release what the policy meant to keep resident.
+func (a *Activities) rediscoverPolicy(ctx context.Context, in DiscoverInput, w *batchWriter) error {
+	now := time.Now()
+	if a.Now != nil {
+		now = a.Now()
+	}
+	p, err := compilePolicy(in.Policy, now)
+	if err != nil {
+		return err
+	}
+	f, err := newFilter(WalkOptions{Types: []string{TypeFile}, States: p.states})
+	if err != nil {
+		return errPolicy("%v", err)
+	}
+	rule := PolicyRuleAction
+	if len(in.Policy.Triggers) > 0 {
+		rule = PolicyRulePremigrate
+	}
+	seen, err := a.batchPaths(in.JobID, in.Skip)
+	if err != nil {
+		return err
+	}
+	var walk, files []string
+	for _, path := range in.Paths {
+		e, _, err := a.Root.Stat(path)
+		switch {
+		case err != nil:
+			w.out.Failed = append(w.out.Failed, Outcome{Path: path, State: OutcomeFailure, Message: a.pathMessage(err)})
+		case !seen[e.Path]:
+			seen[e.Path] = true
+			walk = append(walk, e.Path) // a folder (a space refused before) is scanned again
+			if e.Type == TypeFile {
+				files = append(files, e.Path)
+			}
+		}
+	}
+	selected := map[string]bool{}
+	err = walkTree(ctx, a.Root, walk, walkConfig{workers: 1, filter: f, missingOK: true}, func(items []item) error {
+		for i := range items {
+			it := &items[i]
+			if p.matches(it) && !selected[it.Path] {
+				selected[it.Path] = true
+				if err := w.add(rule, batchEntry{Path: it.Path, Type: TypeFile, State: it.State, Size: it.Size}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	for _, path := range files {
+		if !selected[path] {
+			w.out.Failed = append(w.out.Failed, Outcome{Path: path, State: OutcomeSkipped,
+				Message: "no longer selected by the policy (its conditions, or the states it acts on)"})
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return w.close(PolicyRulePremigrate + 1)
+}
+

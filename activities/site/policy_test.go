@@ -614,3 +614,42 @@ func boundedWant(p *policyScan, files []policyFile, need int64) []policyFile {
 	}
 	return want
 }
+
+// TestPolicyResubmitKeepsThePolicysChoice: a resubmitted policy job
+// discovers its undone paths again (Mode "", its Policy given). Before,
+// they were matched against the job's rules alone: every file landed in
+// rule 0 (a migration policy's migrate), also those its premigration band
+// meant to keep resident, and a file the policy no longer selected was
+// migrated too. Now only the files the policy still selects come back,
+// and with triggers they go to the premigration band.
+func TestPolicyResubmitKeepsThePolicysChoice(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	a, _ := policyActivities(t, now, tenFiles())
+	old := PolicyGroup{Name: "old", Dates: []DateCondition{{Field: "atime", OlderOrNewer: "older", Age: "95d", Include: true}}}
+	// f0…f5 are older than 95 days by atime; f9 is not.
+	paths := []string{"/p/f0", "/p/f1", "/p/f9", "/p/missing"}
+	resubmit := func(sel PolicySelect) (map[int][]string, *DiscoverOutput) {
+		// The rules of a policy job (changes.policyJob).
+		rules := []RuleFilter{{Type: TypeFile, State: "any"}, {Type: TypeFile, State: "resident"}}
+		in := DiscoverInput{JobID: 11, Run: 2, Paths: paths, Rules: rules, BatchSize: 10, Policy: &sel}
+		out, err := discover(t, a, in)
+		require.NoError(t, err)
+		return batchedPaths(t, a, in, out), out
+	}
+	states := func(out *DiscoverOutput) map[string]string {
+		m := map[string]string{}
+		for _, o := range out.Failed {
+			m[o.Path] = o.State
+		}
+		return m
+	}
+
+	got, out := resubmit(PolicySelect{Groups: []PolicyGroup{old}, States: []string{"resident", "premigrated"}})
+	require.Equal(t, map[int][]string{PolicyRuleAction: {"/p/f0", "/p/f1"}}, got, "no triggers: the policy's action: %+v", out)
+	require.Equal(t, map[string]string{"/p/f9": OutcomeSkipped, "/p/missing": OutcomeFailure}, states(out))
+
+	got, _ = resubmit(PolicySelect{Groups: []PolicyGroup{old}, States: []string{"resident", "premigrated"},
+		Triggers: []PolicyTrigger{{Pool: "fast", Upper: 80, Lower: 50, Premigrate: 30}}})
+	require.Equal(t, map[int][]string{PolicyRulePremigrate: {"/p/f0", "/p/f1"}}, got, "with triggers: premigrated, never released")
+}
