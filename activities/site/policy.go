@@ -672,4 +672,3 @@ func (a *Activities) rediscoverPolicy(ctx context.Context, in DiscoverInput, w *
 	}
 	return w.close(PolicyRulePremigrate + 1)
 }
-
