@@ -20,18 +20,18 @@ import (
 // value (a create starts from the defaults). Nested lists are replaced
 // whole.
 type PolicyInput struct {
-	Name            *string                `json:"name"`
-	Enabled         *bool                  `json:"enabled"`
-	PolicyType      *string                `json:"policy_type" doc:"migration or premigration."`
-	Filesystem      *string                `json:"filesystem"`
-	Site            *int64                 `json:"site"`
-	Spaces          *[]int64               `json:"spaces"`
-	Threads         *int                   `json:"threads"`
-	RunImmediately  bool                   `json:"run_immediately"`
-	Order           *PolicyOrderInput      `json:"order"`
-	Schedule        *PolicyScheduleInput   `json:"schedule"` // null removes it
-	Triggers        *[]TriggerInput        `json:"triggers"`
-	ConditionGroups *[]ConditionGroupInput `json:"condition_groups"`
+	Name            *string                       `json:"name"`
+	Enabled         *bool                         `json:"enabled"`
+	PolicyType      *string                       `json:"policy_type" doc:"migration or premigration."`
+	Filesystem      *string                       `json:"filesystem"`
+	Site            *int64                        `json:"site"`
+	Spaces          *[]int64                      `json:"spaces"`
+	Threads         *int                          `json:"threads"`
+	RunImmediately  bool                          `json:"run_immediately"`
+	Order           *PolicyOrderInput             `json:"order"`
+	Schedule        Nullable[PolicyScheduleInput] `json:"schedule"` // null removes it
+	Triggers        Nullable[[]TriggerInput]      `json:"triggers"` // null removes them
+	ConditionGroups *[]ConditionGroupInput        `json:"condition_groups"`
 }
 
 // TriggerInput is a policy trigger as a client writes it (thresholds in
@@ -212,13 +212,17 @@ func (s *Service) applyPolicy(ctx context.Context, p *models.Policy, in PolicyIn
 		p.OrderReverse = in.Order.Reverse
 	}
 	v.Check(slices.Contains(policyOrderKeys, p.OrderBy), "order.by", "Use one of "+strings.Join(policyOrderKeys, ", ")+".")
-	if in.Schedule != nil {
-		p.Schedule = policySchedule(v, *in.Schedule, p.Site)
-	} else if create {
+	switch {
+	case in.Schedule.Set && !in.Schedule.Null:
+		p.Schedule = policySchedule(v, in.Schedule.V, p.Site)
+	case in.Schedule.Set, create:
 		p.Schedule = nil
 	}
-	if in.Triggers != nil {
-		p.Triggers = triggers(v, *in.Triggers)
+	switch {
+	case in.Triggers.Set && !in.Triggers.Null:
+		p.Triggers = triggers(v, in.Triggers.V)
+	case in.Triggers.Set:
+		p.Triggers = []models.PolicyTrigger{}
 	}
 	if in.ConditionGroups != nil {
 		p.ConditionGroups = conditionGroups(v, *in.ConditionGroups)

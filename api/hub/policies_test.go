@@ -204,5 +204,14 @@ func TestPolicyRunSelectsByItsConditions(t *testing.T) {
 		jobs := e.AsAdmin(http.MethodGet, "/api/jobs/?state=SUCCESS", nil).Map()
 		require.EqualValues(t, 2, jobs["count"], jobs)
 		apitest.RecordHistories(t, e.Temporal)
+
+		// null removes the schedule (it was taken for absent: the policy
+		// kept running on its cron), and with it the Temporal Schedule.
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", id), map[string]any{"schedule": nil, "triggers": nil})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.Nil(t, r.Map()["schedule"], string(r.Body))
+		require.Equal(t, "[]", r.Map()["triggers"], "read as a string, as the spec says: %s", r.Body)
+		require.Eventually(t, func() bool { return describeSchedule(t, e, workflows.PolicyTemporalID(id)) == nil },
+			30*time.Second, 100*time.Millisecond, "no schedule, no triggers: no Temporal Schedule")
 	})
 }
