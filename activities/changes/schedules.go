@@ -323,8 +323,12 @@ func (s *Service) SyncSchedule(ctx context.Context, id string) error {
 			sch.State = &client.ScheduleState{}
 		}
 		sch.State.Paused, sch.State.Note = want.Paused, want.note()
+		// A one-shot policy that fired stays spent through pauses and
+		// other updates (re-armed, it ran again at its next time after a
+		// mere pause and resume); one that was not one-shot is armed.
+		spent := sch.State.LimitedActions && sch.State.RemainingActions == 0
 		sch.State.LimitedActions, sch.State.RemainingActions = want.Once, 0
-		if want.Once {
+		if want.Once && !spent {
 			sch.State.RemainingActions = 1
 		}
 		return &client.ScheduleUpdate{Schedule: &sch}, nil

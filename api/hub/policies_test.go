@@ -215,3 +215,43 @@ func TestPolicyRunSelectsByItsConditions(t *testing.T) {
 			30*time.Second, 100*time.Millisecond, "no schedule, no triggers: no Temporal Schedule")
 	})
 }
+
+// TestOneShotPolicyStaysSpent: a policy with first_occur runs once (a
+// Temporal Schedule with one remaining action); once it fired, pausing
+// and resuming it (or the hub's schedules) leaves it spent. Before, every
+// update armed it again, and it ran again at its next time.
+func TestOneShotPolicyStaysSpent(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		e.StartHubWorker()
+		s := newJobSite(t, e, "south")
+		site, err := models.GetSiteByName(ctx, e.DB, "south")
+		require.NoError(t, err)
+		space := policySpace(t, e, "south", s.root, "lab")
+		r := e.AsAdmin(http.MethodPost, "/api/policies/", map[string]any{"name": "once", "site": site.ID, "spaces": []int64{space},
+			"policy_type": "premigration", "schedule": map[string]any{"minute": "0", "hour": "4", "first_occur": true}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		id := recordID(t, r)
+		tid := workflows.PolicyTemporalID(id)
+		var d *client.ScheduleDescription
+		require.Eventually(t, func() bool { d = describeSchedule(t, e, tid); return d != nil }, 30*time.Second, 100*time.Millisecond)
+		require.True(t, d.Schedule.State.LimitedActions)
+		require.EqualValues(t, 1, d.Schedule.State.RemainingActions)
+
+		// It fired: Temporal counts its one action down.
+		h := e.Temporal.ScheduleClient().GetHandle(ctx, tid)
+		require.NoError(t, h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			in.Description.Schedule.State.RemainingActions = 0
+			return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
+		}}))
+		for _, enabled := range []bool{false, true} {
+			r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", id), map[string]any{"enabled": enabled})
+			require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+			require.Eventually(t, func() bool { d = describeSchedule(t, e, tid); return d.Schedule.State.Paused == !enabled },
+				30*time.Second, 100*time.Millisecond)
+			require.True(t, d.Schedule.State.LimitedActions)
+			require.Zero(t, d.Schedule.State.RemainingActions, "still spent (enabled %v)", enabled)
+		}
+	})
+}
