@@ -65,16 +65,27 @@ func (s *Server) createClientKey(c *gin.Context) error {
 	if err := in.validate(); err != nil {
 		return err
 	}
-	p := auth.Current(c)
-	if p.ClientKey != nil {
-		return web.Errorf(http.StatusForbidden, "Client keys can only be created with a token, not with another client key.")
+	if err := withToken(c, "created"); err != nil {
+		return err
 	}
+	p := auth.Current(c)
 	k := &models.ClientKey{Name: *in.Name, UserID: p.User.ID, User: p.User}
 	key, err := models.CreateClientKey(c.Request.Context(), s.DB, k)
 	if err != nil {
 		return err
 	}
 	c.JSON(http.StatusCreated, newClientKeyResponse{renderClientKey(c, k), key})
+	return nil
+}
+
+// withToken refuses a write of client keys made with a client key: keys
+// are created, renamed and revoked with a token (the spec: "Revoke with
+// DELETE /auth/clientkeys/{id}/, authenticated with a JWT"), so a leaked
+// key cannot revoke its owner's other keys or make more.
+func withToken(c *gin.Context, done string) error {
+	if auth.Current(c).ClientKey != nil {
+		return web.Errorf(http.StatusForbidden, "Client keys can only be %s with a token, not with a client key.", done)
+	}
 	return nil
 }
 
@@ -100,6 +111,9 @@ func (s *Server) renameClientKey(c *gin.Context) error {
 	if err := web.Bind(c, &in); err != nil {
 		return err
 	}
+	if err := withToken(c, "renamed"); err != nil {
+		return err
+	}
 	k, err := s.clientKeyFromPath(c)
 	if err != nil {
 		return err
@@ -118,6 +132,9 @@ func (s *Server) renameClientKey(c *gin.Context) error {
 }
 
 func (s *Server) deleteClientKey(c *gin.Context) error {
+	if err := withToken(c, "revoked"); err != nil {
+		return err
+	}
 	k, err := s.clientKeyFromPath(c)
 	if err != nil {
 		return err

@@ -67,6 +67,10 @@ func TestClientKeys(t *testing.T) {
 
 		require.Equal(t, http.StatusBadRequest, e.Do(http.MethodPost, "/api/auth/clientkeys/", user, map[string]string{}).Status)
 		require.Equal(t, http.StatusForbidden, e.Do(http.MethodPost, "/api/auth/clientkeys/", apiKey, map[string]string{"name": "k2"}).Status)
+		// Nor renamed or revoked with one: a leaked key cannot revoke its
+		// owner's keys.
+		require.Equal(t, http.StatusForbidden, e.Do(http.MethodPatch, path, apiKey, map[string]string{"name": "leaked"}).Status)
+		require.Equal(t, http.StatusForbidden, e.Do(http.MethodDelete, path, apiKey, nil).Status)
 
 		// A deleted key stops working at once.
 		require.Equal(t, http.StatusNoContent, e.Do(http.MethodDelete, path, user, nil).Status)
