@@ -26,7 +26,22 @@ type StepParam struct {
 	Min int64
 	// Enum, when set, lists the accepted values of a string parameter.
 	Enum []string
+	// Path: a string parameter naming a path of a site ("" for its
+	// default), checked as job paths are (SitePathError).
+	Path bool
 	Doc  string
+}
+
+// SitePathError says what is wrong with p as a path inside a site root
+// (absolute, no ".." element, no NUL), or "".
+func SitePathError(p string) string {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return "Paths are absolute inside the site root and start with /."
+	case strings.ContainsRune(p, 0) || slices.Contains(strings.Split(p, "/"), ".."):
+		return "Paths may not contain .. or NUL."
+	}
+	return ""
 }
 
 // WorkflowStep is one step of the vocabulary that filter rules chain. The
@@ -81,14 +96,14 @@ var WorkflowSteps = []WorkflowStep{
 		Params: []StepParam{
 			{Name: "destination_site", Type: ParamString, Required: true, Doc: "Name of the receiving site."},
 			{Name: "destination_queue", Type: ParamString, Doc: "Queue of the receiving site; default: default."},
-			{Name: "destination_path", Type: ParamString, Doc: "Folder at the receiving site; default: the same path."},
+			{Name: "destination_path", Type: ParamString, Path: true, Doc: "Folder at the receiving site; default: the same path."},
 			{Name: "hydrate", Type: ParamBool, Doc: "Write full data at the destination even for migrated files."},
 		}},
 	{Name: StepSiteSync, Doc: "Keep files in step with another site.",
 		Params: []StepParam{
 			{Name: "destination_site", Type: ParamString, Required: true, Doc: "Name of the other site."},
 			{Name: "destination_queue", Type: ParamString, Doc: "Queue of the other site; default: default."},
-			{Name: "destination_path", Type: ParamString, Doc: "Folder at the other site; default: the same path."},
+			{Name: "destination_path", Type: ParamString, Path: true, Doc: "Folder at the other site; default: the same path."},
 			{Name: "sync_preference", Type: ParamString, Enum: []string{"newest", "local", "ignore"},
 				Doc: "Which side wins when both changed: newest, local, or ignore (leave conflicts)."},
 		}},
@@ -196,6 +211,9 @@ func wfCheckParam(p StepParam, v any) string {
 		}
 		if p.Required && s == "" {
 			return "This field may not be blank."
+		}
+		if p.Path && s != "" {
+			return SitePathError(s)
 		}
 	}
 	return ""

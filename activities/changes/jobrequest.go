@@ -170,25 +170,12 @@ func CheckQueue(ctx context.Context, db bun.IDB, v models.FieldErrors, field str
 func CheckPaths(v models.FieldErrors, field string, paths []string) {
 	for i, s := range paths {
 		f := fmt.Sprintf("%s[%d]", field, i)
-		switch {
-		case s == "":
+		if s == "" {
 			v.Add(f, "Each path must be a non-empty string or an object with a path.")
-		case !strings.HasPrefix(s, "/"):
-			v.Add(f, "Paths are absolute inside the site root and start with /.")
-		case strings.ContainsRune(s, 0) || ContainsDotDot(s):
-			v.Add(f, "Paths may not contain .. or NUL.")
+		} else if msg := models.SitePathError(s); msg != "" {
+			v.Add(f, msg)
 		}
 	}
-}
-
-// ContainsDotDot tells whether path p has a ".." element.
-func ContainsDotDot(p string) bool {
-	for _, part := range strings.Split(p, "/") {
-		if part == ".." {
-			return true
-		}
-	}
-	return false
 }
 
 // checkFields validates runtime fields against the definition and fills
@@ -287,6 +274,15 @@ func checkDestinations(ctx context.Context, db bun.IDB, v models.FieldErrors, wf
 			}
 			if err := CheckQueue(ctx, db, v, qfield, destSite, queue); err != nil {
 				return nil, err
+			}
+			// A runtime field's value, checked as the definition's literal
+			// was (models.StepParam.Path).
+			if name, ok := strings.CutPrefix(fmt.Sprint(st.Params["destination_path"]), "$"); ok {
+				if p, _ := fields[name].(string); p != "" {
+					if msg := models.SitePathError(p); msg != "" {
+						v.Add("fields."+name, msg)
+					}
+				}
 			}
 		}
 	}

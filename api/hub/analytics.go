@@ -136,7 +136,7 @@ func (s *Server) analyticsParams(c *gin.Context) (analyticsQuery, error) {
 // cleanAPIPath checks a path of a site as the API takes it (absolute,
 // without "..") and cleans it.
 func cleanAPIPath(p string) (string, error) {
-	if !strings.HasPrefix(p, "/") || changes.ContainsDotDot(p) || strings.ContainsRune(p, 0) {
+	if models.SitePathError(p) != "" {
 		return "", fmt.Errorf("Paths are absolute inside the site root, without ..")
 	}
 	return path.Clean(p), nil

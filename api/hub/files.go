@@ -47,7 +47,7 @@ func browseParams(c *gin.Context, conf models.Configuration) (browseQuery, error
 	var q browseQuery
 	v := web.ValidationError{}
 	p := c.DefaultQuery("path", "/")
-	if !strings.HasPrefix(p, "/") || changes.ContainsDotDot(p) || strings.ContainsRune(p, 0) {
+	if models.SitePathError(p) != "" {
 		v["path"] = []string{"Paths are absolute inside the site root, without .."}
 	} else {
 		q.path = path.Clean(p)

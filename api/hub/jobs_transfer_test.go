@@ -215,6 +215,21 @@ func TestSendRefusesBadDestination(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", dest, r.Body)
 		require.Contains(t, r.Map(), "fields.destination_site")
 	}
+
+	// A destination path from a runtime field is checked as job paths are.
+	_, err = models.EnsureSite(context.Background(), e.DB, "there")
+	require.NoError(t, err)
+	r := e.AsAdmin(http.MethodPost, "/api/workflows/", map[string]any{"name": "sendto", "label": "Send to",
+		"fields": map[string]any{"dest_path": map[string]any{"type": "text", "label": "Folder there"}},
+		"filter_rules": []any{map[string]any{"action": []any{map[string]any{"name": "send",
+			"params": map[string]any{"destination_site": "there", "destination_path": "$dest_path"}}}}}})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	for _, bad := range []string{"../x", "x", "/a/../../b"} {
+		r = e.AsAdmin(http.MethodPost, "/api/file/workflow/", map[string]any{"site": "here", "workflow": "sendto",
+			"paths": []string{"/a"}, "fields": map[string]any{"dest_path": bad}})
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", bad, r.Body)
+		require.Contains(t, r.Map(), "fields.dest_path", bad)
+	}
 }
 
 // TestSendAfterDestinationRename: a send keeps its destination site by

@@ -167,6 +167,8 @@ func TestWorkflowDefinitionValidation(t *testing.T) {
 		{"string param type", map[string]any{"name": "n", "label": "L", "filter_rules": []any{rule("file", "any", step("migrate", map[string]any{"target": 7}))}}, "filter_rules[0].action[0].params.target"},
 		{"enum param", map[string]any{"name": "n", "label": "L", "filter_rules": []any{rule("all", "any", step("site_sync", map[string]any{"destination_site": "b", "sync_preference": "oldest"}))}}, "filter_rules[0].action[0].params.sync_preference"},
 		{"required param", map[string]any{"name": "n", "label": "L", "filter_rules": []any{rule("all", "any", step("send", map[string]any{"hydrate": true}))}}, "filter_rules[0].action[0].params.destination_site"},
+		{"path param relative", map[string]any{"name": "n", "label": "L", "filter_rules": []any{rule("all", "any", step("send", map[string]any{"destination_site": "b", "destination_path": "../x"}))}}, "filter_rules[0].action[0].params.destination_path"},
+		{"path param dotdot", map[string]any{"name": "n", "label": "L", "filter_rules": []any{rule("all", "any", step("site_sync", map[string]any{"destination_site": "b", "destination_path": "/a/../../x"}))}}, "filter_rules[0].action[0].params.destination_path"},
 		{"params type", map[string]any{"name": "n", "label": "L", "filter_rules": []any{rule("all", "any", step("send", nil), map[string]any{"name": "delete", "params": []any{}})}}, "filter_rules[0].action[1].params"},
 		{"missing field ref", map[string]any{"name": "n", "label": "L", "filter_rules": []any{rule("all", "any", step("send", map[string]any{"destination_site": "$dest"}))}}, "filter_rules[0].action[0].params.destination_site"},
 		{"field ref type", map[string]any{"name": "n", "label": "L",
