@@ -62,6 +62,17 @@ func usersGroupGrants() []string {
 		"add_job", "change_job", "add_search", "delete_search")
 }
 
+// ExtraPermissions are permissions beyond the four verbs of a model.
+var ExtraPermissions = []Permission{
+	// Without it, a user changes (pauses, resumes, cancels, resubmits,
+	// deletes) only its own jobs: change_job, which every member of
+	// Users holds, would otherwise let anyone cancel anyone's.
+	{Codename: PermManageJobs, Model: "job", Name: "Can manage every job"},
+}
+
+// PermManageJobs lets a user change every job, not only its own.
+const PermManageJobs = "manage_job"
+
 // Codename returns the codename of action on model, e.g. view_site.
 func Codename(action, model string) string { return action + "_" + model }
 
@@ -76,6 +87,13 @@ func EnsureAuthData(ctx context.Context, db bun.IDB) error {
 			if _, err := db.NewInsert().Model(p).On("CONFLICT (codename) DO NOTHING").Exec(ctx); err != nil {
 				return fmt.Errorf("ensure permission %s: %w", p.Codename, err)
 			}
+		}
+	}
+	for _, extra := range ExtraPermissions {
+		p := extra
+		p.AppLabel = AppLabel
+		if _, err := db.NewInsert().Model(&p).On("CONFLICT (codename) DO NOTHING").Exec(ctx); err != nil {
+			return fmt.Errorf("ensure permission %s: %w", p.Codename, err)
 		}
 	}
 	var all []string

@@ -180,6 +180,20 @@ func (s *Server) jobFromPath(c *gin.Context) (*models.Job, error) {
 	return models.GetJob(c.Request.Context(), s.DB, id)
 }
 
+// jobToChange is jobFromPath for a write: a caller changes only its own
+// jobs, unless it holds manage_job (models.PermManageJobs).
+func (s *Server) jobToChange(c *gin.Context) (*models.Job, error) {
+	j, err := s.jobFromPath(c)
+	if err != nil {
+		return nil, err
+	}
+	p := auth.Current(c)
+	if p.Can(models.PermManageJobs) || (j.OwnerType == models.OwnerUser && j.OwnerID != nil && *j.OwnerID == p.User.ID) {
+		return j, nil
+	}
+	return nil, web.Errorf(http.StatusForbidden, "You can change only your own jobs (%s lets a user change every job).", models.PermManageJobs)
+}
+
 func (s *Server) getJob(c *gin.Context) error {
 	j, err := s.jobFromPath(c)
 	if err != nil {
@@ -204,7 +218,7 @@ var errJobNotRunning = changes.ErrJobNotRunning
 // signalJob sends pause or resume to a running job's workflow.
 func (s *Server) signalJob(signal string) func(c *gin.Context) error {
 	return func(c *gin.Context) error {
-		j, err := s.jobFromPath(c)
+		j, err := s.jobToChange(c)
 		if err != nil {
 			return err
 		}
@@ -222,7 +236,7 @@ func (s *Server) signalJob(signal string) func(c *gin.Context) error {
 // cancelJob asks the job's workflow to cancel (changes.CancelJob): 202
 // with the job, CANCELLING or already ended.
 func (s *Server) cancelJob(c *gin.Context) error {
-	j, err := s.jobFromPath(c)
+	j, err := s.jobToChange(c)
 	if err != nil {
 		return err
 	}
@@ -244,7 +258,7 @@ func (s *Server) cancelJob(c *gin.Context) error {
 // An unfinished job, or one with nothing left to redo, is unchanged (200);
 // one whose queue is no longer a known queue of its site is a 400.
 func (s *Server) resubmitJob(c *gin.Context) error {
-	j, err := s.jobFromPath(c)
+	j, err := s.jobToChange(c)
 	if err != nil {
 		return err
 	}
@@ -266,7 +280,7 @@ func (s *Server) resubmitJob(c *gin.Context) error {
 // deleteJob removes a finished (or CANCELLING) job's records and its
 // batch files at the site (changes.DeleteJob); a running job is a 409.
 func (s *Server) deleteJob(c *gin.Context) error {
-	j, err := s.jobFromPath(c)
+	j, err := s.jobToChange(c)
 	if err != nil {
 		return err
 	}

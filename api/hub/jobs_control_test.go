@@ -308,3 +308,33 @@ func pendingActivities(t *testing.T, e *apitest.Env, id int64) string {
 	}
 	return strings.Join(append(out, evs...), "\n")
 }
+
+// TestUsersChangeOnlyTheirOwnJobs: a member of Users (change_job) pauses,
+// resumes, cancels and resubmits its own jobs, never another user's or the
+// system's (403); manage_job, which Administrators hold, changes every job.
+// Before, anyone in Users could cancel anyone's job.
+func TestUsersChangeOnlyTheirOwnJobs(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	ctx := context.Background()
+	_, err := models.EnsureSite(ctx, e.DB, "west")
+	require.NoError(t, err)
+	alice := apitest.Bearer(e.CreateUser("alice"))
+	bob := apitest.Bearer(e.CreateUser("bob"))
+	olga := apitest.Bearer(e.CreateUser("olga", models.GroupAdministrators))
+	r := e.Do(http.MethodPost, "/api/file/workflow/", alice, map[string]any{"site": "west", "workflow": "premigrate", "paths": []string{"/a"}})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	mine := int64(r.Map()["job"].(float64))
+	// Finished, so that a resubmit has something to do and no worker is needed.
+	_, err = e.DB.NewUpdate().Model((*models.Job)(nil)).Set("state = ?", "FAILURE").Where("id = ?", mine).Exec(ctx)
+	require.NoError(t, err)
+	for _, action := range []string{"pause", "resume", "cancel", "resubmit"} {
+		r := e.Do(http.MethodPost, fmt.Sprintf("/api/jobs/%d/%s/", mine, action), bob, nil)
+		require.Equal(t, http.StatusForbidden, r.Status, "%s: %s", action, r.Body)
+		require.Contains(t, r.Map()["detail"], "only your own jobs", action)
+	}
+	for who, auth := range map[string]string{"the owner": alice, "an administrator": olga} {
+		r := e.Do(http.MethodPost, fmt.Sprintf("/api/jobs/%d/cancel/", mine), auth, nil)
+		require.NotEqual(t, http.StatusForbidden, r.Status, "%s: %s", who, r.Body)
+	}
+}
