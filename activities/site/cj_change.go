@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -216,6 +217,39 @@ func cjRemoveTree(dir string) error {
 		return nil
 	})
 	return os.RemoveAll(dir)
+}
+
+// beatEvery is how often beatWhile heartbeats, and beat how (tests
+// shorten the one and count the other: the SDK sends heartbeats on at most
+// once per throttle interval).
+var (
+	beatEvery = 5 * time.Second
+	beat      = activity.RecordHeartbeat
+)
+
+// beatWhile runs fn, heartbeating every few seconds meanwhile when ctx is
+// an activity's (with details' value): a long flush or listing is not
+// mistaken for a dead worker, whose attempt would then be retried beside
+// it.
+func beatWhile(ctx context.Context, details func() any, fn func() error) error {
+	if !activity.IsActivity(ctx) {
+		return fn()
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(beatEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				beat(ctx, details())
+			}
+		}
+	}()
+	return fn()
 }
 
 // cjHeartbeat reports progress when running as an activity, so a long copy

@@ -198,10 +198,17 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		// reported taken (the space's files may be changed or deleted the
 		// next instant): its copies, and its stubs' markers on their
 		// targets.
-		err = flushSite(a.Root.flushDir)
+		err = beatWhile(ctx, func() any { return "flushing" }, func() error {
+			if err := flushSite(a.Root.flushDir); err != nil {
+				return err
+			}
+			return sc.drivers.flush(ctx)
+		})
 	}
 	if err == nil {
-		err = sc.drivers.flush(ctx)
+		// An attempt that outlived its time (a flush stuck for hours) places
+		// nothing: its item may have been given up and removed since.
+		err = ctx.Err()
 	}
 	if err == nil {
 		fault.Point("snapshot.copied")

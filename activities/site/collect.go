@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
-
-	"go.temporal.io/sdk/activity"
 )
 
 // CollectInput asks a site to collect one target.
@@ -26,21 +24,12 @@ func (a *Activities) CollectTarget(ctx context.Context, in CollectInput) (Collec
 		return CollectResult{}, err
 	}
 	var seen atomic.Int64
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		tick := time.NewTicker(5 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				activity.RecordHeartbeat(ctx, seen.Load())
-			}
-		}
-	}()
-	return Collect(ctx, d, CollectOptions{Grace: in.Grace, Progress: func() { seen.Add(1) }})
+	var res CollectResult
+	err = beatWhile(ctx, func() any { return seen.Load() }, func() (err error) {
+		res, err = Collect(ctx, d, CollectOptions{Grace: in.Grace, Progress: func() { seen.Add(1) }})
+		return err
+	})
+	return res, err
 }
 
 // CollectTargetBothLayouts is CollectTarget under the name the hub has

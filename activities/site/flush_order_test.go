@@ -3,13 +3,18 @@ package site
 import (
 	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
 	"golang.org/x/sys/unix"
 
 	"github.com/thehub/hub/activities/fsutil"
@@ -424,4 +429,52 @@ func TestSpaceRemovalIsFlushedBeforeItIsReported(t *testing.T) {
 	require.True(t, flushed)
 	require.NoError(t, s.a.Root.RestoreFromTrash(trashEntry(t, dir), "/spaces/lab"))
 	s.requireRecalled(t, "spaces/lab", auditSpaceFiles)
+}
+
+// TestSnapshotFlushHeartbeatsAndAStaleAttemptPlacesNothing: a snapshot
+// heartbeats while its flushes run (a slow flush is not taken for a dead
+// worker, whose attempt Temporal would retry beside it), and an attempt
+// whose time ran out meanwhile places nothing: its item may have been
+// given up and removed since. Before, a flush stuck past the heartbeat
+// timeout let a retry run beside it, and the stale attempt then placed a
+// snapshot no item tracked. (Not parallel: the hooks are the package's.)
+func TestSnapshotFlushHeartbeatsAndAStaleAttemptPlacesNothing(t *testing.T) {
+	dir, tdir, s := snapshotStubSite(t, false)
+	placed := func() bool {
+		_, err := os.Lstat(filepath.Join(dir, cjSnapshotsDir, "lab", "s1"))
+		return err == nil
+	}
+	savedEvery, savedBeat := beatEvery, beat
+	var beats atomic.Int32
+	beatEvery = 5 * time.Millisecond
+	beat = func(ctx context.Context, details ...any) { beats.Add(1); savedBeat(ctx, details...) }
+	t.Cleanup(func() { flushSite, beatEvery, beat = fsutil.SyncFSOf, savedEvery, savedBeat })
+
+	var during atomic.Int32
+	flushSite = func(d *os.File) error {
+		before := beats.Load()
+		time.Sleep(100 * time.Millisecond)
+		during.Add(beats.Load() - before)
+		return fsutil.SyncFSOf(d)
+	}
+	var ts testsuite.WorkflowTestSuite
+	ts.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := ts.NewTestActivityEnvironment()
+	env.RegisterActivity(s.a)
+	ch := CJChange{Type: CJSnapshots, Name: "s1", Snapshot: snapshotOfLab(tdir)}
+	_, err := env.ExecuteActivity(s.a.CJApply, ch)
+	require.NoError(t, err)
+	require.True(t, placed())
+	require.Positive(t, during.Load(), "heartbeats while the flush runs (%d in all)", beats.Load())
+	_, err = s.a.cjSnapshot(context.Background(), snapshotOfLab(tdir), true)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	flushSite = func(d *os.File) error {
+		cancel() // the attempt's time runs out during its flush
+		return fsutil.SyncFSOf(d)
+	}
+	_, err = s.a.cjSnapshot(ctx, snapshotOfLab(tdir), false)
+	require.ErrorIs(t, err, context.Canceled)
+	require.False(t, placed(), "a stale attempt places nothing")
 }
