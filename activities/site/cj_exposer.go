@@ -3,6 +3,7 @@ package site
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"regexp"
 	"strconv"
@@ -104,6 +105,9 @@ func (a *Activities) cjExposer(e *CJExposer, del bool) (string, error) {
 				return "", cjPermanent(fmt.Errorf("invalid SMB user %q", u))
 			}
 		}
+		if err := a.checkSMBExposer(e.Name, dir); err != nil {
+			return "", err
+		}
 		fmt.Fprintf(&b, "[%s]\n", e.Name)
 		fmt.Fprintf(&b, "    path = %s\n", dir)
 		fmt.Fprintf(&b, "    read only = %s\n", map[bool]string{true: "yes", false: "no"}[e.ReadOnly])
@@ -130,4 +134,42 @@ func (a *Activities) cjExposer(e *CJExposer, del bool) (string, error) {
 		return "", fmt.Errorf("write %s: %w", rel, err)
 	}
 	return "wrote " + rel, nil
+}
+
+// checkSMBExposer refuses what Samba would not read as one share of its
+// own: a reserved section's name (global set defaults for every share
+// loaded after it), a name another exposer has but for case (Samba makes
+// them one section, whose path the last one read sets: one space's users
+// in another's), a path holding % (Samba substitutions a client steers)
+// or a trailing backslash (a line continuation).
+func (a *Activities) checkSMBExposer(name, dir string) error {
+	if smbReservedSections[normalSMBName(name)] {
+		return cjPermanent(fmt.Errorf("exposer name %q is a reserved smb.conf section", name))
+	}
+	if err := CheckSharePath(dir); err != nil {
+		return cjPermanent(err)
+	}
+	cfg, err := a.openConfig()
+	if err != nil {
+		return err
+	}
+	defer cfg.Close()
+	d, err := openBeneath(cfg, cjSMBDir, os.O_RDONLY|oDirectory, 0)
+	if isNotExist(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		other, ok := strings.CutSuffix(n, ".conf")
+		if ok && other != name && normalSMBName(other) == normalSMBName(name) {
+			return cjPermanent(fmt.Errorf("exposer name %q differs from exposer %q only by case: Samba would make them one share", name, other))
+		}
+	}
+	return nil
 }

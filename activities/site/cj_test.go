@@ -178,3 +178,28 @@ func TestCJExposerRefusesBadClients(t *testing.T) {
 		requirePermanent(t, err, "invalid NFS client")
 	}
 }
+
+// TestCJSMBExposerNamesAreSambaSafe: an SMB exposer named as a reserved
+// smb.conf section, or as another exposer but for case (Samba makes them
+// one section, whose path the last one read sets), or exporting a path
+// Samba would substitute in (%), is refused for good. Before, "Data" and
+// "data" of two spaces became one share: one space's users in the other's.
+func TestCJSMBExposerNamesAreSambaSafe(t *testing.T) {
+	t.Parallel()
+	a := newCJActivities(t)
+	ctx := context.Background()
+	for _, sp := range []string{"s1", "s2"} {
+		_, err := a.CJApply(ctx, CJChange{Type: CJSpaces, Name: sp, Space: &CJSpace{Name: sp}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(a.Root.Dir(), "spaces", "s1", "a%m"), 0o755))
+	smb := func(name, space, p string) error {
+		_, err := a.CJApply(ctx, CJChange{Type: CJExposers, Name: name, Exposer: &CJExposer{Name: name, Kind: CJCIFS, Space: space, Path: p}})
+		return err
+	}
+	require.NoError(t, smb("Data", "s1", ""))
+	requirePermanent(t, smb("data", "s2", ""), "only by case")
+	requirePermanent(t, smb("GLOBAL", "s2", ""), "reserved smb.conf section")
+	requirePermanent(t, smb("subst", "s1", "a%m"), "%")
+	require.NoError(t, smb("Data", "s1", ""), "written again, the exposer is its own twin")
+}
