@@ -327,7 +327,7 @@ var errorStatuses = map[int]string{
 	http.StatusTooManyRequests:       "Too many failed attempts: retry after Retry-After seconds",
 	http.StatusInternalServerError:   "Internal error, logged with the request_id answered",
 	http.StatusBadGateway:            "A site, target or identity provider failed",
-	http.StatusServiceUnavailable:    "The hub has no secret key configured to store secrets",
+	http.StatusServiceUnavailable:    "The job engine (Temporal) did not answer in time, or the hub has no secret key configured to store secrets: try again shortly",
 	http.StatusGatewayTimeout:        "A site or target did not answer in time",
 }
 
@@ -463,7 +463,9 @@ func (g *schemaGen) openAPIOperation(method, ginPath string) *openapi3.Operation
 	}
 	errs := []int{http.StatusBadRequest, http.StatusNotFound, http.StatusInternalServerError}
 	if !d.Public {
-		errs = append(errs, http.StatusUnauthorized, http.StatusForbidden)
+		// Any authenticated route may reach Temporal (a job's control, a
+		// change's start, a site's answer), which may be down.
+		errs = append(errs, http.StatusUnauthorized, http.StatusForbidden, http.StatusServiceUnavailable)
 	}
 	if d.In != nil {
 		errs = append(errs, http.StatusRequestEntityTooLarge)
