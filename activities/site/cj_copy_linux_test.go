@@ -48,11 +48,14 @@ func TestCJCopyFileCopiesOthersFiles(t *testing.T) {
 	require.Equal(t, "root's file", string(got))
 }
 
-// TestSnapshotKeepsOwnersModesAndACLs: a snapshot's copies keep their
-// sources' owners, groups, modes (less the write bits) and POSIX ACLs, so
-// that only those who could read a file read its copy. Before, every
-// folder of a snapshot was made root's and readable by all (mode | 0555):
-// a 0700 home folder's files were open to every user of the site.
+// TestSnapshotKeepsOwnersModesAndACLs: a snapshot's copies stay the
+// worker's and read-only, and are readable by those who could read their
+// sources: the source's owner as a named user of the copy's ACL with its
+// owner bits, its group as the copy's group, the source's named entries
+// kept, every write bit removed. Before, every folder of a snapshot was
+// the worker's (root) with mode | 0555: a 0700 home folder's files were
+// readable by every user; and a copy given to its user could be made
+// writable by them again.
 func TestSnapshotKeepsOwnersModesAndACLs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to give files to other users") // CI runs as root
@@ -66,7 +69,7 @@ func TestSnapshotKeepsOwnersModesAndACLs(t *testing.T) {
 	files := []struct {
 		name     string
 		mode     os.FileMode
-		uid, gid int
+		uid, gid uint32
 	}{
 		{"alice", 0o700 | os.ModeDir, 1234, 1234},
 		{"alice/thesis.tex", 0o644, 1234, 1234},
@@ -80,19 +83,15 @@ func TestSnapshotKeepsOwnersModesAndACLs(t *testing.T) {
 		} else {
 			require.NoError(t, os.WriteFile(p, []byte(f.name), 0o600))
 		}
-		require.NoError(t, os.Chown(p, f.uid, f.gid))
+		require.NoError(t, os.Chown(p, int(f.uid), int(f.gid)))
 		require.NoError(t, os.Chmod(p, f.mode.Perm()))
 	}
 	require.NoError(t, os.Symlink("alice", filepath.Join(lab, "link")))
 	require.NoError(t, os.Lchown(filepath.Join(lab, "link"), 1234, 1234))
 	// user 2345 may read shared.txt: user::rw- user:2345:r-- group::r-- mask::r-- other::---
-	entry := func(tag, perm uint16, id uint32) []byte {
-		return []byte{byte(tag), byte(tag >> 8), byte(perm), byte(perm >> 8), byte(id), byte(id >> 8), byte(id >> 16), byte(id >> 24)}
-	}
-	acl := append([]byte{2, 0, 0, 0}, entry(0x01, 6, ^uint32(0))...)
-	named := entry(0x02, 4, 2345)
-	acl = append(append(append(append(acl, named...), entry(0x04, 4, ^uint32(0))...), entry(0x10, 4, ^uint32(0))...), entry(0x20, 0, ^uint32(0))...)
-	require.NoError(t, unix.Setxattr(filepath.Join(lab, "shared.txt"), "system.posix_acl_access", acl, 0), "POSIX ACLs on the test's filesystem")
+	named := aclEntry{aclUser, 0o4, 2345}
+	acl := snapshotACL(0o640, false, 1234, []aclEntry{named})
+	require.NoError(t, unix.Setxattr(filepath.Join(lab, "shared.txt"), aclAccess, acl, 0), "POSIX ACLs on the test's filesystem")
 
 	msg, err := s.a.cjSnapshot(context.Background(), snapshotOfLab(tdir), false)
 	require.NoError(t, err, msg)
@@ -101,17 +100,25 @@ func TestSnapshotKeepsOwnersModesAndACLs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o550), fi.Mode().Perm(), "the space folder's mode, less the write bits")
 	for _, f := range files {
-		fi, err := os.Lstat(filepath.Join(snap, f.name))
+		p := filepath.Join(snap, f.name)
+		fi, err := os.Lstat(p)
 		require.NoError(t, err)
 		st := fi.Sys().(*syscall.Stat_t)
-		require.Equal(t, f.mode.Perm()&^0o222, fi.Mode().Perm(), f.name)
-		require.Equal(t, []int{f.uid, f.gid}, []int{int(st.Uid), int(st.Gid)}, f.name)
+		require.Zero(t, fi.Mode().Perm()&0o222, "%s: no write bit", f.name)
+		require.Equal(t, []uint32{0, f.gid}, []uint32{st.Uid, st.Gid}, "%s: the worker's, in the source's group", f.name)
+		got := make([]byte, 256)
+		n, err := unix.Getxattr(p, aclAccess, got)
+		require.NoError(t, err, f.name)
+		entries := parseACL(got[:n])
+		perm := uint16(f.mode.Perm())
+		require.Contains(t, entries, aclEntry{aclUser, perm >> 6 & 0o5, f.uid}, "%s: its owner reads it as before", f.name)
+		require.Contains(t, entries, aclEntry{aclGroupObj, perm >> 3 & 0o5, aclNoID}, f.name)
+		require.Contains(t, entries, aclEntry{aclOther, perm & 0o5, aclNoID}, f.name)
+		for _, e := range entries {
+			require.Zero(t, e.perm&0o2, "%s: no entry writes: %+v", f.name, e)
+		}
+		if f.name == "shared.txt" {
+			require.Contains(t, entries, named, "user 2345 still reads the copy")
+		}
 	}
-	fi, err = os.Lstat(filepath.Join(snap, "link"))
-	require.NoError(t, err)
-	require.EqualValues(t, 1234, fi.Sys().(*syscall.Stat_t).Uid, "link")
-	got := make([]byte, 256)
-	n, err := unix.Getxattr(filepath.Join(snap, "shared.txt"), "system.posix_acl_access", got)
-	require.NoError(t, err)
-	require.Contains(t, string(got[:n]), string(named), "user 2345 still reads the copy")
 }

@@ -12,7 +12,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -493,43 +492,6 @@ func cjCopyFile(ctx context.Context, root *Root, srcRel, dst string, sc *snapsho
 		return n, err
 	}
 	return n, os.Chtimes(dst, info.ModTime(), info.ModTime())
-}
-
-// keepAccess gives the copy dst the owner, group, mode and POSIX ACLs of
-// its source (src, open, whose stat is info): a snapshot's copy is
-// readable by those who could read the original and by no one else (the
-// worker, root, made it). A worker that may not chown (not root) owns its
-// copies as it owns their sources.
-func keepAccess(src *os.File, info fs.FileInfo, dst string) error {
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		if err := chownCopy(dst, int(st.Uid), int(st.Gid)); err != nil {
-			return err
-		}
-	}
-	if err := os.Chmod(dst, info.Mode().Perm()); err != nil {
-		return err
-	}
-	for _, name := range []string{"system.posix_acl_access", "system.posix_acl_default"} {
-		acl, err := fgetxattr(src, name)
-		if errors.Is(err, errNoAttr) || errors.Is(err, errXattrUnsupported) {
-			continue
-		} else if err != nil {
-			return fmt.Errorf("ACL of %s: %w", dst, err)
-		}
-		if err := lsetxattr(dst, name, acl); err != nil && !errors.Is(err, errXattrUnsupported) {
-			return fmt.Errorf("ACL of %s: %w", dst, err)
-		}
-	}
-	return nil
-}
-
-// chownCopy makes a copy uid's and gid's; a worker without the right to
-// (not root) leaves it its own.
-func chownCopy(dst string, uid, gid int) error {
-	if err := os.Lchown(dst, uid, gid); err != nil && !errors.Is(err, syscall.EPERM) {
-		return err
-	}
-	return nil
 }
 
 // cjReadOnly removes every write permission below dir (dir itself stays
