@@ -123,11 +123,11 @@ func TestAuditKeepsTrashedSpace(t *testing.T) {
 			dir := t.TempDir()
 			s := newAuditSite(t, dir, t.TempDir(), index)
 			space := &CJSpace{Name: "lab"}
-			_, err := s.a.cjSpace(space, false)
+			_, err := s.a.cjSpace(context.Background(), space, false)
 			require.NoError(t, err)
 			s.migrateFiles(t, "spaces/lab", auditSpaceFiles)
 
-			msg, err := s.a.cjSpace(space, true)
+			msg, err := s.a.cjSpace(context.Background(), space, true)
 			require.NoError(t, err)
 			require.Contains(t, msg, "kept in")
 			require.NoDirExists(t, filepath.Join(dir, "spaces", "lab"))
@@ -135,7 +135,7 @@ func TestAuditKeepsTrashedSpace(t *testing.T) {
 			requireNoRecordsAt(t, s.a.Root, "spaces/lab")
 
 			s.auditAndCollect(t)
-			require.NoError(t, s.a.Root.RestoreFromTrash(trashed, "/spaces/lab"))
+			require.NoError(t, s.a.Root.RestoreFromTrash(context.Background(), trashed, "/spaces/lab"))
 			s.auditAndCollect(t)
 			s.requireRecalled(t, "spaces/lab", auditSpaceFiles)
 		})
@@ -157,10 +157,10 @@ func TestAuditSpaceTrashChild(t *testing.T) {
 		return
 	}
 	if name := os.Getenv("HUB_AUDIT_CHILD_RESTORE"); name != "" {
-		require.NoError(t, a.Root.RestoreFromTrash(name, "/spaces/lab"))
+		require.NoError(t, a.Root.RestoreFromTrash(context.Background(), name, "/spaces/lab"))
 		return
 	}
-	_, err := a.cjSpace(&CJSpace{Name: "lab"}, true)
+	_, err := a.cjSpace(context.Background(), &CJSpace{Name: "lab"}, true)
 	require.NoError(t, err)
 }
 
@@ -182,7 +182,7 @@ func TestKillTrashingASpaceWithStubs(t *testing.T) {
 			setup := func(t *testing.T) (string, auditSite) {
 				dir := t.TempDir()
 				s := newAuditSite(t, dir, t.TempDir(), index)
-				_, err := s.a.cjSpace(&CJSpace{Name: "lab"}, false)
+				_, err := s.a.cjSpace(context.Background(), &CJSpace{Name: "lab"}, false)
 				require.NoError(t, err)
 				s.migrateFiles(t, "spaces/lab", auditSpaceFiles)
 				return dir, s
@@ -215,7 +215,7 @@ func TestKillTrashingASpaceWithStubs(t *testing.T) {
 					require.False(t, child(dir, ""), "the retry")
 					requireNoRecordsAt(t, s.a.Root, "spaces/lab")
 					s.auditAndCollect(t)
-					require.NoError(t, s.a.Root.RestoreFromTrash(trashEntry(t, dir), "/spaces/lab"))
+					require.NoError(t, s.a.Root.RestoreFromTrash(context.Background(), trashEntry(t, dir), "/spaces/lab"))
 					s.requireRecalled(t, "spaces/lab", auditSpaceFiles)
 				})
 			}
@@ -283,7 +283,7 @@ func movingSpace(t *testing.T) (s auditSite, space *CJSpace, late map[string]str
 	t.Helper()
 	s = newAuditSite(t, t.TempDir(), t.TempDir(), true)
 	space = &CJSpace{Name: "moving"}
-	_, err := s.a.cjSpace(space, false)
+	_, err := s.a.cjSpace(context.Background(), space, false)
 	require.NoError(t, err)
 	s.migrateFiles(t, "spaces/moving", auditSpaceFiles)
 	late = map[string]string{"late.txt": "migrated while its space moves"}
@@ -296,7 +296,7 @@ func movingSpace(t *testing.T) (s auditSite, space *CJSpace, late map[string]str
 func (s auditSite) requireRestoredSpaceRecalls(t *testing.T, late map[string]string) {
 	t.Helper()
 	s.auditAndCollect(t)
-	require.NoError(t, s.a.Root.RestoreFromTrash(trashEntry(t, s.a.Root.Dir()), "/spaces/moving"))
+	require.NoError(t, s.a.Root.RestoreFromTrash(context.Background(), trashEntry(t, s.a.Root.Dir()), "/spaces/moving"))
 	s.requireRecalled(t, "spaces/moving", auditSpaceFiles)
 	s.requireRecalled(t, "spaces/moving", late)
 }
@@ -316,7 +316,7 @@ func TestMoveCarriesRecordsWrittenDuringIt(t *testing.T) {
 		}
 	}
 	defer func() { recordsCopied = nil }()
-	_, err := s.a.cjSpace(space, true)
+	_, err := s.a.cjSpace(context.Background(), space, true)
 	require.NoError(t, err)
 	recordsCopied = nil
 	requireNoRecordsAt(t, s.a.Root, "spaces/moving")
@@ -338,7 +338,7 @@ func TestRecordFollowsAFileMovedWhileWritten(t *testing.T) {
 	indexRecordWriting = func(rel string) {
 		if rel == "spaces/moving/late.txt" && !moved {
 			moved = true
-			_, err := s.a.cjSpace(space, true)
+			_, err := s.a.cjSpace(context.Background(), space, true)
 			require.NoError(t, err)
 		}
 	}
@@ -365,7 +365,7 @@ func TestRecordFollowsAFileMovedWhileWritten(t *testing.T) {
 // ended or waits for it. (Not parallel: the hooks are the package's.)
 func TestTwoAttemptsOfOneMoveKeepTheRecords(t *testing.T) {
 	s, space, _ := movingSpace(t)
-	_, err := s.a.cjSpace(space, true)
+	_, err := s.a.cjSpace(context.Background(), space, true)
 	require.NoError(t, err)
 	name := trashEntry(t, s.a.Root.Dir())
 	from := path.Join(trashFolder, name)
@@ -378,7 +378,7 @@ func TestTwoAttemptsOfOneMoveKeepTheRecords(t *testing.T) {
 			return
 		}
 		recordsCopied = nil
-		go func() { second <- s.a.Root.RestoreFromTrash(name, "/spaces/moving") }()
+		go func() { second <- s.a.Root.RestoreFromTrash(context.Background(), name, "/spaces/moving") }()
 		select {
 		case err := <-second:
 			second <- err
@@ -386,7 +386,7 @@ func TestTwoAttemptsOfOneMoveKeepTheRecords(t *testing.T) {
 		}
 	}
 	defer func() { recordsCopied, moveLockWaiting = nil, nil }()
-	first := s.a.Root.RestoreFromTrash(name, "/spaces/moving")
+	first := s.a.Root.RestoreFromTrash(context.Background(), name, "/spaces/moving")
 	if err := <-second; (first == nil) == (err == nil) {
 		t.Fatalf("one attempt restores the entry, the other finds it gone: %v, %v", first, err)
 	}
@@ -408,7 +408,7 @@ func TestReceivedStubFollowsItsFolder(t *testing.T) {
 	indexRecordWriting = func(rel string) {
 		if rel == "d/f.txt" && !moved {
 			moved = true
-			require.NoError(t, fx.root.moveWithRecords("d", "e", nil, func() error {
+			require.NoError(t, fx.root.moveWithRecords(context.Background(), "d", "e", nil, func() error {
 				return os.Rename(fx.abs("/d"), fx.abs("/e"))
 			}))
 		}
@@ -437,10 +437,10 @@ func TestPurgeTrash(t *testing.T) {
 			dir := t.TempDir()
 			s := newAuditSite(t, dir, t.TempDir(), index)
 			space := &CJSpace{Name: "lab"}
-			_, err := s.a.cjSpace(space, false)
+			_, err := s.a.cjSpace(context.Background(), space, false)
 			require.NoError(t, err)
 			s.migrateFiles(t, "spaces/lab", auditSpaceFiles)
-			_, err = s.a.cjSpace(space, true)
+			_, err = s.a.cjSpace(context.Background(), space, true)
 			require.NoError(t, err)
 			entry := trashEntry(t, dir)
 
@@ -459,4 +459,31 @@ func TestPurgeTrash(t *testing.T) {
 			require.Len(t, s.dropLeakedAndCollect(t).Leaked, len(auditSpaceFiles))
 		})
 	}
+}
+
+// TestMoveWaitsForAnotherAsLongAsItsContext: a move waits for the site's
+// moves lock as long as its context lasts (one move of a folder of
+// thousands of index records holds it for minutes; a fixed wait failed
+// the others, a snapshot's placement among them), and fails once its
+// context ends.
+func TestMoveWaitsForAnotherAsLongAsItsContext(t *testing.T) {
+	t.Parallel()
+	root := newRoot(t, t.TempDir(), true)
+	require.NoError(t, os.Mkdir(filepath.Join(root.Dir(), "a"), 0o755))
+	move := func(ctx context.Context, from, to string) error {
+		return root.moveWithRecords(ctx, from, to, nil, func() error {
+			return os.Rename(filepath.Join(root.Dir(), from), filepath.Join(root.Dir(), to))
+		})
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(root.Dir(), hubDir), 0o750))
+	held, err := flockWithin(filepath.Join(root.Dir(), hubDir, movesLockFile), time.Second, nil, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, move(ctx, "a", "b"), context.DeadlineExceeded)
+	require.DirExists(t, filepath.Join(root.Dir(), "a"))
+
+	go func() { time.Sleep(300 * time.Millisecond); held() }()
+	require.NoError(t, move(context.Background(), "a", "b"), "waits for the other move to end")
+	require.DirExists(t, filepath.Join(root.Dir(), "b"))
 }

@@ -125,7 +125,7 @@ func (a *Activities) CJApply(ctx context.Context, ch CJChange) (CJResult, error)
 	var err error
 	switch {
 	case ch.Type == CJSpaces && ch.Space != nil:
-		msg, err = a.cjSpace(ch.Space, ch.Delete)
+		msg, err = a.cjSpace(ctx, ch.Space, ch.Delete)
 	case ch.Type == CJExposers && ch.Exposer != nil:
 		msg, err = a.cjExposer(ch.Exposer, ch.Delete)
 	case ch.Type == CJSnapshots && ch.Snapshot != nil:

@@ -62,7 +62,7 @@ func TestSnapshotKeepsOwnersModesAndACLs(t *testing.T) {
 	}
 	dir, tdir := t.TempDir(), t.TempDir()
 	s := newAuditSite(t, dir, tdir, false)
-	_, err := s.a.cjSpace(&CJSpace{Name: "lab"}, false)
+	_, err := s.a.cjSpace(context.Background(), &CJSpace{Name: "lab"}, false)
 	require.NoError(t, err)
 	lab := filepath.Join(dir, "spaces", "lab")
 	require.NoError(t, os.Chmod(lab, 0o750))

@@ -214,7 +214,7 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		// The tree renamed is this attempt's own, whole: renamed out of
 		// the folder it holds locked, never over a snapshot another
 		// attempt placed meanwhile.
-		err = sc.place(build, parent, s.Name, func() error {
+		err = sc.place(ctx, build, parent, s.Name, func() error {
 			return renameBeneath(&loc{rel: sc.build, parent: held, name: snapshotTree}, &loc{rel: rel, parent: parent, name: s.Name}, false)
 		})
 		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {

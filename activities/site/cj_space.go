@@ -1,6 +1,7 @@
 package site
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,7 +18,7 @@ import (
 
 // cjSpace creates a space's directory with its templates' folders and
 // records its quota, or removes both.
-func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
+func (a *Activities) cjSpace(ctx context.Context, s *CJSpace, del bool) (string, error) {
 	rel := path.Join(cjSpacesDir, s.Name)
 	quota := a.cjConfigFile(cjQuotasDir, s.Name, ".quota")
 	if _, err := a.Root.Resolve(rel); err != nil {
@@ -41,7 +42,7 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 		case (errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST)) && s.KeepNonEmpty:
 			moved = " (kept in place: not empty, its data stays where it is)"
 		case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
-			trash, err := a.Root.trashWithRecords(rel, fmt.Sprintf("%s-%d", s.Name, time.Now().UnixNano()))
+			trash, err := a.Root.trashWithRecords(ctx, rel, fmt.Sprintf("%s-%d", s.Name, time.Now().UnixNano()))
 			if err != nil {
 				return "", fmt.Errorf("move %s to the trash: %w", rel, err)
 			}
@@ -117,9 +118,9 @@ func (a *Activities) cjSpace(s *CJSpace, del bool) (string, error) {
 // no file, and the retried removal, finding the folder gone, drops those
 // left at rel. Records kept in the files' attributes move with them. The
 // references audit walks the trash, so the trashed stubs keep their data.
-func (r *Root) trashWithRecords(rel, name string) (string, error) {
+func (r *Root) trashWithRecords(ctx context.Context, rel, name string) (string, error) {
 	var trash string
-	err := r.moveWithRecords(rel, path.Join(trashFolder, name), nil, func() (err error) {
+	err := r.moveWithRecords(ctx, rel, path.Join(trashFolder, name), nil, func() (err error) {
 		fault.Point("cj.space.records-copied")
 		trash, err = r.moveToTrash(rel, name)
 		return err
@@ -134,7 +135,7 @@ func (r *Root) trashWithRecords(rel, name string) (string, error) {
 // records at the trash path: its stubs read as empty resident files, and
 // the references audit would drop their references. A kill leaves records
 // at both paths; run again, it finishes.
-func (r *Root) RestoreFromTrash(name, p string) error {
+func (r *Root) RestoreFromTrash(ctx context.Context, name, p string) error {
 	if err := checkTrashEntry(name); err != nil {
 		return err
 	}
@@ -166,7 +167,7 @@ func (r *Root) RestoreFromTrash(name, p string) error {
 	case !isNotExist(err):
 		return err
 	}
-	return r.moveWithRecords(from, to.rel, []*loc{to}, func() error {
+	return r.moveWithRecords(ctx, from, to.rel, []*loc{to}, func() error {
 		fault.Point("trash.restore.records-copied")
 		if err := renameBeneath(&loc{rel: from, parent: trash, name: name}, to, false); err != nil {
 			return err

@@ -51,7 +51,7 @@ func TestKillDeleting(t *testing.T) {
 				// operator restores it (with its records) and recalls it.
 				for _, entry := range trashed { // each a deleted file, set aside under a name of its own
 					restored := "/restored/" + filepath.Base(entry)
-					require.NoError(t, root.RestoreFromTrash(filepath.Base(entry), restored))
+					require.NoError(t, root.RestoreFromTrash(context.Background(), filepath.Base(entry), restored))
 					res, err := Recall(ctx, root, []string{restored}, only("t", target), StepOptions{})
 					require.NoError(t, err)
 					requireAll(t, res, CodeOK, []string{restored})

@@ -414,7 +414,7 @@ func TestSpaceRemovalIsFlushedBeforeItIsReported(t *testing.T) {
 	}
 	t.Cleanup(func() { flushSite = fsutil.SyncFSOf })
 	flushSite = func(*os.File) error { return unix.EIO }
-	_, err := s.a.cjSpace(&CJSpace{Name: "lab"}, true)
+	_, err := s.a.cjSpace(context.Background(), &CJSpace{Name: "lab"}, true)
 	require.Error(t, err)
 	require.True(t, gone(), "moved to the trash, not yet reported")
 
@@ -423,11 +423,11 @@ func TestSpaceRemovalIsFlushedBeforeItIsReported(t *testing.T) {
 		flushed = flushed || gone()
 		return fsutil.SyncFSOf(d)
 	}
-	msg, err := s.a.cjSpace(&CJSpace{Name: "lab"}, true)
+	msg, err := s.a.cjSpace(context.Background(), &CJSpace{Name: "lab"}, true)
 	require.NoError(t, err)
 	require.Contains(t, msg, "removed spaces/lab")
 	require.True(t, flushed)
-	require.NoError(t, s.a.Root.RestoreFromTrash(trashEntry(t, dir), "/spaces/lab"))
+	require.NoError(t, s.a.Root.RestoreFromTrash(context.Background(), trashEntry(t, dir), "/spaces/lab"))
 	s.requireRecalled(t, "spaces/lab", auditSpaceFiles)
 }
 

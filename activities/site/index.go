@@ -548,7 +548,7 @@ func readLegacyLog(name string) (map[string]Record, error) {
 // lockIndex takes the exclusive lock of the index, waiting at most
 // importLockWait for another process holding it. Tests replace it.
 var lockIndex = func(name string) (unlock func(), err error) {
-	unlock, err = flockWithin(name, importLockWait, nil)
+	unlock, err = flockWithin(name, importLockWait, nil, nil)
 	if errors.Is(err, errLockBusy) {
 		return nil, fmt.Errorf("another process is importing %s; try again later", legacyIndexFile)
 	}
@@ -559,12 +559,13 @@ var lockIndex = func(name string) (unlock func(), err error) {
 var errLockBusy = errors.New("lock held by another process")
 
 // flockWithin takes an exclusive flock of the file name (created if need
-// be), waiting at most wait for another process or another descriptor of
-// this one holding it; waiting, if not nil, is called once when it finds
-// the lock held. Where the filesystem has no locks (NFS without a lock
+// be), waiting for another process or another descriptor of this one
+// holding it at most wait (0: until done is closed, then failing with
+// errLockBusy); waiting, if not nil, is called once when it finds the
+// lock held. Where the filesystem has no locks (NFS without a lock
 // daemon, some FUSE filesystems) it goes on unlocked, as fsutil does.
 // Closing the file (unlock, or the process's end) releases the lock.
-func flockWithin(name string, wait time.Duration, waiting func()) (unlock func(), err error) {
+func flockWithin(name string, wait time.Duration, waiting func(), done <-chan struct{}) (unlock func(), err error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, err
@@ -581,7 +582,7 @@ func flockWithin(name string, wait time.Duration, waiting func()) (unlock func()
 			_ = f.Close()
 			return nil, err
 		}
-		if time.Now().After(deadline) {
+		if wait > 0 && time.Now().After(deadline) {
 			_ = f.Close()
 			return nil, errLockBusy
 		}
@@ -589,6 +590,11 @@ func flockWithin(name string, wait time.Duration, waiting func()) (unlock func()
 			waiting()
 			waiting = nil
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-done:
+			_ = f.Close()
+			return nil, errLockBusy
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }

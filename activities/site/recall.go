@@ -354,7 +354,7 @@ func openPastLeases(name string, flag int) (*os.File, error) {
 // index records (see copyRecords), and returns its new root-relative path.
 // An entry on another filesystem than the trash (a mount below the root)
 // is moved beside itself instead, under a temporary name (tmpPrefix).
-func (r *Root) moveAside(l *loc, name string) (string, error) {
+func (r *Root) moveAside(ctx context.Context, l *loc, name string) (string, error) {
 	if err := mkdirBeneath(r.f, trashFolder, 0o750); err != nil {
 		return "", err
 	}
@@ -364,11 +364,11 @@ func (r *Root) moveAside(l *loc, name string) (string, error) {
 	}
 	defer trash.Close()
 	to := &loc{rel: path.Join(trashFolder, name), parent: trash, name: name}
-	err = r.moveWithRecords(l.rel, to.rel, []*loc{l}, func() error { return renameBeneath(l, to, false) })
+	err = r.moveWithRecords(ctx, l.rel, to.rel, []*loc{l}, func() error { return renameBeneath(l, to, false) })
 	if errors.Is(err, unix.EXDEV) {
 		beside := tmpPrefix + name
 		to = &loc{rel: path.Join(path.Dir(l.rel), beside), parent: l.parent, name: beside}
-		err = r.moveWithRecords(l.rel, to.rel, []*loc{l}, func() error { return renameBeneath(l, to, false) })
+		err = r.moveWithRecords(ctx, l.rel, to.rel, []*loc{l}, func() error { return renameBeneath(l, to, false) })
 	}
 	if err != nil {
 		return "", err
@@ -524,7 +524,7 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			// name, and so finishes the same copy.
 			sum := sha256.Sum256([]byte(rel))
 			name := fmt.Sprintf("delete-%d-%d-%x", inode(fi), birthTime(abs), sum[:6])
-			if rel, err = s.root.moveAside(l, name); err != nil {
+			if rel, err = s.root.moveAside(s.ctx, l, name); err != nil {
 				j.fail(err)
 				return
 			}

@@ -1,6 +1,7 @@
 package site
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -80,16 +81,17 @@ func (r *Root) copyRecords(oldRel, newRel string) (*recordCopy, error) {
 // one whose records it moves.
 //
 // Moves of one site run one at a time, under the flock of .hub/moves.lock
-// (waiting at most importLockWait, then failing for a retry): two attempts
+// (waiting, heartbeating, as long as ctx lasts: a move of a folder of
+// thousands of index records holds it for minutes): two attempts
 // of one move (a retried Receive whose first attempt still runs, two
 // restores of one trash entry) copied the same records to the same path,
 // and the one whose rename lost undid its copies, removing the records of
 // the files the other had moved there.
-func (r *Root) moveWithRecords(oldRel, newRel string, pinned []*loc, rename func() error) error {
+func (r *Root) moveWithRecords(ctx context.Context, oldRel, newRel string, pinned []*loc, rename func() error) error {
 	if moveLocking != nil {
 		moveLocking(oldRel)
 	}
-	unlock, err := r.lockMoves()
+	unlock, err := r.lockMoves(ctx)
 	if err != nil {
 		return err
 	}
@@ -117,14 +119,17 @@ func (r *Root) moveWithRecords(oldRel, newRel string, pinned []*loc, rename func
 var moveLocking func(oldRel string)
 var moveLockWaiting func()
 
-func (r *Root) lockMoves() (unlock func(), err error) {
+func (r *Root) lockMoves(ctx context.Context) (unlock func(), err error) {
 	hub := r.state.index.hub
 	if err := os.MkdirAll(hub, 0o750); err != nil {
 		return nil, err
 	}
-	unlock, err = flockWithin(filepath.Join(hub, movesLockFile), importLockWait, moveLockWaiting)
+	err = beatWhile(ctx, func() any { return "waiting for another move of files on this site" }, func() error {
+		unlock, err = flockWithin(filepath.Join(hub, movesLockFile), 0, moveLockWaiting, ctx.Done())
+		return err
+	})
 	if errors.Is(err, errLockBusy) {
-		return nil, errors.New("another move of files on this site is under way; try again later")
+		return nil, fmt.Errorf("waiting for another move of files on this site: %w", ctx.Err())
 	}
 	return unlock, err
 }

@@ -119,7 +119,7 @@ func (s *snapshotCopy) copyStub(ctx context.Context, in *os.File, info os.FileIn
 // at both paths, each naming its own inodes: a final one not describing a
 // placed file is replaced by the next attempt's or ignored, and the
 // build's are dropped with the build's leftovers.
-func (s *snapshotCopy) place(build, parent *os.File, name string, rename func() error) error {
+func (s *snapshotCopy) place(ctx context.Context, build, parent *os.File, name string, rename func() error) error {
 	if err := flockWait(build); err != nil && !noLocks(err) {
 		return err
 	}
@@ -127,7 +127,7 @@ func (s *snapshotCopy) place(build, parent *os.File, name string, rename func() 
 	if _, err := fstatat(fdOf(parent), name); err == nil {
 		return unix.EEXIST
 	}
-	return s.root.moveWithRecords(s.build, s.final, nil, func() error {
+	return s.root.moveWithRecords(ctx, s.build, s.final, nil, func() error {
 		fault.Point("snapshot.records-copied")
 		return rename()
 	})

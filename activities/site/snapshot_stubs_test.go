@@ -24,7 +24,7 @@ func snapshotOfLab(tdir string) *CJSnapshot {
 func snapshotStubSite(t *testing.T, index bool) (dir, tdir string, s auditSite) {
 	dir, tdir = t.TempDir(), t.TempDir()
 	s = newAuditSite(t, dir, tdir, index)
-	_, err := s.a.cjSpace(&CJSpace{Name: "lab"}, false)
+	_, err := s.a.cjSpace(context.Background(), &CJSpace{Name: "lab"}, false)
 	require.NoError(t, err)
 	s.migrateFiles(t, "spaces/lab", auditSpaceFiles)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "spaces", "lab", "r.txt"), []byte("resident"), 0o644))

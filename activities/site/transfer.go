@@ -219,7 +219,7 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	case Deleted:
 		return a.replayDeletion(in, f, l, existing)
 	case Moved:
-		return a.replayMove(in, f, l, exists)
+		return a.replayMove(ctx, in, f, l, exists)
 	}
 	if f.Type == TypeDirectory {
 		return "directory", a.Root.mkdirAll(l.rel)
@@ -674,7 +674,7 @@ const keptAtNewPath = "kept the destination's copy at the new path; the old path
 // paths, which the rerun finishes (it renames again, or finds the file
 // moved and drops the old path's records); never a moved stub without its
 // record.
-func (a *Activities) replayMove(in ReceiveInput, f SentFile, l *loc, exists bool) (string, error) {
+func (a *Activities) replayMove(ctx context.Context, in ReceiveInput, f SentFile, l *loc, exists bool) (string, error) {
 	oldDst := a.destPath(in, f.OldPath)
 	old, err := a.Root.locate(oldDst)
 	if err != nil && !isNotExist(err) {
@@ -704,7 +704,7 @@ func (a *Activities) replayMove(in ReceiveInput, f SentFile, l *loc, exists bool
 			return keptLinkedStub, err
 		}
 	}
-	err = a.Root.moveWithRecords(old.rel, l.rel, []*loc{old, l}, func() error {
+	err = a.Root.moveWithRecords(ctx, old.rel, l.rel, []*loc{old, l}, func() error {
 		if marks := a.Root.state.marks; marks != nil {
 			// The folder a stub moves into is marked as holding records
 			// (folder_marks.go), or policy scans would read it as resident.

@@ -326,7 +326,7 @@ func TestMoveThroughAFolderMovedMeanwhile(t *testing.T) {
 	moveLocking = func(oldRel string) {
 		if oldRel == "d/old.txt" {
 			moveLocking = nil
-			require.NoError(t, fx.root.moveWithRecords("d", "e", nil, func() error {
+			require.NoError(t, fx.root.moveWithRecords(context.Background(), "d", "e", nil, func() error {
 				return os.Rename(fx.abs("/d"), fx.abs("/e"))
 			}))
 		}

@@ -57,7 +57,7 @@ crash, it finishes. See docs/cj-api.md.`,
 			if err != nil {
 				return err
 			}
-			if err := r.RestoreFromTrash(args[0], args[1]); err != nil {
+			if err := r.RestoreFromTrash(cmd.Context(), args[0], args[1]); err != nil {
 				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "restored %s to %s\n", args[0], args[1])
