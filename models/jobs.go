@@ -209,6 +209,15 @@ func CreateJob(ctx context.Context, db bun.IDB, j *Job) error {
 	return dbErr(err)
 }
 
+// FiringStarted tells whether a firing (a Temporal Schedule's workflow ID,
+// key) already created a system job: keyed key, or key/… for one of
+// several.
+func FiringStarted(ctx context.Context, db bun.IDB, key string) (bool, error) {
+	ok, err := db.NewSelect().Model((*Job)(nil)).Where("owner_id IS NULL AND owner_type = ?", OwnerSystem).
+		Where("(idempotency_key = ? OR idempotency_key LIKE ?)", key, key+"/%").Exists(ctx)
+	return ok, dbErr(err)
+}
+
 // GetJobByKey loads the job owner created with idempotency key.
 func GetJobByKey(ctx context.Context, db bun.IDB, ownerID *int64, key string) (*Job, error) {
 	j := new(Job)

@@ -143,10 +143,16 @@ func (a *Activities) PolicyPlan(ctx context.Context, id int64) (*workflows.Polic
 // pausedSince says why a Temporal Schedule's firing of record in.ID
 // (Temporal Schedule id) starts nothing: the record, or the hub, paused
 // it since the firing began (it may wait long for a worker). A run asked
-// for now always fires.
+// for now always fires, and so does the retry of an attempt that started
+// jobs.
 func (a *Activities) pausedSince(ctx context.Context, in workflows.Fire, id string) (string, error) {
 	if in.Now {
 		return "", nil
+	}
+	// An attempt after one that started jobs goes on: a retry finds them
+	// (idempotency keys), and its firing waits for them.
+	if started, err := models.FiringStarted(ctx, a.DB, in.Key); started || err != nil {
+		return "", err
 	}
 	why, err := a.changes(ctx).PausedWhy(ctx, id)
 	if why != "" {

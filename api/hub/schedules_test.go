@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
@@ -348,7 +349,7 @@ func TestPausedFiringsStartNothing(t *testing.T) {
 		site, err := models.GetSiteByName(ctx, e.DB, "east")
 		require.NoError(t, err)
 		fire := func(name string, id int64) *workflows.FireResult {
-			run, err := e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("paused-%s-%d", name, id),
+			run, err := e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("firing-%s-%d", name, id),
 				TaskQueue: workflows.HubTaskQueue}, name, workflows.Fire{ID: id})
 			require.NoError(t, err)
 			var res workflows.FireResult
@@ -360,11 +361,26 @@ func TestPausedFiringsStartNothing(t *testing.T) {
 			"managed_paths": map[string]any{"/data": map[string]any{}}})
 		r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/workflows/", sch), map[string]any{"workflow": "premigrate"})
 		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		wid := recordID(t, r)
 		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/schedules/%d/", sch), map[string]any{"enabled": false})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 		res := fire(workflows.ScheduleWorkflowName, sch)
 		require.Empty(t, res.Jobs)
 		require.Contains(t, res.Skipped, "disabled on its record")
+		// The retry of an attempt that started its job before the pause
+		// goes on: it finds the job and waits for it.
+		key := fmt.Sprintf("firing-%s-%d/%d", workflows.ScheduleWorkflowName, sch+1000, wid)
+		started, _, err := e.API.Changes.SubmitJob(ctx, changes.JobRequest{Site: "east", Workflow: "premigrate", Paths: []string{"/data"},
+			IdempotencyKey: &key, Owner: changes.JobOwner{ScheduleID: &sch, ScheduleName: "paused"}})
+		require.NoError(t, err)
+		run, err := e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("firing-%s-%d", workflows.ScheduleWorkflowName, sch+1000),
+			TaskQueue: workflows.HubTaskQueue}, workflows.ScheduleWorkflowName, workflows.Fire{ID: sch})
+		require.NoError(t, err)
+		var retried workflows.FireResult
+		require.NoError(t, run.Get(ctx, &retried))
+		require.Equal(t, []int64{started.ID}, retried.Jobs, "%+v", retried)
+		_, err = e.DB.NewDelete().Model((*models.Job)(nil)).Where("id = ?", started.ID).Exec(ctx)
+		require.NoError(t, err)
 
 		space := policySpace(t, e, "east", s.root, "lab")
 		r = e.AsAdmin(http.MethodPost, "/api/policies/", map[string]any{"name": "tidy", "site": site.ID, "spaces": []int64{space},
