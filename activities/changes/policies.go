@@ -117,6 +117,13 @@ func (s *Service) SavePolicy(ctx context.Context, id int64, in PolicyInput) (p *
 	if err := s.applyPolicy(ctx, p, in, id == 0); err != nil {
 		return nil, nil, err
 	}
+	if id == 0 && in.RunImmediately {
+		// Refused before anything is stored: a 400 after the policy was
+		// created would make a client's retry a name conflict.
+		if _, err := s.fileChain(ctx, models.PolicyWorkflows[p.PolicyType], true); err != nil {
+			return nil, nil, err
+		}
+	}
 	err = s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
 		if err := uniqueName(ctx, tx, (*models.Policy)(nil), p.ID, p.Name, "A policy with this name already exists."); err != nil {
 			return err

@@ -100,7 +100,9 @@ func (s *Service) SaveSchedule(ctx context.Context, id int64, in ScheduleInput) 
 	if _, err := time.LoadLocation(siteTZ(sch.Site)); err != nil {
 		return nil, models.Invalid("site", fmt.Sprintf("The site's timezone %q is unknown.", sch.Site.Timezone))
 	}
-	if sch.SpaceID != nil {
+	// Checked when the site or the space changes: a schedule whose space
+	// left its site since can still be paused or deleted.
+	if sch.SpaceID != nil && (in.Site != nil || in.Space != nil) {
 		_, err := models.GetSpace(ctx, s.DB, *sch.SpaceID, models.SpaceFilter{SiteID: &sch.SiteID})
 		if errors.Is(err, models.ErrNotFound) {
 			return nil, models.Invalid("space", fmt.Sprintf("Space %q is not on site %s.", sch.Space.Name, sch.Site.Name))
@@ -108,9 +110,12 @@ func (s *Service) SaveSchedule(ctx context.Context, id int64, in ScheduleInput) 
 			return nil, err
 		}
 	}
-	moved, err := s.moveScheduleWorkflows(ctx, sch)
-	if err != nil {
-		return nil, err
+	var moved []*models.ScheduleWorkflow
+	var err error
+	if in.Site != nil {
+		if moved, err = s.moveScheduleWorkflows(ctx, sch); err != nil {
+			return nil, err
+		}
 	}
 	err = s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
 		if err := uniqueName(ctx, tx, (*models.Schedule)(nil), sch.ID, sch.Name, "A schedule with this name already exists."); err != nil {

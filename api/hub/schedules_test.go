@@ -331,6 +331,11 @@ func TestScheduleMovedToAnotherSite(t *testing.T) {
 		require.Contains(t, fmt.Sprint(r.Map()["space"]), "is not on site west", string(r.Body))
 		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/schedules/%d/", id), map[string]any{"space": "lab", "site": "east"})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		// Its space leaves its site: the schedule can still be paused.
+		_, err = e.DB.NewDelete().Model((*models.SpaceSite)(nil)).Where("space_id = ?", sp.ID).Exec(ctx)
+		require.NoError(t, err)
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/schedules/%d/", id), map[string]any{"enabled": false})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 	})
 }
 
@@ -396,6 +401,25 @@ func TestPausedFiringsStartNothing(t *testing.T) {
 		n, err := e.DB.NewSelect().Model((*models.Job)(nil)).Count(ctx)
 		require.NoError(t, err)
 		require.Zero(t, n, "no job started")
+
+		// A policy whose workflow is disabled is refused whole when it
+		// would run at once (before, it was created, then the answer was
+		// a 400, and the client's retry a name conflict).
+		var premigrate float64
+		for _, w := range e.AsAdmin(http.MethodGet, "/api/workflows/?page_size=100", nil).Map()["results"].([]any) {
+			if w.(map[string]any)["name"] == "premigrate" {
+				premigrate = w.(map[string]any)["id"].(float64)
+			}
+		}
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/workflows/%d/", int64(premigrate)), map[string]any{"enabled": false})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r = e.AsAdmin(http.MethodPost, "/api/policies/", map[string]any{"name": "at-once", "site": site.ID, "spaces": []int64{space},
+			"policy_type": "premigration", "run_immediately": true})
+		require.Equal(t, http.StatusBadRequest, r.Status, string(r.Body))
+		require.Contains(t, fmt.Sprint(r.Map()["workflow"]), "is disabled", string(r.Body))
+		require.EqualValues(t, 1, e.AsAdmin(http.MethodGet, "/api/policies/", nil).Map()["count"], "nothing stored")
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/workflows/%d/", int64(premigrate)), map[string]any{"enabled": true})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 
 		// Asked for now, the disabled schedule runs.
 		r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/run/", sch), nil)
