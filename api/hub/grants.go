@@ -1,12 +1,14 @@
 package hub
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -75,25 +77,58 @@ func (s *Server) userGrantable(c *gin.Context, username string, groups *[]string
 }
 
 // groupGrantable refuses a write to group id (0: a new one) that the
-// caller may not make, with the permissions it would grant.
-func (s *Server) groupGrantable(c *gin.Context, id int64, permissions *[]string) error {
+// caller may not make: the permissions it holds or would grant, and the
+// users it would add or remove (each a user the caller may write).
+func (s *Server) groupGrantable(c *gin.Context, id int64, in changes.GroupInput) error {
 	if auth.Current(c).User.IsSuperuser {
 		return nil
 	}
+	ctx := c.Request.Context()
 	var sets []map[string]bool
+	members := map[string]bool{}
 	if id != 0 {
-		held, err := models.GroupsPermissionSet(c.Request.Context(), s.DB, nil, []int64{id})
+		g, err := models.GetGroup(ctx, s.DB, id)
+		if err != nil {
+			return err
+		}
+		held, err := models.GroupsPermissionSet(ctx, s.DB, nil, []int64{id})
 		if err != nil {
 			return err
 		}
 		sets = append(sets, held)
+		for _, u := range g.Users {
+			members[u.Username] = true
+		}
 	}
-	if permissions != nil {
+	if in.Permissions != nil {
 		granted := map[string]bool{}
-		for _, p := range *permissions {
+		for _, p := range *in.Permissions {
 			granted[p] = true
 		}
 		sets = append(sets, granted)
 	}
-	return grantable(c, sets...)
+	if err := grantable(c, sets...); err != nil {
+		return err
+	}
+	if in.Users == nil {
+		return nil
+	}
+	changed := map[string]bool{}
+	for _, u := range *in.Users {
+		changed[u] = !members[u]
+	}
+	for u := range members {
+		if _, kept := changed[u]; !kept {
+			changed[u] = true
+		}
+	}
+	for u, moves := range changed {
+		if !moves {
+			continue
+		}
+		if err := s.userGrantable(c, u, nil); err != nil && !errors.Is(err, models.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
 }

@@ -70,7 +70,7 @@ func (s *Server) saveGroup(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.groupGrantable(c, id, in.Permissions); err != nil {
+	if err := s.groupGrantable(c, id, in); err != nil {
 		return err
 	}
 	g, err := s.Changes.SaveGroup(c.Request.Context(), id, in)
@@ -82,7 +82,7 @@ func (s *Server) saveGroup(c *gin.Context) error {
 
 func (s *Server) deleteGroup(c *gin.Context) error {
 	if id, err := web.PathID(c, "id"); err == nil {
-		if err := s.groupGrantable(c, id, nil); err != nil {
+		if err := s.groupGrantable(c, id, changes.GroupInput{}); err != nil {
 			return err
 		}
 	}

@@ -299,6 +299,26 @@ func TestPermissionsAreGrantedOnlyByHolders(t *testing.T) {
 	me := e.AsAdmin(http.MethodGet, "/api/users/dave/", nil).Map()
 	require.Len(t, me["groups"], 2, "dave is in Users and Useradmins only: %v", me["groups"])
 
+	// Nor does he add or remove, through a group he may write, a user he
+	// may not write: olga (an administrator) into Users, the superuser
+	// into Useradmins.
+	var usersID, useradminsID float64
+	for _, g := range e.AsAdmin(http.MethodGet, "/api/groups/", nil).Map()["results"].([]any) {
+		switch g.(map[string]any)["name"] {
+		case models.GroupUsers:
+			usersID = g.(map[string]any)["id"].(float64)
+		case "Useradmins":
+			useradminsID = g.(map[string]any)["id"].(float64)
+		}
+	}
+	for _, f := range []struct {
+		id    float64
+		users []string
+	}{{usersID, []string{"dave", "frank", "olga"}}, {useradminsID, []string{"dave", "admin"}}} {
+		r := e.Do("PATCH", fmt.Sprintf("/api/groups/%d/", int64(f.id)), dave, map[string]any{"users": f.users})
+		require.Equal(t, http.StatusForbidden, r.Status, "%v: %s", f.users, r.Body)
+	}
+
 	// Within what dave holds, he manages users and groups.
 	r = e.Do("PATCH", "/api/users/frank/", dave, map[string]any{"email": "frank@example.org"})
 	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
