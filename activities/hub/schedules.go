@@ -54,10 +54,10 @@ func (a *Activities) FireSchedule(ctx context.Context, in workflows.Fire) (*work
 			// A retry finds the jobs an earlier attempt started, even
 			// when the managed paths changed in between: a snapdiff
 			// firing's job is keyed by its path, another's by the
-			// workflow alone.
-			key := fmt.Sprintf("%s/%d", in.Key, w.ID)
+			// workflow alone (/0, as earlier versions keyed it).
+			key := fmt.Sprintf("%s/%d/0", in.Key, w.ID)
 			if sch.Discovery == "snapdiff" {
-				key += fmt.Sprintf("/%x", sha256.Sum256([]byte(g[0])))
+				key = fmt.Sprintf("%s/%d/%x", in.Key, w.ID, sha256.Sum256([]byte(g[0])))
 			}
 			queue, discovery := w.Queue, sch.Discovery
 			// A schedule's workflows run on its site (moved with it).

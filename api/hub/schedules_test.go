@@ -374,7 +374,7 @@ func TestPausedFiringsStartNothing(t *testing.T) {
 		require.Contains(t, res.Skipped, "disabled on its record")
 		// The retry of an attempt that started its job before the pause
 		// goes on: it finds the job and waits for it.
-		key := fmt.Sprintf("firing-%s-%d/%d", workflows.ScheduleWorkflowName, sch+1000, wid)
+		key := fmt.Sprintf("firing-%s-%d/%d/0", workflows.ScheduleWorkflowName, sch+1000, wid)
 		started, _, err := e.API.Changes.SubmitJob(ctx, changes.JobRequest{Site: "east", Workflow: "premigrate", Paths: []string{"/data"},
 			IdempotencyKey: &key, Owner: changes.JobOwner{ScheduleID: &sch, ScheduleName: "paused"}})
 		require.NoError(t, err)
