@@ -275,14 +275,17 @@ func checkDestinations(ctx context.Context, db bun.IDB, v models.FieldErrors, wf
 			if err := CheckQueue(ctx, db, v, qfield, destSite, queue); err != nil {
 				return nil, err
 			}
-			// A runtime field's value, checked as the definition's literal
-			// was (models.StepParam.Path).
-			if name, ok := strings.CutPrefix(fmt.Sprint(st.Params["destination_path"]), "$"); ok {
-				if p, _ := fields[name].(string); p != "" {
-					if msg := models.SitePathError(p); msg != "" {
-						v.Add("fields."+name, msg)
-					}
-				}
+			// The destination folder, as job paths are checked: a runtime
+			// field's value, or the definition's literal (checked when it
+			// was written, unless stored before that).
+			dpath, _ := st.Params["destination_path"].(string)
+			pfield := "destination_path"
+			if name, ok := strings.CutPrefix(dpath, "$"); ok {
+				pfield = "fields." + name
+				dpath, _ = fields[name].(string)
+			}
+			if msg := models.SitePathError(dpath); dpath != "" && msg != "" {
+				v.Add(pfield, msg)
 			}
 		}
 	}

@@ -225,6 +225,11 @@ func (a *Activities) SnapshotPlan(ctx context.Context, spaceID int64) (*workflow
 	if sp.SnapshotSchedule == nil || sp.SnapshotSchedule.Frequency == "" {
 		return &workflows.SnapshotPlan{}, nil
 	}
+	// Only Temporal Schedules fire these: one that began before the hub
+	// paused its schedules takes nothing.
+	if why, err := a.changes(ctx).PausedWhy(ctx, workflows.SnapshotTemporalID(spaceID)); why != "" || err != nil {
+		return &workflows.SnapshotPlan{}, err
+	}
 	keep, err := site.ParseAge(sp.SnapshotSchedule.Duration)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("the snapshot schedule's duration: "+err.Error(), vocab.ErrBadInput, nil)

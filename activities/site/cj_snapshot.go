@@ -110,7 +110,15 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 	parentRel := path.Join(cjSnapshotsDir, s.Space)
 	rel := path.Join(parentRel, s.Name)
 	if del {
-		_, err := a.Root.moveToTrash(rel, snapshotTrashPrefix(s.Space, s.Name)+fmt.Sprint(time.Now().UnixNano()))
+		// Under the site's moves lock: a step inside the snapshot (a
+		// recall of one of its stubs) that checked its folder under the
+		// lock is not moved away before its rename.
+		unlock, err := a.Root.lockMoves(ctx)
+		if err != nil {
+			return "", err
+		}
+		_, err = a.Root.moveToTrash(rel, snapshotTrashPrefix(s.Space, s.Name)+fmt.Sprint(time.Now().UnixNano()))
+		unlock()
 		if err != nil && !isNotExist(err) {
 			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}

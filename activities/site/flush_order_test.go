@@ -478,3 +478,26 @@ func TestSnapshotFlushHeartbeatsAndAStaleAttemptPlacesNothing(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.False(t, placed(), "a stale attempt places nothing")
 }
+
+// TestSnapshotRemovalTakesTheMovesLock: a snapshot's removal moves it to
+// the trash under the site's moves lock, as every move of a folder does,
+// so that a step inside it (a recall of one of its stubs) that checked its
+// folder under the lock is not moved away before its rename.
+func TestSnapshotRemovalTakesTheMovesLock(t *testing.T) {
+	t.Parallel()
+	dir, tdir, s := snapshotStubSite(t, false)
+	ctx := context.Background()
+	_, err := s.a.cjSnapshot(ctx, snapshotOfLab(tdir), false)
+	require.NoError(t, err)
+	held, err := flockWithin(filepath.Join(dir, hubDir, movesLockFile), time.Second, nil, nil)
+	require.NoError(t, err)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = s.a.cjSnapshot(short, snapshotOfLab(tdir), true)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.DirExists(t, filepath.Join(dir, cjSnapshotsDir, "lab", "s1"), "not moved while another move runs")
+	held()
+	_, err = s.a.cjSnapshot(ctx, snapshotOfLab(tdir), true)
+	require.NoError(t, err)
+	require.NoDirExists(t, filepath.Join(dir, cjSnapshotsDir, "lab", "s1"))
+}
