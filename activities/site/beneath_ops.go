@@ -141,6 +141,19 @@ func (r *Root) moveToTrash(p, name string) (string, error) {
 	return filepath.Join(r.dir, filepath.FromSlash(trashFolder), name), nil
 }
 
+// namesIn lists the entries of the folder rel beneath parent; none when
+// there is no such folder.
+func namesIn(parent *os.File, rel string) ([]string, error) {
+	d, err := openBeneath(parent, rel, os.O_RDONLY|oDirectory, 0)
+	if isNotExist(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdirnames(-1)
+}
+
 // The configuration folder (settings, exports, shares, quotas, policies)
 // is opened by its name, which the operator chose, and every file in it
 // is then reached beneath it: when it sits inside the site root (the

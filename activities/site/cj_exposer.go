@@ -3,7 +3,6 @@ package site
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"regexp"
 	"strconv"
@@ -154,14 +153,7 @@ func (a *Activities) checkSMBExposer(name, dir string) error {
 		return err
 	}
 	defer cfg.Close()
-	d, err := openBeneath(cfg, cjSMBDir, os.O_RDONLY|oDirectory, 0)
-	if isNotExist(err) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
+	names, err := namesIn(cfg, cjSMBDir)
 	if err != nil {
 		return err
 	}

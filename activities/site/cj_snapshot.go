@@ -68,14 +68,7 @@ func (a *Activities) emptySnapshotTrash(ctx context.Context, drivers *driverSet,
 // the snapshots of space whose name match accepts to their snapshot's
 // name.
 func (a *Activities) snapshotTrashEntries(space string, match func(name string) bool) (map[string]string, error) {
-	trash, err := openBeneath(a.Root.f, trashFolder, os.O_RDONLY|oDirectory, 0)
-	if isNotExist(err) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	names, err := trash.Readdirnames(-1)
-	trash.Close()
+	names, err := namesIn(a.Root.f, trashFolder)
 	if err != nil {
 		return nil, err
 	}

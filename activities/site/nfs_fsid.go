@@ -69,14 +69,7 @@ func (a *Activities) writeExport(rel string, data []byte) error {
 	mine := exportFSIDs(string(data))
 	if len(mine) > 0 {
 		for _, dir := range exportsDirs {
-			d, err := openBeneath(cfg, dir, os.O_RDONLY|oDirectory, 0)
-			if isNotExist(err) {
-				continue
-			} else if err != nil {
-				return err
-			}
-			names, err := d.Readdirnames(-1)
-			d.Close()
+			names, err := namesIn(cfg, dir)
 			if err != nil {
 				return err
 			}

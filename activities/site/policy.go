@@ -526,6 +526,15 @@ func policyWalkers() int { return 2 * runtime.GOMAXPROCS(0) }
 // that has not written a batch yet.
 const policyBeat = 4096
 
+// compilePolicy compiles sel for a scan starting now (the site's clock).
+func (a *Activities) compilePolicy(sel *PolicySelect) (*policyScan, error) {
+	now := time.Now()
+	if a.Now != nil {
+		now = a.Now()
+	}
+	return compilePolicy(sel, now)
+}
+
 // discoverPolicy runs a policy scan over in.Paths into w: rule 0 takes the
 // files the policy's action applies to, rule 1 the premigration band. A
 // policy whose triggers do not fire writes nothing.
@@ -533,11 +542,7 @@ func (a *Activities) discoverPolicy(ctx context.Context, in DiscoverInput, w *ba
 	if in.Policy == nil {
 		return errPolicy("policy discovery without a policy")
 	}
-	now := time.Now()
-	if a.Now != nil {
-		now = a.Now()
-	}
-	p, err := compilePolicy(in.Policy, now)
+	p, err := a.compilePolicy(in.Policy)
 	if err != nil {
 		return err
 	}
@@ -614,11 +619,7 @@ func (a *Activities) discoverPolicy(ctx context.Context, in DiscoverInput, w *ba
 // the first run's band only premigrated is not known here, and a resubmit
 // must never release what the policy meant to keep resident.
 func (a *Activities) rediscoverPolicy(ctx context.Context, in DiscoverInput, w *batchWriter) error {
-	now := time.Now()
-	if a.Now != nil {
-		now = a.Now()
-	}
-	p, err := compilePolicy(in.Policy, now)
+	p, err := a.compilePolicy(in.Policy)
 	if err != nil {
 		return err
 	}

@@ -23,25 +23,20 @@ func xattrSupported(dir string) bool {
 }
 
 func lgetxattr(path, name string) ([]byte, error) {
-	buf := make([]byte, 512)
-	for {
-		n, err := unix.Lgetxattr(path, name, buf)
-		if errors.Is(err, unix.ERANGE) {
-			buf = make([]byte, len(buf)*4)
-			continue
-		}
-		if err != nil {
-			return nil, normalizeXattrErr(err)
-		}
-		return buf[:n], nil
-	}
+	return growing(func(buf []byte) (int, error) { return unix.Lgetxattr(path, name, buf) })
 }
 
 // fgetxattr is lgetxattr of the open file f.
 func fgetxattr(f *os.File, name string) ([]byte, error) {
+	return growing(func(buf []byte) (int, error) { return unix.Fgetxattr(int(f.Fd()), name, buf) })
+}
+
+// growing reads an attribute with get, into a larger buffer while it does
+// not fit.
+func growing(get func(buf []byte) (int, error)) ([]byte, error) {
 	buf := make([]byte, 512)
 	for {
-		n, err := unix.Fgetxattr(int(f.Fd()), name, buf)
+		n, err := get(buf)
 		if errors.Is(err, unix.ERANGE) {
 			buf = make([]byte, len(buf)*4)
 			continue

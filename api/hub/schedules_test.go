@@ -353,8 +353,10 @@ func TestPausedFiringsStartNothing(t *testing.T) {
 		makeTree(t, s.root, 3)
 		site, err := models.GetSiteByName(ctx, e.DB, "east")
 		require.NoError(t, err)
-		fire := func(name string, id int64) *workflows.FireResult {
-			run, err := e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("firing-%s-%d", name, id),
+		// fire runs a firing as a Temporal Schedule does (workflow ID
+		// firing-<name>-<n>, the firing's key).
+		fire := func(name string, n, id int64) *workflows.FireResult {
+			run, err := e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("firing-%s-%d", name, n),
 				TaskQueue: workflows.HubTaskQueue}, name, workflows.Fire{ID: id})
 			require.NoError(t, err)
 			var res workflows.FireResult
@@ -369,7 +371,7 @@ func TestPausedFiringsStartNothing(t *testing.T) {
 		wid := recordID(t, r)
 		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/schedules/%d/", sch), map[string]any{"enabled": false})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-		res := fire(workflows.ScheduleWorkflowName, sch)
+		res := fire(workflows.ScheduleWorkflowName, sch, sch)
 		require.Empty(t, res.Jobs)
 		require.Contains(t, res.Skipped, "disabled on its record")
 		// The retry of an attempt that started its job before the pause
@@ -378,11 +380,7 @@ func TestPausedFiringsStartNothing(t *testing.T) {
 		started, _, err := e.API.Changes.SubmitJob(ctx, changes.JobRequest{Site: "east", Workflow: "premigrate", Paths: []string{"/data"},
 			IdempotencyKey: &key, Owner: changes.JobOwner{ScheduleID: &sch, ScheduleName: "paused"}})
 		require.NoError(t, err)
-		run, err := e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("firing-%s-%d", workflows.ScheduleWorkflowName, sch+1000),
-			TaskQueue: workflows.HubTaskQueue}, workflows.ScheduleWorkflowName, workflows.Fire{ID: sch})
-		require.NoError(t, err)
-		var retried workflows.FireResult
-		require.NoError(t, run.Get(ctx, &retried))
+		retried := fire(workflows.ScheduleWorkflowName, sch+1000, sch)
 		require.Equal(t, []int64{started.ID}, retried.Jobs, "%+v", retried)
 		_, err = e.DB.NewDelete().Model((*models.Job)(nil)).Where("id = ?", started.ID).Exec(ctx)
 		require.NoError(t, err)
@@ -395,7 +393,7 @@ func TestPausedFiringsStartNothing(t *testing.T) {
 		policy := recordID(t, r)
 		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", policy), map[string]any{"enabled": false})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-		res = fire(workflows.PolicyWorkflowName, policy)
+		res = fire(workflows.PolicyWorkflowName, policy, policy)
 		require.Empty(t, res.Jobs)
 		require.Contains(t, res.Skipped, "disabled on its record")
 		n, err := e.DB.NewSelect().Model((*models.Job)(nil)).Count(ctx)
