@@ -149,16 +149,16 @@ func (a *Activities) pausedSince(ctx context.Context, in workflows.Fire, id stri
 	if in.Now {
 		return "", nil
 	}
+	why, err := a.changes(ctx).PausedWhy(ctx, id)
+	if why == "" || err != nil {
+		return "", err
+	}
 	// An attempt after one that started jobs goes on: a retry finds them
 	// (idempotency keys), and its firing waits for them.
 	if started, err := models.FiringStarted(ctx, a.DB, in.Key); started || err != nil {
 		return "", err
 	}
-	why, err := a.changes(ctx).PausedWhy(ctx, id)
-	if why != "" {
-		why = "not fired: " + why
-	}
-	return why, err
+	return "not fired: " + why, nil
 }
 
 // FirePolicy starts the job of one firing of a policy (changes.RunPolicy),

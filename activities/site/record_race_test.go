@@ -419,12 +419,14 @@ func TestTouchedStubStaysMigrated(t *testing.T) {
 
 			// A stub keeping 8 bytes, touched: its record stays (checked
 			// against the target's first bytes); rewritten: its user's.
-			res, err = Premigrate(ctx, root, []string{"/kept.txt"}, target, "t", StepOptions{})
-			require.NoError(t, err)
-			requireAll(t, res, CodeSkipped, []string{"/kept.txt"})
-			res, err = Premigrate(ctx, root, []string{"/rewritten.txt"}, target, "t", StepOptions{})
-			require.NoError(t, err)
-			requireAll(t, res, CodeOK, []string{"/rewritten.txt"})
+			premigrate := func(p string, code Code) {
+				t.Helper()
+				res, err := Premigrate(ctx, root, []string{p}, target, "t", StepOptions{})
+				require.NoError(t, err)
+				requireAll(t, res, code, []string{p})
+			}
+			premigrate("/kept.txt", CodeSkipped)
+			premigrate("/rewritten.txt", CodeOK)
 
 			e, _, err := root.Stat("/f.txt")
 			require.NoError(t, err)
@@ -432,12 +434,8 @@ func TestTouchedStubStaysMigrated(t *testing.T) {
 			e, _, err = root.Stat("/small.txt")
 			require.NoError(t, err)
 			require.Equal(t, Resident, e.State, "rewritten at the same size")
-			res, err = Premigrate(ctx, root, []string{"/f.txt"}, target, "t", StepOptions{})
-			require.NoError(t, err)
-			requireAll(t, res, CodeSkipped, []string{"/f.txt"})
-			res, err = Premigrate(ctx, root, []string{"/small.txt"}, target, "t", StepOptions{})
-			require.NoError(t, err)
-			requireAll(t, res, CodeOK, []string{"/small.txt"})
+			premigrate("/f.txt", CodeSkipped)
+			premigrate("/small.txt", CodeOK)
 			_, rec, err := root.Stat("/small.txt")
 			require.NoError(t, err)
 			require.Equal(t, sumOf("SMALL, KEPT WHOLE"), rec.Checksum)
