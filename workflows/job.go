@@ -316,6 +316,10 @@ func (j *jobRun) run(ctx workflow.Context) error {
 	// loop again. Before it, a job paused in that instant could stay
 	// PAUSING with nothing in flight.
 	wakeFirst := workflow.GetVersion(ctx, "job-loop-wake-first", workflow.DefaultVersion, 1) == 1
+	// Version 1 looks for a cancellation again once the pause state is
+	// recorded: one that arrived meanwhile was otherwise lost when the run
+	// continued as new (a new run is not cancelled).
+	cancelAfterSync := workflow.GetVersion(ctx, "job-loop-cancel-after-sync", workflow.DefaultVersion, 1) == 1
 	for {
 		seen := j.wake
 		if ctx.Err() != nil {
@@ -323,6 +327,9 @@ func (j *jobRun) run(ctx workflow.Context) error {
 		}
 		if err := j.syncPauseState(); err != nil {
 			return err
+		}
+		if cancelAfterSync && ctx.Err() != nil {
+			return j.cancel(ctx)
 		}
 		if j.c.Next >= len(j.c.Queue) && j.inFlight == 0 {
 			return j.finish(ctx)
@@ -686,12 +693,14 @@ func (j *jobRun) recordCancelled() error {
 
 // fail ends a job whose preparation failed for good.
 func (j *jobRun) fail(ctx workflow.Context, cause error) error {
+	// A cancellation that arrived while discovery was about to continue as
+	// new ends the job here: the new run would not be cancelled.
+	if ctx.Err() != nil {
+		return j.cancel(ctx)
+	}
 	var cne *workflow.ContinueAsNewError
 	if errors.As(cause, &cne) {
 		return cause
-	}
-	if ctx.Err() != nil {
-		return j.cancel(ctx)
 	}
 	workflow.GetLogger(ctx).Error("job failed", "job", j.jobID, "error", cause)
 	// Batches not run yet stay queued for a resubmit.

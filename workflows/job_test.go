@@ -55,6 +55,8 @@ type jobEnv struct {
 	// statesLocal tells, for each of states, whether it was recorded by a
 	// local activity.
 	statesLocal []bool
+	// onRecorded, when set, sees each discovery recorded.
+	onRecorded func(workflows.DiscoveryDone)
 }
 
 func newJobEnv(t *testing.T, batches int) *jobEnv {
@@ -106,6 +108,9 @@ func newJobEnv(t *testing.T, batches int) *jobEnv {
 		je.mu.Lock()
 		defer je.mu.Unlock()
 		je.recorded = append(je.recorded, d)
+		if je.onRecorded != nil {
+			je.onRecorded(d)
+		}
 		return nil
 	})
 	je.env.OnActivity(hub.StartTask, mock.Anything, mock.Anything).Return(int64(1), nil)
@@ -371,4 +376,28 @@ func TestJobWorkflowDiscoversPathsInPages(t *testing.T) {
 	require.Empty(t, next.Carry.Plan.Paths, "paths never do")
 	require.Len(t, next.Carry.Queue, workflows.JobBatchesPerRun)
 	require.Zero(t, many.steps, "batches run once discovery is complete")
+}
+
+// TestJobWorkflowCancelBeforeContinueAsNew: a cancellation that arrives
+// while a run is about to continue as new (here during its last discovery
+// page) ends the job CANCELLED: the new run would not be cancelled, and
+// the job would run on.
+func TestJobWorkflowCancelBeforeContinueAsNew(t *testing.T) {
+	t.Parallel()
+	discovering := newJobEnv(t, 0)
+	discovering.pathsPage = func(in workflows.JobPathsRequest) workflows.JobPathsPage {
+		return workflows.JobPathsPage{Paths: []string{fmt.Sprintf("/q%d", in.Next)}, Next: in.Next + 1, Site: "s"}
+	}
+	discovering.discover = func(in site.DiscoverInput) *site.DiscoverOutput {
+		return &site.DiscoverOutput{Files: 1, Batches: []site.BatchMeta{{Index: in.FirstBatch, N: 1}}}
+	}
+	discovering.onRecorded = func(d workflows.DiscoveryDone) {
+		if d.Page == workflows.JobBatchesPerRun {
+			discovering.env.CancelWorkflow() // while the run's last page is recorded
+		}
+	}
+	discovering.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1, Run: 1})
+	require.True(t, temporal.IsCanceledError(discovering.env.GetWorkflowError()), "got %v", discovering.env.GetWorkflowError())
+	require.Equal(t, vocab.JobCancelled, discovering.outcome)
+
 }

@@ -150,8 +150,11 @@ func (s *Service) jobWorkflowStuck(ctx context.Context, id int64) (bool, error) 
 
 // EndJob ends job j without its workflow: it terminates the workflow if
 // it still runs, then records the job CANCELLED with its open tasks
-// cancelled, unless the workflow recorded an end first. The batches in
-// flight are not recorded for a resubmit; the paths with outcomes are.
+// cancelled, unless the workflow recorded an end first. Which batches the
+// workflow had not run yet is lost with it, so a resubmit discovers the
+// job again from scratch (steps already done report "already ..."),
+// never only the failed paths: that would call the job done with batches
+// never run.
 func (s *Service) EndJob(ctx context.Context, j *models.Job, reason string) error {
 	ctx = context.WithoutCancel(ctx) // ended even if the client goes away
 	err := s.Temporal.TerminateWorkflow(ctx, workflows.JobWorkflowID(j.ID), "", reason)
@@ -175,8 +178,9 @@ func (s *Service) EndJob(ctx context.Context, j *models.Job, reason string) erro
 		if err := models.RefreshJobCounts(ctx, tx, j.ID); err != nil {
 			return err
 		}
-		failures := true
-		return models.UpdateJob(ctx, tx, j.ID, models.JobUpdate{State: vocab.JobCancelled, Completed: true, HasFailures: &failures})
+		failures, walked, left := true, false, []vocab.BatchRef{}
+		return models.UpdateJob(ctx, tx, j.ID, models.JobUpdate{State: vocab.JobCancelled, Completed: true, HasFailures: &failures,
+			DirWalkComplete: &walked, Leftover: &left})
 	})
 }
 

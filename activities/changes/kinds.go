@@ -145,9 +145,13 @@ func deliverJobStart(ctx context.Context, s *Service, in *models.Intent) error {
 	} else if err != nil {
 		return err
 	}
-	if j.Run != p.Run || j.State != vocab.JobPending {
+	if j.Run != p.Run || (j.State != vocab.JobPending && j.State != vocab.JobCancelling) {
 		return nil // the run began (or was replaced) already: delivered
 	}
+	// A job cancelled before its start was delivered is started all the
+	// same: its run records it CANCELLED (the cancellation found no
+	// workflow to reach). A run that began and is being cancelled is
+	// found running below.
 	site := s.jobSiteName(ctx, j)
 	id := workflows.JobWorkflowID(j.ID)
 	opts := client.StartWorkflowOptions{

@@ -42,6 +42,13 @@ func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*workflows.J
 		BatchBytes: s.FileBatchGB << 30, AutoBatch: s.EnableAutoFileBatchSizing,
 		StepTimeout: time.Duration(conf.TaskInvalidationTimeout) * time.Minute, Leftover: j.Leftover, State: j.State,
 		Policy: policySelect(j.Definition.Policy)}
+	if !p.Resubmit && p.Discovery != "" {
+		// Discovered again from scratch, a walk (recursive, snapdiff,
+		// policy) finds the paths of the batches an earlier run left
+		// again: running those too would act on them twice. A list of
+		// paths skips them instead (DiscoverInput.Skip).
+		p.Leftover = nil
+	}
 	p.Include = append(globs(s.Include, j.IgnoreSiteIncludes), j.Include...)
 	p.Exclude = append(globs(s.Exclude, j.IgnoreSiteExcludes), j.Exclude...)
 	if p.Targets, err = a.siteTargets(ctx, s.ID); err != nil {

@@ -233,3 +233,37 @@ func TestCallsForADeletedJobEndForGood(t *testing.T) {
 		final(err)
 	})
 }
+
+// TestRerunOfAnUnfinishedWalkDropsItsLeftover: a job stopped before its
+// discovery completed is discovered again in its next run. A walk finds
+// the paths of the batches the stopped run left again, so those batches
+// are not queued too (they would run twice); a list of paths keeps them
+// and its discovery skips their paths. Once the walk completed, a
+// resubmit runs the leftover and the failed paths.
+func TestRerunOfAnUnfinishedWalkDropsItsLeftover(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		site := ensureSite(t, db, "rerun")
+		a := &hubact.Activities{DB: db}
+		left := []vocab.BatchRef{{Run: 1, Index: 3, N: 10}}
+		plan := func(discovery string, walked bool) *workflows.JobPlan {
+			j := createJob(t, db, site, discovery, []string{"/a"})
+			run := 2
+			require.NoError(t, models.UpdateJob(ctx, db, j.ID, models.JobUpdate{Run: &run, DirWalkComplete: &walked, Leftover: &left}))
+			p, err := a.LoadJobPlan(ctx, j.ID)
+			require.NoError(t, err)
+			return p
+		}
+		for _, mode := range []string{models.DiscoveryRecursive, "snapdiff", "policy"} {
+			p := plan(mode, false)
+			require.False(t, p.Resubmit)
+			require.Empty(t, p.Leftover, "%s: walked again, the leftover would run twice", mode)
+		}
+		p := plan("", false)
+		require.Equal(t, left, p.Leftover, "a list of paths runs its leftover and skips its paths")
+		p = plan(models.DiscoveryRecursive, true)
+		require.True(t, p.Resubmit)
+		require.Equal(t, left, p.Leftover)
+	})
+}

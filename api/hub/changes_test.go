@@ -99,6 +99,29 @@ func TestChangeWhileTemporalIsAway(t *testing.T) {
 	})
 }
 
+// TestJobCancelledBeforeItsStartIsDelivered: a job cancelled while its
+// start is still owed (Temporal was away) ends CANCELLED once the start is
+// delivered, never stays CANCELLING with no workflow to finish it.
+func TestJobCancelledBeforeItsStartIsDelivered(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		jobsAtWest(t, e)
+		e.API.Changes.Temporal = apitest.UnreachableTemporal(t)
+		id := startJob(t, e, "west", "premigrate", []string{"/data"})
+		e.API.Changes.Temporal = e.Temporal
+		r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/cancel/", id), nil)
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		require.Equal(t, vocab.JobCancelling, jobState(e, id)["state"])
+
+		require.Equal(t, 1, deliverAll(t, e), "the start is delivered")
+		j := waitJob(t, e, id)
+		require.Equal(t, vocab.JobCancelled, j["state"], j)
+		r = e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/tasks/?job=%d", id), nil)
+		require.EqualValues(t, 0, r.Map()["count"], "nothing ran: %s", r.Body)
+		require.Empty(t, owed(t, e))
+	})
+}
+
 func TestChangeSurvivesTheHubKilledAfterCommit(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {

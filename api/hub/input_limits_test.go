@@ -191,12 +191,20 @@ func TestStuckJobCancelAndDelete(t *testing.T) {
 		return d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 	}
 
-	// Cancel ends it at once; DELETE then removes it.
+	// Cancel ends it at once; DELETE then removes it. Which batches the
+	// workflow had yet to run went with it: a resubmit discovers the job
+	// again, not only its failed paths (which would call it done).
 	id := start()
+	walked := true
+	require.NoError(t, models.UpdateJob(ctx, e.DB, id, models.JobUpdate{DirWalkComplete: &walked}))
 	r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/cancel/", id), nil)
 	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
 	require.Eventually(t, func() bool { return jobState(e, id)["state"] == vocab.JobCancelled }, 30*time.Second, 50*time.Millisecond)
 	require.True(t, closed(id), "the workflow is ended")
+	ended, err := models.GetJob(ctx, e.DB, id)
+	require.NoError(t, err)
+	require.False(t, ended.DirWalkComplete, "a resubmit discovers the job again")
+	require.Empty(t, ended.Leftover)
 	r = e.AsAdmin(http.MethodDelete, fmt.Sprintf("/api/jobs/%d/", id), nil)
 	require.Equal(t, http.StatusNoContent, r.Status, string(r.Body))
 	require.Equal(t, http.StatusNotFound, e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/%d/", id), nil).Status)
