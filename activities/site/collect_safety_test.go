@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -525,4 +526,57 @@ func TestStepWritesAgainWhatIsNotDurable(t *testing.T) {
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, []string{"/f.txt"})
 	require.Equal(t, 1, d.contentPuts, "sent again")
+}
+
+// TestCollectorRefusesASymlinkInTheTarget: an operator moved a filesystem
+// target's refs/ to another volume and left a symlink. Writes followed it,
+// listings skipped it, so the collector found no marker and freed every
+// stub's content. Now a listing that meets a symlink fails, and so does
+// the collection: nothing is freed.
+func TestCollectorRefusesASymlinkInTheTarget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, tdir, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
+	data := []byte("released to a target whose references moved")
+	writeOld(t, filepath.Join(dir, "f.bin"), data)
+	root := newRoot(t, dir, false)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+	objects := func() []string {
+		var keys []string
+		require.NoError(t, filepath.WalkDir(filepath.Join(tdir, "objects"), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				keys = append(keys, p)
+			}
+			return err
+		}))
+		return keys
+	}
+	stored := objects()
+	require.Len(t, stored, 1)
+
+	moved := filepath.Join(elsewhere, "refs")
+	require.NoError(t, os.Rename(filepath.Join(tdir, "refs"), moved))
+	require.NoError(t, os.Symlink(moved, filepath.Join(tdir, "refs")))
+	for range 2 {
+		_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+		require.ErrorIs(t, err, targets.ErrSymlinkInTarget)
+	}
+	require.Equal(t, stored, objects(), "the content is kept")
+
+	// One shard of refs/ linked elsewhere: the same.
+	require.NoError(t, os.Remove(filepath.Join(tdir, "refs")))
+	require.NoError(t, os.Rename(moved, filepath.Join(tdir, "refs")))
+	shards, err := os.ReadDir(filepath.Join(tdir, "refs"))
+	require.NoError(t, err)
+	require.NotEmpty(t, shards)
+	shard := filepath.Join(tdir, "refs", shards[0].Name())
+	require.NoError(t, os.Rename(shard, filepath.Join(elsewhere, "shard")))
+	require.NoError(t, os.Symlink(filepath.Join(elsewhere, "shard"), shard))
+	_, err = Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+	require.ErrorIs(t, err, targets.ErrSymlinkInTarget)
+	require.Equal(t, stored, objects(), "the content is kept")
 }

@@ -215,7 +215,7 @@ func (w *batchWriter) close(rules int) error {
 
 // Discover finds a job's paths and writes them as batch files grouped by
 // the first filter rule each matches (entries matching none are not part
-// of the job). It heartbeats per batch and is safe to retry: a retry
+// of the job). It heartbeats while it runs and is safe to retry: a retry
 // rewrites the same run's batches from scratch.
 func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverOutput, error) {
 	dir := a.jobDir(in.JobID, in.Run)
@@ -234,7 +234,27 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 		onBatch: func() { activity.RecordHeartbeat(ctx, "batches") }}
 	w.writes.SetLimit(2)
 	defer func() { _ = w.writes.Wait() }() // no write outlives a failed attempt
-	var err error
+	// A walk that writes no batch for a while (globs or rules matching
+	// little, a snapdiff of an unchanged tree) still heartbeats: otherwise
+	// each attempt timed out, and its retry walked beside it.
+	err := beatWhile(ctx, func() any { return "discovering" }, func() error { return a.discoverInto(ctx, in, w, size) })
+	if app := (*temporal.ApplicationError)(nil); errors.As(err, &app) {
+		return nil, err // refused for good (a policy, a snapdiff of two paths)
+	}
+	if err != nil {
+		if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrReserved) || errors.Is(err, ErrManagedPathChanged) || os.IsNotExist(errors.Unwrap(err)) {
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrBadPath, err)
+		}
+		return nil, fmt.Errorf("discover: %w", err)
+	}
+	if err := w.close(len(in.Rules)); err != nil {
+		return nil, err
+	}
+	return &w.out, nil
+}
+
+// discoverInto runs in's discovery into w, in batches of at most size.
+func (a *Activities) discoverInto(ctx context.Context, in DiscoverInput, w *batchWriter, size int) (err error) {
 	switch in.Mode {
 	case "recursive":
 		// A given path the site cannot take (missing, through a symlink,
@@ -267,7 +287,7 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 		})
 	case "snapdiff":
 		if len(in.Paths) != 1 {
-			return nil, temporal.NewNonRetryableApplicationError("snapdiff discovery needs exactly one managed path", vocab.ErrBadInput, nil)
+			return temporal.NewNonRetryableApplicationError("snapdiff discovery needs exactly one managed path", vocab.ErrBadInput, nil)
 		}
 		var res *SnapdiffResult
 		res, err = Snapdiff(ctx, a.Root, in.Paths[0], filepath.Join(a.Root.Dir(), hubDir, "manifests"), func(batch []DiffEntry) error {
@@ -289,9 +309,6 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 		}
 	case "policy":
 		err = a.discoverPolicy(ctx, in, w, func() { activity.RecordHeartbeat(ctx, "scan") })
-		if app := (*temporal.ApplicationError)(nil); errors.As(err, &app) {
-			return nil, err // a refused policy stays non-retryable
-		}
 	case "":
 		if in.Policy != nil {
 			err = a.rediscoverPolicy(ctx, in, w)
@@ -300,7 +317,7 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 		// A path given twice (or as "/a" and "/a/") is one path of the job.
 		seen, err2 := a.batchPaths(in.JobID, in.Skip)
 		if err2 != nil {
-			return nil, err2
+			return err2
 		}
 		for _, p := range in.Paths {
 			e, _, statErr := a.Root.Stat(p)
@@ -322,18 +339,9 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 			}
 		}
 	default:
-		return nil, temporal.NewNonRetryableApplicationError("unknown discovery "+in.Mode, vocab.ErrBadInput, nil)
+		return temporal.NewNonRetryableApplicationError("unknown discovery "+in.Mode, vocab.ErrBadInput, nil)
 	}
-	if err != nil {
-		if errors.Is(err, ErrOutsideRoot) || errors.Is(err, ErrReserved) || errors.Is(err, ErrManagedPathChanged) || os.IsNotExist(errors.Unwrap(err)) {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrBadPath, err)
-		}
-		return nil, fmt.Errorf("discover: %w", err)
-	}
-	if err := w.close(len(in.Rules)); err != nil {
-		return nil, err
-	}
-	return &w.out, nil
+	return err
 }
 
 // checkGiven says why the site cannot walk given path p, or nil: p is

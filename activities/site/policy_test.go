@@ -3,6 +3,7 @@ package site
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -652,4 +654,41 @@ func TestPolicyResubmitKeepsThePolicysChoice(t *testing.T) {
 	got, _ = resubmit(PolicySelect{Groups: []PolicyGroup{old}, States: []string{"resident", "premigrated"},
 		Triggers: []PolicyTrigger{{Pool: "fast", Upper: 80, Lower: 50, Premigrate: 30}}})
 	require.Equal(t, map[int][]string{PolicyRulePremigrate: {"/p/f0", "/p/f1"}}, got, "with triggers: premigrated, never released")
+}
+
+// TestDiscoveryHeartbeatsWhileItFindsNothing: a walk that writes no batch
+// for a long while (globs or rules matching little) still heartbeats, so
+// its attempt is not timed out and retried beside itself. The first folder
+// read waits for a heartbeat: without one the walk would stall there.
+func TestDiscoveryHeartbeatsWhileItFindsNothing(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 20 {
+		sub := filepath.Join(dir, "data", fmt.Sprintf("d%02d", i))
+		require.NoError(t, os.MkdirAll(sub, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(sub, "f.txt"), []byte("x"), 0o644))
+	}
+	a := &Activities{Root: newRoot(t, dir, false), Site: "s"}
+	savedEvery, savedBeat := beatEvery, beat
+	var beats atomic.Int32
+	beatEvery = time.Millisecond
+	beat = func(ctx context.Context, details ...any) { beats.Add(1); savedBeat(ctx, details...) }
+	var waited atomic.Bool
+	readingDir = func(string) {
+		if waited.Swap(true) {
+			return
+		}
+		for deadline := time.Now().Add(10 * time.Second); beats.Load() == 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	t.Cleanup(func() { beatEvery, beat, readingDir = savedEvery, savedBeat, nil })
+	for _, mode := range []string{"recursive", "snapdiff"} {
+		beats.Store(0)
+		waited.Store(false)
+		out, err := discover(t, a, DiscoverInput{JobID: 1, Run: 1, Mode: mode, Paths: []string{"/data"},
+			Include: []string{"**/*.none"}, Rules: []RuleFilter{{Type: TypeSymlink}}})
+		require.NoError(t, err)
+		require.Empty(t, out.Batches, "%s: nothing matches", mode)
+		require.Positive(t, beats.Load(), "%s: heartbeats while it walks", mode)
+	}
 }

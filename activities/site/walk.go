@@ -416,6 +416,9 @@ func walkTree(ctx context.Context, root *Root, paths []string, cfg walkConfig, v
 
 type dirJob struct{ rel string }
 
+// readingDir, when set (by tests), is called as each folder is read.
+var readingDir func(rel string)
+
 // describe lstats one API path beneath the root and builds its item (a
 // walk's starting point, or Root.Stat). For a kind of file the hub does
 // not handle, the item has no Type and only its Path and Mode are set.
@@ -505,6 +508,9 @@ type walker struct {
 // readDir reads one directory in chunks, queueing subdirectories and
 // sending reported items.
 func (w *walker) readDir(job dirJob) error {
+	if readingDir != nil {
+		readingDir(job.rel)
+	}
 	// Each folder is opened beneath the root, so one renamed or swapped
 	// for a symlink while we walk is not followed.
 	d, err := openBeneath(w.root.f, job.rel, os.O_RDONLY|oDirectory, 0)

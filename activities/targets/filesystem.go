@@ -107,6 +107,11 @@ func NewFilesystem(cfg Config) (*Filesystem, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("filesystem target: %w", err)
 	}
+	// A folder named through a symlink (/archive -> /mnt/nfs/archive) is
+	// the folder it names: links inside it are refused (lister.folder).
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return nil, fmt.Errorf("filesystem target: %w", err)
+	}
 	flushDir, err := os.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("filesystem target: %w", err)
@@ -572,9 +577,15 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// A symlink is no folder of the target's, whatever it points to.
-	d, err := fsutil.OpenFile(filepath.Join(l.dir, filepath.FromSlash(rel)), os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
-	if isNotFound(err) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
+	// A symlink inside the target is refused, never skipped: writes
+	// follow it, so a listing that left out what is behind it would have
+	// the collector take referenced content for garbage.
+	name := filepath.Join(l.dir, filepath.FromSlash(rel))
+	d, err := fsutil.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if fi, lerr := os.Lstat(name); err != nil && lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return symlinkInTarget(l.dir, rel) // ELOOP, or ENOTDIR with O_DIRECTORY
+	}
+	if isNotFound(err) || errors.Is(err, syscall.ENOTDIR) {
 		return nil // no such folder (or removed since its parent was read)
 	}
 	if err != nil {
@@ -592,6 +603,8 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 	list := make([]entry, 0, len(entries))
 	for _, e := range entries {
 		switch {
+		case e.Type()&fs.ModeSymlink != 0:
+			return symlinkInTarget(l.dir, rel+e.Name())
 		case e.IsDir():
 			list = append(list, entry{rel + e.Name() + "/", true})
 		case e.Type().IsRegular() && !strings.HasPrefix(e.Name(), fsutil.TmpPrefix) && !strings.HasPrefix(e.Name(), lockPrefix) &&
@@ -622,6 +635,13 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 		}
 	}
 	return nil
+}
+
+// ErrSymlinkInTarget: a listing of a filesystem target met a symlink.
+var ErrSymlinkInTarget = errors.New("symlink inside the target: the hub does not list through links in a target (move the data there, or mount it)")
+
+func symlinkInTarget(dir, rel string) error {
+	return fmt.Errorf("filesystem target %s: %s: %w", dir, strings.TrimSuffix(rel, "/"), ErrSymlinkInTarget)
 }
 
 // onDevice makes sure the filesystem the new object's file tmp is on is
@@ -907,9 +927,13 @@ func newStamp(name string) error {
 // lockPrefix names the lock files (TryLock), which listings leave out.
 const lockPrefix = ".hub-lock-"
 
+// flock is syscall.Flock (tests make it fail as a filesystem without
+// locks does).
+var flock = syscall.Flock
+
 // TryLock takes an exclusive flock on the file .hub-lock-<name> in the
 // target folder. Where the filesystem cannot lock (NFS without a lock
-// service), it succeeds without a lock. An flock is held until release,
+// service), it fails: what the lock keeps apart must not run unlocked. An flock is held until release,
 // so held is ctx.
 func (f *Filesystem) TryLock(ctx context.Context, name string) (held context.Context, release func(), err error) {
 	lf, err := os.OpenFile(filepath.Join(f.dir, lockPrefix+name), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
@@ -919,15 +943,20 @@ func (f *Filesystem) TryLock(ctx context.Context, name string) (held context.Con
 	// A lock held for an instant (a descriptor a fork of this process
 	// holds until its exec closes it) is waited out: about 130 ms in all.
 	for wait := time.Millisecond; ; wait *= 2 {
-		err = syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		err = flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if !errors.Is(err, syscall.EWOULDBLOCK) || wait > 64*time.Millisecond {
 			break
 		}
 		time.Sleep(wait)
 	}
 	switch {
-	case err == nil, errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EOPNOTSUPP):
+	case err == nil:
 		return ctx, func() { _ = lf.Close() }, nil
+	case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EOPNOTSUPP):
+		// Without a lock (NFS mounted nolock), two collectors could run at
+		// once: refused, never run unlocked.
+		_ = lf.Close()
+		return nil, nil, fmt.Errorf("lock %s: this filesystem takes no locks (%w): mount it with locking to collect or scrub it", name, err)
 	case errors.Is(err, syscall.EWOULDBLOCK):
 		_ = lf.Close()
 		return nil, nil, fmt.Errorf("lock %s: %w", name, ErrLocked)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,8 +45,6 @@ func TestFilesystemListMatchesFullWalk(t *testing.T) {
 					if os.Mkdir(p, 0o755) == nil || isDir(p) {
 						grow(rel+name+"/", depth+1)
 					}
-				case r == 3:
-					_ = os.Symlink("/etc", p) // not an object
 				case r == 4:
 					_ = os.WriteFile(filepath.Join(filepath.Dir(p), fsutil.TmpPrefix+name), nil, 0o644) // being written
 				default:
@@ -58,11 +57,24 @@ func TestFilesystemListMatchesFullWalk(t *testing.T) {
 		grow("", 0)
 		outside := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(outside, "secret"), nil, 0o644))
-		require.NoError(t, os.Symlink(outside, filepath.Join(dir, "link")))
-		objs, _, err := d.List(ctx, "link/", "", 10)
-		require.NoError(t, err)
-		require.Empty(t, objs, "a symlinked folder is not followed")
 		all := walkAll(t, dir)
+		// A symlink inside the target is refused, not skipped: writes
+		// follow it, so a listing that left out what is behind it would
+		// let the collector free referenced content.
+		require.NoError(t, os.Symlink(outside, filepath.Join(dir, "link")))
+		_, _, err = d.List(ctx, "link/", "", 10)
+		require.ErrorIs(t, err, ErrSymlinkInTarget, "a symlinked folder")
+		_, _, err = d.List(ctx, "", "", 1<<20)
+		require.ErrorIs(t, err, ErrSymlinkInTarget, "a folder holding a symlink")
+		require.NoError(t, os.Remove(filepath.Join(dir, "link")))
+		// The target's own folder named through a symlink is that folder.
+		named := filepath.Join(outside, "named")
+		require.NoError(t, os.Symlink(dir, named))
+		through, err := NewFilesystem(Config{MigrationTargetFolder: named})
+		require.NoError(t, err)
+		objs, _, err := through.List(ctx, "", "", 1<<20)
+		require.NoError(t, err)
+		require.Len(t, objs, len(all))
 		pick := func() string {
 			if len(keys) == 0 || rng.Intn(5) == 0 {
 				return alphabet[rng.Intn(len(alphabet))]
@@ -187,4 +199,11 @@ func TestFilesystemTryLock(t *testing.T) {
 	objs, _, err := a.List(ctx, "", "", 100)
 	require.NoError(t, err)
 	require.Empty(t, objs)
+
+	// A filesystem that takes no locks (NFS mounted nolock): refused,
+	// never held without a lock.
+	flock = func(int, int) error { return syscall.ENOLCK }
+	t.Cleanup(func() { flock = syscall.Flock })
+	_, _, err = a.TryLock(ctx, "other")
+	require.ErrorIs(t, err, syscall.ENOLCK)
 }
