@@ -117,7 +117,7 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		}
 		// Empty the trash of this snapshot, also of an attempt killed
 		// after its move.
-		drivers := newDriverSet(s.Targets, a.Cipher)
+		drivers := a.drivers(s.Targets)
 		if err := a.emptySnapshotTrash(ctx, drivers, s.Space, func(n string) bool { return n == s.Name }); err != nil {
 			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}
@@ -186,7 +186,7 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 	if limit <= 0 {
 		limit = defaultSnapshotLimit
 	}
-	sc := &snapshotCopy{root: a.Root, drivers: newDriverSet(s.Targets, a.Cipher), src: srcRel, build: buildRel(own), final: rel,
+	sc := &snapshotCopy{root: a.Root, drivers: a.drivers(s.Targets), src: srcRel, build: buildRel(own), final: rel,
 		room: &poolRoom{limit: limit, measure: func() (int64, int64, error) { return a.measurePool(ctx, cjPoolName) }}}
 	tmp := filepath.Join(buildDir, own, snapshotTree)
 	files, bytes, err := cjCopyTree(ctx, a.Root, srcRel, tmp, sc)

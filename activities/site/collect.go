@@ -19,7 +19,7 @@ type CollectInput struct {
 // retried, and two collections of one target at once can free content a
 // new reference needs (on filesystem and S3 targets a lock stops the second).
 func (a *Activities) CollectTarget(ctx context.Context, in CollectInput) (CollectResult, error) {
-	d, err := newDriverSet([]TargetSpec{in.Target}, a.Cipher).get(in.Target.Name)
+	d, err := a.drivers([]TargetSpec{in.Target}).get(in.Target.Name)
 	if err != nil {
 		return CollectResult{}, err
 	}

@@ -580,3 +580,59 @@ func TestCollectorRefusesASymlinkInTheTarget(t *testing.T) {
 	require.ErrorIs(t, err, targets.ErrSymlinkInTarget)
 	require.Equal(t, stored, objects(), "the content is kept")
 }
+
+// TestATargetWhoseVolumeIsNotMountedIsRefused: a filesystem target's
+// volume not mounted (its folder missing, or an empty mountpoint, or
+// another volume there) was written to all the same: the objects went to
+// the local disk, hidden once the volume came back, and their files were
+// released. A site now refuses a target folder it used before that lacks
+// the marker it saw there.
+func TestATargetWhoseVolumeIsNotMountedIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, mnt := t.TempDir(), t.TempDir()
+	tdir := filepath.Join(mnt, "archive")
+	a := &Activities{Root: newRoot(t, dir, false), Site: "s"}
+	specs := []TargetSpec{{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}}
+	open := func() (targets.Driver, error) { return a.drivers(specs).get("t") }
+	data := []byte("released to the archive volume")
+	writeOld(t, filepath.Join(dir, "f.bin"), data)
+	d, err := open()
+	require.NoError(t, err, "first use: the folder is made, with its marker")
+	res, err := Migrate(ctx, a.Root, []string{"/f.bin"}, d, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+
+	// Unmounted: the folder gone, then an empty mountpoint, then another
+	// volume with a marker of its own.
+	require.NoError(t, os.Rename(tdir, tdir+".vol"))
+	_, err = open()
+	require.ErrorIs(t, err, targets.ErrTargetNotMounted)
+	require.NoDirExists(t, tdir, "nothing made where the volume belongs")
+	require.NoError(t, os.Mkdir(tdir, 0o755))
+	_, err = open()
+	require.ErrorIs(t, err, targets.ErrTargetNotMounted)
+	require.NoError(t, os.WriteFile(filepath.Join(tdir, ".hub-target"), []byte("another volume"), 0o644))
+	_, err = open()
+	require.ErrorIs(t, err, targets.ErrTargetNotMounted)
+	entries, err := os.ReadDir(tdir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing written to the wrong folder")
+
+	// Mounted again: taken, and its content is there.
+	require.NoError(t, os.RemoveAll(tdir))
+	require.NoError(t, os.Rename(tdir+".vol", tdir))
+	d, err = open()
+	require.NoError(t, err)
+	requireRecallsIntact(t, a.Root, "/f.bin", only("t", d), data)
+	objs, _, err := d.List(ctx, "", "", 1000)
+	require.NoError(t, err)
+	for _, o := range objs {
+		require.NotEqual(t, ".hub-target", o.Key, "the marker is no object")
+	}
+
+	// Another site sharing the target takes its marker on first use.
+	other := &Activities{Root: newRoot(t, t.TempDir(), false), Site: "o"}
+	_, err = other.drivers(specs).get("t")
+	require.NoError(t, err)
+}

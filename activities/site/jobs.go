@@ -500,7 +500,7 @@ func (a *Activities) stepFunc(in StepInput) (chunkFunc, error) {
 		DeleteOnRecall: boolParam(in.Params, "delete_on_recall"),
 		DeleteRemote:   boolParam(in.Params, "remote"),
 	}
-	drivers := newDriverSet(in.Targets, a.Cipher)
+	drivers := a.drivers(in.Targets)
 	heartbeat := stepBeat
 	byPath := func(f func(ctx context.Context, paths []string, o StepOptions) ([]Result, error)) chunkFunc {
 		return func(ctx context.Context, chunk []batchEntry) ([]Outcome, error) {
@@ -586,10 +586,20 @@ type driverSet struct {
 	specs  []TargetSpec
 	opened map[string]targets.Driver
 	regex  map[string]*regexp.Regexp
+	seen   string // targets.Config.Seen
 }
 
 func newDriverSet(specs []TargetSpec, c *vocab.Cipher) *driverSet {
 	return &driverSet{specs: specs, cipher: c, opened: map[string]targets.Driver{}, regex: map[string]*regexp.Regexp{}}
+}
+
+// drivers is the site's driver set for specs: the filesystem targets it
+// opens are checked against the ones the site used before, so that one
+// whose volume is not mounted is not written to.
+func (a *Activities) drivers(specs []TargetSpec) *driverSet {
+	s := newDriverSet(specs, a.Cipher)
+	s.seen = filepath.Join(a.Root.Dir(), hubDir, "targets")
+	return s
 }
 
 // flush flushes every target opened so far (flushTarget).
@@ -634,6 +644,7 @@ func (s *driverSet) get(name string) (targets.Driver, error) {
 					}
 				}
 			}
+			cfg.Seen = s.seen
 			d, err := targets.Open(cfg)
 			if err != nil {
 				return nil, err

@@ -99,7 +99,7 @@ func (a *Activities) TakeSpaceSnapshot(ctx context.Context, in SpaceSnapshotInpu
 	}
 	// Scheduled snapshots of the space an earlier attempt was killed
 	// removing are still in the site trash.
-	if err := a.emptySnapshotTrash(ctx, newDriverSet(in.Targets, a.Cipher), in.Space, isScheduledName); err != nil {
+	if err := a.emptySnapshotTrash(ctx, a.drivers(in.Targets), in.Space, isScheduledName); err != nil {
 		return nil, err
 	}
 	if in.KeepFor <= 0 {

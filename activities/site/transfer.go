@@ -122,7 +122,7 @@ type ReceiveInput struct {
 // Receive creates the sent files at the destination. It is idempotent: a
 // file already holding the sent content is left alone.
 func (a *Activities) Receive(ctx context.Context, in ReceiveInput) (*StepOutput, error) {
-	drivers := newDriverSet(in.Targets, a.Cipher)
+	drivers := a.drivers(in.Targets)
 	out := &StepOutput{}
 	var toFlush written
 	for i, f := range in.Files {

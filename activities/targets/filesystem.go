@@ -91,7 +91,8 @@ const (
 )
 
 // NewFilesystem returns a filesystem driver for cfg.MigrationTargetFolder
-// (joined with cfg.Prefix), creating the folder if needed.
+// (joined with cfg.Prefix), creating the folder if needed, unless a site
+// that used it before finds it without its marker (cfg.Seen).
 func NewFilesystem(cfg Config) (*Filesystem, error) {
 	if cfg.MigrationTargetFolder == "" {
 		return nil, errors.New("filesystem target: MigrationTargetFolder is empty")
@@ -104,7 +105,11 @@ func NewFilesystem(cfg Config) (*Filesystem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filesystem target: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if cfg.Seen != "" {
+		if err := checkMarker(dir, cfg.Seen); err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("filesystem target: %w", err)
 	}
 	// A folder named through a symlink (/archive -> /mnt/nfs/archive) is
@@ -608,7 +613,7 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 		case e.IsDir():
 			list = append(list, entry{rel + e.Name() + "/", true})
 		case e.Type().IsRegular() && !strings.HasPrefix(e.Name(), fsutil.TmpPrefix) && !strings.HasPrefix(e.Name(), lockPrefix) &&
-			!strings.HasPrefix(e.Name(), stampPrefix):
+			!strings.HasPrefix(e.Name(), stampPrefix) && e.Name() != targetMarker:
 			list = append(list, entry{rel + e.Name(), false})
 		}
 	}

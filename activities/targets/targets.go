@@ -192,6 +192,10 @@ type Config struct {
 	// Prefix namespaces every key inside the target (a sub-folder or a key
 	// prefix). Keys returned by List do not include it.
 	Prefix string
+	// Seen, for a filesystem target opened by a site, is the site's folder
+	// remembering the target folders it has used: one that lost its
+	// marker since (not mounted) is refused (filesystem_marker.go).
+	Seen string
 }
 
 var (

@@ -1,0 +1,96 @@
+package targets
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/thehub/hub/activities/fsutil"
+)
+
+// A filesystem target's folder holds a marker, .hub-target, with a random
+// id written when a site first used the folder. Each site remembers the
+// ids of the target folders it has used (Config.Seen), so that a folder
+// whose volume is not mounted (an empty mountpoint, a volume missing from
+// a container) is refused instead of written to: objects written there
+// would sit on the local disk, hidden once the volume is mounted, while
+// their files were released to stubs.
+const targetMarker = ".hub-target"
+
+// ErrTargetNotMounted: a filesystem target's folder is missing its marker,
+// or holds another one, than the site saw when it last used it.
+var ErrTargetNotMounted = errors.New("is not the folder this site used before (is its volume mounted?)")
+
+// checkMarker applies the rule above to folder dir (as configured) before
+// the driver creates anything in it. seen is the site's memory folder.
+func checkMarker(dir, seen string) error {
+	sum := sha256.Sum256([]byte(dir))
+	memo := filepath.Join(seen, hex.EncodeToString(sum[:12]))
+	remembered, err := os.ReadFile(memo)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("filesystem target %s: %w", dir, err)
+	}
+	marker := filepath.Join(dir, targetMarker)
+	if len(remembered) > 0 {
+		found, err := os.ReadFile(marker)
+		if err == nil && string(found) == string(remembered) {
+			return nil
+		}
+		why := "its marker " + targetMarker + " is missing"
+		if err == nil {
+			why = "its marker " + targetMarker + " is another folder's"
+		}
+		return fmt.Errorf("filesystem target %s %w: %s; a folder replaced on purpose is taken again once %s is removed",
+			dir, ErrTargetNotMounted, why, memo)
+	}
+	// First use by this site: the folder's marker, made if missing.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("filesystem target: %w", err)
+	}
+	id, err := os.ReadFile(marker)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = newMarker(marker); err == nil {
+			id, err = os.ReadFile(marker) // another site's, if it came first
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("filesystem target %s: marker: %w", dir, err)
+	}
+	if strings.TrimSpace(string(id)) == "" {
+		return fmt.Errorf("filesystem target %s: its marker %s is empty", dir, targetMarker)
+	}
+	if err := os.MkdirAll(seen, 0o750); err != nil {
+		return fmt.Errorf("filesystem target %s: %w", dir, err)
+	}
+	return fsutil.WriteFile(memo, id, 0o644)
+}
+
+// newMarker makes marker with a fresh id unless it exists: written under a
+// temporary name and linked into place, so two sites making it at once
+// agree on one id.
+func newMarker(marker string) error {
+	fresh := make([]byte, 16)
+	_, _ = rand.Read(fresh)
+	tmp, err := os.CreateTemp(filepath.Dir(marker), fsutil.TmpPrefix+targetMarker+"-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if _, err := tmp.WriteString(hex.EncodeToString(fresh)); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), marker); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return fsutil.SyncDir(filepath.Dir(marker))
+}
