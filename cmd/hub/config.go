@@ -57,6 +57,8 @@ type Config struct {
 	// Site worker settings.
 	Site, Queue, Root, Node string
 	Hub                     bool
+	// InitRoot lets a site worker take a root without a .hub folder.
+	InitRoot bool
 
 	adminPasswordSet bool
 	secrets          *vocab.Cipher // from openSecrets
@@ -144,7 +146,8 @@ func (c *Config) siteFlags(fs *pflag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&c.Site, "site", env("HUB_SITE", ""), "site this worker serves [HUB_SITE]")
 	fs.StringVar(&c.Queue, "queue", env("HUB_QUEUE", "default"), "queue this worker serves [HUB_QUEUE]")
-	fs.StringVar(&c.Root, "root", env("HUB_ROOT", "/"), "storage root; every API path is inside it [HUB_ROOT]")
+	fs.StringVar(&c.Root, "root", env("HUB_ROOT", ""), "storage root, an existing folder other than /; every API path is inside it [HUB_ROOT]")
+	fs.BoolVar(&c.InitRoot, "init", env("HUB_INIT", "") == "1", "take a root no site worker has used yet (without a .hub folder); once, for a new site [HUB_INIT=1]")
 	fs.StringVar(&c.Node, "node", env("HUB_NODE_NAME", host), "node name reported in health [HUB_NODE_NAME]")
 }
 
@@ -328,4 +331,40 @@ func (c *Config) openSecrets(generate bool) error {
 	}
 	c.secrets, err = vocab.NewCipher(key)
 	return err
+}
+
+// checkRootSetting refuses a site worker without a root, or with / (the
+// whole host: the hub's data, other sites' folders, the targets).
+func checkRootSetting(root string) error {
+	switch {
+	case root == "":
+		return errors.New("say where the site's storage is: --root DIR (HUB_ROOT)")
+	case filepath.Clean(root) == "/":
+		return errors.New("the site root must not be / (HUB_ROOT): give the folder that holds the site's data")
+	}
+	return nil
+}
+
+// checkRoot makes sure a site worker's root is the site's: an existing
+// folder that a site worker has used before (it holds .hub), unless init.
+// A root whose volume is not mounted is an empty folder or none: a worker
+// serving it would write the site's data to the disk beneath, hidden once
+// the volume is mounted.
+func checkRoot(root string, init bool) error {
+	fi, err := os.Stat(root)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("site root %s does not exist: mount its volume, or create it and start once with --init (HUB_INIT=1)", root)
+	case err != nil:
+		return fmt.Errorf("site root: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("site root %s is not a folder", root)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".hub")); err == nil || init {
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("site root: %w", err)
+	}
+	return fmt.Errorf("site root %s has no .hub folder: no site worker has used it, or its volume is not mounted; "+
+		"for a new site, start once with --init (HUB_INIT=1)", root)
 }

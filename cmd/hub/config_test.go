@@ -1,7 +1,10 @@
 package main
 
 import (
+	"io"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -74,4 +77,36 @@ func TestServerLimitsConfigRefused(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestWorkerRootIsTheSites: a site worker needs its root said, never /,
+// and takes only a folder a site worker used before (it holds .hub) unless
+// told --init: a root whose volume is not mounted (no folder, or an empty
+// one) is refused before anything is written beneath it.
+func TestWorkerRootIsTheSites(t *testing.T) {
+	run := func(args ...string) error {
+		cmd := rootCmd()
+		cmd.SetArgs(append([]string{"worker", "--site", "s1", "--temporal-addr", "127.0.0.1:1", "--start-timeout", "1ms"}, args...))
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		return cmd.Execute()
+	}
+	t.Setenv("HUB_ROOT", "")
+	require.ErrorContains(t, run(), "--root DIR")
+	require.ErrorContains(t, run("--root", "/"), "must not be /")
+	require.ErrorContains(t, run("--root", "//"), "must not be /")
+
+	mnt := t.TempDir()
+	root := filepath.Join(mnt, "vol")
+	require.ErrorContains(t, run("--root", root), "does not exist")
+	require.NoDirExists(t, root, "nothing made where the volume belongs")
+	require.NoError(t, os.Mkdir(root, 0o755)) // an empty mountpoint
+	require.ErrorContains(t, run("--root", root), "has no .hub folder")
+	require.NoDirExists(t, filepath.Join(root, ".hub"))
+
+	require.NoError(t, checkRoot(root, true), "a new site, once")
+	require.NoError(t, os.Mkdir(filepath.Join(root, ".hub"), 0o750))
+	require.NoError(t, checkRoot(root, false), "a root used before")
+	require.NoError(t, os.WriteFile(filepath.Join(mnt, "file"), nil, 0o644))
+	require.ErrorContains(t, checkRoot(filepath.Join(mnt, "file"), true), "not a folder")
 }

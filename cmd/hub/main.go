@@ -89,6 +89,9 @@ func workerCmd() *cobra.Command {
 			if !cfg.Hub && cfg.Site == "" {
 				return fmt.Errorf("say which worker to run: --hub, or --site NAME (with --queue and --root)")
 			}
+			if cfg.Site != "" {
+				return checkRootSetting(cfg.Root)
+			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return runWorker(cmd.Context(), cfg) },

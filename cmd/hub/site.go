@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/activities/targets"
@@ -23,7 +24,7 @@ func siteCmd() *cobra.Command {
 		Short: "Sign the migration records written before records were signed, so those files can be recalled (run once when upgrading)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := site.NewRoot(root)
+			r, err := openSiteRoot(root)
 			if err != nil {
 				return err
 			}
@@ -34,7 +35,7 @@ func siteCmd() *cobra.Command {
 			return json.NewEncoder(os.Stdout).Encode(res)
 		},
 	}
-	adopt.Flags().StringVar(&root, "root", env("HUB_ROOT", "/"), "the site's storage root, as given to its workers [HUB_ROOT]")
+	siteRootFlag(adopt.Flags(), &root)
 	adopt.Flags().BoolVar(&dryRun, "dry-run", false, "count the records, change nothing")
 	cmd.AddCommand(adopt, auditRefsCmd(), scrubTargetCmd(), restoreSpaceCmd(), purgeTrashCmd())
 	return cmd
@@ -53,7 +54,7 @@ stubs could no longer be recalled. This command moves them with the folder. Run 
 crash, it finishes. See docs/cj-api.md.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := site.NewRoot(root)
+			r, err := openSiteRoot(root)
 			if err != nil {
 				return err
 			}
@@ -64,7 +65,7 @@ crash, it finishes. See docs/cj-api.md.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&root, "root", env("HUB_ROOT", "/"), "the site's storage root, as given to its workers [HUB_ROOT]")
+	siteRootFlag(cmd.Flags(), &root)
 	return cmd
 }
 
@@ -80,7 +81,7 @@ stubs held on the targets are then leaked: hub site audit-refs --drop removes th
 collector frees their content. See docs/cj-api.md.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := site.NewRoot(root)
+			r, err := openSiteRoot(root)
 			if err != nil {
 				return err
 			}
@@ -91,7 +92,7 @@ collector frees their content. See docs/cj-api.md.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&root, "root", env("HUB_ROOT", "/"), "the site's storage root, as given to its workers [HUB_ROOT]")
+	siteRootFlag(cmd.Flags(), &root)
 	return cmd
 }
 
@@ -161,7 +162,7 @@ docs/remote-copies.md.`,
 			if err != nil {
 				return err
 			}
-			r, err := site.NewRoot(root)
+			r, err := openSiteRoot(root)
 			if err != nil {
 				return err
 			}
@@ -178,7 +179,7 @@ docs/remote-copies.md.`,
 			return printJSON(cmd.OutOrStdout(), res)
 		},
 	}
-	cmd.Flags().StringVar(&root, "root", env("HUB_ROOT", "/"), "the site's storage root, as given to its workers [HUB_ROOT]")
+	siteRootFlag(cmd.Flags(), &root)
 	tf.add(cmd)
 	cmd.Flags().BoolVar(&drop, "drop", false, "remove the leaked references found")
 	cmd.Flags().DurationVar(&minAge, "min-age", site.DefaultAuditMinAge, "only references older than this are considered (a younger one may belong to a step in flight)")
@@ -240,4 +241,21 @@ See docs/remote-copies.md.`,
 	tf.add(cmd)
 	cmd.Flags().BoolVar(&move, "quarantine", false, "move the objects that do not match to quarantine/")
 	return cmd
+}
+
+// siteRootFlag adds --root, the site's storage root (no default).
+func siteRootFlag(fs *pflag.FlagSet, root *string) {
+	fs.StringVar(root, "root", env("HUB_ROOT", ""), "the site's storage root, as given to its workers [HUB_ROOT]")
+}
+
+// openSiteRoot opens a site's root for a maintenance command: one its
+// workers have used (checkRoot), never /.
+func openSiteRoot(root string) (*site.Root, error) {
+	if err := checkRootSetting(root); err != nil {
+		return nil, err
+	}
+	if err := checkRoot(root, false); err != nil {
+		return nil, err
+	}
+	return site.NewRoot(root)
 }

@@ -202,6 +202,11 @@ func runServe(ctx context.Context, cfg *Config) error {
 // runWorker runs the hub worker and/or one site worker until ctx ends.
 func runWorker(ctx context.Context, cfg *Config) error {
 	log := cfg.logger()
+	if cfg.Site != "" {
+		if err := checkRoot(cfg.Root, cfg.InitRoot); err != nil {
+			return err
+		}
+	}
 	if cfg.Hub {
 		// A hub worker decrypts target credentials: no key, no start.
 		if err := cfg.openSecrets(false); err != nil {
