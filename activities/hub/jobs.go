@@ -261,6 +261,11 @@ func targetSpec(t models.ExternalTarget) site.TargetSpec {
 	spec.Config = targets.Config{StorageType: storage, MigrationTargetFolder: loc.MigrationTargetFolder,
 		Endpoint: loc.Endpoint, Port: port, Scheme: loc.Scheme, Region: loc.Region, SSLVerify: loc.SSLVerify,
 		Bucket: bucketName}
+	if !strings.EqualFold(storage, "filesystem") {
+		// An object store's folder is its key prefix, as the hub's own
+		// listing of the target reads it (TargetDriverConfig).
+		spec.Config.Prefix = loc.MigrationTargetFolder
+	}
 	return spec
 }
 

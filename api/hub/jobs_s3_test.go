@@ -24,7 +24,7 @@ import (
 )
 
 // TestJobS3Target runs premigrate, migrate and recall through an S3 target
-// created with the API: its credentials are sealed in the database, cross
+// created with the API, its objects under its folder (a key prefix): its credentials are sealed in the database, cross
 // Temporal sealed, and are opened by the site worker, which signs every
 // request with them.
 func TestJobS3Target(t *testing.T) {
@@ -53,7 +53,7 @@ func TestJobS3Target(t *testing.T) {
 		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
 		require.NotContains(t, string(r.Body), "s3cr3t-value")
 		r = e.AsAdmin(http.MethodPost, "/api/external_targets/", map[string]any{"name": "cloud", "storage_type": "s3",
-			"local_file_regex": ".*", "bucket": "archive", "available_on_sites": []int64{s.ID}})
+			"local_file_regex": ".*", "bucket": "archive", "available_on_sites": []int64{s.ID}, "migration_target_folder": "tenant-a"})
 		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
 
 		files := makeTree(t, root, 200)
@@ -61,7 +61,9 @@ func TestJobS3Target(t *testing.T) {
 		require.Equal(t, "SUCCESS", job["state"], job)
 		require.Equal(t, false, job["has_failures"], job)
 		for p, want := range files {
-			obj, err := backend.GetObject("archive", site.ContentKey(sha256Hex(want)), nil)
+			// Under the target's folder, its key prefix (it was ignored
+			// by the site, which wrote to the bucket's root).
+			obj, err := backend.GetObject("archive", "tenant-a/"+site.ContentKey(sha256Hex(want)), nil)
 			require.NoError(t, err, p)
 			got, err := io.ReadAll(obj.Contents)
 			require.NoError(t, err)
