@@ -181,8 +181,9 @@ type Config struct {
 	Scheme string
 	// Region is the S3 signing region; default "us-east-1".
 	Region string
-	// SSLVerify enables TLS certificate verification. It is off in the
-	// zero value because on-premise S3 servers commonly use private CAs.
+	// SSLVerify enables TLS certificate verification. The hub API's
+	// ssl_verify defaults to true, as does a --target-config file of the
+	// hub site commands; code building a Config sets it.
 	SSLVerify bool
 	// Bucket is the S3 bucket.
 	Bucket string

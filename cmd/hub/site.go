@@ -102,7 +102,7 @@ type targetFlags struct{ folders, configs []string }
 
 func (f *targetFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.folders, "target-folder", nil, "a filesystem target's folder (repeatable)")
-	cmd.Flags().StringArrayVar(&f.configs, "target-config", nil, "a JSON file holding a target's settings, as targets.Config: StorageType, MigrationTargetFolder, Endpoint, Bucket, Prefix, AccessKeyID, SecretAccessKey, ... (repeatable)")
+	cmd.Flags().StringArrayVar(&f.configs, "target-config", nil, "a JSON file holding a target's settings, as targets.Config: StorageType, MigrationTargetFolder, Endpoint, Bucket, Prefix, AccessKeyID, SecretAccessKey, SSLVerify (default true), ... (repeatable)")
 }
 
 // open opens every target named, by folder or configuration file name.
@@ -125,7 +125,9 @@ func (f *targetFlags) open() (map[string]targets.Driver, error) {
 		}
 	}
 	for _, file := range f.configs {
-		var cfg targets.Config
+		// Certificates are checked unless the file says otherwise
+		// ("SSLVerify": false, for a private CA).
+		cfg := targets.Config{SSLVerify: true}
 		b, err := os.ReadFile(file)
 		if err == nil {
 			err = json.Unmarshal(b, &cfg)

@@ -6,10 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
 
 	"github.com/thehub/hub/activities/site"
@@ -150,4 +153,25 @@ func TestSiteScrubTarget(t *testing.T) {
 	got, err = scrub()
 	require.NoError(t, err)
 	require.Zero(t, got[tdir].Objects)
+}
+
+// TestTargetConfigChecksCertificates: a --target-config file that says
+// nothing of SSLVerify checks the S3 server's certificate (it did not: a
+// Config's zero value skips the check); "SSLVerify": false skips it.
+func TestTargetConfigChecksCertificates(t *testing.T) {
+	backend := s3mem.New()
+	require.NoError(t, backend.CreateBucket("b"))
+	srv := httptest.NewTLSServer(gofakes3.New(backend).Server())
+	t.Cleanup(srv.Close)
+	list := func(conf string) error {
+		file := filepath.Join(t.TempDir(), "target.json")
+		require.NoError(t, os.WriteFile(file, []byte(conf), 0o600))
+		drivers, err := (&targetFlags{configs: []string{file}}).open()
+		require.NoError(t, err)
+		_, _, err = drivers[file].List(context.Background(), "", "", 10)
+		return err
+	}
+	base := `{"StorageType": "s3", "Endpoint": "` + srv.URL + `", "Bucket": "b", "AccessKeyID": "k", "SecretAccessKey": "s"`
+	require.ErrorContains(t, list(base+`}`), "certificate")
+	require.NoError(t, list(base+`, "SSLVerify": false}`))
 }
