@@ -587,8 +587,8 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 	// the collector take referenced content for garbage.
 	name := filepath.Join(l.dir, filepath.FromSlash(rel))
 	d, err := fsutil.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
-	if fi, lerr := os.Lstat(name); err != nil && lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return symlinkInTarget(l.dir, rel) // ELOOP, or ENOTDIR with O_DIRECTORY
+	if err != nil && isSymlink(name) { // ELOOP, or ENOTDIR with O_DIRECTORY
+		return symlinkInTarget(l.dir, rel)
 	}
 	if isNotFound(err) || errors.Is(err, syscall.ENOTDIR) {
 		return nil // no such folder (or removed since its parent was read)
@@ -644,6 +644,11 @@ func (l *lister) folder(ctx context.Context, rel string) error {
 
 // ErrSymlinkInTarget: a listing of a filesystem target met a symlink.
 var ErrSymlinkInTarget = errors.New("symlink inside the target: the hub does not list through links in a target (move the data there, or mount it)")
+
+func isSymlink(name string) bool {
+	fi, err := os.Lstat(name)
+	return err == nil && fi.Mode()&fs.ModeSymlink != 0
+}
 
 func symlinkInTarget(dir, rel string) error {
 	return fmt.Errorf("filesystem target %s: %s: %w", dir, strings.TrimSuffix(rel, "/"), ErrSymlinkInTarget)
@@ -938,8 +943,8 @@ var flock = syscall.Flock
 
 // TryLock takes an exclusive flock on the file .hub-lock-<name> in the
 // target folder. Where the filesystem cannot lock (NFS without a lock
-// service), it fails: what the lock keeps apart must not run unlocked. An flock is held until release,
-// so held is ctx.
+// service), it fails: what the lock keeps apart must not run unlocked.
+// An flock is held until release, so held is ctx.
 func (f *Filesystem) TryLock(ctx context.Context, name string) (held context.Context, release func(), err error) {
 	lf, err := os.OpenFile(filepath.Join(f.dir, lockPrefix+name), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
