@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/thehub/hub/activities/fsutil"
 )
@@ -39,8 +40,11 @@ func checkMarker(dir, seen string) error {
 	marker := filepath.Join(dir, targetMarker)
 	if len(remembered) > 0 {
 		found, err := os.ReadFile(marker)
-		if err == nil && string(found) == string(remembered) {
+		switch {
+		case err == nil && string(found) == string(remembered):
 			return nil
+		case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+			return fmt.Errorf("filesystem target %s: marker: %w", dir, err)
 		}
 		why := "its marker " + targetMarker + " is missing"
 		if err == nil {
