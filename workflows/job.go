@@ -46,6 +46,7 @@ type JobCarry struct {
 	Done        int              // batches finished
 	Aborted     []vocab.BatchRef // batches whose task failed for good
 	Paused      bool
+	PausedAt    int64  // when the pause or resume applied was sent (hub clock, ns; 0 before they said)
 	Snapdiff    string // pending manifest to commit on success
 	FailedAfter string // resubmit: keyset cursor into the failed paths
 	Pages       int    // discovery pages done, each its own task
@@ -218,8 +219,8 @@ func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(j.pause, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); j.c.Paused = true })
-			sel.AddReceive(j.resume, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); j.c.Paused = false })
+			sel.AddReceive(j.pause, func(c workflow.ReceiveChannel, _ bool) { j.apply(c, ctx, true) })
+			sel.AddReceive(j.resume, func(c workflow.ReceiveChannel, _ bool) { j.apply(c, ctx, false) })
 			sel.Select(ctx)
 			if ctx.Err() != nil {
 				return
@@ -471,10 +472,10 @@ func (j *jobRun) discoverPages(ctx workflow.Context, discover func(site.Discover
 func (j *jobRun) continueAsNew(ctx workflow.Context) error {
 	for {
 		switch {
-		case j.pause.ReceiveAsync(nil):
-			j.c.Paused = true
-		case j.resume.ReceiveAsync(nil):
-			j.c.Paused = false
+		case j.pause.Len() > 0:
+			j.apply(j.pause, ctx, true)
+		case j.resume.Len() > 0:
+			j.apply(j.resume, ctx, false)
 		default:
 			// Plans loaded before paged discovery held the paths: the
 			// next run does not need them.
@@ -482,6 +483,22 @@ func (j *jobRun) continueAsNew(ctx workflow.Context) error {
 			return workflow.NewContinueAsNewError(ctx, JobWorkflowName, JobInput{JobID: j.jobID, Carry: &j.c})
 		}
 	}
+}
+
+// apply takes a pause (paused) or resume signal from c. A signal says
+// when the hub sent it: one sent before the last applied is stale. Two
+// signals can reach the workflow in another order than they were sent
+// (two hub processes, a request retried), and two that reach one
+// workflow task are not taken in the order they came (each has its
+// channel). A signal without a time (sent by an earlier hub) applies as
+// it comes.
+func (j *jobRun) apply(c workflow.ReceiveChannel, ctx workflow.Context, paused bool) {
+	var at int64
+	c.Receive(ctx, &at)
+	if at != 0 && at < j.c.PausedAt {
+		return
+	}
+	j.c.Paused, j.c.PausedAt = paused, max(j.c.PausedAt, at)
 }
 
 // dispatch runs one batch through its rule's chain in a coroutine.

@@ -401,3 +401,36 @@ func TestJobWorkflowCancelBeforeContinueAsNew(t *testing.T) {
 	require.Equal(t, vocab.JobCancelled, discovering.outcome)
 
 }
+
+// TestJobWorkflowAppliesTheLastPauseOrResumeSent: a pause sent after a
+// resume but reaching the workflow first (two hub processes, a retried
+// request) was undone by the resume, so the job ran on although the last
+// request was a pause. Each signal now says when the hub sent it, and one
+// older than the last applied is stale.
+func TestJobWorkflowAppliesTheLastPauseOrResumeSent(t *testing.T) {
+	t.Parallel()
+	je := newJobEnv(t, 6)
+	je.env.RegisterDelayedCallback(func() { je.env.SignalWorkflow(workflows.PauseSignal, int64(1)) }, 0)
+	steps := func() int {
+		je.mu.Lock()
+		defer je.mu.Unlock()
+		return je.steps
+	}
+	atResume, atCheck := -1, -1
+	je.env.RegisterDelayedCallback(func() {
+		atResume = steps()
+		// Sent in one order, delivered in the other: the pause (sent
+		// last) reaches the workflow task first.
+		je.env.SignalWorkflowSkippingWorkflowTask(workflows.PauseSignal, int64(3))
+		je.env.SignalWorkflow(workflows.ResumeSignal, int64(2))
+	}, time.Hour)
+	je.env.RegisterDelayedCallback(func() {
+		atCheck = steps()
+		je.env.SignalWorkflow(workflows.ResumeSignal, int64(4))
+	}, 2*time.Hour)
+	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1})
+	require.NoError(t, je.env.GetWorkflowError())
+	require.Less(t, atResume, 6)
+	require.Equal(t, atResume, atCheck, "still paused: the pause was sent last")
+	require.Equal(t, 6, je.steps, "the last resume finishes it")
+}

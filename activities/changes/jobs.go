@@ -1,6 +1,8 @@
 package changes
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -74,9 +76,10 @@ func (s *Service) ResubmitJob(ctx context.Context, j *models.Job) error {
 }
 
 // SignalJob sends pause or resume to job id's running workflow; both are
-// idempotent, so a signal sent twice is harmless.
+// idempotent, so a signal sent twice is harmless. Each carries when it was
+// sent, so that the workflow applies the last one sent (JobCarry.PausedAt).
 func (s *Service) SignalJob(ctx context.Context, id int64, signal string) error {
-	err := s.Temporal.SignalWorkflow(ctx, workflows.JobWorkflowID(id), "", signal, nil)
+	err := s.Temporal.SignalWorkflow(ctx, workflows.JobWorkflowID(id), "", signal, time.Now().UnixNano())
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return ErrJobNotRunning
