@@ -148,12 +148,23 @@ func deliverJobStart(ctx context.Context, s *Service, in *models.Intent) error {
 	if j.Run != p.Run || (j.State != vocab.JobPending && j.State != vocab.JobCancelling) {
 		return nil // the run began (or was replaced) already: delivered
 	}
-	// A job cancelled before its start was delivered is started all the
-	// same: its run records it CANCELLED (the cancellation found no
-	// workflow to reach). A run that began and is being cancelled is
-	// found running below.
-	site := s.jobSiteName(ctx, j)
 	id := workflows.JobWorkflowID(j.ID)
+	if j.State == vocab.JobCancelling {
+		// Cancelled before its start was delivered, the job is started all
+		// the same: its run records it CANCELLED (the cancellation found no
+		// workflow to reach). Unless this run began already, running or
+		// not: one that closed without recording its end is the cancel's
+		// to end (EndJob), not a second workflow's.
+		run, err := s.runningJobRun(ctx, id)
+		var nf *serviceerror.NotFound
+		if err != nil && !errors.As(err, &nf) {
+			return err
+		}
+		if err == nil && run == p.Run {
+			return nil
+		}
+	}
+	site := s.jobSiteName(ctx, j)
 	opts := client.StartWorkflowOptions{
 		ID: id, TaskQueue: workflows.HubTaskQueue,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
@@ -186,8 +197,9 @@ func deliverJobStart(ctx context.Context, s *Service, in *models.Intent) error {
 	return fmt.Errorf("run %d of job %d is still closing", running, j.ID)
 }
 
-// runningJobRun is the run number the running job workflow id serves (0
-// for a workflow started before runs were recorded in its memo).
+// runningJobRun is the run number the job workflow id's latest execution
+// (running or closed) serves (0 for a workflow started before runs were
+// recorded in its memo).
 func (s *Service) runningJobRun(ctx context.Context, id string) (int, error) {
 	d, err := s.Temporal.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {

@@ -966,7 +966,7 @@ func (f *Filesystem) TryLock(ctx context.Context, name string) (held context.Con
 		// Without a lock (NFS mounted nolock), two collectors could run at
 		// once: refused, never run unlocked.
 		_ = lf.Close()
-		return nil, nil, fmt.Errorf("lock %s: this filesystem takes no locks (%w): mount it with locking to collect or scrub it", name, err)
+		return nil, nil, fmt.Errorf("lock %s: this filesystem takes no locks (%w): mount it with locking to collect it", name, err)
 	case errors.Is(err, syscall.EWOULDBLOCK):
 		_ = lf.Close()
 		return nil, nil, fmt.Errorf("lock %s: %w", name, ErrLocked)

@@ -195,8 +195,10 @@ type Config struct {
 	Prefix string
 	// Seen, for a filesystem target opened by a site, is the site's folder
 	// remembering the target folders it has used: one that lost its
-	// marker since (not mounted) is refused (filesystem_marker.go).
-	Seen string
+	// marker since (not mounted) is refused (filesystem_marker.go). Set by
+	// the site itself, never sent (a workflow input must not choose where
+	// a site writes).
+	Seen string `json:"-"`
 }
 
 var (

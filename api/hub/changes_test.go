@@ -119,6 +119,25 @@ func TestJobCancelledBeforeItsStartIsDelivered(t *testing.T) {
 		r = e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/tasks/?job=%d", id), nil)
 		require.EqualValues(t, 0, r.Map()["count"], "nothing ran: %s", r.Body)
 		require.Empty(t, owed(t, e))
+
+		// A start still owed for a run that began and closed without
+		// recording its end (terminated) starts no second workflow when the
+		// job is then cancelled: the cancel ends it (EndJob).
+		ctx := context.Background()
+		e.API.Changes.Temporal = apitest.UnreachableTemporal(t)
+		id = startJob(t, e, "west", "premigrate", []string{"/data"})
+		intent := owed(t, e)[0]
+		e.API.Changes.Temporal = e.Temporal
+		require.Equal(t, 1, deliverAll(t, e))
+		require.NoError(t, e.Temporal.TerminateWorkflow(ctx, workflows.JobWorkflowID(id), "", "lost"))
+		_, err := e.DB.NewInsert().Model(&intent).Exec(ctx)
+		require.NoError(t, err)
+		require.NoError(t, models.MarkCancelling(ctx, e.DB, id))
+		require.Equal(t, 1, deliverAll(t, e))
+		require.Equal(t, 1, workflowRuns(t, e, workflows.JobWorkflowID(id)), "no second workflow for the run")
+		r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/cancel/", id), nil)
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		require.Equal(t, vocab.JobCancelled, waitJob(t, e, id)["state"])
 	})
 }
 

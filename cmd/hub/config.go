@@ -333,17 +333,17 @@ func (c *Config) openSecrets(generate bool) error {
 	return err
 }
 
-// checkRootSetting refuses a site worker without a root, or with / (the
-// whole host: the hub's data, other sites' folders, the targets).
+// checkRootSetting refuses a site worker without a root.
 func checkRootSetting(root string) error {
-	switch {
-	case root == "":
+	if root == "" {
 		return errors.New("say where the site's storage is: --root DIR (HUB_ROOT)")
-	case filepath.Clean(root) == "/":
-		return errors.New("the site root must not be / (HUB_ROOT): give the folder that holds the site's data")
 	}
 	return nil
 }
+
+// legacyRoot: / as a site root, taken only where a site ran there before
+// (when it was the default), with a warning.
+func legacyRoot(root string) bool { return filepath.Clean(root) == "/" }
 
 // checkRoot makes sure a site worker's root is the site's: an existing
 // folder that a site worker has used before (it holds .hub), unless init.
@@ -360,10 +360,15 @@ func checkRoot(root string, init bool) error {
 	case !fi.IsDir():
 		return fmt.Errorf("site root %s is not a folder", root)
 	}
-	if _, err := os.Stat(filepath.Join(root, ".hub")); err == nil || init {
-		return nil
-	} else if !errors.Is(err, os.ErrNotExist) {
+	_, err = os.Stat(filepath.Join(root, ".hub"))
+	switch {
+	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("site root: %w", err)
+	case legacyRoot(root) && err != nil:
+		// The whole host: the hub's data, other sites' folders, the targets.
+		return errors.New("the site root must not be / (HUB_ROOT): give the folder that holds the site's data")
+	case err == nil || init:
+		return nil
 	}
 	return fmt.Errorf("site root %s has no .hub folder: no site worker has used it, or its volume is not mounted; "+
 		"for a new site, start once with --init (HUB_INIT=1)", root)

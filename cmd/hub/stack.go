@@ -206,6 +206,9 @@ func runWorker(ctx context.Context, cfg *Config) error {
 		if err := checkRoot(cfg.Root, cfg.InitRoot); err != nil {
 			return err
 		}
+		if legacyRoot(cfg.Root) {
+			log.Warn("the site root is /, the default of earlier versions: the site's users reach the whole host; move the site's data to a folder of its own")
+		}
 	}
 	if cfg.Hub {
 		// A hub worker decrypts target credentials: no key, no start.
