@@ -3,7 +3,9 @@ package models
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -60,6 +62,7 @@ type Job struct {
 	ScheduleName      string  `bun:"schedule_name"`
 	PolicyID          *int64  `bun:"policy_id"` // the policy whose run this is
 	DirWalkComplete   bool    `bun:"dir_walk_complete"`
+	SignalSeq         int64   `bun:"signal_seq,notnull"` // the last pause or resume's number (NextSignal)
 	IsSettingsJob     bool    `bun:"is_settings_job"`
 	FriendlyName      string  `bun:"friendly_name"`
 	NumFiles          int64   `bun:"numfiles"`
@@ -665,4 +668,15 @@ func CountUnfinishedJobs(ctx context.Context, db bun.IDB, ids []int64) (int, err
 	n, err := db.NewSelect().Model((*Job)(nil)).Where("id IN (?)", bun.In(ids)).
 		Where("state NOT IN (?)", bun.In([]string{vocab.JobSuccess, vocab.JobFailure, vocab.JobCancelled})).Count(ctx)
 	return int(n), dbErr(err)
+}
+
+// NextSignal numbers a pause or resume of job id: each takes the next
+// number of its job, so its workflow can apply the last one asked for.
+func NextSignal(ctx context.Context, db bun.IDB, id int64) (int64, error) {
+	var seq int64
+	err := db.NewRaw("UPDATE jobs SET signal_seq = signal_seq + 1 WHERE id = ? RETURNING signal_seq", id).Scan(ctx, &seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	return seq, err
 }

@@ -46,7 +46,7 @@ type JobCarry struct {
 	Done        int              // batches finished
 	Aborted     []vocab.BatchRef // batches whose task failed for good
 	Paused      bool
-	PausedAt    int64  // when the pause or resume applied was sent (hub clock, ns; 0 before they said)
+	SignalSeq   int64  // the number of the last pause or resume applied (models.NextSignal; 0 before they had one)
 	Snapdiff    string // pending manifest to commit on success
 	FailedAfter string // resubmit: keyset cursor into the failed paths
 	Pages       int    // discovery pages done, each its own task
@@ -203,10 +203,13 @@ type jobRun struct {
 	hub        workflow.Context
 	pause      workflow.ReceiveChannel
 	resume     workflow.ReceiveChannel
+	// signalOrder: stale pauses and resumes are dropped (apply).
+	signalOrder bool
 }
 
 func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
 	j.version = workflow.GetVersion(ctx, jobChange, workflow.DefaultVersion, jobV3)
+	j.signalOrder = workflow.GetVersion(ctx, "job-signal-order", workflow.DefaultVersion, 1) == 1
 	j.hub = hubContext(ctx)
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (JobProgress, error) {
 		return JobProgress{JobID: j.jobID, State: j.state, Batches: len(j.c.Queue), BatchesDone: j.c.Done,
@@ -485,20 +488,20 @@ func (j *jobRun) continueAsNew(ctx workflow.Context) error {
 	}
 }
 
-// apply takes a pause (paused) or resume signal from c. A signal says
-// when the hub sent it: one sent before the last applied is stale. Two
-// signals can reach the workflow in another order than they were sent
-// (two hub processes, a request retried), and two that reach one
-// workflow task are not taken in the order they came (each has its
-// channel). A signal without a time (sent by an earlier hub) applies as
-// it comes.
+// apply takes a pause (paused) or resume signal from c. A signal carries
+// its number, taken in the order the requests reached the database: one
+// numbered before the last applied is stale. Two signals can reach the
+// workflow in another order (two hub processes, a request retried), and
+// two that reach one workflow task are not taken in the order they came
+// (each has its channel). A signal without a number (sent by an earlier
+// hub, the Temporal UI or CLI) applies as it comes.
 func (j *jobRun) apply(c workflow.ReceiveChannel, ctx workflow.Context, paused bool) {
-	var at int64
-	c.Receive(ctx, &at)
-	if at != 0 && at < j.c.PausedAt {
+	var seq int64
+	c.Receive(ctx, &seq)
+	if j.signalOrder && seq != 0 && seq < j.c.SignalSeq {
 		return
 	}
-	j.c.Paused, j.c.PausedAt = paused, max(j.c.PausedAt, at)
+	j.c.Paused, j.c.SignalSeq = paused, max(j.c.SignalSeq, seq)
 }
 
 // dispatch runs one batch through its rule's chain in a coroutine.

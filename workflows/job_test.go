@@ -405,8 +405,8 @@ func TestJobWorkflowCancelBeforeContinueAsNew(t *testing.T) {
 // TestJobWorkflowAppliesTheLastPauseOrResumeSent: a pause sent after a
 // resume but reaching the workflow first (two hub processes, a retried
 // request) was undone by the resume, so the job ran on although the last
-// request was a pause. Each signal now says when the hub sent it, and one
-// older than the last applied is stale.
+// request was a pause. Each signal now carries its request's number, and
+// one numbered before the last applied is stale.
 func TestJobWorkflowAppliesTheLastPauseOrResumeSent(t *testing.T) {
 	t.Parallel()
 	je := newJobEnv(t, 6)

@@ -1,8 +1,6 @@
 package changes
 
 import (
-	"time"
-
 	"context"
 	"errors"
 	"fmt"
@@ -76,10 +74,15 @@ func (s *Service) ResubmitJob(ctx context.Context, j *models.Job) error {
 }
 
 // SignalJob sends pause or resume to job id's running workflow; both are
-// idempotent, so a signal sent twice is harmless. Each carries when it was
-// sent, so that the workflow applies the last one sent (JobCarry.PausedAt).
+// idempotent, so a signal sent twice is harmless. Each carries its number
+// (models.NextSignal), so that the workflow applies the last one asked
+// for (JobCarry.SignalSeq).
 func (s *Service) SignalJob(ctx context.Context, id int64, signal string) error {
-	err := s.Temporal.SignalWorkflow(ctx, workflows.JobWorkflowID(id), "", signal, time.Now().UnixNano())
+	seq, err := models.NextSignal(ctx, s.DB, id)
+	if err != nil {
+		return err
+	}
+	err = s.Temporal.SignalWorkflow(ctx, workflows.JobWorkflowID(id), "", signal, seq)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return ErrJobNotRunning

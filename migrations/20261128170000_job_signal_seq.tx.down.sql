@@ -1,0 +1,1 @@
+ALTER TABLE jobs DROP COLUMN signal_seq;
