@@ -597,8 +597,12 @@ func TestATargetWhoseVolumeIsNotMountedIsRefused(t *testing.T) {
 	open := func() (targets.Driver, error) { return a.drivers(specs).get("t") }
 	data := []byte("released to the archive volume")
 	writeOld(t, filepath.Join(dir, "f.bin"), data)
+	_, err := open()
+	require.ErrorIs(t, err, targets.ErrTargetNotMounted, "first use of a folder that is not there (beneath a volume not mounted)")
+	require.NoDirExists(t, tdir)
+	require.NoError(t, os.Mkdir(tdir, 0o755))
 	d, err := open()
-	require.NoError(t, err, "first use: the folder is made, with its marker")
+	require.NoError(t, err, "first use: the folder gets its marker")
 	res, err := Migrate(ctx, a.Root, []string{"/f.bin"}, d, "t", StepOptions{})
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, []string{"/f.bin"})

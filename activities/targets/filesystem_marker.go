@@ -53,9 +53,11 @@ func checkMarker(dir, seen string) error {
 		return fmt.Errorf("filesystem target %s %w: %s; a folder replaced on purpose is taken again once %s is removed",
 			dir, ErrTargetNotMounted, why, memo)
 	}
-	// First use by this site: the folder's marker, made if missing.
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("filesystem target: %w", err)
+	// First use by this site: the folder must exist (one beneath a volume
+	// not mounted does not), and gets its marker if it has none.
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("filesystem target %s %w: it is no folder here (%v); create it, or mount its volume",
+			dir, ErrTargetNotMounted, err)
 	}
 	id, err := os.ReadFile(marker)
 	if errors.Is(err, fs.ErrNotExist) {
