@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/sync/errgroup"
 
@@ -138,16 +137,15 @@ func matchRule(rules []RuleFilter, typ string, state State) int {
 
 // batchWriter groups entries per rule into batch files.
 type batchWriter struct {
-	mu      sync.Mutex
-	dir     string
-	next    int
-	size    int
-	auto    bool // recompute size from the files seen so far
-	bytes   int64
-	open    map[int][]batchEntry
-	openSz  map[int]int64
-	out     DiscoverOutput
-	onBatch func()
+	mu     sync.Mutex
+	dir    string
+	next   int
+	size   int
+	auto   bool // recompute size from the files seen so far
+	bytes  int64
+	open   map[int][]batchEntry
+	openSz map[int]int64
+	out    DiscoverOutput
 	// writes encodes and writes full batches while discovery goes on,
 	// two at a time.
 	writes errgroup.Group
@@ -195,9 +193,6 @@ func (w *batchWriter) flush(rule int) error {
 	w.next++
 	delete(w.open, rule)
 	delete(w.openSz, rule)
-	if w.onBatch != nil {
-		w.onBatch()
-	}
 	return nil
 }
 
@@ -230,8 +225,7 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 		size = defaultBatchSize
 	}
 	size = min(size, maxBatchEntries)
-	w := &batchWriter{dir: dir, next: in.FirstBatch, size: size, bytes: in.BatchBytes, auto: in.AutoBatch,
-		onBatch: func() { activity.RecordHeartbeat(ctx, "batches") }}
+	w := &batchWriter{dir: dir, next: in.FirstBatch, size: size, bytes: in.BatchBytes, auto: in.AutoBatch}
 	w.writes.SetLimit(2)
 	defer func() { _ = w.writes.Wait() }() // no write outlives a failed attempt
 	// A walk that writes no batch for a while (globs or rules matching
@@ -308,7 +302,7 @@ func (a *Activities) discoverInto(ctx context.Context, in DiscoverInput, w *batc
 			w.out.Snapdiff = res.Pending
 		}
 	case "policy":
-		err = a.discoverPolicy(ctx, in, w, func() { activity.RecordHeartbeat(ctx, "scan") })
+		err = a.discoverPolicy(ctx, in, w)
 	case "":
 		if in.Policy != nil {
 			err = a.rediscoverPolicy(ctx, in, w)

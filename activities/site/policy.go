@@ -522,10 +522,6 @@ func (s *selection) add(f policyFile) {
 // a policy over a network filesystem, where walkers wait, sets threads.
 func policyWalkers() int { return 2 * runtime.GOMAXPROCS(0) }
 
-// policyBeat is how many walked files pass between heartbeats of a scan
-// that has not written a batch yet.
-const policyBeat = 4096
-
 // compilePolicy compiles sel for a scan starting now (the site's clock).
 func (a *Activities) compilePolicy(sel *PolicySelect) (*policyScan, error) {
 	now := time.Now()
@@ -538,7 +534,7 @@ func (a *Activities) compilePolicy(sel *PolicySelect) (*policyScan, error) {
 // discoverPolicy runs a policy scan over in.Paths into w: rule 0 takes the
 // files the policy's action applies to, rule 1 the premigration band. A
 // policy whose triggers do not fire writes nothing.
-func (a *Activities) discoverPolicy(ctx context.Context, in DiscoverInput, w *batchWriter, beat func()) error {
+func (a *Activities) discoverPolicy(ctx context.Context, in DiscoverInput, w *batchWriter) error {
 	if in.Policy == nil {
 		return errPolicy("policy discovery without a policy")
 	}
@@ -579,17 +575,12 @@ func (a *Activities) discoverPolicy(ctx context.Context, in DiscoverInput, w *ba
 		return errPolicy("%v", err)
 	}
 	sel := &selection{p: p, bounded: len(in.Policy.Triggers) > 0, need: c.premigrate}
-	seen := 0
 	err = walkTree(ctx, a.Root, walk, walkConfig{workers: cmp.Or(in.Policy.Threads, policyWalkers()), filter: f, skipFile: p.cannotMatch, useMarks: true}, func(items []item) error {
 		for i := range items {
 			it := &items[i]
 			if p.matches(it) {
 				sel.add(policyFile{path: it.Path, key: p.key(it), size: it.Size, state: it.State})
 			}
-		}
-		if seen += len(items); seen >= policyBeat {
-			seen = 0
-			beat()
 		}
 		return nil
 	})

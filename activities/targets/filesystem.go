@@ -912,19 +912,32 @@ func (f *Filesystem) flushBegins(stamp string) (began time.Time, stamping bool) 
 // was made, which may come after flushes that had not ended. A stamp
 // another process made meanwhile is kept.
 func newStamp(name string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), stampPrefix+"-new-")
+	return linkNew(name, stampPrefix+"-new-", func(tmp *os.File) error {
+		epoch := time.Unix(0, 0)
+		if err := os.Chtimes(tmp.Name(), epoch, epoch); err != nil {
+			return err
+		}
+		// Made in this boot, with no window: no object is trusted before a
+		// flush stamps it.
+		_ = fsetxattr(tmp, bootXattr, bootValue(thisBoot(), 0, 0))
+		return nil
+	})
+}
+
+// linkNew makes file name, unless it exists, from a temporary file in its
+// folder (named tmpPrefix...) that fill writes and that is flushed, then
+// linked into place: two makers at once agree on one file, and no crash
+// leaves a partial one under name.
+func linkNew(name, tmpPrefix string, fill func(tmp *os.File) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), tmpPrefix)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	epoch := time.Unix(0, 0)
-	if err := os.Chtimes(tmp.Name(), epoch, epoch); err != nil {
+	if err := fill(tmp); err != nil {
 		return err
 	}
-	// Made in this boot, with no window: no object is trusted before a
-	// flush stamps it.
-	_ = fsetxattr(tmp, bootXattr, bootValue(thisBoot(), 0, 0))
 	if err := tmp.Sync(); err != nil {
 		return err
 	}

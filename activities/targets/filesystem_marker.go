@@ -77,25 +77,16 @@ func checkMarker(dir, seen string) error {
 	return fsutil.WriteFile(memo, id, 0o644)
 }
 
-// newMarker makes marker with a fresh id unless it exists: written under a
-// temporary name and linked into place, so two sites making it at once
-// agree on one id.
+// newMarker makes marker with a fresh id unless it exists (linkNew: two
+// sites making it at once agree on one id).
 func newMarker(marker string) error {
 	fresh := make([]byte, 16)
 	_, _ = rand.Read(fresh)
-	tmp, err := os.CreateTemp(filepath.Dir(marker), fsutil.TmpPrefix+targetMarker+"-")
+	err := linkNew(marker, fsutil.TmpPrefix+targetMarker+"-", func(tmp *os.File) error {
+		_, err := tmp.WriteString(hex.EncodeToString(fresh))
+		return err
+	})
 	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	if _, err := tmp.WriteString(hex.EncodeToString(fresh)); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := os.Link(tmp.Name(), marker); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	return fsutil.SyncDir(filepath.Dir(marker))
