@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -221,10 +222,12 @@ func cjRemoveTree(dir string) error {
 
 // beatEvery is how often beatWhile heartbeats, and beat how (tests
 // shorten the one and count the other: the SDK sends heartbeats on at most
-// once per throttle interval).
+// once per throttle interval). stallAfter is how long beatWhileMoving goes
+// on heartbeating without progress.
 var (
-	beatEvery = 5 * time.Second
-	beat      = activity.RecordHeartbeat
+	beatEvery  = 5 * time.Second
+	beat       = activity.RecordHeartbeat
+	stallAfter = 2 * time.Minute
 )
 
 // beatWhile runs fn, heartbeating every few seconds meanwhile when ctx is
@@ -232,24 +235,77 @@ var (
 // mistaken for a dead worker, whose attempt would then be retried beside
 // it.
 func beatWhile(ctx context.Context, details func() any, fn func() error) error {
+	return beatWhileMoving(ctx, nil, details, func(context.Context) error { return fn() })
+}
+
+// errStalled cancels work that made no progress for stallAfter.
+var errStalled = errors.New("no progress")
+
+// beatWhileMoving is beatWhile for work that counts its progress in
+// moved: once the count has not changed for stallAfter, the heartbeats
+// stop, so Temporal times the attempt out (a walk hung on a dead NFS
+// server) instead of waiting for its start-to-close timeout, and fn's
+// context is cancelled, so the stalled attempt, should it wake, writes
+// nothing beside its retry.
+func beatWhileMoving(ctx context.Context, moved func() int64, details func() any, fn func(context.Context) error) error {
 	if !activity.IsActivity(ctx) {
-		return fn()
+		return fn(ctx)
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
 		tick := time.NewTicker(beatEvery)
 		defer tick.Stop()
+		last, since := int64(-1), time.Now()
 		for {
 			select {
 			case <-stop:
 				return
 			case <-tick.C:
-				beat(ctx, details())
 			}
+			if moved != nil {
+				if n := moved(); n != last {
+					last, since = n, time.Now()
+				} else if time.Since(since) > stallAfter {
+					activity.GetLogger(ctx).Warn("no progress: heartbeats stop, so that Temporal times this attempt out and retries it", "for", time.Since(since).Round(time.Second), "details", details())
+					cancel(fmt.Errorf("%w for %v", errStalled, stallAfter))
+					return
+				}
+			}
+			beat(ctx, details())
 		}
 	}()
-	return fn()
+	err := fn(ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, errStalled) {
+		return cause
+	}
+	return err
+}
+
+// walkProgress counts a walk's units of work (chunks of a folder read,
+// entries batched) for beatWhileMoving. It travels in the context, so
+// every walk beneath a discovery counts into it.
+type walkProgress struct{ n atomic.Int64 }
+
+type progressKey struct{}
+
+func withProgress(ctx context.Context) (context.Context, *walkProgress) {
+	p := &walkProgress{}
+	return context.WithValue(ctx, progressKey{}, p), p
+}
+
+// progressIn is ctx's progress, or nil (whose tick does nothing).
+func progressIn(ctx context.Context) *walkProgress {
+	p, _ := ctx.Value(progressKey{}).(*walkProgress)
+	return p
+}
+
+func (p *walkProgress) tick() {
+	if p != nil {
+		p.n.Add(1)
+	}
 }
 
 // cjHeartbeat reports progress when running as an activity, so a long copy

@@ -146,6 +146,8 @@ type batchWriter struct {
 	open   map[int][]batchEntry
 	openSz map[int]int64
 	out    DiscoverOutput
+	prog   *walkProgress   // ticked per entry added
+	ctx    context.Context // no batch is written once it is done
 	// writes encodes and writes full batches while discovery goes on,
 	// two at a time.
 	writes errgroup.Group
@@ -161,6 +163,7 @@ func (w *batchWriter) add(rule int, e batchEntry) error {
 		w.open[rule] = make([]batchEntry, 0, min(w.size, 1024))
 	}
 	w.open[rule] = append(w.open[rule], e)
+	w.prog.tick()
 	w.openSz[rule] += e.Size
 	w.out.Files++
 	w.out.Bytes += e.Size
@@ -183,6 +186,9 @@ func (w *batchWriter) flush(rule int) error {
 		buf := make([]byte, 0, len(entries)*(len(entries[0].Path)+64))
 		for i := range entries {
 			buf = appendBatchEntry(buf, &entries[i])
+		}
+		if err := w.ctx.Err(); err != nil {
+			return err // a stalled attempt, woken, writes nothing beside its retry
 		}
 		if err := fsutil.WriteFile(name, buf, 0o644); err != nil {
 			return fmt.Errorf("write batch: %w", err)
@@ -225,13 +231,18 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 		size = defaultBatchSize
 	}
 	size = min(size, maxBatchEntries)
-	w := &batchWriter{dir: dir, next: in.FirstBatch, size: size, bytes: in.BatchBytes, auto: in.AutoBatch}
+	ctx, prog := withProgress(ctx)
+	w := &batchWriter{dir: dir, next: in.FirstBatch, size: size, bytes: in.BatchBytes, auto: in.AutoBatch, prog: prog}
 	w.writes.SetLimit(2)
 	defer func() { _ = w.writes.Wait() }() // no write outlives a failed attempt
 	// A walk that writes no batch for a while (globs or rules matching
 	// little, a snapdiff of an unchanged tree) still heartbeats: otherwise
-	// each attempt timed out, and its retry walked beside it.
-	err := beatWhile(ctx, func() any { return "discovering" }, func() error { return a.discoverInto(ctx, in, w, size) })
+	// each attempt timed out, and its retry walked beside it. One that
+	// reads nothing (hung on a dead NFS server) stops, and is retried.
+	err := beatWhileMoving(ctx, prog.n.Load, func() any { return "discovering" }, func(ctx context.Context) error {
+		w.ctx = ctx
+		return a.discoverInto(ctx, in, w, size)
+	})
 	if app := (*temporal.ApplicationError)(nil); errors.As(err, &app) {
 		return nil, err // refused for good (a policy, a snapdiff of two paths)
 	}

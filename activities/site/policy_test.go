@@ -692,3 +692,90 @@ func TestDiscoveryHeartbeatsWhileItFindsNothing(t *testing.T) {
 		require.Positive(t, beats.Load(), "%s: heartbeats while it walks", mode)
 	}
 }
+
+// TestDiscoveryHungOnAFolderStopsHeartbeating: a walk that reads nothing
+// for stallAfter (a folder on a dead NFS server) stops heartbeating, so
+// Temporal times its attempt out instead of waiting for the start-to-close
+// timeout. Once the folder answers, the stalled attempt goes no further
+// and writes no batch beside its retry.
+func TestDiscoveryHungOnAFolderStopsHeartbeating(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 8 {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "data", fmt.Sprintf("d%02d", i)), 0o755))
+	}
+	for i := range 4 {
+		sub := filepath.Join(dir, "data", "hung", fmt.Sprintf("s%d", i))
+		require.NoError(t, os.MkdirAll(sub, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(sub, "f.txt"), []byte("x"), 0o644))
+	}
+	a := &Activities{Root: newRoot(t, dir, false), Site: "s"}
+	savedEvery, savedBeat, savedStall := beatEvery, beat, stallAfter
+	var beats atomic.Int32
+	beatEvery, stallAfter = time.Millisecond, 50*time.Millisecond
+	beat = func(ctx context.Context, details ...any) { beats.Add(1); savedBeat(ctx, details...) }
+	hung, release := make(chan struct{}), make(chan struct{})
+	readingDir = func(rel string) {
+		if rel == "data/hung" {
+			close(hung)
+			<-release
+		}
+	}
+	t.Cleanup(func() { beatEvery, beat, stallAfter, readingDir = savedEvery, savedBeat, savedStall, nil })
+
+	in := DiscoverInput{JobID: 1, Run: 1, Mode: "recursive", Paths: []string{"/data"}, BatchSize: 1,
+		Rules: []RuleFilter{{Type: TypeFile}}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := discover(t, a, in)
+		done <- err
+	}()
+	<-hung
+	// The heartbeats stop: a quiet spell of several stall periods comes.
+	quiet := false
+	for deadline := time.Now().Add(10 * time.Second); !quiet && time.Now().Before(deadline); {
+		n := beats.Load()
+		time.Sleep(6 * stallAfter)
+		quiet = beats.Load() == n
+	}
+	require.True(t, quiet, "a walk that reads nothing stops heartbeating")
+	close(release)
+	err := <-done
+	require.ErrorContains(t, err, "no progress")
+	names, err := os.ReadDir(a.jobDir(in.JobID, in.Run))
+	require.NoError(t, err)
+	require.Empty(t, names, "the stalled attempt wrote no batch")
+}
+
+// TestHeartbeatsGoOnWhileWorkMoves: work slower than stallAfter in all
+// but making progress keeps heartbeating and is not cancelled.
+func TestHeartbeatsGoOnWhileWorkMoves(t *testing.T) {
+	savedEvery, savedBeat, savedStall := beatEvery, beat, stallAfter
+	var beats atomic.Int32
+	beatEvery, stallAfter = time.Millisecond, 50*time.Millisecond
+	beat = func(ctx context.Context, details ...any) { beats.Add(1); savedBeat(ctx, details...) }
+	t.Cleanup(func() { beatEvery, beat, stallAfter = savedEvery, savedBeat, savedStall })
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := s.NewTestActivityEnvironment()
+	var late int32
+	work := func(ctx context.Context) error {
+		var moved atomic.Int64
+		return beatWhileMoving(ctx, moved.Load, func() any { return nil }, func(ctx context.Context) error {
+			for range 30 { // 300 ms, six stall periods
+				time.Sleep(10 * time.Millisecond)
+				moved.Add(1)
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			late = beats.Load()
+			time.Sleep(50 * time.Millisecond)
+			late = beats.Load() - late
+			return nil
+		})
+	}
+	env.RegisterActivity(work)
+	_, err := env.ExecuteActivity(work)
+	require.NoError(t, err)
+	require.Positive(t, late, "heartbeats go on after six stall periods of work that moves")
+}

@@ -321,7 +321,7 @@ func walkTree(ctx context.Context, root *Root, paths []string, cfg walkConfig, v
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	w := &walker{ctx: ctx, root: root, f: f, btime: cfg.btime, skipFile: cfg.skipFile, useMarks: cfg.useMarks,
+	w := &walker{ctx: ctx, prog: progressIn(ctx), root: root, f: f, btime: cfg.btime, skipFile: cfg.skipFile, useMarks: cfg.useMarks,
 		cleanStamps: cfg.cleanStamps, audit: cfg.audit, started: time.Now(), out: make(chan []item, 2*workers)}
 	w.queue.cond = sync.NewCond(&w.queue.mu)
 
@@ -492,6 +492,7 @@ func (q *dirQueue) abort() {
 
 type walker struct {
 	ctx   context.Context
+	prog  *walkProgress // ticked per chunk of a folder read
 	root  *Root
 	f     *filter
 	btime bool
@@ -549,6 +550,7 @@ func (w *walker) readDir(job dirJob) error {
 		if err != nil {
 			return fmt.Errorf("walk %s: %w", apiPath(job.rel), err)
 		}
+		w.prog.tick()
 		if !more {
 			if w.cleanStamps && !unsure {
 				w.root.state.marks.stamp(d, clean)
