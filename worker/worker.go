@@ -101,16 +101,23 @@ func Site(c client.Client, cfg SiteConfig) (sdkworker.Worker, error) {
 		return nil, err
 	}
 	acts.Cipher, acts.Metrics = cfg.Cipher, cfg.Metrics
-	w := sdkworker.New(c, workflows.SiteTaskQueue(cfg.Site, cfg.Queue), sdkworker.Options{
+	w := sdkworker.New(c, workflows.SiteTaskQueue(cfg.Site, cfg.Queue), siteOptions(acts.Root))
+	w.RegisterActivity(acts)
+	return w, nil
+}
+
+// siteOptions are a site worker's options over root.
+func siteOptions(root *site.Root) sdkworker.Options {
+	return sdkworker.Options{
 		// The default two pollers measurably starve busy site queues.
 		MaxConcurrentActivityTaskPollers: 8,
 		// Steps heartbeat their progress (site.StepProgress) at most once a
 		// second; without this the SDK would hold them back for 80% of the
 		// heartbeat timeout (16 s) and a job's live progress would lag.
 		MaxHeartbeatThrottleInterval: time.Second,
-	})
-	w.RegisterActivity(acts)
-	return w, nil
+		// No activity runs across two volumes (rootGuard).
+		Interceptors: []interceptor.WorkerInterceptor{&rootGuard{root: root}},
+	}
 }
 
 // Heartbeats signals the node's heartbeat to the hub every interval until

@@ -103,6 +103,30 @@ func NewRoot(dir string, opts ...RootOption) (*Root, error) {
 	return &Root{dir: real, f: f, flushDir: flushDir, dev: device(fi), state: state}, nil
 }
 
+// ErrRootMoved: the root's path no longer leads to the folder the worker
+// opened (see Root.Check).
+var ErrRootMoved = errors.New("the site root's path no longer leads to the folder this worker opened")
+
+// Check says whether the root's path still leads to the folder opened at
+// start. A volume unmounted lazily (umount -l) under a running worker, or
+// one mounted over the root, leaves the worker's descriptors on one
+// folder and the paths it names on another: nothing may run across the
+// two until the worker is restarted or the volume comes back.
+func (r *Root) Check() error {
+	opened, err := r.f.Stat()
+	if err != nil {
+		return fmt.Errorf("site root %s: %w", r.dir, err)
+	}
+	now, err := os.Stat(r.dir)
+	if err != nil {
+		return fmt.Errorf("site root %s: %w: %w", r.dir, ErrRootMoved, err)
+	}
+	if !os.SameFile(opened, now) {
+		return fmt.Errorf("site root %s: %w", r.dir, ErrRootMoved)
+	}
+	return nil
+}
+
 // Dir returns the root's absolute, symlink-free directory.
 func (r *Root) Dir() string { return r.dir }
 

@@ -290,6 +290,10 @@ func (f *Filesystem) NewGroup(ctx context.Context) (Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := f.onDevice(file); err != nil {
+		file.Close()
+		return nil, err
+	}
 	return &fsGroup{fs: f, file: file}, nil
 }
 
@@ -670,7 +674,27 @@ func (f *Filesystem) onDevice(tmp *os.File) error {
 	if dev == f.dev || known {
 		return nil
 	}
+	// Another filesystem: one mounted beneath dir, or dir's own path now
+	// leading elsewhere (its volume unmounted under the driver, lazily, or
+	// another mounted over it), where nothing may be written: objects there
+	// would be hidden once the volume is back, their files released.
+	if err := f.sameFolder(); err != nil {
+		return err
+	}
 	return f.addMount(filepath.Dir(tmp.Name()))
+}
+
+// sameFolder says whether dir's path still leads to the folder the driver
+// opened.
+func (f *Filesystem) sameFolder() error {
+	opened, err := f.flushDir.Stat()
+	if err != nil {
+		return err
+	}
+	if now, err := os.Stat(f.dir); err != nil || !os.SameFile(opened, now) {
+		return fmt.Errorf("filesystem target %s %w: its path leads to another folder than when the step began", f.dir, ErrTargetNotMounted)
+	}
+	return nil
 }
 
 // addMount opens the folder dir, on a filesystem mounted beneath the
