@@ -547,7 +547,7 @@ func (j *jobRun) runBatch(ctx workflow.Context, b vocab.BatchRef) error {
 		if step.DestSite != "" {
 			targets = step.Shared
 		}
-		stepErr := workflow.ExecuteActivity(sctx, s.RunStep, site.StepInput{JobID: j.jobID, Run: b.Run, Batch: b.Index,
+		stepErr := workflow.ExecuteActivity(sctx, s.RunStep, site.StepInput{JobID: j.jobID, Run: b.Run, InRun: p.Run, Batch: b.Index,
 			Step: k, Name: step.Name, Params: step.Params, Targets: targets, FailedAtDestination: failedAtDest}).Get(ctx, &out)
 		var unrecorded int64
 		if k == 0 && stepErr == nil {

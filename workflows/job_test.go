@@ -57,6 +57,8 @@ type jobEnv struct {
 	statesLocal []bool
 	// onRecorded, when set, sees each discovery recorded.
 	onRecorded func(workflows.DiscoveryDone)
+	// stepInputs: every RunStep's input.
+	stepInputs []site.StepInput
 }
 
 func newJobEnv(t *testing.T, batches int) *jobEnv {
@@ -118,6 +120,7 @@ func newJobEnv(t *testing.T, batches int) *jobEnv {
 		je.mu.Lock()
 		defer je.mu.Unlock()
 		je.steps++
+		je.stepInputs = append(je.stepInputs, in)
 		if je.stepErr != nil {
 			if err := je.stepErr(in.Batch); err != nil {
 				return nil, err
@@ -156,6 +159,26 @@ func TestJobWorkflowRunsEveryBatch(t *testing.T) {
 	require.Equal(t, 12, je.steps)
 	require.Equal(t, vocab.JobSuccess, je.outcome)
 	require.Equal(t, []string{vocab.JobStarted}, je.states)
+}
+
+// TestJobWorkflowRunsALeftoverBatchInItsOwnRun: a batch left over from
+// run 1 runs, in run 2, from run 1's batch file and with run 2's journal
+// (site.journalFile), so its earlier failures are tried again.
+func TestJobWorkflowRunsALeftoverBatchInItsOwnRun(t *testing.T) {
+	t.Parallel()
+	je := newJobEnv(t, 1)
+	je.plan.Run, je.plan.Leftover = 2, []vocab.BatchRef{{Run: 1, Index: 7, N: 1}}
+	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1})
+	require.NoError(t, je.env.GetWorkflowError())
+	var leftover []site.StepInput
+	for _, in := range je.stepInputs {
+		require.Equal(t, 2, in.InRun, "every step is part of run 2")
+		if in.Run == 1 {
+			leftover = append(leftover, in)
+		}
+	}
+	require.Len(t, leftover, 1)
+	require.Equal(t, 7, leftover[0].Batch)
 }
 
 // TestJobWorkflowLeavesALaterRun: a run whose end FinishJob did not

@@ -121,6 +121,18 @@ func outcomeFile(dir string, index, step int) string {
 	return filepath.Join(dir, fmt.Sprintf("b%06d.s%02d.out", index, step))
 }
 
+// journalFile is the journal of in's step: outcomeFile, except for a
+// batch left over from an earlier run, whose journal in this run is new.
+// Its old journal holds the outcomes its cancelled or failed run never
+// recorded; replayed, its failures would be reported again instead of
+// tried again, and the paths it did are soon done again ("already …").
+func journalFile(dir string, in StepInput, step int) string {
+	if in.InRun == 0 || in.InRun == in.Run {
+		return outcomeFile(dir, in.Batch, step)
+	}
+	return filepath.Join(dir, fmt.Sprintf("b%06d.s%02d.r%d.out", in.Batch, step, in.InRun))
+}
+
 // matchRule returns the first rule selecting e, or -1.
 func matchRule(rules []RuleFilter, typ string, state State) int {
 	for i, r := range rules {
@@ -239,9 +251,14 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 	// little, a snapdiff of an unchanged tree) still heartbeats: otherwise
 	// each attempt timed out, and its retry walked beside it. One that
 	// reads nothing (hung on a dead NFS server) stops, and is retried.
+	var closeErr error // writing the last batches
 	err := beatWhileMoving(ctx, prog.n.Load, func() any { return "discovering" }, func(ctx context.Context) error {
 		w.ctx = ctx
-		return a.discoverInto(ctx, in, w, size)
+		if err := a.discoverInto(ctx, in, w, size); err != nil {
+			return err
+		}
+		closeErr = w.close(len(in.Rules))
+		return nil
 	})
 	if app := (*temporal.ApplicationError)(nil); errors.As(err, &app) {
 		return nil, err // refused for good (a policy, a snapdiff of two paths)
@@ -252,8 +269,8 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 		}
 		return nil, fmt.Errorf("discover: %w", err)
 	}
-	if err := w.close(len(in.Rules)); err != nil {
-		return nil, err
+	if closeErr != nil {
+		return nil, closeErr
 	}
 	return &w.out, nil
 }
@@ -397,6 +414,7 @@ type TargetSpec struct {
 type StepInput struct {
 	JobID   int64
 	Run     int // run whose batch file this is
+	InRun   int // run this step is part of (0: Run); see journalFile
 	Batch   int
 	Step    int // index in the rule's action chain
 	Name    string
@@ -429,7 +447,7 @@ func (a *Activities) RunStep(ctx context.Context, in StepInput) (*StepOutput, er
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("batch %d of job %d: %v", in.Batch, in.JobID, err), vocab.ErrMissingBatch, err)
 	}
 	if in.Step > 0 {
-		prev, err := readOutcomes(outcomeFile(dir, in.Batch, in.Step-1))
+		prev, err := readOutcomes(journalFile(dir, in, in.Step-1))
 		if err != nil {
 			return nil, err
 		}
@@ -448,7 +466,7 @@ func (a *Activities) RunStep(ctx context.Context, in StepInput) (*StepOutput, er
 		}
 		entries = kept
 	}
-	journal := outcomeFile(dir, in.Batch, in.Step)
+	journal := journalFile(dir, in, in.Step)
 	done, err := readOutcomes(journal)
 	if err != nil {
 		return nil, err

@@ -751,7 +751,7 @@ func TestDiscoveryHungOnAFolderStopsHeartbeating(t *testing.T) {
 func TestHeartbeatsGoOnWhileWorkMoves(t *testing.T) {
 	savedEvery, savedBeat, savedStall := beatEvery, beat, stallAfter
 	var beats atomic.Int32
-	beatEvery, stallAfter = time.Millisecond, 50*time.Millisecond
+	beatEvery, stallAfter = time.Millisecond, 500*time.Millisecond
 	beat = func(ctx context.Context, details ...any) { beats.Add(1); savedBeat(ctx, details...) }
 	t.Cleanup(func() { beatEvery, beat, stallAfter = savedEvery, savedBeat, savedStall })
 	var s testsuite.WorkflowTestSuite
@@ -761,15 +761,17 @@ func TestHeartbeatsGoOnWhileWorkMoves(t *testing.T) {
 	work := func(ctx context.Context) error {
 		var moved atomic.Int64
 		return beatWhileMoving(ctx, moved.Load, func() any { return nil }, func(ctx context.Context) error {
-			for range 30 { // 300 ms, six stall periods
+			const steps = 150 // 1.5 s, three stall periods
+			for i := range steps {
+				if i == steps-10 {
+					late = beats.Load()
+				}
 				time.Sleep(10 * time.Millisecond)
 				moved.Add(1)
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 			}
-			late = beats.Load()
-			time.Sleep(50 * time.Millisecond)
 			late = beats.Load() - late
 			return nil
 		})
@@ -777,5 +779,5 @@ func TestHeartbeatsGoOnWhileWorkMoves(t *testing.T) {
 	env.RegisterActivity(work)
 	_, err := env.ExecuteActivity(work)
 	require.NoError(t, err)
-	require.Positive(t, late, "heartbeats go on after six stall periods of work that moves")
+	require.Positive(t, late, "heartbeats go on after three stall periods of work that moves")
 }

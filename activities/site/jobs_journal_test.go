@@ -1,0 +1,48 @@
+package site
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/activities/targets"
+)
+
+// TestALeftoverBatchRetriesItsFailures: a step retried within its run
+// replays its journal (each path reported once), but a batch left over
+// from an earlier run (cancelled or failed mid-batch) runs with a journal
+// of the new run: a path that failed before is tried again, not reported
+// failed again, and one done before is done again ("already …").
+func TestALeftoverBatchRetriesItsFailures(t *testing.T) {
+	dir, tdir := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o755))
+	for _, name := range []string{"a.txt", "b.txt"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "data", name), []byte(name), 0o644))
+	}
+	a := &Activities{Root: newRoot(t, dir, false), Site: "s"}
+	out, err := discover(t, a, DiscoverInput{JobID: 1, Run: 1, Mode: "recursive", Paths: []string{"/data"},
+		Rules: []RuleFilter{{Type: TypeFile}}})
+	require.NoError(t, err)
+	require.Len(t, out.Batches, 1)
+	require.NoError(t, os.Remove(filepath.Join(dir, "data", "b.txt"))) // b fails in run 1
+
+	spec := TargetSpec{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}
+	step := func(inRun int) map[string]string {
+		var res StepOutput
+		require.NoError(t, runActivity(a, a.RunStep, StepInput{JobID: 1, Run: 1, InRun: inRun, Batch: out.Batches[0].Index,
+			Name: "premigrate", Targets: []TargetSpec{spec}}, &res))
+		states := map[string]string{}
+		for _, o := range res.Outcomes {
+			states[o.Path] = o.State
+		}
+		return states
+	}
+	require.Equal(t, map[string]string{"/data/a.txt": OutcomeSuccess, "/data/b.txt": OutcomeFailure}, step(1))
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "data", "b.txt"), []byte("b.txt"), 0o644))
+	require.Equal(t, OutcomeFailure, step(1)["/data/b.txt"], "a retry within the run replays its journal")
+	require.Equal(t, map[string]string{"/data/a.txt": OutcomeSuccess, "/data/b.txt": OutcomeSuccess}, step(2),
+		"run 2 tries the leftover batch's failure again")
+}
