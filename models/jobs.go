@@ -54,23 +54,26 @@ type Job struct {
 	// IdempotencyKey is the client's name for the request that created
 	// the job (the Idempotency-Key header): the same owner sending it
 	// again gets this job, not a second one.
-	IdempotencyKey    *string `bun:"idempotency_key"`
-	OwnerName         string  `bun:"owner_name"`
-	ClientKeyID       *int64  `bun:"clientkey_id"`
-	ClientKeyName     string  `bun:"clientkey_name"`
-	ScheduleID        *int64  `bun:"schedule_id"`
-	ScheduleName      string  `bun:"schedule_name"`
-	PolicyID          *int64  `bun:"policy_id"` // the policy whose run this is
-	DirWalkComplete   bool    `bun:"dir_walk_complete"`
-	SignalSeq         int64   `bun:"signal_seq,notnull"` // the last pause or resume's number (NextSignal)
-	IsSettingsJob     bool    `bun:"is_settings_job"`
-	FriendlyName      string  `bun:"friendly_name"`
-	NumFiles          int64   `bun:"numfiles"`
-	NumProcessedFiles int64   `bun:"numprocessedfiles"`
-	NumFailedFiles    int64   `bun:"numfailedfiles"`
-	NumSkippedFiles   int64   `bun:"numskippedfiles"`
-	NumAbortedFiles   int64   `bun:"numabortedfiles"`
-	NumCancelledFiles int64   `bun:"numcancelledfiles"`
+	IdempotencyKey  *string `bun:"idempotency_key"`
+	OwnerName       string  `bun:"owner_name"`
+	ClientKeyID     *int64  `bun:"clientkey_id"`
+	ClientKeyName   string  `bun:"clientkey_name"`
+	ScheduleID      *int64  `bun:"schedule_id"`
+	ScheduleName    string  `bun:"schedule_name"`
+	PolicyID        *int64  `bun:"policy_id"` // the policy whose run this is
+	DirWalkComplete bool    `bun:"dir_walk_complete"`
+	SignalSeq       int64   `bun:"signal_seq,notnull"` // the last pause or resume's number (NextSignal)
+	// SnapdiffPending is the pending manifest of a snapdiff run that ended
+	// with failures: a resubmit that succeeds commits it.
+	SnapdiffPending   string `bun:"snapdiff_pending,notnull"`
+	IsSettingsJob     bool   `bun:"is_settings_job"`
+	FriendlyName      string `bun:"friendly_name"`
+	NumFiles          int64  `bun:"numfiles"`
+	NumProcessedFiles int64  `bun:"numprocessedfiles"`
+	NumFailedFiles    int64  `bun:"numfailedfiles"`
+	NumSkippedFiles   int64  `bun:"numskippedfiles"`
+	NumAbortedFiles   int64  `bun:"numabortedfiles"`
+	NumCancelledFiles int64  `bun:"numcancelledfiles"`
 	// NumStats is the number of its job_stats rows (paths with an outcome).
 	NumStats int64            `bun:"numstats"`
 	Progress float64          `bun:"progress"`
@@ -298,6 +301,7 @@ type JobUpdate struct {
 	HasFailures     *bool
 	Run             *int
 	Leftover        *[]vocab.BatchRef
+	SnapdiffPending *string
 	Cancelled       *int64
 	Aborted         *int64
 	// InRun, when set, applies the update only while the job is in that
@@ -344,6 +348,9 @@ func UpdateJob(ctx context.Context, db bun.IDB, id int64, u JobUpdate) error {
 	}
 	if u.Leftover != nil {
 		q.Set("leftover = ?", jsonText(*u.Leftover))
+	}
+	if u.SnapdiffPending != nil {
+		q.Set("snapdiff_pending = ?", *u.SnapdiffPending)
 	}
 	if u.Cancelled != nil {
 		q.Set("numcancelledfiles = ?", *u.Cancelled)

@@ -189,6 +189,9 @@ type JobPlan struct {
 	Targets     []site.TargetSpec
 	StepTimeout time.Duration // task_invalidation_timeout
 	Leftover    []vocab.BatchRef
+	// Snapdiff is the pending manifest of the snapdiff run whose failures
+	// this resubmit retries, to commit if it succeeds.
+	Snapdiff string `json:",omitempty"`
 	// State is the job's state when the plan was read: a start delivered
 	// again finds its run no longer PENDING and ends without work.
 	State string
@@ -280,6 +283,9 @@ type JobEnd struct {
 	// Error is why a FAILURE run failed; FinishJob composes one when it
 	// turns a SUCCESS whose every path failed into FAILURE.
 	Error string
+	// Snapdiff is the run's pending snapdiff manifest, kept for a
+	// resubmit (JobPlan.Snapdiff).
+	Snapdiff string `json:",omitempty"`
 }
 
 // JobOutcome is what FinishJob decided.

@@ -244,6 +244,7 @@ func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
 	}
 	j.c.Plan = plan
 	j.c.Queue = append(j.c.Queue, plan.Leftover...)
+	j.c.Snapdiff = plan.Snapdiff // a resubmit's, of the run whose failures it retries
 	if j.version >= jobV1 && in.Run != 0 {
 		switch {
 		case plan.Run != in.Run || (plan.State != vocab.JobPending && plan.State != vocab.JobCancelling):
@@ -656,7 +657,7 @@ func (j *jobRun) finish(ctx workflow.Context) error {
 	var s *site.Activities
 	var out JobOutcome
 	err := j.call(j.hub, &out, actFinishJob, JobEnd{JobID: j.jobID, Run: j.c.Plan.Run, State: vocab.JobSuccess,
-		Aborted: j.c.Aborted})
+		Aborted: j.c.Aborted, Snapdiff: j.c.Snapdiff})
 	if err != nil {
 		return err
 	}
@@ -703,7 +704,7 @@ func (j *jobRun) recordCancelled() error {
 	left := append(append([]vocab.BatchRef{}, j.cancelled...), j.c.Queue[j.c.Next:]...)
 	var out JobOutcome
 	err := j.call(j.hub, &out, actFinishJob, JobEnd{JobID: j.jobID, Run: j.c.Plan.Run, State: vocab.JobCancelled,
-		Cancelled: left, Aborted: j.c.Aborted})
+		Cancelled: left, Aborted: j.c.Aborted, Snapdiff: j.c.Snapdiff})
 	if err != nil || out.Superseded {
 		return err
 	}
@@ -727,7 +728,7 @@ func (j *jobRun) fail(ctx workflow.Context, cause error) error {
 	left := append(append([]vocab.BatchRef{}, j.cancelled...), j.c.Queue[min(j.c.Next, len(j.c.Queue)):]...)
 	var out JobOutcome
 	if err := j.call(j.hub, &out, actFinishJob, JobEnd{JobID: j.jobID, Run: j.c.Plan.Run,
-		State: vocab.JobFailure, Cancelled: left, Aborted: j.c.Aborted, Error: failureReason(cause)}); err != nil || out.Superseded {
+		State: vocab.JobFailure, Cancelled: left, Aborted: j.c.Aborted, Error: failureReason(cause), Snapdiff: j.c.Snapdiff}); err != nil || out.Superseded {
 		return err
 	}
 	_ = workflow.UpsertTypedSearchAttributes(j.hub, HubJobState.ValueSet(vocab.JobFailure))

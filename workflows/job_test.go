@@ -59,6 +59,10 @@ type jobEnv struct {
 	onRecorded func(workflows.DiscoveryDone)
 	// stepInputs: every RunStep's input.
 	stepInputs []site.StepInput
+	// committed: every CommitSnapdiff's pending manifest; endSnapdiff,
+	// the one FinishJob was told of.
+	committed   []string
+	endSnapdiff string
 }
 
 func newJobEnv(t *testing.T, batches int) *jobEnv {
@@ -141,8 +145,12 @@ func newJobEnv(t *testing.T, batches int) *jobEnv {
 		return workflows.TaskCounts{Succeeded: 1}, nil
 	})
 	je.env.OnActivity(hub.FinishJob, mock.Anything, mock.Anything).Return(func(_ context.Context, e workflows.JobEnd) (workflows.JobOutcome, error) {
-		je.outcome, je.endRun = e.State, e.Run
+		je.outcome, je.endRun, je.endSnapdiff = e.State, e.Run, e.Snapdiff
 		return workflows.JobOutcome{State: e.State, Superseded: je.superseded}, nil
+	})
+	je.env.OnActivity(sa.CommitSnapdiff, mock.Anything, mock.Anything).Return(func(_ context.Context, pending string) error {
+		je.committed = append(je.committed, pending)
+		return nil
 	})
 	je.env.OnActivity(sa.CleanupJob, mock.Anything, mock.Anything).Return(func(context.Context, int64) error {
 		je.cleanups++
@@ -179,6 +187,29 @@ func TestJobWorkflowRunsALeftoverBatchInItsOwnRun(t *testing.T) {
 	}
 	require.Len(t, leftover, 1)
 	require.Equal(t, 7, leftover[0].Batch)
+}
+
+// TestJobWorkflowCommitsTheManifestOfTheRunItRetries: a resubmit of a
+// snapdiff job commits, once it succeeds, the pending manifest of the run
+// whose failures it retried (JobPlan.Snapdiff), and tells its end of it
+// (kept for a further resubmit, should this run fail too).
+func TestJobWorkflowCommitsTheManifestOfTheRunItRetries(t *testing.T) {
+	t.Parallel()
+	const pending = "m.manifest.pending-0123456789abcdef"
+	je := newJobEnv(t, 1)
+	je.plan.Run, je.plan.Resubmit, je.plan.Discovery, je.plan.Snapdiff = 2, true, "", pending
+	failed := []string{"/f"} // the first run's failure, then no more
+	je.env.OnActivity((&hubact.Activities{}).FailedPathsPage, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(context.Context, int64, string, int) ([]string, error) {
+			page := failed
+			failed = nil
+			return page, nil
+		})
+	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1})
+	require.NoError(t, je.env.GetWorkflowError())
+	require.Equal(t, vocab.JobSuccess, je.outcome)
+	require.Equal(t, []string{pending}, je.committed)
+	require.Equal(t, pending, je.endSnapdiff)
 }
 
 // TestJobWorkflowLeavesALaterRun: a run whose end FinishJob did not

@@ -49,6 +49,9 @@ func (a *Activities) LoadJobPlan(ctx context.Context, jobID int64) (*workflows.J
 		// paths skips them instead (DiscoverInput.Skip).
 		p.Leftover = nil
 	}
+	if p.Resubmit {
+		p.Snapdiff = j.SnapdiffPending
+	}
 	p.Include = append(globs(s.Include, j.IgnoreSiteIncludes), j.Include...)
 	p.Exclude = append(globs(s.Exclude, j.IgnoreSiteExcludes), j.Exclude...)
 	if p.Targets, err = a.siteTargets(ctx, s.ID); err != nil {
@@ -502,7 +505,8 @@ func (a *Activities) FinishJob(ctx context.Context, e workflows.JobEnd) (workflo
 	}
 	reason = shorten(vocab.CleanErrorText(reason), maxJobError)
 	err = models.UpdateJob(ctx, a.DB, e.JobID, models.JobUpdate{InRun: e.Run, State: out.State, Completed: true,
-		HasFailures: &out.HasFailures, Leftover: &leftover, Cancelled: &cancelled, Aborted: &aborted, Error: &reason})
+		HasFailures: &out.HasFailures, Leftover: &leftover, Cancelled: &cancelled, Aborted: &aborted, Error: &reason,
+		SnapdiffPending: &e.Snapdiff})
 	if inAnotherRun(err, e.Run) {
 		return workflows.JobOutcome{State: j.State, Superseded: true}, nil
 	}

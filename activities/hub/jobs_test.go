@@ -267,3 +267,32 @@ func TestRerunOfAnUnfinishedWalkDropsItsLeftover(t *testing.T) {
 		require.Equal(t, left, p.Leftover)
 	})
 }
+
+// TestResubmitCommitsTheFirstRunsManifest: a snapdiff run that ends with
+// failures keeps its pending manifest on the job, and the resubmit that
+// retries those failures is handed it to commit; a walk from scratch
+// makes its own.
+func TestResubmitCommitsTheFirstRunsManifest(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		site := ensureSite(t, db, "manifest")
+		a := &hubact.Activities{DB: db}
+		const pending = "/site/.hub/manifests/0123.manifest.pending-0123456789abcdef"
+		for _, walked := range []bool{true, false} {
+			j := createJob(t, db, site, "snapdiff", []string{"/a"})
+			_, err := a.FinishJob(ctx, workflows.JobEnd{JobID: j.ID, Run: 1, State: vocab.JobSuccess, Snapdiff: pending,
+				Aborted: []vocab.BatchRef{{Run: 1, Index: 0, N: 1}}})
+			require.NoError(t, err)
+			run := 2
+			require.NoError(t, models.UpdateJob(ctx, db, j.ID, models.JobUpdate{Run: &run, DirWalkComplete: &walked}))
+			p, err := a.LoadJobPlan(ctx, j.ID)
+			require.NoError(t, err)
+			if walked {
+				require.Equal(t, pending, p.Snapdiff, "the resubmit commits the first run's manifest")
+			} else {
+				require.Empty(t, p.Snapdiff, "a walk from scratch makes its own")
+			}
+		}
+	})
+}

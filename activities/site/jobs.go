@@ -275,6 +275,9 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 	return &w.out, nil
 }
 
+// manifestDir holds the site's snapdiff manifests.
+func (a *Activities) manifestDir() string { return filepath.Join(a.Root.Dir(), hubDir, "manifests") }
+
 // discoverInto runs in's discovery into w, in batches of at most size.
 func (a *Activities) discoverInto(ctx context.Context, in DiscoverInput, w *batchWriter, size int) (err error) {
 	switch in.Mode {
@@ -312,7 +315,7 @@ func (a *Activities) discoverInto(ctx context.Context, in DiscoverInput, w *batc
 			return temporal.NewNonRetryableApplicationError("snapdiff discovery needs exactly one managed path", vocab.ErrBadInput, nil)
 		}
 		var res *SnapdiffResult
-		res, err = Snapdiff(ctx, a.Root, in.Paths[0], filepath.Join(a.Root.Dir(), hubDir, "manifests"), func(batch []DiffEntry) error {
+		res, err = Snapdiff(ctx, a.Root, in.Paths[0], a.manifestDir(), func(batch []DiffEntry) error {
 			for _, d := range batch {
 				if r := matchRule(in.Rules, d.Type, d.State); r >= 0 || d.Change == Deleted {
 					e := batchEntry{Path: d.Path, Type: d.Type, State: d.State, Size: d.Size, Change: d.Change, OldPath: d.OldPath}
@@ -598,6 +601,9 @@ func (a *Activities) CleanupJobs(ctx context.Context, jobIDs []int64) error {
 func (a *Activities) CommitSnapdiff(ctx context.Context, pending string) error {
 	if pending == "" {
 		return nil
+	}
+	if filepath.Dir(pending) != a.manifestDir() {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("snapdiff: %q is not in this site's manifests folder", pending), vocab.ErrBadInput, nil)
 	}
 	return CommitSnapdiff(pending)
 }

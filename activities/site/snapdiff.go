@@ -362,6 +362,13 @@ func CommitSnapdiff(pending string) error {
 		return fmt.Errorf("snapdiff: %q is not a pending manifest", pending)
 	}
 	final := filepath.Join(filepath.Dir(pending), m[1])
+	if p, err := os.Stat(pending); err == nil {
+		if f, err := os.Stat(final); err == nil && f.ModTime().After(p.ModTime()) {
+			// A later walk's manifest was committed since (a resubmit
+			// commits its first run's): this one would take the base back.
+			return DiscardSnapdiff(pending)
+		}
+	}
 	if err := os.Rename(pending, final); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			if _, serr := os.Stat(final); serr == nil {

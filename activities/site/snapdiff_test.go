@@ -3,6 +3,7 @@ package site
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -136,6 +137,37 @@ func TestCommitSnapdiffRejectsOtherFiles(t *testing.T) {
 	require.ErrorContains(t, DiscardSnapdiff(f), "not a pending manifest")
 	_, err := os.Stat(f)
 	require.NoError(t, err)
+
+	// The activity commits only within its site's manifests folder (the
+	// name comes through the workflow and the job's row).
+	elsewhere := filepath.Join(t.TempDir(), "a.manifest.pending-0123456789abcdef")
+	require.NoError(t, os.WriteFile(elsewhere, []byte("x"), 0o644))
+	a := &Activities{Root: newRoot(t, t.TempDir(), false), Site: "s"}
+	require.ErrorContains(t, a.CommitSnapdiff(context.Background(), elsewhere), "not in this site's manifests folder")
+	_, err = os.Stat(elsewhere)
+	require.NoError(t, err)
+}
+
+// TestAnOlderManifestIsNotCommittedOverANewer: a resubmit commits the
+// manifest of the run whose failures it retried; when a later run of the
+// path committed its own since, the older one is discarded, not made the
+// base again (the next diff would replay what that later run sent).
+func TestAnOlderManifestIsNotCommittedOverANewer(t *testing.T) {
+	t.Parallel()
+	dir, manifests := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "proj"), 0o755))
+	root := newRoot(t, dir, false)
+	_, older := runSnapdiff(t, root, "/proj", manifests)
+	require.NoError(t, os.Chtimes(older.Pending, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour)))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "proj", "new.txt"), []byte("x"), 0o644))
+	_, newer := runSnapdiff(t, root, "/proj", manifests)
+	require.NoError(t, newer.Commit())
+
+	require.NoError(t, older.Commit())
+	_, err := os.Stat(older.Pending)
+	require.ErrorIs(t, err, fs.ErrNotExist, "the older manifest is discarded")
+	got, _ := runSnapdiff(t, root, "/proj", manifests)
+	require.Empty(t, got, "the base is still the newer run's")
 }
 
 // TestSnapdiffRefusesAnUnmountedPath: a managed path that vanished, or is
