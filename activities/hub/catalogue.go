@@ -85,6 +85,7 @@ func (a *Activities) ListRemoteTarget(ctx context.Context, in workflows.RemoteLi
 	if err != nil {
 		return site.TargetListing{}, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrTargetList, err)
 	}
+	cfg.MustExist = true // a listing creates no folder
 	d, err := targets.Open(cfg)
 	if err != nil {
 		return site.TargetListing{}, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrTargetList, err)

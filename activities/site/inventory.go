@@ -337,7 +337,9 @@ const afterAll = "\U0010FFFF"
 // ListTargetFolder lists a filesystem target's folder as this site sees
 // it; the hub lists targets it can reach itself (see ListTarget).
 func (a *Activities) ListTargetFolder(ctx context.Context, in TargetListInput) (TargetListing, error) {
-	d, err := targets.Open(in.Config)
+	cfg := in.Config
+	cfg.Seen = a.targetMemory() // a folder not mounted is refused, never created
+	d, err := targets.Open(cfg)
 	if err != nil {
 		return TargetListing{}, temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrTargetList, err)
 	}

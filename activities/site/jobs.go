@@ -627,9 +627,13 @@ func newDriverSet(specs []TargetSpec, c *vocab.Cipher) *driverSet {
 // whose volume is not mounted is not written to.
 func (a *Activities) drivers(specs []TargetSpec) *driverSet {
 	s := newDriverSet(specs, a.Cipher)
-	s.seen = filepath.Join(a.Root.Dir(), hubDir, "targets")
+	s.seen = a.targetMemory()
 	return s
 }
+
+// targetMemory is the folder where the site remembers the filesystem
+// targets it has used (targets.Config.Seen).
+func (a *Activities) targetMemory() string { return filepath.Join(a.Root.Dir(), hubDir, "targets") }
 
 // flush flushes every target opened so far (flushTarget).
 func (s *driverSet) flush(ctx context.Context) error {

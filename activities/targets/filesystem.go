@@ -109,6 +109,10 @@ func NewFilesystem(cfg Config) (*Filesystem, error) {
 		if err := checkMarker(dir, cfg.Seen); err != nil {
 			return nil, err
 		}
+	} else if cfg.MustExist {
+		if err := mustBeFolder(dir); err != nil {
+			return nil, err
+		}
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("filesystem target: %w", err)
 	}
@@ -695,6 +699,20 @@ func (f *Filesystem) sameFolder() error {
 		return fmt.Errorf("filesystem target %s %w: its path leads to another folder than when the step began", f.dir, ErrTargetNotMounted)
 	}
 	return nil
+}
+
+// mountsBeneath lists the mount points strictly below dir (real paths).
+func mountsBeneath(dir string) []string {
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	var out []string
+	for _, p := range fsutil.MountPoints() {
+		if rel, err := filepath.Rel(dir, p); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // addMount opens the folder dir, on a filesystem mounted beneath the

@@ -55,9 +55,11 @@ func checkMarker(dir, seen string) error {
 	}
 	// First use by this site: the folder must exist (one beneath a volume
 	// not mounted does not), and gets its marker if it has none.
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("filesystem target %s %w: it is no folder here (%v); create it, or mount its volume",
-			dir, ErrTargetNotMounted, err)
+	if err := mustBeFolder(dir); err != nil {
+		return err
+	}
+	if mp := fsutil.UnmountedVolume(dir); mp != "" {
+		return fmt.Errorf("filesystem target %s %w: it lies beneath %s, which /etc/fstab mounts and is not mounted", dir, ErrTargetNotMounted, mp)
 	}
 	id, err := os.ReadFile(marker)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -90,4 +92,18 @@ func newMarker(marker string) error {
 		return err
 	}
 	return fsutil.SyncDir(filepath.Dir(marker))
+}
+
+// mustBeFolder refuses a target folder dir that does not exist (or is no
+// folder): it is never created where its volume may be missing.
+func mustBeFolder(dir string) error {
+	fi, err := os.Stat(dir)
+	if err == nil && !fi.IsDir() {
+		err = errors.New("not a folder")
+	}
+	if err != nil {
+		return fmt.Errorf("filesystem target %s %w: it is no folder here (%v); create it, or mount its volume",
+			dir, ErrTargetNotMounted, err)
+	}
+	return nil
 }

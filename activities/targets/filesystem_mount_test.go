@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // TestAVolumeGoneUnderTheDriverIsRefused: a filesystem target's path
@@ -48,4 +50,43 @@ func TestAVolumeGoneUnderTheDriverIsRefused(t *testing.T) {
 	g, err := d.NewGroup(ctx)
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
+}
+
+// TestAReadOnlyOpenCreatesNoFolder: a target opened only to be read (a
+// listing from the hub, a maintenance command) whose folder is missing
+// (beneath a volume not mounted) is refused and not created, so a site's
+// first use cannot take that folder later.
+func TestAReadOnlyOpenCreatesNoFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mnt", "archive")
+	_, err := Open(Config{StorageType: "filesystem", MigrationTargetFolder: dir, MustExist: true})
+	require.ErrorIs(t, err, ErrTargetNotMounted)
+	require.NoDirExists(t, filepath.Dir(dir))
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	_, err = Open(Config{StorageType: "filesystem", MigrationTargetFolder: dir, MustExist: true})
+	require.NoError(t, err)
+}
+
+// TestAFirstUseBeneathAnUnmountedVolumeIsRefused: a site's first use of a
+// folder beneath a mount point of /etc/fstab that is not mounted (an empty
+// mountpoint looks like a new empty folder) is refused, and no marker is
+// made there.
+func TestAFirstUseBeneathAnUnmountedVolumeIsRefused(t *testing.T) {
+	mnt := t.TempDir()
+	dir := filepath.Join(mnt, "archive")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	fstab := filepath.Join(t.TempDir(), "fstab")
+	require.NoError(t, os.WriteFile(fstab, []byte("nas:/archive "+mnt+" nfs defaults 0 0\n"), 0o644))
+	saved := fsutil.MountTables
+	t.Cleanup(func() { fsutil.MountTables = saved })
+	fsutil.MountTables.Fstab = fstab
+	seen := t.TempDir()
+	_, err := NewFilesystem(Config{MigrationTargetFolder: dir, Seen: seen})
+	require.ErrorIs(t, err, ErrTargetNotMounted)
+	require.ErrorContains(t, err, "/etc/fstab mounts")
+	require.NoFileExists(t, filepath.Join(dir, targetMarker))
+
+	fsutil.MountTables = saved // mounted (as far as fstab says)
+	_, err = NewFilesystem(Config{MigrationTargetFolder: dir, Seen: seen})
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(dir, targetMarker))
 }

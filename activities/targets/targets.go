@@ -199,6 +199,11 @@ type Config struct {
 	// the site itself, never sent (a workflow input must not choose where
 	// a site writes).
 	Seen string `json:"-"`
+	// MustExist, for a filesystem target opened only to read it (by the
+	// hub, or a maintenance command), refuses a folder that does not
+	// exist instead of creating it: one beneath a volume not mounted,
+	// made, would then be taken by a site's first use.
+	MustExist bool `json:"-"`
 }
 
 var (

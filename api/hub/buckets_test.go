@@ -384,6 +384,16 @@ func TestExternalTargetFiles(t *testing.T) {
 		requireFieldError(t, e.AsAdmin(http.MethodGet, pathOf("external_targets", fsT)+"files/?max_items=0", nil), "max_items")
 		requireFieldError(t, e.AsAdmin(http.MethodGet, pathOf("external_targets", fsT)+"files/?max_items=x", nil), "max_items")
 
+		// A folder beneath a volume not mounted is refused, and not made
+		// by the listing (a site's first use would then take it).
+		missing := filepath.Join(t.TempDir(), "unmounted", "archive")
+		gone := recordID(t, e.AsAdmin(http.MethodPost, "/api/external_targets/", map[string]any{"name": "gone", "storage_type": "filesystem",
+			"local_file_regex": ".*", "migration_target_folder": missing, "available_on_sites": []int64{east}}))
+		r := e.AsAdmin(http.MethodGet, pathOf("external_targets", gone)+"files/", nil)
+		requireStatus(t, http.StatusBadGateway, r)
+		require.Contains(t, string(r.Body), "mount its volume")
+		require.NoDirExists(t, filepath.Dir(missing))
+
 		// S3, listed by the hub: the sealed credentials sign the requests.
 		backend := s3mem.New()
 		require.NoError(t, backend.CreateBucket("s3b"))

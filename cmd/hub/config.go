@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/cmd/hub/hardening"
 	"github.com/thehub/hub/workflows/vocab"
@@ -359,6 +360,9 @@ func checkRoot(root string, init bool) error {
 		return fmt.Errorf("site root: %w", err)
 	case !fi.IsDir():
 		return fmt.Errorf("site root %s is not a folder", root)
+	}
+	if mp := fsutil.UnmountedVolume(root); mp != "" {
+		return fmt.Errorf("site root %s lies beneath %s, which /etc/fstab mounts and is not mounted: mount it", root, mp)
 	}
 	_, err = os.Stat(filepath.Join(root, ".hub"))
 	switch {

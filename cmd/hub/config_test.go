@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
+	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/cmd/hub/hardening"
 )
@@ -109,4 +110,14 @@ func TestWorkerRootIsTheSites(t *testing.T) {
 	require.NoError(t, checkRoot(root, false), "a root used before")
 	require.NoError(t, os.WriteFile(filepath.Join(mnt, "file"), nil, 0o644))
 	require.ErrorContains(t, checkRoot(filepath.Join(mnt, "file"), true), "not a folder")
+
+	// Beneath a mount point of /etc/fstab that is not mounted, a root is
+	// on the disk under it, --init or not.
+	fstab := filepath.Join(t.TempDir(), "fstab")
+	require.NoError(t, os.WriteFile(fstab, []byte("nas:/vol "+mnt+" nfs defaults 0 0\n"), 0o644))
+	saved := fsutil.MountTables
+	t.Cleanup(func() { fsutil.MountTables = saved })
+	fsutil.MountTables.Fstab = fstab
+	require.ErrorContains(t, checkRoot(root, true), "which /etc/fstab mounts and is not mounted")
+	require.ErrorContains(t, run("--root", root), "which /etc/fstab mounts and is not mounted")
 }

@@ -112,6 +112,7 @@ func (f *targetFlags) open() (map[string]targets.Driver, error) {
 	}
 	drivers := map[string]targets.Driver{}
 	add := func(name string, cfg targets.Config) error {
+		cfg.MustExist = true // a folder not mounted is refused, never created
 		d, err := targets.Open(cfg)
 		if err != nil {
 			return fmt.Errorf("target %s: %w", name, err)

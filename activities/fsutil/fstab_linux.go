@@ -1,0 +1,78 @@
+package fsutil
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// MountTables are where the mounts a host expects (Fstab) and those it
+// has (Mountinfo) are read; tests point them elsewhere.
+var MountTables = struct{ Fstab, Mountinfo string }{"/etc/fstab", "/proc/self/mountinfo"}
+
+// UnmountedVolume names the deepest mount point of /etc/fstab that holds
+// dir and is not mounted now, or "" when there is none (or no fstab). A folder beneath
+// it is on the disk under the mount point, not on its volume: an empty
+// folder there looks like a new one. Where fstab does not say (containers,
+// mounts made by hand), it finds nothing.
+func UnmountedVolume(dir string) string {
+	fstab, err := os.ReadFile(MountTables.Fstab)
+	if err != nil {
+		return ""
+	}
+	mounted := map[string]bool{}
+	for _, mp := range MountPoints() {
+		mounted[mp] = true
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	dir = filepath.Clean(dir)
+	found := ""
+	for _, line := range strings.Split(string(fstab), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || strings.HasPrefix(f[0], "#") || f[2] == "swap" || !strings.HasPrefix(f[1], "/") {
+			continue
+		}
+		mp := filepath.Clean(unescapeMount(f[1]))
+		under := mp == "/" || dir == mp || strings.HasPrefix(dir, mp+"/")
+		if under && !mounted[mp] && len(mp) > len(found) {
+			found = mp
+		}
+	}
+	return found
+}
+
+// MountPoints lists the mount points of /proc/self/mountinfo (its fifth
+// field), which names them by their real paths.
+func MountPoints() []string {
+	info, err := os.ReadFile(MountTables.Mountinfo)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(line); len(f) >= 5 {
+			out = append(out, unescapeMount(f[4]))
+		}
+	}
+	return out
+}
+
+// unescapeMount undoes the octal escapes of fstab and mountinfo (\040 for
+// a space).
+func unescapeMount(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
