@@ -15,9 +15,12 @@ import (
 type User struct {
 	bun.BaseModel `bun:"table:users,alias:u"`
 
-	ID              int64          `bun:"id,pk,autoincrement"`
-	Username        string         `bun:"username"`
-	Password        string         `bun:"password"` // bcrypt hash; "" means no usable password
+	ID       int64  `bun:"id,pk,autoincrement"`
+	Username string `bun:"username"`
+	Password string `bun:"password"` // bcrypt hash; "" means no usable password
+	// PasswordChanged is when Password was last set: the hub's tokens
+	// issued before are refused (api/auth).
+	PasswordChanged *time.Time     `bun:"password_changed"`
 	Email           string         `bun:"email"`
 	FirstName       string         `bun:"first_name"`
 	LastName        string         `bun:"last_name"`
@@ -51,6 +54,8 @@ func (u *User) SetPassword(password string) error {
 		return fmt.Errorf("hash password: %w", err)
 	}
 	u.Password = string(h)
+	now := time.Now().UTC()
+	u.PasswordChanged = &now
 	return nil
 }
 
@@ -180,14 +185,14 @@ func EnsureAdmin(ctx context.Context, db bun.IDB, username, password string, res
 	u, err := GetUser(ctx, db, username)
 	switch {
 	case err == nil:
-		if !reset {
-			return false, nil
+		if !reset || (u.IsActive && u.CheckPassword(password)) {
+			return false, nil // unchanged: its tokens stay good (SetPassword)
 		}
 		if err := u.SetPassword(password); err != nil {
 			return false, err
 		}
 		u.IsActive = true
-		_, err := db.NewUpdate().Model(u).Column("password", "is_active").WherePK().Exec(ctx)
+		_, err := db.NewUpdate().Model(u).Column("password", "password_changed", "is_active").WherePK().Exec(ctx)
 		return false, dbErr(err)
 	case err != ErrNotFound:
 		return false, err

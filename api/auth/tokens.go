@@ -154,7 +154,17 @@ func owner(ctx context.Context, db bun.IDB, claims *Claims) (*models.User, error
 	if errors.Is(err, models.ErrNotFound) || (err == nil && !u.IsActive) {
 		return nil, fmt.Errorf("%w: user missing or inactive", ErrBadToken)
 	}
+	if err == nil && issuedBefore(claims, u.PasswordChanged) {
+		return nil, fmt.Errorf("%w: issued before the password changed", ErrBadToken)
+	}
 	return u, err
+}
+
+// issuedBefore tells whether the token was issued before changed. A
+// token's time is in whole seconds: one issued in the very second of the
+// change counts as after it (a login right after a change must work).
+func issuedBefore(claims *Claims, changed *time.Time) bool {
+	return changed != nil && (claims.IssuedAt == nil || claims.IssuedAt.Before(changed.Truncate(time.Second)))
 }
 
 // PublicKeyPEM returns the verification key as a PEM "PUBLIC KEY" block.

@@ -192,7 +192,7 @@ func (s *Server) changePassword(c *gin.Context) error {
 	if err := u.SetPassword(in.NewPassword); err != nil {
 		return err
 	}
-	if _, err := s.DB.NewUpdate().Model(u).Column("password").WherePK().Exec(c.Request.Context()); err != nil {
+	if _, err := s.DB.NewUpdate().Model(u).Column("password", "password_changed").WherePK().Exec(c.Request.Context()); err != nil {
 		return err
 	}
 	c.JSON(http.StatusCreated, detailResponse{Detail: "Password changed."})

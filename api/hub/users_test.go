@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/hub/apitest"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/worker"
@@ -128,8 +129,32 @@ func TestActivateDeactivateAndChangePassword(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, cp("wrong-pass", "new-password-1").Status)
 		require.Equal(t, http.StatusBadRequest, cp("password-carol", "short").Status)
 		require.Equal(t, http.StatusBadRequest, cp("", "").Status)
+		// Tokens issued before a password change stop working (one from a
+		// second ago stands for a stolen one); a login right after it works.
+		ctx := context.Background()
+		_, err := e.DB.NewUpdate().Model((*models.User)(nil)).Set("password_changed = ?", time.Now().Add(-time.Hour).UTC()).
+			Where("username = 'carol'").Exec(ctx) // carol's password was set an hour ago
+		require.NoError(t, err)
+		carol, err := models.GetUser(ctx, e.DB, "carol")
+		require.NoError(t, err)
+		earlier := e.API.Tokens.WithClock(func() time.Time { return time.Now().Add(-time.Second) })
+		oldAccess, err := earlier.Issue(carol, auth.TypeAccess)
+		require.NoError(t, err)
+		oldRefresh, err := earlier.Issue(carol, auth.TypeRefresh)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, e.Do(http.MethodGet, "/api/my-permissions/", apitest.Bearer(oldAccess), nil).Status)
 		require.Equal(t, http.StatusCreated, cp("password-carol", "new-password-1").Status)
-		e.Login("carol", "new-password-1")
+		require.Equal(t, http.StatusUnauthorized, e.Do(http.MethodGet, "/api/my-permissions/", apitest.Bearer(oldAccess), nil).Status)
+		require.Equal(t, http.StatusUnauthorized, e.Do(http.MethodPost, "/api/auth/token/refresh/", "", map[string]string{"refresh": oldRefresh}).Status)
+		tok = e.Login("carol", "new-password-1")
+		require.Equal(t, http.StatusOK, e.Do(http.MethodGet, "/api/my-permissions/", apitest.Bearer(tok), nil).Status)
+		// An administrator's reset does the same.
+		require.Equal(t, http.StatusOK, e.AsAdmin(http.MethodPatch, "/api/users/carol/", map[string]any{"password": "new-password-2"}).Status)
+		carol, err = models.GetUser(ctx, e.DB, "carol")
+		require.NoError(t, err)
+		oldAccess, err = earlier.Issue(carol, auth.TypeAccess)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusUnauthorized, e.Do(http.MethodGet, "/api/my-permissions/", apitest.Bearer(oldAccess), nil).Status)
 
 		// A deleted user's token stops working.
 		require.Equal(t, http.StatusNoContent, e.AsAdmin(http.MethodDelete, "/api/users/carol/", nil).Status)
