@@ -72,6 +72,15 @@ type DiscoverInput struct {
 // travel in one activity result, which Temporal limits to 2 MB.
 const maxBatchEntries = 2000
 
+// manyBatches: from a job's batch numbered this on, batches take
+// maxBatchEntries entries whatever the site's sizes (file_batch_size,
+// file_batch_gb, auto-sizing). A job's workflow carries its list of
+// batches (about 40 bytes each) through Temporal, whose payloads are
+// limited to 2 MB: small sizes over a big tree (1 GiB files auto-sized in
+// fives, a file_batch_size of 10 over a million files) made the list too
+// big to pass, and the job could not run.
+const manyBatches = 10000
+
 // BatchMeta describes one written batch: which rule's steps apply and how
 // many paths it holds.
 type BatchMeta struct {
@@ -181,6 +190,9 @@ func (w *batchWriter) add(rule int, e batchEntry) error {
 	w.out.Bytes += e.Size
 	if w.auto {
 		w.size = min(autoBatchSize(w.out.Files, w.out.Bytes), maxBatchEntries)
+	}
+	if w.next >= manyBatches {
+		w.size, w.bytes, w.auto = maxBatchEntries, 0, false
 	}
 	if len(w.open[rule]) >= w.size || (w.bytes > 0 && w.openSz[rule] >= w.bytes) {
 		return w.flush(rule)

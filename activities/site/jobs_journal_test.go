@@ -1,6 +1,7 @@
 package site
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,4 +46,26 @@ func TestALeftoverBatchRetriesItsFailures(t *testing.T) {
 	require.Equal(t, OutcomeFailure, step(1)["/data/b.txt"], "a retry within the run replays its journal")
 	require.Equal(t, map[string]string{"/data/a.txt": OutcomeSuccess, "/data/b.txt": OutcomeSuccess}, step(2),
 		"run 2 tries the leftover batch's failure again")
+}
+
+// TestManyBatchesGrowLarger: past manyBatches batches in a job, batches
+// take maxBatchEntries entries whatever the site's sizes, so the job's list
+// of batches stays within a Temporal payload.
+func TestManyBatchesGrowLarger(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o755))
+	for i := range 10 {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "data", fmt.Sprintf("f%02d", i)), []byte("x"), 0o644))
+	}
+	a := &Activities{Root: newRoot(t, dir, false), Site: "s"}
+	in := DiscoverInput{JobID: 1, Run: 1, Mode: "recursive", Paths: []string{"/data"}, FirstBatch: manyBatches - 2,
+		BatchSize: 1, BatchBytes: 1, Rules: []RuleFilter{{Type: TypeFile}}}
+	out, err := discover(t, a, in)
+	require.NoError(t, err)
+	var sizes []int
+	for _, b := range out.Batches {
+		sizes = append(sizes, b.N)
+	}
+	require.Equal(t, []int{1, 1, 8}, sizes)
+	require.Len(t, batchedPaths(t, a, in, out)[0], 10)
 }
