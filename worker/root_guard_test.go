@@ -26,7 +26,7 @@ func TestSiteActivitiesRefuseAMovedRoot(t *testing.T) {
 
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
-	env.SetWorkerOptions(siteOptions(root))
+	env.SetWorkerOptions(siteOptions(root, 0))
 	write := func(ctx context.Context, name string) error {
 		return os.WriteFile(filepath.Join(root.Dir(), name), []byte("x"), 0o644)
 	}

@@ -83,6 +83,9 @@ type SiteConfig struct {
 	Cipher *vocab.Cipher
 	// Metrics counts what job steps do; optional.
 	Metrics *site.StepMetrics
+	// StopTimeout is how long Stop lets running activities end before
+	// it cancels them (0: at once).
+	StopTimeout time.Duration
 }
 
 // unsafePathsEnv lets a site worker run where paths cannot be opened
@@ -101,14 +104,16 @@ func Site(c client.Client, cfg SiteConfig) (sdkworker.Worker, error) {
 		return nil, err
 	}
 	acts.Cipher, acts.Metrics = cfg.Cipher, cfg.Metrics
-	w := sdkworker.New(c, workflows.SiteTaskQueue(cfg.Site, cfg.Queue), siteOptions(acts.Root))
+	w := sdkworker.New(c, workflows.SiteTaskQueue(cfg.Site, cfg.Queue), siteOptions(acts.Root, cfg.StopTimeout))
 	w.RegisterActivity(acts)
 	return w, nil
 }
 
 // siteOptions are a site worker's options over root.
-func siteOptions(root *site.Root) sdkworker.Options {
+func siteOptions(root *site.Root, stopTimeout time.Duration) sdkworker.Options {
 	return sdkworker.Options{
+		// A deploy lets steps about to end finish instead of retrying them.
+		WorkerStopTimeout: stopTimeout,
 		// The default two pollers measurably starve busy site queues.
 		MaxConcurrentActivityTaskPollers: 8,
 		// Steps heartbeat their progress (site.StepProgress) at most once a

@@ -60,6 +60,9 @@ type Config struct {
 	Hub                     bool
 	// InitRoot lets a site worker take a root without a .hub folder.
 	InitRoot bool
+	// StopTimeout is how long a stopping site worker lets its running
+	// steps end before it cancels them.
+	StopTimeout time.Duration
 
 	adminPasswordSet bool
 	secrets          *vocab.Cipher // from openSecrets
@@ -149,6 +152,7 @@ func (c *Config) siteFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Queue, "queue", env("HUB_QUEUE", "default"), "queue this worker serves [HUB_QUEUE]")
 	fs.StringVar(&c.Root, "root", env("HUB_ROOT", ""), "storage root, an existing folder other than /; every API path is inside it [HUB_ROOT]")
 	fs.BoolVar(&c.InitRoot, "init", env("HUB_INIT", "") == "1", "take a root no site worker has used yet (without a .hub folder); once, for a new site [HUB_INIT=1]")
+	fs.DurationVar(&c.StopTimeout, "stop-timeout", envDuration("HUB_STOP_TIMEOUT", 30*time.Second), "how long a stopping site worker lets running steps end before cancelling them (they are retried, from their journal) [HUB_STOP_TIMEOUT]")
 	fs.StringVar(&c.Node, "node", env("HUB_NODE_NAME", host), "node name reported in health [HUB_NODE_NAME]")
 }
 

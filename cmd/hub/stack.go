@@ -257,7 +257,7 @@ func runWorker(ctx context.Context, cfg *Config) error {
 	var wg sync.WaitGroup
 	if cfg.Site != "" {
 		sc := worker.SiteConfig{Site: cfg.Site, Queue: cfg.Queue, Root: cfg.Root, Node: cfg.Node, HeartbeatInterval: cfg.Heartbeat,
-			Metrics: o.steps}
+			Metrics: o.steps, StopTimeout: cfg.StopTimeout}
 		// A site worker needs the key only for targets with credentials.
 		if cfg.secrets != nil || cfg.openSecrets(false) == nil {
 			sc.Cipher = cfg.secrets
