@@ -102,7 +102,7 @@ func Snapdiff(ctx context.Context, root *Root, managedPath, manifestDir string, 
 	}
 	final := filepath.Join(manifestDir, manifestName(root, rel))
 	hdr := manifestHeader{Version: manifestVersion, Root: root.dir, Path: apiPath(rel)}
-	old, err := readManifest(final, hdr)
+	old, err := readManifest(final, hdr, progressIn(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -263,8 +263,9 @@ func manifestName(root *Root, rel string) string {
 }
 
 // readManifest loads the previous manifest keyed by path; a missing
-// manifest, or one written for something else, is an empty base.
-func readManifest(name string, want manifestHeader) (map[string]manifestEntry, error) {
+// manifest, or one written for something else, is an empty base. It ticks
+// prog as it reads (a manifest of millions of entries takes a while).
+func readManifest(name string, want manifestHeader, prog *walkProgress) (map[string]manifestEntry, error) {
 	old := map[string]manifestEntry{}
 	f, err := os.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -289,6 +290,9 @@ func readManifest(name string, want manifestHeader) (map[string]manifestEntry, e
 			return nil, fmt.Errorf("snapdiff: manifest %s: %w", name, err)
 		}
 		old[e.Path] = e
+		if len(old)%4096 == 0 {
+			prog.tick()
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("snapdiff: manifest %s: %w", name, err)
