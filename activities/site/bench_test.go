@@ -162,8 +162,9 @@ func BenchmarkMigrateSmallFiles(b *testing.B) {
 		target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: filepath.Join(b.TempDir(), "target")})
 		require.NoError(b, err)
 		if !lease {
+			saved := exclusiveLease
 			exclusiveLease = func(*os.File) error { return nil }
-			defer func() { exclusiveLease = writeLease }()
+			defer func() { exclusiveLease = saved }()
 		}
 		start := time.Now()
 		res, err := Migrate(ctx, root, paths, target, "bench", StepOptions{})
