@@ -205,11 +205,16 @@ type jobRun struct {
 	resume     workflow.ReceiveChannel
 	// signalOrder: stale pauses and resumes are dropped (apply).
 	signalOrder bool
+	// rerunState: a left-over batch's steps keep a journal of this run
+	// (site.StepInput.InRun), and a resubmit commits the pending manifest
+	// of the run it retries (JobPlan.Snapdiff).
+	rerunState bool
 }
 
 func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
 	j.version = workflow.GetVersion(ctx, jobChange, workflow.DefaultVersion, jobV3)
 	j.signalOrder = workflow.GetVersion(ctx, "job-signal-order", workflow.DefaultVersion, 1) == 1
+	j.rerunState = workflow.GetVersion(ctx, "job-rerun-state", workflow.DefaultVersion, 1) == 1
 	j.hub = hubContext(ctx)
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (JobProgress, error) {
 		return JobProgress{JobID: j.jobID, State: j.state, Batches: len(j.c.Queue), BatchesDone: j.c.Done,
@@ -244,7 +249,9 @@ func (j *jobRun) setup(ctx workflow.Context, in JobInput) error {
 	}
 	j.c.Plan = plan
 	j.c.Queue = append(j.c.Queue, plan.Leftover...)
-	j.c.Snapdiff = plan.Snapdiff // a resubmit's, of the run whose failures it retries
+	if j.rerunState {
+		j.c.Snapdiff = plan.Snapdiff // a resubmit's, of the run whose failures it retries
+	}
 	if j.version >= jobV1 && in.Run != 0 {
 		switch {
 		case plan.Run != in.Run || (plan.State != vocab.JobPending && plan.State != vocab.JobCancelling):
@@ -548,8 +555,12 @@ func (j *jobRun) runBatch(ctx workflow.Context, b vocab.BatchRef) error {
 		if step.DestSite != "" {
 			targets = step.Shared
 		}
-		stepErr := workflow.ExecuteActivity(sctx, s.RunStep, site.StepInput{JobID: j.jobID, Run: b.Run, InRun: p.Run, Batch: b.Index,
-			Step: k, Name: step.Name, Params: step.Params, Targets: targets, FailedAtDestination: failedAtDest}).Get(ctx, &out)
+		in := site.StepInput{JobID: j.jobID, Run: b.Run, Batch: b.Index,
+			Step: k, Name: step.Name, Params: step.Params, Targets: targets, FailedAtDestination: failedAtDest}
+		if j.rerunState {
+			in.InRun = p.Run
+		}
+		stepErr := workflow.ExecuteActivity(sctx, s.RunStep, in).Get(ctx, &out)
 		var unrecorded int64
 		if k == 0 && stepErr == nil {
 			unrecorded = int64(len(out.Outcomes))

@@ -11,11 +11,14 @@ import (
 // has (Mountinfo) are read; tests point them elsewhere.
 var MountTables = struct{ Fstab, Mountinfo string }{"/etc/fstab", "/proc/self/mountinfo"}
 
-// UnmountedVolume names the deepest mount point of /etc/fstab that holds
-// dir and is not mounted now, or "" when there is none (or no fstab). A folder beneath
-// it is on the disk under the mount point, not on its volume: an empty
-// folder there looks like a new one. Where fstab does not say (containers,
-// mounts made by hand), it finds nothing.
+// UnmountedVolume names the mount point of /etc/fstab that holds dir, is
+// not mounted now, and lies deeper than the deepest mount point holding
+// dir that is; or "" when there is none. A folder beneath it is on the
+// disk under the mount point, not on its volume: an empty folder there
+// looks like a new one. A mounted volume beneath an fstab entry that is
+// not (an NFS share at /mnt/nas under a cloud image's idle /mnt line) is
+// fine. Where fstab or mountinfo does not say (containers, mounts made by
+// hand, no /proc), it finds nothing.
 func UnmountedVolume(dir string) string {
 	fstab, err := os.ReadFile(MountTables.Fstab)
 	if err != nil {
@@ -25,10 +28,20 @@ func UnmountedVolume(dir string) string {
 	for _, mp := range MountPoints() {
 		mounted[mp] = true
 	}
+	if !mounted["/"] {
+		return "" // no mount table to go by (a chroot without /proc)
+	}
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real
 	}
 	dir = filepath.Clean(dir)
+	holds := func(mp string) bool { return mp == "/" || dir == mp || strings.HasPrefix(dir, mp+"/") }
+	deepest := "" // the deepest mounted mount point holding dir
+	for mp := range mounted {
+		if holds(mp) && len(mp) > len(deepest) {
+			deepest = mp
+		}
+	}
 	found := ""
 	for _, line := range strings.Split(string(fstab), "\n") {
 		f := strings.Fields(line)
@@ -36,8 +49,7 @@ func UnmountedVolume(dir string) string {
 			continue
 		}
 		mp := filepath.Clean(unescapeMount(f[1]))
-		under := mp == "/" || dir == mp || strings.HasPrefix(dir, mp+"/")
-		if under && !mounted[mp] && len(mp) > len(found) {
+		if holds(mp) && !mounted[mp] && len(mp) > len(deepest) && len(mp) > len(found) {
 			found = mp
 		}
 	}

@@ -37,6 +37,15 @@ proc /proc proc defaults 0 0
 	require.Equal(t, "/mnt/my disk", UnmountedVolume("/mnt/my disk/site"))
 	require.Equal(t, "", UnmountedVolume("/srv/site"))
 
+	// A mounted volume beneath an fstab entry that is not mounted.
+	require.NoError(t, os.WriteFile(fstab, []byte("/dev/sdb1 /mnt auto nofail 0 2\nnas:/x /mnt/nas nfs defaults 0 0\n"), 0o644))
+	require.NoError(t, os.WriteFile(info, []byte("22 1 8:1 / / rw - ext4 /dev/vda rw\n40 22 0:41 / /mnt/nas rw - nfs nas:/x rw\n"), 0o644))
+	require.Equal(t, "", UnmountedVolume("/mnt/nas/site"), "the share is mounted")
+	require.Equal(t, "/mnt", UnmountedVolume("/mnt/other"))
+	// No mount table to go by.
+	require.NoError(t, os.WriteFile(info, nil, 0o644))
+	require.Equal(t, "", UnmountedVolume("/mnt/other"))
+
 	MountTables.Fstab = filepath.Join(dir, "missing")
 	require.Equal(t, "", UnmountedVolume("/mnt/data/deep/archive"), "no fstab, nothing to tell")
 }

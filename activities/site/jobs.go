@@ -81,6 +81,11 @@ const maxBatchEntries = 2000
 // big to pass, and the job could not run.
 const manyBatches = 10000
 
+// manyBatchBytes bounds those batches' bytes (unless the site's own bound
+// is higher): at 100 MB/s, 3 hours of a step, within the default 24 h
+// task_invalidation_timeout.
+const manyBatchBytes = 1 << 40
+
 // BatchMeta describes one written batch: which rule's steps apply and how
 // many paths it holds.
 type BatchMeta struct {
@@ -192,7 +197,7 @@ func (w *batchWriter) add(rule int, e batchEntry) error {
 		w.size = min(autoBatchSize(w.out.Files, w.out.Bytes), maxBatchEntries)
 	}
 	if w.next >= manyBatches {
-		w.size, w.bytes, w.auto = maxBatchEntries, 0, false
+		w.size, w.bytes, w.auto = maxBatchEntries, max(w.bytes, manyBatchBytes), false
 	}
 	if len(w.open[rule]) >= w.size || (w.bytes > 0 && w.openSz[rule] >= w.bytes) {
 		return w.flush(rule)
@@ -352,7 +357,7 @@ func (a *Activities) discoverInto(ctx context.Context, in DiscoverInput, w *batc
 			break
 		}
 		// A path given twice (or as "/a" and "/a/") is one path of the job.
-		seen, err2 := a.batchPaths(in.JobID, in.Skip)
+		seen, err2 := a.batchPaths(ctx, in.JobID, in.Skip)
 		if err2 != nil {
 			return err2
 		}
@@ -399,9 +404,11 @@ func (a *Activities) pathMessage(err error) string {
 }
 
 // batchPaths returns the paths held by the given batch files.
-func (a *Activities) batchPaths(jobID int64, refs []vocab.BatchRef) (map[string]bool, error) {
+func (a *Activities) batchPaths(ctx context.Context, jobID int64, refs []vocab.BatchRef) (map[string]bool, error) {
 	seen := map[string]bool{}
+	prog := progressIn(ctx)
 	for _, b := range refs {
+		prog.tick()
 		entries, err := readBatch(batchFile(a.jobDir(jobID, b.Run), b.Index))
 		if err != nil && !os.IsNotExist(err) {
 			return nil, err

@@ -68,4 +68,22 @@ func TestManyBatchesGrowLarger(t *testing.T) {
 	}
 	require.Equal(t, []int{1, 1, 8}, sizes)
 	require.Len(t, batchedPaths(t, a, in, out)[0], 10)
+
+	// Their bytes stay bounded (manyBatchBytes): sparse files of 600 GiB
+	// go two to a batch.
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "huge"), 0o755))
+	for i := range 4 {
+		f, err := os.Create(filepath.Join(dir, "huge", fmt.Sprintf("h%d", i)))
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(600<<30))
+		require.NoError(t, f.Close())
+	}
+	in.Paths, in.FirstBatch, in.Run = []string{"/huge"}, manyBatches, 2
+	out, err = discover(t, a, in)
+	require.NoError(t, err)
+	sizes = nil
+	for _, b := range out.Batches {
+		sizes = append(sizes, b.N)
+	}
+	require.Equal(t, []int{2, 2}, sizes)
 }

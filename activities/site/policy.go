@@ -622,7 +622,7 @@ func (a *Activities) rediscoverPolicy(ctx context.Context, in DiscoverInput, w *
 	if len(in.Policy.Triggers) > 0 {
 		rule = PolicyRulePremigrate
 	}
-	seen, err := a.batchPaths(in.JobID, in.Skip)
+	seen, err := a.batchPaths(ctx, in.JobID, in.Skip)
 	if err != nil {
 		return err
 	}

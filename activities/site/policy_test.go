@@ -696,8 +696,9 @@ func TestDiscoveryHeartbeatsWhileItFindsNothing(t *testing.T) {
 // TestDiscoveryHungOnAFolderStopsHeartbeating: a walk that reads nothing
 // for stallAfter (a folder on a dead NFS server) stops heartbeating, so
 // Temporal times its attempt out instead of waiting for the start-to-close
-// timeout. Once the folder answers, the stalled attempt goes no further
-// and writes no batch beside its retry.
+// timeout. Once the folder answers, the stalled attempt reads no further
+// folder and writes no batch beside its retry. (The check made before each
+// batch file is written, for a batch already on its way, is not tested.)
 func TestDiscoveryHungOnAFolderStopsHeartbeating(t *testing.T) {
 	dir := t.TempDir()
 	for i := range 8 {
@@ -714,10 +715,14 @@ func TestDiscoveryHungOnAFolderStopsHeartbeating(t *testing.T) {
 	beatEvery, stallAfter = time.Millisecond, 50*time.Millisecond
 	beat = func(ctx context.Context, details ...any) { beats.Add(1); savedBeat(ctx, details...) }
 	hung, release := make(chan struct{}), make(chan struct{})
+	var readAfter atomic.Int32 // folders beneath the hung one read
 	readingDir = func(rel string) {
 		if rel == "data/hung" {
 			close(hung)
 			<-release
+		}
+		if strings.HasPrefix(rel, "data/hung/") {
+			readAfter.Add(1)
 		}
 	}
 	t.Cleanup(func() { beatEvery, beat, stallAfter, readingDir = savedEvery, savedBeat, savedStall, nil })
@@ -744,6 +749,7 @@ func TestDiscoveryHungOnAFolderStopsHeartbeating(t *testing.T) {
 	names, err := os.ReadDir(a.jobDir(in.JobID, in.Run))
 	require.NoError(t, err)
 	require.Empty(t, names, "the stalled attempt wrote no batch")
+	require.Zero(t, readAfter.Load(), "the stalled attempt read no further folder")
 }
 
 // TestHeartbeatsGoOnWhileWorkMoves: work slower than stallAfter in all

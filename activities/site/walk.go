@@ -559,10 +559,13 @@ func (w *walker) readDir(job dirJob) error {
 		}
 		items := make([]item, 0, r.count())
 		var buf statBuf // fi below: not kept past its entry
-		for {
+		for n := 1; ; n++ {
 			nameBytes, kind, ok := r.next()
 			if !ok {
 				break
+			}
+			if n%64 == 0 {
+				w.prog.tick() // each entry may take calls of its own (lstat, xattrs) on a slow server
 			}
 			p := prefix + string(nameBytes)
 			name, rel := p[len(prefix):], p[1:]

@@ -39,7 +39,8 @@ type Filesystem struct {
 	// flushDir is dir, open since the driver was made: its flushes learn
 	// of every writeback error since (fsutil.SyncFSOf).
 	flushDir *os.File
-	dev      uint64 // dir's filesystem
+	dev      uint64      // dir's filesystem
+	opened   os.FileInfo // dir as opened (sameFolder)
 	// mounts are folders on the filesystems mounted beneath dir, open
 	// like flushDir, by device: a flush reaches each (syncfs flushes one
 	// filesystem), whether this driver wrote there or another process
@@ -129,7 +130,7 @@ func NewFilesystem(cfg Config) (*Filesystem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filesystem target: %w", err)
 	}
-	f := &Filesystem{dir: dir, flushDir: flushDir, dev: device(fi), mounts: map[uint64]*os.File{}, network: networkFS(dir)}
+	f := &Filesystem{dir: dir, flushDir: flushDir, dev: device(fi), opened: fi, mounts: map[uint64]*os.File{}, network: networkFS(dir)}
 	f.flushedUpTo, _ = mtime(filepath.Join(dir, flushedStamp))
 	for _, m := range mountsBeneath(dir) {
 		// One that cannot be opened (another user's FUSE mount) cannot be
@@ -671,6 +672,13 @@ func (f *Filesystem) onDevice(tmp *os.File) error {
 	if err != nil {
 		return err
 	}
+	// dir's path must still lead to the folder the driver opened: its
+	// volume unmounted under the driver (lazily), or another mounted over
+	// it, would take objects hidden once the volume is back, their files
+	// released.
+	if err := f.sameFolder(); err != nil {
+		return err
+	}
 	dev := device(fi)
 	f.mu.Lock()
 	_, known := f.mounts[dev]
@@ -678,24 +686,13 @@ func (f *Filesystem) onDevice(tmp *os.File) error {
 	if dev == f.dev || known {
 		return nil
 	}
-	// Another filesystem: one mounted beneath dir, or dir's own path now
-	// leading elsewhere (its volume unmounted under the driver, lazily, or
-	// another mounted over it), where nothing may be written: objects there
-	// would be hidden once the volume is back, their files released.
-	if err := f.sameFolder(); err != nil {
-		return err
-	}
-	return f.addMount(filepath.Dir(tmp.Name()))
+	return f.addMount(filepath.Dir(tmp.Name())) // a filesystem mounted beneath dir
 }
 
 // sameFolder says whether dir's path still leads to the folder the driver
 // opened.
 func (f *Filesystem) sameFolder() error {
-	opened, err := f.flushDir.Stat()
-	if err != nil {
-		return err
-	}
-	if now, err := os.Stat(f.dir); err != nil || !os.SameFile(opened, now) {
+	if now, err := os.Stat(f.dir); err != nil || !os.SameFile(f.opened, now) {
 		return fmt.Errorf("filesystem target %s %w: its path leads to another folder than when the step began", f.dir, ErrTargetNotMounted)
 	}
 	return nil

@@ -45,6 +45,15 @@ func TestAVolumeGoneUnderTheDriverIsRefused(t *testing.T) {
 	}))
 
 	require.NoError(t, os.Remove(dir))
+
+	// The same filesystem (a bind mount lazily unmounted leaves its empty
+	// mountpoint on the disk it came from).
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	err = d.Put(ctx, "objects/aa/two", strings.NewReader("two"), 3)
+	require.ErrorIs(t, err, ErrTargetNotMounted)
+	require.NoFileExists(t, filepath.Join(dir, "objects", "aa", "two"))
+	require.NoError(t, os.RemoveAll(dir))
+
 	require.NoError(t, os.Rename(filepath.Join(parent, "away"), dir))
 	require.NoError(t, d.Put(ctx, "objects/aa/two", strings.NewReader("two"), 3))
 	g, err := d.NewGroup(ctx)
