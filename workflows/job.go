@@ -376,12 +376,13 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 	}
 	discover := func(in site.DiscoverInput) (*site.DiscoverOutput, error) {
 		var out site.DiscoverOutput
+		in.AttemptNames = true // a stalled attempt's late batch is never read
 		sctx := workflow.WithActivityOptions(ctx, siteOptions(p, 0)) // p.Site may have changed
 		if err := workflow.ExecuteActivity(sctx, s.Discover, in).Get(ctx, &out); err != nil {
 			return nil, err
 		}
 		for _, b := range out.Batches {
-			j.c.Queue = append(j.c.Queue, vocab.BatchRef{Run: p.Run, Index: b.Index, Rule: b.Rule, N: b.N})
+			j.c.Queue = append(j.c.Queue, vocab.BatchRef{Run: p.Run, Index: b.Index, Rule: b.Rule, N: b.N, Attempt: b.Attempt})
 			first = max(first, b.Index+1)
 		}
 		return &out, nil
@@ -555,7 +556,7 @@ func (j *jobRun) runBatch(ctx workflow.Context, b vocab.BatchRef) error {
 		if step.DestSite != "" {
 			targets = step.Shared
 		}
-		in := site.StepInput{JobID: j.jobID, Run: b.Run, Batch: b.Index,
+		in := site.StepInput{JobID: j.jobID, Run: b.Run, Batch: b.Index, BatchAttempt: b.Attempt,
 			Step: k, Name: step.Name, Params: step.Params, Targets: targets, FailedAtDestination: failedAtDest}
 		if j.rerunState {
 			in.InRun = p.Run

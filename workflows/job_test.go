@@ -175,7 +175,7 @@ func TestJobWorkflowRunsEveryBatch(t *testing.T) {
 func TestJobWorkflowRunsALeftoverBatchInItsOwnRun(t *testing.T) {
 	t.Parallel()
 	je := newJobEnv(t, 1)
-	je.plan.Run, je.plan.Leftover = 2, []vocab.BatchRef{{Run: 1, Index: 7, N: 1}}
+	je.plan.Run, je.plan.Leftover = 2, []vocab.BatchRef{{Run: 1, Index: 7, N: 1, Attempt: 2}}
 	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1})
 	require.NoError(t, je.env.GetWorkflowError())
 	var leftover []site.StepInput
@@ -187,6 +187,30 @@ func TestJobWorkflowRunsALeftoverBatchInItsOwnRun(t *testing.T) {
 	}
 	require.Len(t, leftover, 1)
 	require.Equal(t, 7, leftover[0].Batch)
+	require.Equal(t, 2, leftover[0].BatchAttempt, "a leftover batch is read under the name its discovery gave it")
+}
+
+// TestJobWorkflowReadsTheBatchOfTheAttemptThatWroteIt: discovery is asked
+// to name its batches by attempt, and each step reads the batch of the
+// attempt whose output the workflow got (a stalled attempt's late write
+// lands under another name).
+func TestJobWorkflowReadsTheBatchOfTheAttemptThatWroteIt(t *testing.T) {
+	t.Parallel()
+	je := newJobEnv(t, 1)
+	je.discover = func(site.DiscoverInput) *site.DiscoverOutput {
+		return &site.DiscoverOutput{Files: 2, Batches: []site.BatchMeta{{Index: 0, N: 1, Attempt: 3}, {Index: 1, N: 1}}}
+	}
+	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1})
+	require.NoError(t, je.env.GetWorkflowError())
+	require.NotEmpty(t, je.discoveries)
+	for _, in := range je.discoveries {
+		require.True(t, in.AttemptNames)
+	}
+	attempts := map[int]int{}
+	for _, in := range je.stepInputs {
+		attempts[in.Batch] = in.BatchAttempt
+	}
+	require.Equal(t, map[int]int{0: 3, 1: 0}, attempts)
 }
 
 // TestJobWorkflowCommitsTheManifestOfTheRunItRetries: a resubmit of a

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/sync/errgroup"
 
@@ -66,6 +67,10 @@ type DiscoverInput struct {
 	// Policy is what a "policy" discovery selects over Paths (the
 	// policy's space folders); see policy.go.
 	Policy *PolicySelect
+	// AttemptNames: name batch files by attempt (see batchFile). Set by
+	// workflows that pass BatchMeta.Attempt on to the steps; a site
+	// worker of an earlier version ignores it and reports attempt 0.
+	AttemptNames bool `json:",omitempty"`
 }
 
 // maxBatchEntries caps a batch whatever the site asks: a batch's outcomes
@@ -89,9 +94,10 @@ const manyBatchBytes = 1 << 40
 // BatchMeta describes one written batch: which rule's steps apply and how
 // many paths it holds.
 type BatchMeta struct {
-	Index int
-	Rule  int
-	N     int
+	Index   int
+	Rule    int
+	N       int
+	Attempt int `json:",omitempty"` // see batchFile
 }
 
 // DiscoverOutput lists the batches written and the paths that could not be
@@ -127,8 +133,30 @@ func (a *Activities) jobDir(jobID int64, run int) string {
 	return filepath.Join(a.Root.Dir(), hubDir, "jobs", fmt.Sprint(jobID), fmt.Sprintf("r%d", run))
 }
 
-func batchFile(dir string, index int) string {
-	return filepath.Join(dir, fmt.Sprintf("b%06d.jsonl", index))
+// attemptOf is the attempt of ctx's activity (1 outside one); tests set
+// it. writingBatch, when set (by tests), is called as a batch file is
+// about to be written.
+var (
+	attemptOf = func(ctx context.Context) int {
+		if activity.IsActivity(ctx) {
+			return int(activity.GetInfo(ctx).Attempt)
+		}
+		return 1
+	}
+	writingBatch func(name string)
+)
+
+// batchFile names a batch written by the given discovery attempt. An
+// attempt that stalled (its server hung mid-write) can still finish a
+// write after Temporal retried it: a retry's batches are therefore named
+// by attempt, and the late file lands under a name no step reads. The
+// first attempt keeps the plain name, as do workflows that do not ask for
+// names by attempt (DiscoverInput.AttemptNames).
+func batchFile(dir string, index, attempt int) string {
+	if attempt <= 1 {
+		return filepath.Join(dir, fmt.Sprintf("b%06d.jsonl", index))
+	}
+	return filepath.Join(dir, fmt.Sprintf("b%06d.a%d.jsonl", index, attempt))
 }
 
 func outcomeFile(dir string, index, step int) string {
@@ -163,17 +191,18 @@ func matchRule(rules []RuleFilter, typ string, state State) int {
 
 // batchWriter groups entries per rule into batch files.
 type batchWriter struct {
-	mu     sync.Mutex
-	dir    string
-	next   int
-	size   int
-	auto   bool // recompute size from the files seen so far
-	bytes  int64
-	open   map[int][]batchEntry
-	openSz map[int]int64
-	out    DiscoverOutput
-	prog   *walkProgress   // ticked per entry added
-	ctx    context.Context // no batch is written once it is done
+	mu      sync.Mutex
+	dir     string
+	next    int
+	size    int
+	auto    bool // recompute size from the files seen so far
+	bytes   int64
+	open    map[int][]batchEntry
+	openSz  map[int]int64
+	out     DiscoverOutput
+	attempt int             // names the batch files (batchFile)
+	prog    *walkProgress   // ticked per entry added
+	ctx     context.Context // no batch is written once it is done
 	// writes encodes and writes full batches while discovery goes on,
 	// two at a time.
 	writes errgroup.Group
@@ -210,7 +239,7 @@ func (w *batchWriter) flush(rule int) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	name := batchFile(w.dir, w.next)
+	name := batchFile(w.dir, w.next, w.attempt)
 	w.writes.Go(func() error {
 		buf := make([]byte, 0, len(entries)*(len(entries[0].Path)+64))
 		for i := range entries {
@@ -219,12 +248,15 @@ func (w *batchWriter) flush(rule int) error {
 		if err := w.ctx.Err(); err != nil {
 			return err // a stalled attempt, woken, writes nothing beside its retry
 		}
+		if writingBatch != nil {
+			writingBatch(name)
+		}
 		if err := fsutil.WriteFile(name, buf, 0o644); err != nil {
 			return fmt.Errorf("write batch: %w", err)
 		}
 		return nil
 	})
-	w.out.Batches = append(w.out.Batches, BatchMeta{Index: w.next, Rule: rule, N: len(entries)})
+	w.out.Batches = append(w.out.Batches, BatchMeta{Index: w.next, Rule: rule, N: len(entries), Attempt: w.attempt})
 	w.next++
 	delete(w.open, rule)
 	delete(w.openSz, rule)
@@ -262,6 +294,9 @@ func (a *Activities) Discover(ctx context.Context, in DiscoverInput) (*DiscoverO
 	size = min(size, maxBatchEntries)
 	ctx, prog := withProgress(ctx)
 	w := &batchWriter{dir: dir, next: in.FirstBatch, size: size, bytes: in.BatchBytes, auto: in.AutoBatch, prog: prog}
+	if in.AttemptNames {
+		w.attempt = attemptOf(ctx)
+	}
 	w.writes.SetLimit(2)
 	defer func() { _ = w.writes.Wait() }() // no write outlives a failed attempt
 	// A walk that writes no batch for a while (globs or rules matching
@@ -409,7 +444,7 @@ func (a *Activities) batchPaths(ctx context.Context, jobID int64, refs []vocab.B
 	prog := progressIn(ctx)
 	for _, b := range refs {
 		prog.tick()
-		entries, err := readBatch(batchFile(a.jobDir(jobID, b.Run), b.Index))
+		entries, err := readBatch(batchFile(a.jobDir(jobID, b.Run), b.Index, b.Attempt))
 		if err != nil && !os.IsNotExist(err) {
 			return nil, err
 		}
@@ -434,14 +469,15 @@ type TargetSpec struct {
 
 // StepInput runs one step of a rule's chain over one batch.
 type StepInput struct {
-	JobID   int64
-	Run     int // run whose batch file this is
-	InRun   int // run this step is part of (0: Run); see journalFile
-	Batch   int
-	Step    int // index in the rule's action chain
-	Name    string
-	Params  map[string]any
-	Targets []TargetSpec
+	JobID        int64
+	Run          int // run whose batch file this is
+	InRun        int // run this step is part of (0: Run); see journalFile
+	Batch        int
+	BatchAttempt int `json:",omitempty"` // see batchFile
+	Step         int // index in the rule's action chain
+	Name         string
+	Params       map[string]any
+	Targets      []TargetSpec
 	// FailedAtDestination: paths the previous step (a send or a site_sync)
 	// journaled as done here and its destination then failed. They are
 	// left out as failures of that step are: a delete after a send must
@@ -464,7 +500,7 @@ const stepChunk = 100
 // every path is reported exactly once.
 func (a *Activities) RunStep(ctx context.Context, in StepInput) (*StepOutput, error) {
 	dir := a.jobDir(in.JobID, in.Run)
-	entries, err := readBatch(batchFile(dir, in.Batch))
+	entries, err := readBatch(batchFile(dir, in.Batch, in.BatchAttempt))
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("batch %d of job %d: %v", in.Batch, in.JobID, err), vocab.ErrMissingBatch, err)
 	}

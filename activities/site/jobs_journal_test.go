@@ -1,9 +1,11 @@
 package site
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -86,4 +88,52 @@ func TestManyBatchesGrowLarger(t *testing.T) {
 		sizes = append(sizes, b.N)
 	}
 	require.Equal(t, []int{2, 2}, sizes)
+}
+
+// TestAStalledAttemptsLateBatchIsNeverRead: a discovery attempt whose
+// batch write hung (a dead server) is retried by Temporal; when the hung
+// write finally lands, after the retry wrote its own batches, the steps
+// still read the retry's batch, not the stale one.
+func TestAStalledAttemptsLateBatchIsNeverRead(t *testing.T) {
+	dir, tdir := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "data", "a.txt"), []byte("a"), 0o644))
+	a := &Activities{Root: newRoot(t, dir, false), Site: "s"}
+	var attempts atomic.Int32
+	hung, release := make(chan struct{}), make(chan struct{})
+	savedAttempt := attemptOf
+	attemptOf = func(context.Context) int { return int(attempts.Add(1)) }
+	var writes atomic.Int32
+	writingBatch = func(string) {
+		if writes.Add(1) == 1 { // attempt 1's
+			close(hung)
+			<-release
+		}
+	}
+	t.Cleanup(func() { attemptOf, writingBatch = savedAttempt, nil })
+
+	in := DiscoverInput{JobID: 1, Run: 1, Mode: "recursive", Paths: []string{"/data"}, AttemptNames: true,
+		Rules: []RuleFilter{{Type: TypeFile}}}
+	first := make(chan error, 1)
+	go func() {
+		_, err := discover(t, a, in)
+		first <- err
+	}()
+	<-hung
+	// Meanwhile the tree changes and the retry discovers it.
+	require.NoError(t, os.Remove(filepath.Join(dir, "data", "a.txt")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "data", "b.txt"), []byte("b"), 0o644))
+	out, err := discover(t, a, in)
+	require.NoError(t, err)
+	require.Equal(t, []BatchMeta{{Index: 0, Rule: 0, N: 1, Attempt: 2}}, out.Batches)
+	close(release)
+	require.NoError(t, <-first) // the stale write lands
+
+	spec := TargetSpec{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}
+	var res StepOutput
+	require.NoError(t, runActivity(a, a.RunStep, StepInput{JobID: 1, Run: 1, Batch: 0, BatchAttempt: out.Batches[0].Attempt,
+		Name: "premigrate", Targets: []TargetSpec{spec}}, &res))
+	require.Len(t, res.Outcomes, 1)
+	require.Equal(t, "/data/b.txt", res.Outcomes[0].Path, "the step reads the retry's batch")
+	require.Equal(t, OutcomeSuccess, res.Outcomes[0].State)
 }

@@ -81,7 +81,7 @@ func TestPolicyDiscoveryKilled(t *testing.T) {
 		require.Equal(t, want, batchedPaths(t, a, in, out), "retried after a kill at %s", point)
 		var names []string
 		for _, bm := range out.Batches {
-			names = append(names, filepath.Base(batchFile(a.jobDir(in.JobID, in.Run), bm.Index)))
+			names = append(names, filepath.Base(batchFile(a.jobDir(in.JobID, in.Run), bm.Index, bm.Attempt)))
 		}
 		left, err := os.ReadDir(a.jobDir(in.JobID, in.Run))
 		require.NoError(t, err)

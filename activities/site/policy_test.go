@@ -149,7 +149,7 @@ func batchedPaths(t *testing.T, a *Activities, in DiscoverInput, out *DiscoverOu
 	got := map[int][]string{}
 	for i, b := range out.Batches {
 		require.Equal(t, in.FirstBatch+i, b.Index, "batches are numbered in order")
-		entries, err := readBatch(batchFile(a.jobDir(in.JobID, in.Run), b.Index))
+		entries, err := readBatch(batchFile(a.jobDir(in.JobID, in.Run), b.Index, b.Attempt))
 		require.NoError(t, err)
 		require.Len(t, entries, b.N)
 		for _, e := range entries {
@@ -378,7 +378,7 @@ func TestPolicyTriggers(t *testing.T) {
 		require.True(t, out.Fired)
 		require.Equal(t, []PoolUtilisation{{Pool: "fast", Used: 900, Total: 1000, Percent: 90, Above: true}}, out.Utilisation)
 		// Batches of three never mix the two rules.
-		require.Equal(t, []BatchMeta{{0, 0, 3}, {1, 0, 1}, {2, 1, 2}}, out.Batches)
+		require.Equal(t, []BatchMeta{{0, 0, 3, 0}, {1, 0, 1, 0}, {2, 1, 2, 0}}, out.Batches)
 	})
 	t.Run("reverse order takes the newest first", func(t *testing.T) {
 		action, premig, _ := policyCut(t, a, PolicySelect{Reverse: true, Triggers: []PolicyTrigger{{Pool: "fast", Upper: 80, Lower: 50, Premigrate: 30}}})

@@ -55,4 +55,7 @@ type BatchRef struct {
 	Index int `json:"index"`
 	Rule  int `json:"rule"`
 	N     int `json:"n"`
+	// Attempt is the discovery attempt that wrote the batch file, when
+	// its name carries it (see site.batchFile); 0 for the plain name.
+	Attempt int `json:"attempt,omitempty"`
 }
