@@ -376,7 +376,8 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 	}
 	discover := func(in site.DiscoverInput) (*site.DiscoverOutput, error) {
 		var out site.DiscoverOutput
-		in.AttemptNames = true                                       // a stalled attempt's late batch is never read
+		// Batches named by attempt: a stalled attempt's late write is never read.
+		in.AttemptNames = true
 		sctx := workflow.WithActivityOptions(ctx, siteOptions(p, 0)) // p.Site may have changed
 		if err := workflow.ExecuteActivity(sctx, s.Discover, in).Get(ctx, &out); err != nil {
 			return nil, err
