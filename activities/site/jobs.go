@@ -175,6 +175,26 @@ func journalFile(dir string, in StepInput, step int) string {
 	return filepath.Join(dir, fmt.Sprintf("b%06d.s%02d.r%d.out", in.Batch, step, in.InRun))
 }
 
+// retireOldJournals renames the journals a left-over batch kept from its
+// own run out of the way as a later run starts it. A site worker of an
+// earlier version, which reads those names whatever the run (a node not
+// yet upgraded during a rolling upgrade), then finds no earlier success to
+// act on in a later step: it leaves the paths alone rather than acting on
+// what the earlier run did. Idempotent.
+func retireOldJournals(dir string, in StepInput) error {
+	old, err := filepath.Glob(filepath.Join(dir, fmt.Sprintf("b%06d.s[0-9][0-9].out", in.Batch)))
+	if err != nil {
+		return err
+	}
+	for _, name := range old {
+		kept := strings.TrimSuffix(name, ".out") + fmt.Sprintf(".r%d.out", in.Run)
+		if err := os.Rename(name, kept); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}
+
 // matchRule returns the first rule selecting e, or -1.
 func matchRule(rules []RuleFilter, typ string, state State) int {
 	for i, r := range rules {
@@ -503,6 +523,11 @@ func (a *Activities) RunStep(ctx context.Context, in StepInput) (*StepOutput, er
 	entries, err := readBatch(batchFile(dir, in.Batch, in.BatchAttempt))
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("batch %d of job %d: %v", in.Batch, in.JobID, err), vocab.ErrMissingBatch, err)
+	}
+	if in.Step == 0 && in.InRun != 0 && in.InRun != in.Run {
+		if err := retireOldJournals(dir, in); err != nil {
+			return nil, err
+		}
 	}
 	if in.Step > 0 {
 		prev, err := readOutcomes(journalFile(dir, in, in.Step-1))

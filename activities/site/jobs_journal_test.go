@@ -137,3 +137,40 @@ func TestAStalledAttemptsLateBatchIsNeverRead(t *testing.T) {
 	require.Equal(t, "/data/b.txt", res.Outcomes[0].Path, "the step reads the retry's batch")
 	require.Equal(t, OutcomeSuccess, res.Outcomes[0].State)
 }
+
+// TestAnOldNodeFindsNoEarlierRunsSuccesses: during a rolling upgrade, a
+// node of an earlier version reads a batch's journals by their plain
+// names whatever the run. Once a later run starts a left-over batch on an
+// upgraded node, those names hold nothing: an old node running the next
+// step finds no success of the earlier run to act on, where the step of
+// this run failed.
+func TestAnOldNodeFindsNoEarlierRunsSuccesses(t *testing.T) {
+	dir, tdir := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "data", "a.txt"), []byte("a"), 0o644))
+	a := &Activities{Root: newRoot(t, dir, false), Site: "s"}
+	out, err := discover(t, a, DiscoverInput{JobID: 1, Run: 1, Mode: "recursive", Paths: []string{"/data"},
+		Rules: []RuleFilter{{Type: TypeFile}}})
+	require.NoError(t, err)
+	good := TargetSpec{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}
+	gone := TargetSpec{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: filepath.Join(tdir, "gone")}}
+	step := func(inRun, step int, name string, spec TargetSpec) map[string]string {
+		var res StepOutput
+		require.NoError(t, runActivity(a, a.RunStep, StepInput{JobID: 1, Run: 1, InRun: inRun, Batch: out.Batches[0].Index,
+			Step: step, Name: name, Targets: []TargetSpec{spec}}, &res))
+		states := map[string]string{}
+		for _, o := range res.Outcomes {
+			states[o.Path] = o.State
+		}
+		return states
+	}
+	// Run 1 premigrates a.txt, then is cancelled before its next step.
+	require.Equal(t, map[string]string{"/data/a.txt": OutcomeSuccess}, step(1, 0, "premigrate", good))
+	// Run 2 starts the left-over batch on an upgraded node; its premigrate fails.
+	require.Equal(t, map[string]string{"/data/a.txt": OutcomeFailure}, step(2, 0, "premigrate", gone))
+	// A node not yet upgraded (it ignores InRun) runs the next step.
+	require.Empty(t, step(0, 1, "migrate", good), "run 1's success is not acted on")
+	data, err := os.ReadFile(filepath.Join(dir, "data", "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "a", string(data), "a.txt is not stubbed")
+}
