@@ -121,3 +121,19 @@ func TestWorkerRootIsTheSites(t *testing.T) {
 	require.ErrorContains(t, checkRoot(root, true), "which /etc/fstab mounts and is not mounted")
 	require.ErrorContains(t, run("--root", root), "which /etc/fstab mounts and is not mounted")
 }
+
+// TestStopTimeoutConfig: a site worker lets running steps end for 30 s by
+// default, HUB_STOP_TIMEOUT or --stop-timeout otherwise.
+func TestStopTimeoutConfig(t *testing.T) {
+	parse := func(args ...string) time.Duration {
+		cfg := new(Config)
+		fs := pflag.NewFlagSet("worker", pflag.ContinueOnError)
+		cfg.siteFlags(fs)
+		require.NoError(t, fs.Parse(args))
+		return cfg.StopTimeout
+	}
+	require.Equal(t, 30*time.Second, parse())
+	t.Setenv("HUB_STOP_TIMEOUT", "2m")
+	require.Equal(t, 2*time.Minute, parse())
+	require.Equal(t, 5*time.Second, parse("--stop-timeout=5s"), "the flag wins")
+}
