@@ -18,7 +18,7 @@ var MountTables = struct{ Fstab, Mountinfo string }{"/etc/fstab", "/proc/self/mo
 // looks like a new one. A mounted volume beneath an fstab entry that is
 // not (an NFS share at /mnt/nas under a cloud image's idle /mnt line) is
 // fine. Where fstab or mountinfo does not say (containers, mounts made by
-// hand, no /proc), it finds nothing.
+// hand, no /proc, systems other than Linux), it finds nothing.
 func UnmountedVolume(dir string) string {
 	fstab, err := os.ReadFile(MountTables.Fstab)
 	if err != nil {
