@@ -33,6 +33,22 @@ func TempName(dst string) string {
 	return filepath.Join(filepath.Dir(dst), name)
 }
 
+// PrivateName is a fixed name of the hub's own beside dst, for one kind
+// of use ("xchg", "del"): where a file of dst's is parked for a moment,
+// and where a rerun after a kill finds it. OpenTemp never opens such a
+// name (a user's name never starts with TmpPrefix, so its TempName never
+// starts with it twice), so no writer takes a parked file for a temporary
+// file of its own.
+func PrivateName(kind, dst string) string {
+	base := filepath.Base(dst)
+	name := TmpPrefix + TmpPrefix + kind + "-" + base
+	if len(name) > 255 { // NAME_MAX
+		sum := sha256.Sum256([]byte(base))
+		name = TmpPrefix + TmpPrefix + kind + "-" + hex.EncodeToString(sum[:16])
+	}
+	return filepath.Join(filepath.Dir(dst), name)
+}
+
 // errInTheWay: something the hub did not write holds the temporary name
 // of a destination; it is left untouched.
 var errInTheWay = errors.New("in the way of the hub's temporary file (the " + TmpPrefix + " prefix is reserved)")

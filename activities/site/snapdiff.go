@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -123,6 +124,7 @@ func Snapdiff(ctx context.Context, root *Root, managedPath, manifestDir string, 
 
 	res := &SnapdiffResult{Pending: pending.name}
 	out := &diffEmitter{emit: emit}
+	mounts := mountPoints(old)
 	var created []item
 	all, _ := newFilter(WalkOptions{})
 	cfg := walkConfig{filter: all, missingOK: true, btime: true}
@@ -139,6 +141,9 @@ func Snapdiff(ctx context.Context, root *Root, managedPath, manifestDir string, 
 				continue
 			}
 			delete(old, it.Path)
+			if mounts[it.Path] && me.Type == TypeDirectory && sameDevice(root, path.Dir(it.Path), me.Dev) {
+				return mountChanged(it.Path, "is no longer a filesystem of its own", final)
+			}
 			if prev.Type != me.Type {
 				// A file replaced by a directory (or vice versa) is a new entry.
 				old["\x00"+it.Path] = prev
@@ -186,6 +191,11 @@ func Snapdiff(ctx context.Context, root *Root, managedPath, manifestDir string, 
 			return nil, err
 		}
 	}
+	for p := range mounts {
+		if _, gone := old[p]; gone {
+			return nil, mountChanged(p, "is missing", final)
+		}
+	}
 	for _, prev := range old {
 		res.Deleted++
 		d := DiffEntry{Entry: Entry{Path: prev.Path, Type: prev.Type, Size: prev.Size, Mtime: time.Unix(0, prev.Mtime)}, Change: Deleted}
@@ -228,9 +238,41 @@ func sameFilesystem(root *Root, rel string, old map[string]manifestEntry, manife
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("snapdiff: %w", err)
 	}
-	return fmt.Errorf("%s %s (not mounted?): its %d entries of the last run are not reported deleted; "+
+	return mountChanged(apiPath(rel), how, manifest)
+}
+
+// mountChanged refuses a run in which the folder p (the managed path, or a
+// folder beneath it that was a filesystem of its own) is missing or on
+// another filesystem than at the last run.
+func mountChanged(p, how, manifest string) error {
+	return fmt.Errorf("%s %s (not mounted?): the entries of the last run beneath it are not reported deleted; "+
 		"if this is meant, remove the manifest %s (in the site's .hub/manifests) to start afresh: %w",
-		apiPath(rel), how, len(old), filepath.Base(manifest), ErrManagedPathChanged)
+		p, how, filepath.Base(manifest), ErrManagedPathChanged)
+}
+
+// sameDevice tells whether the folder p (an API path) is on device dev.
+func sameDevice(root *Root, p string, dev uint64) bool {
+	fi, err := os.Lstat(filepath.Join(root.dir, filepath.FromSlash(p)))
+	return err == nil && device(fi) == dev
+}
+
+// mountPoints are the folders of a manifest on another filesystem than
+// their parent folder: the mount points beneath the managed path. One
+// missing at the next run is most likely a volume not mounted, its empty
+// mount point removed, not data deleted; one now on the filesystem above
+// it is a volume not mounted, its mount point empty. (Mounted again with
+// another device number, as an NFS share may be, it is no such thing.)
+func mountPoints(m map[string]manifestEntry) map[string]bool {
+	out := map[string]bool{}
+	for p, e := range m {
+		if e.Type != TypeDirectory {
+			continue
+		}
+		if parent, ok := m[path.Dir(p)]; ok && e.Dev != 0 && parent.Dev != 0 && parent.Dev != e.Dev {
+			out[p] = true
+		}
+	}
+	return out
 }
 
 type diffEmitter struct {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 type change struct {
@@ -224,4 +225,47 @@ func TestSnapdiffRefusesAnUnmountedPath(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(proj, "a.txt")))
 	got, _ = runSnapdiff(t, root, "/proj", manifests)
 	require.Equal(t, []change{{Deleted, "/proj/a.txt", ""}, {Deleted, "/proj/sub", ""}, {Deleted, "/proj/sub/b.txt", ""}}, got)
+}
+
+// TestSnapdiffRefusesAFolderBeneathNotMounted: a folder beneath the
+// managed path that is a filesystem of its own, not mounted at the next
+// run (its mount point empty, or removed), is not reported deleted with
+// everything on it (a site_sync would delete the replica's copies): the
+// run is refused, naming the folder. Mounted again, the run goes on.
+func TestSnapdiffRefusesAFolderBeneathNotMounted(t *testing.T) {
+	dir, manifests := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "proj"), 0o755))
+	mnt := mountTmpfs(t, filepath.Join(dir, "proj")) // /proj/mnt
+	for _, n := range []string{"a.txt", "b.txt"} {
+		require.NoError(t, os.WriteFile(filepath.Join(mnt, n), []byte(n), 0o644))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "proj", "top.txt"), []byte("t"), 0o644))
+	root := newRoot(t, dir, false)
+	_, res := runSnapdiff(t, root, "/proj", manifests)
+	require.NoError(t, res.Commit())
+
+	require.NoError(t, unix.Unmount(mnt, 0))
+	diff := func() error {
+		_, err := Snapdiff(context.Background(), root, "/proj", manifests, func([]DiffEntry) error { return nil })
+		return err
+	}
+	err := diff()
+	require.ErrorIs(t, err, ErrManagedPathChanged)
+	require.ErrorContains(t, err, "/proj/mnt is no longer a filesystem of its own")
+	require.NoError(t, os.Remove(mnt))
+	err = diff()
+	require.ErrorIs(t, err, ErrManagedPathChanged)
+	require.ErrorContains(t, err, "/proj/mnt is missing")
+
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"))
+	for _, n := range []string{"a.txt", "b.txt"} {
+		require.NoError(t, os.WriteFile(filepath.Join(mnt, n), []byte(n), 0o644))
+	}
+	// Mounted again (a tmpfs, like an NFS share, may get another device
+	// number), the run goes on.
+	got, _ := runSnapdiff(t, root, "/proj", manifests)
+	for _, c := range got {
+		require.NotEqual(t, Deleted, c.Change, c.Path)
+	}
 }

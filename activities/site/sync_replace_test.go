@@ -176,9 +176,9 @@ func TestKillReplacingAFile(t *testing.T) {
 				fx.write(t, "/f.txt", "the destination's older copy", older)
 				require.True(t, runChild(t, "^TestSyncReplaceFaultChild$", "HUB_REPLACE_FAULT_ROOT="+dir,
 					"HUB_REPLACE_FAULT_TARGET="+tdir, "HUB_REPLACE_FAULT_INDEX="+idx, "HUB_FAULT_POINT=sync.replace.exchanged@1"))
-				set := "/" + fsutil.TmpPrefix + "f.txt"
+				set := "/" + filepath.Base(fsutil.PrivateName("xchg", "f.txt"))
 				got, err := os.ReadFile(fx.abs(set))
-				require.NoError(t, err, "the older file is under the temporary name")
+				require.NoError(t, err, "the older file is under the exchange's private name")
 				require.Equal(t, "the destination's older copy", string(got))
 				aside, atName := "the destination's older copy", string(fx.data)
 				switch saved {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/activity"
 
@@ -54,7 +55,7 @@ func (a *Activities) sendChunk(in StepInput, drivers *driverSet) chunkFunc {
 		var upload []string
 		for _, e := range chunk {
 			switch {
-			case e.Change == Deleted || e.Change == Moved:
+			case (e.Change == Deleted || e.Change == Moved) && sentType(e.Type):
 				// A deletion carries the size and mtime of the version the
 				// source deleted, which the destination compares with its
 				// own file (see deletionKeeps).
@@ -107,6 +108,10 @@ func (a *Activities) sendChunk(in StepInput, drivers *driverSet) chunkFunc {
 		return outs, nil
 	}
 }
+
+// sentType tells whether entries of type t are sent (files and
+// directories; "" from a source of an earlier version).
+func sentType(t string) bool { return t == "" || t == TypeFile || t == TypeDirectory }
 
 // ReceiveInput is the destination half of send and site_sync.
 type ReceiveInput struct {
@@ -183,6 +188,10 @@ func (a *Activities) destPath(in ReceiveInput, p string) string {
 }
 
 func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile, drivers *driverSet, beat func(int)) (msg string, err error) {
+	if (f.Change == Deleted || f.Change == Moved) && !sentType(f.Type) {
+		// Never sent, so whatever the destination has there is its own.
+		return "kept the destination's entry: only files and directories are synced", nil
+	}
 	dst := a.destPath(in, f.Path)
 	// The destination's folder is pinned and the final name never
 	// followed: a link at the destination is replaced or removed itself,
@@ -201,7 +210,7 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	defer l.close()
 	abs := l.path()
 	if f.Change != Deleted && f.Change != Moved && f.Type != TypeDirectory {
-		kept, err := a.Root.restoreExchanged(l)
+		kept, err := a.Root.restoreExchanged(l, f)
 		if err != nil {
 			return "", err
 		}
@@ -217,7 +226,7 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	exists := statErr == nil
 	switch f.Change {
 	case Deleted:
-		return a.replayDeletion(in, f, l, existing)
+		return a.replayDeletion(in, f, l)
 	case Moved:
 		return a.replayMove(ctx, in, f, l, exists)
 	}
@@ -227,6 +236,13 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	if !validSum(f.Checksum) {
 		return "", fmt.Errorf("the source sent %s without a valid SHA-256 (%q); nothing at the destination was changed", f.Path, f.Checksum)
 	}
+	// A retry finds its own earlier write here: up to date, so flushed
+	// and given its metadata again, whatever the sync's preference.
+	if exists && existing.Mode().IsRegular() && existing.Size() == f.Size && existing.ModTime().UnixNano() == f.Mtime {
+		if sum, err := fileSHA256(abs); err == nil && sum == f.Checksum {
+			return "already up to date", nil
+		}
+	}
 	if exists && in.Step == "site_sync" {
 		switch in.Preference {
 		case "local":
@@ -235,11 +251,6 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 			if existing.ModTime().UnixNano() > f.Mtime {
 				return "kept the destination's newer copy", nil
 			}
-		}
-	}
-	if exists && existing.Mode().IsRegular() && existing.Size() == f.Size && existing.ModTime().UnixNano() == f.Mtime {
-		if sum, err := fileSHA256(abs); err == nil && sum == f.Checksum {
-			return "already up to date", nil
 		}
 	}
 	if exists {
@@ -318,13 +329,14 @@ const changedMeanwhile = "it changed during the download"
 // none), the version the sync chose to replace; otherwise it fails with a
 // keptError and the destination keeps its file. An empty name is filled
 // with RENAME_NOREPLACE. A file is not replaced by name after a last
-// check: the download and the file are exchanged (RENAME_EXCHANGE, so
-// the name is never empty), the file, now under the temporary name, is
-// leased and compared (leaseUnchanged) and unlinked, or exchanged back
-// when it changed (a save in place, by rename over the name, or a program
-// holding it open). A worker killed between the exchange and that look
-// leaves the download, still marked as temporary, at the name: the rerun
-// exchanges them back and decides again (restoreExchanged).
+// check: the download, marked as exchanged and parked under a private
+// name (exchangeOf), and the file are exchanged (RENAME_EXCHANGE, so the
+// name is never empty); the file, now under the private name, is leased
+// and compared (leaseUnchanged) and unlinked, or exchanged back when it
+// changed (a save in place, by rename over the name, or a program holding
+// it open). No writer's temporary file ever takes the private name, so the
+// file parked there is never reused as one. A worker killed meanwhile
+// leaves one of the two there: the rerun tells which (restoreExchanged).
 func (r *Root) replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) error {
 	if changedSince(l.path(), before) {
 		return &keptError{changedMeanwhile}
@@ -344,82 +356,142 @@ func (r *Root) replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) erro
 	if err != nil {
 		return err
 	}
-	err = syscall.ENOSYS
-	if _, supported := fsutil.Marked(tmp); supported {
-		if err := fsutil.MarkExchange(tmp); err != nil {
-			return err
-		}
-		err = renameExchange(from, l)
+	if _, supported := fsutil.Marked(tmp); !supported {
+		// No marker to tell a killed exchange's download from a user's
+		// file: replaced by name after the last check.
+		return renameBeneath(from, l, true)
 	}
+	if err := unmarkFormer(l); err != nil {
+		return err
+	}
+	if err := fsutil.MarkExchange(tmp); err != nil {
+		return err
+	}
+	x := exchangeOf(l)
+	if err := renameBeneath(from, x, false); err != nil {
+		return err // a file left there is settled by the rerun
+	}
+	fault.Point("sync.replace.parked")
+	err = renameExchange(x, l)
 	switch {
 	case errors.Is(err, syscall.ENOENT):
+		_ = unlinkBeneath(x, false)
 		return &keptError{changedMeanwhile} // removed meanwhile
 	case errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ENOSYS):
-		// No exchange on this filesystem, or no marker to tell a killed
-		// exchange's download from a user's file: replaced by name after
-		// the last check, as before exchanges were used.
-		return renameBeneath(from, l, true)
+		// No exchange on this filesystem: replaced by name after the
+		// last check, as before exchanges were used.
+		return renameBeneath(x, l, true)
 	case err != nil:
+		_ = unlinkBeneath(x, false)
 		return err
 	}
 	fault.Point("sync.replace.exchanged")
 	if exchangeRace != nil {
 		exchangeRace(l.rel)
 	}
-	// from now holds the destination's former file, l the download.
-	why, done := leaseUnchanged(from, before, changedMeanwhile)
+	// x now holds the destination's former file, l the download.
+	why, done := leaseUnchanged(x, before, changedMeanwhile)
 	defer done()
 	if why == "" {
-		return unlinkBeneath(from, false)
+		return unlinkBeneath(x, false)
 	}
-	if err := renameExchange(from, l); err != nil {
+	if err := renameExchange(x, l); err != nil {
 		// The download is gone from l (removed meanwhile): the file goes
 		// back without replacing anything.
-		kept, err := r.putBack(from, l, why)
+		kept, err := r.putBack(x, l, why)
 		if err != nil {
 			return err
 		}
 		return &keptError{kept}
 	}
-	// from holds what was at l: the download, unless a user saved over it
-	// or into it meanwhile; such a save stays, beside the file.
-	if fi, err := os.Lstat(from.path()); err == nil && changed(fi, download) {
-		if name, ok := r.keepBeside(from, l); ok {
-			why += "; a save made meanwhile is kept as " + name
+	// x holds what was at l: the download, unless a user saved over it or
+	// into it meanwhile; such a save stays, beside the file.
+	if fi, err := os.Lstat(x.path()); err == nil && changed(fi, download) {
+		name, ok := r.keepBeside(x, l)
+		if !ok {
+			return fmt.Errorf("%s: %s; a save made meanwhile could not be kept beside it (it is %s)", apiPath(l.rel), why, x.name)
 		}
+		why += "; a save made meanwhile is kept as " + name
+	} else if err == nil {
+		_ = unlinkBeneath(x, false)
 	}
 	return &keptError{why}
 }
 
-// restoreExchanged finishes a replaceIfUnchanged killed after its
-// exchange and before it looked at the file it took out: the download is
-// at l's name, marked as exchanged (fsutil.MarkExchange; a user may have
-// written to it since), and the destination's former file under the
-// download's temporary name. That file was never compared, so it may hold
-// a save made in that instant, which nothing can tell from the version
-// the sync meant to replace: it is kept beside l (keepBeside), the mark
-// cleared, and the rerun decides about the file at l as about any other.
-// Nothing is removed. It returns the name the file was kept under, ""
-// when there was nothing to finish.
-func (r *Root) restoreExchanged(l *loc) (string, error) {
-	tmp := sibling(l, filepath.Base(fsutil.TempName(l.name)))
-	if _, err := os.Lstat(tmp.path()); err != nil {
-		return "", nil // usually nothing is there: one lstat
-	}
+// exchangeOf is where replaceIfUnchanged parks a download before its
+// exchange, and where the destination's former file then is.
+func exchangeOf(l *loc) *loc { return sibling(l, filepath.Base(fsutil.PrivateName("xchg", l.name))) }
+
+// unmarkFormer drops a marker of the hub's temporary files from the file
+// at l about to be exchanged (one left by a commit killed between its
+// rename and the marker's removal): a file parked under exchangeOf is then
+// a download when marked, the destination's own file when not.
+func unmarkFormer(l *loc) error {
 	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return "", nil // no file at l
+		return nil // not a file that can carry one (a symlink), or gone: the exchange tells
 	}
 	defer f.Close()
-	if !fsutil.Exchanged(f) {
-		return "", nil // a write's own temporary file beside a stored file
-	}
-	name, ok := r.keepBeside(tmp, l)
-	if !ok {
-		return "", fmt.Errorf("%s: could not keep the file an interrupted sync set aside (%s) beside it", apiPath(l.rel), tmp.name)
+	if marked, _ := fsutil.Marked(f); !marked {
+		return nil
 	}
 	fsutil.ClearMark(f)
+	if marked, _ := fsutil.Marked(f); marked {
+		return fmt.Errorf("%s carries the marker of the hub's temporary files, which could not be removed; nothing was replaced", apiPath(l.rel))
+	}
+	return nil
+}
+
+// restoreExchanged finishes a replaceIfUnchanged killed after it parked
+// its download of f (exchangeOf). Marked as exchanged and untouched (f's
+// size and mtime), the file there is a download never put in place, or
+// put back: it is removed. Anything else there is the destination's former
+// file (never compared, so it may hold a save made in that instant, which
+// nothing can tell from the version the sync meant to replace) or a save
+// into the download: it is kept beside l (keepBeside), the mark of the
+// download at l cleared, and the rerun decides about the file at l as
+// about any other. It returns the name a file was kept under, "" when
+// there was nothing to keep. An exchange by a version before exchangeOf is
+// finished the same way.
+func (r *Root) restoreExchanged(l *loc, f SentFile) (string, error) {
+	parked := exchangeOf(l)
+	fi, err := os.Lstat(parked.path())
+	switch {
+	case err == nil && fi.Mode().IsRegular() && fi.Size() == f.Size && fi.ModTime().UnixNano() == f.Mtime && exchangedFile(parked):
+		return "", unlinkBeneath(parked, false)
+	case err != nil:
+		// An exchange of a version before exchangeOf left the former file
+		// under the download's temporary name, and the download, marked
+		// as exchanged, at l. A file the hub marked as its temporary file
+		// there is another write's.
+		parked = sibling(l, filepath.Base(fsutil.TempName(l.name)))
+		fi, err := os.Lstat(parked.path())
+		if err != nil || (fi.Mode().IsRegular() && !unmarkedFile(parked)) || !exchangedFile(l) {
+			return "", nil // usually nothing is there: two lstats
+		}
+	}
+	name, ok := r.keepBeside(parked, l)
+	if !ok {
+		return "", fmt.Errorf("%s: could not keep the file an interrupted sync set aside (%s) beside it", apiPath(l.rel), parked.name)
+	}
+	if at, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0); err == nil {
+		if fsutil.Exchanged(at) {
+			fsutil.ClearMark(at)
+		}
+		_ = at.Close()
+	}
 	return name, nil
+}
+
+// exchangedFile tells whether the file at l carries the mark of a
+// download about to be exchanged (fsutil.MarkExchange).
+func exchangedFile(l *loc) bool {
+	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return fsutil.Exchanged(f)
 }
 
 // sibling is the entry name in l's folder.
@@ -452,15 +524,15 @@ var exchangeRace func(rel string)
 // file with unlink (a folder swapped in for it stays), a directory only
 // when empty. A file goes only while it is the version the source deleted
 // or an older one (see deletionKeeps).
-func (a *Activities) replayDeletion(in ReceiveInput, f SentFile, l *loc, existing os.FileInfo) (string, error) {
-	if existing == nil {
-		// A deletion killed with the file set aside puts it back, and
-		// decides again.
-		restored, err := restoreAside(l)
-		if err != nil {
-			return "", err
-		}
-		existing = restored
+func (a *Activities) replayDeletion(in ReceiveInput, f SentFile, l *loc) (msg string, err error) {
+	// A deletion killed with the file set aside puts it back, and decides
+	// again; or keeps it beside a file written at its name since.
+	existing, kept, err := a.Root.settleAside(l)
+	if err != nil {
+		return "", err
+	}
+	if kept != "" {
+		defer func() { msg += "; the file an interrupted deletion set aside is kept as " + kept }()
 	}
 	switch {
 	case existing == nil:
@@ -582,7 +654,7 @@ func (r *Root) putBack(aside, l *loc, why string) (kept string, err error) {
 // still the same. A kill in between leaves it at both names, and the one
 // at l names another file's inode, which it does not match.
 func (r *Root) keepBeside(from, l *loc) (string, bool) {
-	name := fmt.Sprintf("%s.sync-kept-%d", l.name, time.Now().UnixNano())
+	name := keptName(l.name, time.Now().UnixNano())
 	to := sibling(l, name)
 	var rec *Record
 	if fi, err := os.Lstat(from.path()); err == nil && fi.Mode().IsRegular() {
@@ -605,10 +677,28 @@ func (r *Root) keepBeside(from, l *loc) (string, bool) {
 	return name, true
 }
 
-// asideOf is where removeIfUnchanged sets the file of l aside: a name of
-// the hub's temporary files in the same folder, fixed, so that a rerun
-// after a kill finds it (restoreAside).
-func asideOf(l *loc) *loc {
+// keptName is <name>.sync-kept-<ns>, name cut (at a character's start)
+// so that the whole fits in NAME_MAX.
+func keptName(name string, ns int64) string {
+	suffix := fmt.Sprintf(".sync-kept-%d", ns)
+	if n := 255 - len(suffix); len(name) > n {
+		for n > 0 && !utf8.RuneStart(name[n]) {
+			n--
+		}
+		name = name[:n]
+	}
+	return name + suffix
+}
+
+// asideOf is where removeIfUnchanged sets the file of l aside: a private
+// name of the hub's in the same folder (fsutil.PrivateName, which no
+// writer's temporary file takes), fixed, so that a rerun after a kill
+// finds it (settleAside).
+func asideOf(l *loc) *loc { return sibling(l, filepath.Base(fsutil.PrivateName("del", l.name))) }
+
+// legacyAsideOf is where versions before PrivateName set the file aside:
+// a name that the temporary file of a write of "del-<name>" shares.
+func legacyAsideOf(l *loc) *loc {
 	name := fsutil.TmpPrefix + "del-" + l.name
 	if len(name) > 255 {
 		sum := sha256.Sum256([]byte(l.name))
@@ -617,18 +707,46 @@ func asideOf(l *loc) *loc {
 	return sibling(l, name)
 }
 
-// restoreAside puts back the file a replayed deletion killed after
-// setting it aside left, if the name is free, and describes it; nil when
-// there was none.
-func restoreAside(l *loc) (os.FileInfo, error) {
-	aside := asideOf(l)
-	if _, err := os.Lstat(aside.path()); err != nil {
-		return nil, nil
+// settleAside finishes a replayed deletion killed after setting the file
+// of l aside: the file goes back to its name, or, when a file was written
+// there since, is kept beside it under a name of its own (kept). At the
+// legacy name, only a file the hub did not mark as its temporary file is
+// taken for a set-aside one. It returns what is at l now (nil: nothing).
+func (r *Root) settleAside(l *loc) (now os.FileInfo, kept string, err error) {
+	for i, aside := range []*loc{asideOf(l), legacyAsideOf(l)} {
+		fi, err := os.Lstat(aside.path())
+		if err != nil || (i == 1 && fi.Mode().IsRegular() && !unmarkedFile(aside)) {
+			continue
+		}
+		err = renameBeneath(aside, l, false)
+		if errors.Is(err, fs.ErrExist) {
+			name, ok := r.keepBeside(aside, l)
+			if !ok {
+				return nil, "", fmt.Errorf("%s: could not keep the file an interrupted deletion set aside (%s) beside the file written since", apiPath(l.rel), aside.name)
+			}
+			kept = name
+		} else if err != nil {
+			return nil, "", err
+		}
+		break
 	}
-	if err := renameBeneath(aside, l, false); err != nil {
-		return nil, err
+	now, err = os.Lstat(l.path())
+	if isNotExist(err) {
+		return nil, kept, nil
 	}
-	return os.Lstat(l.path())
+	return now, kept, err
+}
+
+// unmarkedFile tells whether the regular file at l carries no marker of
+// the hub's temporary files, on a filesystem that keeps such markers.
+func unmarkedFile(l *loc) bool {
+	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	marked, supported := fsutil.Marked(f)
+	return supported && !marked
 }
 
 // changed tells whether fi is no longer the file before describes (the

@@ -767,8 +767,9 @@ func TestKillReplayingADeletion(t *testing.T) {
 					"HUB_DELETE_FAULT_INDEX="+idx, "HUB_FAULT_POINT=sync.delete.aside@1"))
 				require.NoFileExists(t, fx.abs("/f.txt"))
 				if saved { // the user writes the set-aside file (an fd opened before)
-					aside := fx.abs("/" + fsutil.TmpPrefix + "del-f.txt")
-					fx.write(t, "/"+fsutil.TmpPrefix+"del-f.txt", "saved after the kill", time.Now())
+					aside := "/" + filepath.Base(fsutil.PrivateName("del", "f.txt"))
+					fx.write(t, aside, "saved after the kill", time.Now())
+					aside = fx.abs(aside)
 					require.FileExists(t, aside)
 				}
 				msg := syncDeletion(t, dir, index, syncedMtime.UnixNano())
