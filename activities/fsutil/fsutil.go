@@ -41,13 +41,16 @@ func TempName(dst string) string {
 // file of its own.
 func PrivateName(kind, dst string) string {
 	base := filepath.Base(dst)
-	name := TmpPrefix + TmpPrefix + kind + "-" + base
+	name := PrivatePrefix(kind) + base
 	if len(name) > 255 { // NAME_MAX
 		sum := sha256.Sum256([]byte(base))
-		name = TmpPrefix + TmpPrefix + kind + "-" + hex.EncodeToString(sum[:16])
+		name = PrivatePrefix(kind) + hex.EncodeToString(sum[:16])
 	}
 	return filepath.Join(filepath.Dir(dst), name)
 }
+
+// PrivatePrefix starts every PrivateName of kind.
+func PrivatePrefix(kind string) string { return TmpPrefix + TmpPrefix + kind + "-" }
 
 // errInTheWay: something the hub did not write holds the temporary name
 // of a destination; it is left untouched.
@@ -287,6 +290,16 @@ func lock(ctx context.Context, f *os.File) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// InUse tells whether a writer holds f's lock: a write in flight (see
+// OpenTemp). Where the filesystem has no locks it says false.
+func InUse(f *os.File) bool {
+	err := flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == nil {
+		_ = flock(int(f.Fd()), syscall.LOCK_UN)
+	}
+	return errors.Is(err, syscall.EWOULDBLOCK)
 }
 
 // errNoLocks: the filesystem cannot lock files (NFS without a lock

@@ -37,7 +37,7 @@ func siteCmd() *cobra.Command {
 	}
 	siteRootFlag(adopt.Flags(), &root)
 	adopt.Flags().BoolVar(&dryRun, "dry-run", false, "count the records, change nothing")
-	cmd.AddCommand(adopt, auditRefsCmd(), scrubTargetCmd(), restoreSpaceCmd(), purgeTrashCmd())
+	cmd.AddCommand(adopt, auditRefsCmd(), scrubTargetCmd(), restoreSpaceCmd(), purgeTrashCmd(), leftoversCmd())
 	return cmd
 }
 
@@ -186,6 +186,50 @@ docs/remote-copies.md.`,
 	tf.add(cmd)
 	cmd.Flags().BoolVar(&drop, "drop", false, "remove the leaked references found")
 	cmd.Flags().DurationVar(&minAge, "min-age", site.DefaultAuditMinAge, "only references older than this are considered (a younger one may belong to a step in flight)")
+	return cmd
+}
+
+// leftoversCmd lists (and settles) what killed writes left under the
+// hub's reserved prefix in the site's folders.
+func leftoversCmd() *cobra.Command {
+	var root string
+	var opts site.LeftoverOptions
+	cmd := &cobra.Command{
+		Use:   "leftovers",
+		Short: "List the files killed writes left under the hub's reserved prefix (.hub-tmp-); --settle brings users' files back into view, --remove-temporaries removes the hub's own",
+		Long: `leftovers walks the site for files under the hub's reserved prefix (.hub-tmp-), hidden from
+walks and the API, and lists each with its kind: "temporary" (a write's temporary file, or a
+download parked before a sync's exchange: a copy of data held elsewhere), "parked by an
+interrupted sync" (the destination's own file, left under the exchange's private name by a
+worker killed mid-replacement), "set aside by an interrupted deletion" (a file a replayed
+deletion had set aside), or "not marked as the hub's" (a user's, one parked by an earlier
+version, a delete step's entry moved beside itself: never touched). A rerun of the same write
+settles its own leftovers; a path never written again keeps them. Only leftovers older than
+--min-age (by their change time) are acted on: with --settle, a set-aside file goes back to its
+name if free, and otherwise, like a parked file, is kept beside it as <name>.sync-kept-<ns>;
+with --remove-temporaries, the hub's temporary files that no write holds (a lock) are removed
+(the hub's by their marker, an attribute whoever can write the file can set). Nothing else is
+ever removed. The result is JSON. See docs/operations.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := openSiteRoot(root)
+			if err != nil {
+				return err
+			}
+			found, err := site.Leftovers(cmd.Context(), r, opts)
+			if err != nil {
+				return err
+			}
+			if found == nil {
+				found = []site.Leftover{}
+			}
+			return printJSON(cmd.OutOrStdout(), found)
+		},
+	}
+	siteRootFlag(cmd.Flags(), &root)
+	cmd.Flags().BoolVar(&opts.Settle, "settle", false, "bring users' files left parked or set aside back into view")
+	cmd.Flags().BoolVar(&opts.RemoveTemporaries, "remove-temporaries", false, "remove the hub's temporary files that no write holds")
+	cmd.Flags().DurationVar(&opts.MinAge, "min-age", site.DefaultLeftoverMinAge, "only leftovers older than this are acted on (a younger one may belong to a write in flight)")
 	return cmd
 }
 

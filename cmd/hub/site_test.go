@@ -15,6 +15,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
 
+	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/activities/targets"
 )
@@ -174,4 +175,42 @@ func TestTargetConfigChecksCertificates(t *testing.T) {
 	base := `{"StorageType": "s3", "Endpoint": "` + srv.URL + `", "Bucket": "b", "AccessKeyID": "k", "SecretAccessKey": "s"`
 	require.ErrorContains(t, list(base+`}`), "certificate")
 	require.NoError(t, list(base+`, "SSLVerify": false}`))
+}
+
+// TestSiteLeftovers runs hub site leftovers: it lists a set-aside file and
+// a temporary file, and with --settle --remove-temporaries --min-age 0
+// restores the one and removes the other.
+func TestSiteLeftovers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, ".hub"), 0o750))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "d"), 0o755))
+	aside := filepath.Join(dir, "d", filepath.Base(fsutil.PrivateName("del", "f.txt")))
+	require.NoError(t, os.WriteFile(aside, []byte("set aside"), 0o644))
+	tmp, err := fsutil.OpenTemp(context.Background(), filepath.Join(dir, "d", "g.txt"))
+	require.NoError(t, err)
+	require.NoError(t, tmp.Close()) // killed: no write holds it
+	run := func(args ...string) []site.Leftover {
+		t.Helper()
+		var out bytes.Buffer
+		cmd := rootCmd()
+		cmd.SetOut(&out)
+		cmd.SetArgs(append([]string{"site", "leftovers", "--root", dir}, args...))
+		require.NoError(t, cmd.ExecuteContext(context.Background()))
+		var got []site.Leftover
+		require.NoError(t, json.Unmarshal(out.Bytes(), &got), out.String())
+		return got
+	}
+	got := run()
+	require.Len(t, got, 2)
+	got = run("--settle", "--remove-temporaries", "--min-age", "0s")
+	actions := map[string]string{}
+	for _, lo := range got {
+		actions[lo.Kind] = lo.Action
+	}
+	require.Equal(t, map[string]string{site.LeftoverSetAside: "restored to f.txt", site.LeftoverTemporary: "removed"}, actions)
+	b, err := os.ReadFile(filepath.Join(dir, "d", "f.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "set aside", string(b))
+	require.Empty(t, run())
 }
