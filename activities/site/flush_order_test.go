@@ -122,9 +122,7 @@ func TestReceivedStubsAreFlushedOnTheirTarget(t *testing.T) {
 	dir, tdir := t.TempDir(), t.TempDir()
 	a := &Activities{Root: newRoot(t, dir, false), Site: "dst"}
 	data := []byte("sent content")
-	sum := sha(data)
-	require.NoError(t, os.MkdirAll(filepath.Join(tdir, "objects", sum[:2]), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(tdir, contentKey(sum)), data, 0o644))
+	sum := putContent(t, tdir, data)
 	target, err := targets.NewFilesystem(targets.Config{MigrationTargetFolder: tdir})
 	require.NoError(t, err)
 	spec := TargetSpec{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}

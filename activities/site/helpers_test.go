@@ -198,6 +198,17 @@ func distinctContents(files map[string]testFile) int {
 	return len(seen)
 }
 
+// putContent stores data on the filesystem target folder tdir as content
+// (objects/<aa>/<sha256>), as a send's source put it there, and answers
+// its SHA-256.
+func putContent(t *testing.T, tdir string, data []byte) string {
+	t.Helper()
+	sum := sha(data)
+	require.NoError(t, os.MkdirAll(filepath.Join(tdir, "objects", sum[:2]), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(tdir, contentKey(sum)), data, 0o644))
+	return sum
+}
+
 // mountTmpfs mounts a small tmpfs at dir/mnt, a filesystem of its own
 // beneath dir, and answers its path; it skips the test without root.
 func mountTmpfs(t *testing.T, dir string) string {

@@ -488,9 +488,7 @@ func TestReceiveRefusesMalformedChecksums(t *testing.T) {
 	dir, tdir := t.TempDir(), t.TempDir()
 	a := &Activities{Root: newRoot(t, dir, false), Site: "dst"}
 	data := []byte("the sent content")
-	sum := sha(data)
-	require.NoError(t, os.MkdirAll(filepath.Join(tdir, "objects", sum[:2]), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(tdir, contentKey(sum)), data, 0o644))
+	sum := putContent(t, tdir, data)
 	own := filepath.Join(dir, "own.txt")
 	require.NoError(t, os.WriteFile(own, []byte("the destination's own"), 0o644))
 	spec := TargetSpec{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}

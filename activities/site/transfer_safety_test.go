@@ -612,9 +612,7 @@ func TestReceiveWaitsForTheFlush(t *testing.T) {
 	dir, tdir := t.TempDir(), t.TempDir()
 	a := &Activities{Root: newRoot(t, dir, false), Site: "dst"}
 	data := []byte("sent content")
-	sum := sha(data)
-	require.NoError(t, os.MkdirAll(filepath.Join(tdir, "objects", sum[:2]), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(tdir, contentKey(sum)), data, 0o644))
+	sum := putContent(t, tdir, data)
 	spec := TargetSpec{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}
 	in := ReceiveInput{JobID: 1, Step: "send", Hydrate: true, Targets: []TargetSpec{spec},
 		Files: []SentFile{{Path: "/got.txt", Type: TypeFile, Target: "t", Key: contentKey(sum), Checksum: sum,
