@@ -2,7 +2,9 @@ package fsutil
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,16 +37,37 @@ const exchangeMark = "exchange"
 // exchanged with the file at its destination (RENAME_EXCHANGE). A rerun
 // after a kill finds it at the destination's name (Exchanged), and so
 // tells it from a stored file that kept the plain marker of a writer
-// killed just after its rename. Commit clears it with the plain one.
+// killed just after its rename. Commit clears it with the plain one. The
+// mark records f's size and mtime, so that a rerun tells the download as
+// it was written (ExchangedUntouched) from one a user wrote into since.
 func MarkExchange(f *os.File) error {
-	return unix.Fsetxattr(int(f.Fd()), tmpMarker, []byte(exchangeMark), 0)
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	mark := fmt.Sprintf("%s:%d:%d", exchangeMark, fi.Size(), fi.ModTime().UnixNano())
+	return unix.Fsetxattr(int(f.Fd()), tmpMarker, []byte(mark), 0)
 }
 
-// Exchanged reports whether f carries MarkExchange's marker.
-func Exchanged(f *os.File) bool {
-	buf := make([]byte, len(exchangeMark)+1)
+// exchangeMarkOf is f's exchange mark, "" when it has none.
+func exchangeMarkOf(f *os.File) string {
+	buf := make([]byte, 64)
 	n, err := unix.Fgetxattr(int(f.Fd()), tmpMarker, buf)
-	return err == nil && string(buf[:n]) == exchangeMark
+	if err != nil || !strings.HasPrefix(string(buf[:n]), exchangeMark) {
+		return ""
+	}
+	return string(buf[:n])
+}
+
+// Exchanged reports whether f carries MarkExchange's marker (or that of
+// an earlier version, without size and mtime).
+func Exchanged(f *os.File) bool { return exchangeMarkOf(f) != "" }
+
+// ExchangedUntouched reports whether f carries MarkExchange's marker and
+// still has the size and mtime it recorded: a download as it was written.
+func ExchangedUntouched(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && exchangeMarkOf(f) == fmt.Sprintf("%s:%d:%d", exchangeMark, fi.Size(), fi.ModTime().UnixNano())
 }
 
 // ClearMark removes the hub's marker from f, a file no longer temporary.

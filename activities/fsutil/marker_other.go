@@ -21,3 +21,6 @@ func Exchanged(*os.File) bool { return false }
 
 // ClearMark: nothing to clear.
 func ClearMark(*os.File) {}
+
+// ExchangedUntouched: never, without extended attributes.
+func ExchangedUntouched(*os.File) bool { return false }

@@ -121,8 +121,8 @@ func leftoverKind(abs, name string, fi fs.FileInfo) string {
 	defer f.Close()
 	marked, _ := fsutil.Marked(f)
 	switch {
-	case strings.HasPrefix(name, xchgPrefix) && !fsutil.Exchanged(f):
-		return LeftoverParked
+	case strings.HasPrefix(name, xchgPrefix) && !fsutil.ExchangedUntouched(f):
+		return LeftoverParked // the destination's file, or a save into the download
 	case marked:
 		return LeftoverTemporary // a download parked before its exchange too
 	}

@@ -33,7 +33,11 @@ func TestLeftoversAreListedAndSettled(t *testing.T) {
 			require.NoError(t, unix.Setxattr(fx.abs("/"+name), "user.hub.tmp", []byte(mark), 0))
 		}
 	}
-	put(filepath.Base(fsutil.PrivateName("xchg", "g.txt")), "a download never put in place", "exchange")
+	put(filepath.Base(fsutil.PrivateName("xchg", "g.txt")), "a download never put in place", "")
+	g, err := os.Open(fx.abs("/" + filepath.Base(fsutil.PrivateName("xchg", "g.txt"))))
+	require.NoError(t, err)
+	require.NoError(t, fsutil.MarkExchange(g))
+	require.NoError(t, g.Close())
 	put(filepath.Base(fsutil.PrivateName("del", "h.txt")), "h, set aside", "")
 	put(filepath.Base(fsutil.PrivateName("del", "i.txt")), "i, set aside", "")
 	put("i.txt", "i, written since", "")

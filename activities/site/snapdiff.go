@@ -141,7 +141,7 @@ func Snapdiff(ctx context.Context, root *Root, managedPath, manifestDir string, 
 				continue
 			}
 			delete(old, it.Path)
-			if mounts[it.Path] && me.Type == TypeDirectory && sameDevice(root, path.Dir(it.Path), me.Dev) {
+			if mounts[it.Path] && me.Type == TypeDirectory && me.Dev != prev.Dev && sameDevice(root, path.Dir(it.Path), me.Dev) {
 				return mountChanged(it.Path, "is no longer a filesystem of its own", final)
 			}
 			if prev.Type != me.Type {

@@ -131,6 +131,34 @@ func fileExists(name string) bool {
 	return err == nil
 }
 
+// TestAParkedDownloadGoesWhateverComesNext: a sync killed with its
+// download parked, then another version of the file or a deletion of the
+// path received: the parked download (untouched since its mark) is
+// removed, not shown as the user's kept file nor left hidden.
+func TestAParkedDownloadGoesWhateverComesNext(t *testing.T) {
+	for _, next := range []string{"another version", "a deletion"} {
+		dir, tdir := t.TempDir(), t.TempDir()
+		fx := newTransferFixtureAt(t, dir, tdir, false)
+		older := time.Unix(0, fx.sent.Mtime).Add(-time.Hour)
+		fx.write(t, "/f.txt", "the destination's older copy", older)
+		require.True(t, runChild(t, "^TestSyncReplaceFaultChild$", "HUB_REPLACE_FAULT_ROOT="+dir,
+			"HUB_REPLACE_FAULT_TARGET="+tdir, "HUB_REPLACE_FAULT_INDEX=0", "HUB_FAULT_POINT=sync.replace.parked@1"))
+		require.FileExists(t, fx.abs("/"+filepath.Base(fsutil.PrivateName("xchg", "f.txt"))))
+		f := SentFile{Path: "/f.txt", Type: TypeFile, Change: Deleted, Size: 28, Mtime: older.UnixNano()}
+		if next == "another version" {
+			f = fx.sent
+			f.Mtime++
+		}
+		msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, f, nil)
+		require.NoError(t, err, next)
+		require.NotContains(t, msg, "sync-kept", next)
+		kept, err := filepath.Glob(fx.abs("/f.txt.sync-kept-*"))
+		require.NoError(t, err)
+		require.Empty(t, kept, next)
+		requireNoTemp(t, dir)
+	}
+}
+
 // TestALongNamesSaveIsKept: a name too long for <name>.sync-kept-<ns>
 // within NAME_MAX (about 80 characters of Chinese in UTF-8): a save made
 // over the download during the exchange is kept beside the file under a

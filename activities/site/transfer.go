@@ -209,8 +209,8 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	}
 	defer l.close()
 	abs := l.path()
-	if f.Change != Deleted && f.Change != Moved && f.Type != TypeDirectory {
-		kept, err := a.Root.restoreExchanged(l, f)
+	if f.Type != TypeDirectory {
+		kept, err := a.Root.restoreExchanged(l)
 		if err != nil {
 			return "", err
 		}
@@ -361,8 +361,10 @@ func (r *Root) replaceIfUnchanged(l *loc, tmp *os.File, before os.FileInfo) erro
 		// file: replaced by name after the last check.
 		return renameBeneath(from, l, true)
 	}
-	if err := unmarkFormer(l); err != nil {
-		return err
+	if before.Mode().IsRegular() { // only files carry user attributes; never open a FIFO or a device
+		if err := unmarkFormer(l); err != nil {
+			return err
+		}
 	}
 	if err := fsutil.MarkExchange(tmp); err != nil {
 		return err
@@ -443,8 +445,8 @@ func unmarkFormer(l *loc) error {
 }
 
 // restoreExchanged finishes a replaceIfUnchanged killed after it parked
-// its download of f (exchangeOf). Marked as exchanged and untouched (f's
-// size and mtime), the file there is a download never put in place, or
+// its download (exchangeOf), whatever the change received now. Marked as
+// exchanged and untouched (the size and mtime its mark recorded), the file there is a download never put in place, or
 // put back: it is removed. Anything else there is the destination's former
 // file (never compared, so it may hold a save made in that instant, which
 // nothing can tell from the version the sync meant to replace) or a save
@@ -453,11 +455,11 @@ func unmarkFormer(l *loc) error {
 // about any other. It returns the name a file was kept under, "" when
 // there was nothing to keep. An exchange by a version before exchangeOf is
 // finished the same way.
-func (r *Root) restoreExchanged(l *loc, f SentFile) (string, error) {
+func (r *Root) restoreExchanged(l *loc) (string, error) {
 	parked := exchangeOf(l)
 	fi, err := os.Lstat(parked.path())
 	switch {
-	case err == nil && fi.Mode().IsRegular() && fi.Size() == f.Size && fi.ModTime().UnixNano() == f.Mtime && exchangedFile(parked):
+	case err == nil && fi.Mode().IsRegular() && untouchedDownload(parked):
 		return "", unlinkBeneath(parked, false)
 	case err != nil:
 		// An exchange of a version before exchangeOf left the former file
@@ -481,6 +483,17 @@ func (r *Root) restoreExchanged(l *loc, f SentFile) (string, error) {
 		_ = at.Close()
 	}
 	return name, nil
+}
+
+// untouchedDownload tells whether the file at l is a download marked as
+// exchanged and unchanged since (fsutil.ExchangedUntouched).
+func untouchedDownload(l *loc) bool {
+	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return fsutil.ExchangedUntouched(f)
 }
 
 // exchangedFile tells whether the file at l carries the mark of a
