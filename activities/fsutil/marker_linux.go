@@ -63,6 +63,10 @@ func exchangeMarkOf(f *os.File) string {
 // an earlier version, without size and mtime).
 func Exchanged(f *os.File) bool { return exchangeMarkOf(f) != "" }
 
+// LegacyExchanged reports whether f carries the exchange mark of a
+// version before marks recorded size and mtime.
+func LegacyExchanged(f *os.File) bool { return exchangeMarkOf(f) == exchangeMark }
+
 // ExchangedUntouched reports whether f carries MarkExchange's marker and
 // still has the size and mtime it recorded: a download as it was written.
 func ExchangedUntouched(f *os.File) bool {

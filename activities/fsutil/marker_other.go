@@ -24,3 +24,6 @@ func ClearMark(*os.File) {}
 
 // ExchangedUntouched: never, without extended attributes.
 func ExchangedUntouched(*os.File) bool { return false }
+
+// LegacyExchanged: never, without extended attributes.
+func LegacyExchanged(*os.File) bool { return false }

@@ -315,3 +315,28 @@ func TestSymlinksDeletionsAreNotReplayed(t *testing.T) {
 	require.Equal(t, OutcomeSkipped, outs[0].State)
 	require.Nil(t, outs[0].Sent)
 }
+
+// TestAnEarlierVersionsExchangeIsFinished: a worker of an earlier version
+// killed after its exchange left the download at the name (marked
+// "exchange", without size and mtime) and the destination's former file
+// under the download's temporary name, here with a stale temporary marker
+// of its own. The rerun keeps that file beside the name: no later write
+// reuses and truncates it.
+func TestAnEarlierVersionsExchangeIsFinished(t *testing.T) {
+	fx := newTransferFixture(t, false)
+	fx.write(t, "/f.txt", string(fx.data), time.Unix(0, fx.sent.Mtime))
+	require.NoError(t, unix.Setxattr(fx.abs("/f.txt"), "user.hub.tmp", []byte("exchange"), 0))
+	former := fx.abs("/" + fsutil.TmpPrefix + "f.txt")
+	require.NoError(t, os.WriteFile(former, []byte("the destination's older copy"), 0o644))
+	require.NoError(t, unix.Setxattr(former, "user.hub.tmp", []byte("1"), 0))
+	msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, fx.sent, nil)
+	require.NoError(t, err)
+	require.Contains(t, msg, "the file an interrupted sync set aside is kept as f.txt.sync-kept-")
+	kept, err := filepath.Glob(fx.abs("/f.txt.sync-kept-*"))
+	require.NoError(t, err)
+	require.Len(t, kept, 1)
+	got, err := os.ReadFile(kept[0])
+	require.NoError(t, err)
+	require.Equal(t, "the destination's older copy", string(got))
+	require.NoFileExists(t, former)
+}

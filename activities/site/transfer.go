@@ -464,11 +464,11 @@ func (r *Root) restoreExchanged(l *loc) (string, error) {
 	case err != nil:
 		// An exchange of a version before exchangeOf left the former file
 		// under the download's temporary name, and the download, marked
-		// as exchanged, at l. A file the hub marked as its temporary file
-		// there is another write's.
+		// as exchanged in that version's way, at l. The former file may
+		// carry a stale temporary marker (what exchangeOf mends), so only
+		// a file a live write holds there is another write's.
 		parked = sibling(l, filepath.Base(fsutil.TempName(l.name)))
-		fi, err := os.Lstat(parked.path())
-		if err != nil || (fi.Mode().IsRegular() && !unmarkedFile(parked)) || !exchangedFile(l) {
+		if _, err := os.Lstat(parked.path()); err != nil || !legacyExchange(l) || heldByAWrite(parked) {
 			return "", nil // usually nothing is there: two lstats
 		}
 	}
@@ -496,15 +496,26 @@ func untouchedDownload(l *loc) bool {
 	return fsutil.ExchangedUntouched(f)
 }
 
-// exchangedFile tells whether the file at l carries the mark of a
-// download about to be exchanged (fsutil.MarkExchange).
-func exchangedFile(l *loc) bool {
+// legacyExchange tells whether the file at l carries the exchange mark of
+// a version before exchangeOf (fsutil.LegacyExchanged).
+func legacyExchange(l *loc) bool {
 	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	return fsutil.Exchanged(f)
+	return fsutil.LegacyExchanged(f)
+}
+
+// heldByAWrite tells whether a write in flight holds the file at l (its
+// temporary file: fsutil.InUse).
+func heldByAWrite(l *loc) bool {
+	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return fsutil.InUse(f)
 }
 
 // sibling is the entry name in l's folder.
