@@ -145,12 +145,7 @@ func (r *Root) settleLeftover(lo Leftover, abs string) (string, error) {
 	defer at.close()
 	switch lo.Kind {
 	case LeftoverTemporary:
-		f, err := fsutil.OpenFile(abs, os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
-		if err != nil {
-			return "", err
-		}
-		defer f.Close()
-		if fsutil.InUse(f) {
+		if fileSays(at, fsutil.InUse) {
 			return "", nil // a write in flight
 		}
 		return "removed", unlinkBeneath(at, false)

@@ -82,21 +82,17 @@ func TestLeftoversAreListedAndSettled(t *testing.T) {
 	found, err = Leftovers(context.Background(), fx.root, LeftoverOptions{Settle: true, RemoveTemporaries: true})
 	require.NoError(t, err)
 	got := kinds(found)
-	kept := func(prefix string) string {
-		m, err := filepath.Glob(fx.abs("/" + prefix + ".sync-kept-*"))
-		require.NoError(t, err)
-		require.Len(t, m, 1, prefix)
-		return filepath.Base(m[0])
-	}
+	keptF := requireKeptOnce(t, fx, "f.txt", "the destination's older copy")
+	keptI := requireKeptOnce(t, fx, "i.txt", "i, set aside")
 	require.Equal(t, listed(map[string]string{
-		"/" + filepath.Base(fsutil.PrivateName("xchg", "f.txt")): "kept as " + kept("f.txt"),
+		"/" + filepath.Base(fsutil.PrivateName("xchg", "f.txt")): "kept as " + keptF,
 		"/" + filepath.Base(fsutil.PrivateName("xchg", "g.txt")): "removed",
 		"/" + filepath.Base(fsutil.PrivateName("del", "h.txt")):  "restored to h.txt",
-		"/" + filepath.Base(fsutil.PrivateName("del", "i.txt")):  "kept as " + kept("i.txt"),
+		"/" + filepath.Base(fsutil.PrivateName("del", "i.txt")):  "kept as " + keptI,
 		"/" + fsutil.TmpPrefix + "j.txt":                         "removed",
 	}), got)
-	for name, content := range map[string]string{kept("f.txt"): "the destination's older copy", "h.txt": "h, set aside",
-		kept("i.txt"): "i, set aside", "i.txt": "i, written since", fsutil.TmpPrefix + "delete-1-2-abc": "a delete step's entry beside itself"} {
+	for name, content := range map[string]string{"h.txt": "h, set aside", "i.txt": "i, written since",
+		fsutil.TmpPrefix + "delete-1-2-abc": "a delete step's entry beside itself"} {
 		b, err := os.ReadFile(fx.abs("/" + name))
 		require.NoError(t, err, name)
 		require.Equal(t, content, string(b), name)

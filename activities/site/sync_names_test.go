@@ -74,13 +74,8 @@ func TestAKilledExchangeBesideAnotherTemp(t *testing.T) {
 		"HUB_REPLACE_FAULT_TARGET="+tdir, "HUB_REPLACE_FAULT_INDEX=0", "HUB_FAULT_POINT=sync.replace.exchanged@1"))
 	msg := syncReplace(t, dir, tdir, false)
 	require.Contains(t, msg, "the file an interrupted sync set aside is kept as f.txt.sync-kept-")
-	kept, err := filepath.Glob(fx.abs("/f.txt.sync-kept-*"))
-	require.NoError(t, err)
-	require.Len(t, kept, 1)
-	got, err := os.ReadFile(kept[0])
-	require.NoError(t, err)
-	require.Equal(t, "the destination's older copy", string(got))
-	got, err = os.ReadFile(leftover)
+	requireKeptOnce(t, fx, "f.txt", "the destination's older copy")
+	got, err := os.ReadFile(leftover)
 	require.NoError(t, err)
 	require.Equal(t, "half of an old killed download", string(got), "the leftover is not taken for the former file")
 }
@@ -124,6 +119,19 @@ func TestAKillAtEveryPointOfAnExchange(t *testing.T) {
 		}
 		requireNoTemp(t, dir)
 	}
+}
+
+// requireKeptOnce asserts that one file is kept beside name
+// (<name>.sync-kept-<ns>), holding content, and answers its name.
+func requireKeptOnce(t *testing.T, fx *transferFixture, name, content string) string {
+	t.Helper()
+	kept, err := filepath.Glob(fx.abs("/" + name + ".sync-kept-*"))
+	require.NoError(t, err)
+	require.Len(t, kept, 1, name)
+	got, err := os.ReadFile(kept[0])
+	require.NoError(t, err)
+	require.Equal(t, content, string(got), name)
+	return filepath.Base(kept[0])
 }
 
 func fileExists(name string) bool {
@@ -277,12 +285,7 @@ func TestASetAsideFileWhoseNameWasTaken(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, msg, "the file an interrupted deletion set aside is kept as f.txt.sync-kept-")
 	require.NoFileExists(t, aside)
-	kept, err := filepath.Glob(fx.abs("/f.txt.sync-kept-*"))
-	require.NoError(t, err)
-	require.Len(t, kept, 1)
-	got, err := os.ReadFile(kept[0])
-	require.NoError(t, err)
-	require.Equal(t, "synced, then edited on the destination", string(got))
+	requireKeptOnce(t, fx, "f.txt", "synced, then edited on the destination")
 
 	fx.write(t, "/f.txt", "new", synced) // the version the source then deletes
 	msg, err = fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, del, nil)
@@ -332,11 +335,6 @@ func TestAnEarlierVersionsExchangeIsFinished(t *testing.T) {
 	msg, err := fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, fx.sent, nil)
 	require.NoError(t, err)
 	require.Contains(t, msg, "the file an interrupted sync set aside is kept as f.txt.sync-kept-")
-	kept, err := filepath.Glob(fx.abs("/f.txt.sync-kept-*"))
-	require.NoError(t, err)
-	require.Len(t, kept, 1)
-	got, err := os.ReadFile(kept[0])
-	require.NoError(t, err)
-	require.Equal(t, "the destination's older copy", string(got))
+	requireKeptOnce(t, fx, "f.txt", "the destination's older copy")
 	require.NoFileExists(t, former)
 }

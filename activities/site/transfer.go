@@ -429,16 +429,15 @@ func exchangeOf(l *loc) *loc { return sibling(l, filepath.Base(fsutil.PrivateNam
 // rename and the marker's removal): a file parked under exchangeOf is then
 // a download when marked, the destination's own file when not.
 func unmarkFormer(l *loc) error {
-	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil // not a file that can carry one (a symlink), or gone: the exchange tells
-	}
-	defer f.Close()
-	if marked, _ := fsutil.Marked(f); !marked {
-		return nil
-	}
-	fsutil.ClearMark(f)
-	if marked, _ := fsutil.Marked(f); marked {
+	stale := fileSays(l, func(f *os.File) bool {
+		if marked, _ := fsutil.Marked(f); !marked {
+			return false
+		}
+		fsutil.ClearMark(f)
+		marked, _ := fsutil.Marked(f)
+		return marked
+	})
+	if stale {
 		return fmt.Errorf("%s carries the marker of the hub's temporary files, which could not be removed; nothing was replaced", apiPath(l.rel))
 	}
 	return nil
@@ -459,7 +458,7 @@ func (r *Root) restoreExchanged(l *loc) (string, error) {
 	parked := exchangeOf(l)
 	fi, err := os.Lstat(parked.path())
 	switch {
-	case err == nil && fi.Mode().IsRegular() && untouchedDownload(parked):
+	case err == nil && fi.Mode().IsRegular() && fileSays(parked, fsutil.ExchangedUntouched):
 		return "", unlinkBeneath(parked, false)
 	case err != nil:
 		// An exchange of a version before exchangeOf left the former file
@@ -468,7 +467,7 @@ func (r *Root) restoreExchanged(l *loc) (string, error) {
 		// carry a stale temporary marker (what exchangeOf mends), so only
 		// a file a live write holds there is another write's.
 		parked = sibling(l, filepath.Base(fsutil.TempName(l.name)))
-		if _, err := os.Lstat(parked.path()); err != nil || !legacyExchange(l) || heldByAWrite(parked) {
+		if _, err := os.Lstat(parked.path()); err != nil || !fileSays(l, fsutil.LegacyExchanged) || fileSays(parked, fsutil.InUse) {
 			return "", nil // usually nothing is there: two lstats
 		}
 	}
@@ -476,46 +475,25 @@ func (r *Root) restoreExchanged(l *loc) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%s: could not keep the file an interrupted sync set aside (%s) beside it", apiPath(l.rel), parked.name)
 	}
-	if at, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0); err == nil {
+	fileSays(l, func(at *os.File) bool { // the download at l is a file like any other now
 		if fsutil.Exchanged(at) {
 			fsutil.ClearMark(at)
 		}
-		_ = at.Close()
-	}
+		return true
+	})
 	return name, nil
 }
 
-// untouchedDownload tells whether the file at l is a download marked as
-// exchanged and unchanged since (fsutil.ExchangedUntouched).
-func untouchedDownload(l *loc) bool {
+// fileSays opens the file at l (read only, never through a symlink, never
+// waiting on a FIFO) and answers what ask says of it; false when it cannot
+// be opened.
+func fileSays(l *loc, ask func(*os.File) bool) bool {
 	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	return fsutil.ExchangedUntouched(f)
-}
-
-// legacyExchange tells whether the file at l carries the exchange mark of
-// a version before exchangeOf (fsutil.LegacyExchanged).
-func legacyExchange(l *loc) bool {
-	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	return fsutil.LegacyExchanged(f)
-}
-
-// heldByAWrite tells whether a write in flight holds the file at l (its
-// temporary file: fsutil.InUse).
-func heldByAWrite(l *loc) bool {
-	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	return fsutil.InUse(f)
+	return ask(f)
 }
 
 // sibling is the entry name in l's folder.
@@ -764,13 +742,10 @@ func (r *Root) settleAside(l *loc) (now os.FileInfo, kept string, err error) {
 // unmarkedFile tells whether the regular file at l carries no marker of
 // the hub's temporary files, on a filesystem that keeps such markers.
 func unmarkedFile(l *loc) bool {
-	f, err := fsutil.OpenFile(l.path(), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	marked, supported := fsutil.Marked(f)
-	return supported && !marked
+	return fileSays(l, func(f *os.File) bool {
+		marked, supported := fsutil.Marked(f)
+		return supported && !marked
+	})
 }
 
 // changed tells whether fi is no longer the file before describes (the
