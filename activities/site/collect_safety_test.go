@@ -167,6 +167,82 @@ func TestCollectionsOfOneTargetDoNotOverlap(t *testing.T) {
 	requireRecallsIntact(t, root, "/f2.bin", tf, data)
 }
 
+// TestARemovedLockFileLetsNoCollectorDeleteANewCopy: collector A has
+// judged an old trash copy unreferenced (it looked for markers) and is
+// about to delete it. Meanwhile someone removes the lock file ("to free a
+// stuck lock"), and collector B takes a lock of a new one: it lists no
+// reference for the content, a migrate then takes the content it finds
+// under objects/ for a new stub, and B moves it over the trash copy,
+// deleting objects/. A deleted that fresh copy, and the stub had no data.
+// Now A asks whether its lock is still held right before it deletes, and
+// stops; B finds the stub's marker in its trash pass and puts the content
+// back.
+func TestARemovedLockFileLetsNoCollectorDeleteANewCopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, tdir := t.TempDir(), t.TempDir()
+	data := []byte("content X, in the trash and under objects/")
+	writeOld(t, filepath.Join(dir, "f.bin"), data)
+	root := newRoot(t, dir, false)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	sum := sha(data)
+	require.NoError(t, target.Put(ctx, trashKey(sum), bytes.NewReader(data), int64(len(data))))
+	old := time.Now().Add(-2 * time.Hour)
+	require.NoError(t, os.Chtimes(filepath.Join(tdir, trashKey(sum)), old, old))
+	locker := target.(targets.Locker)
+
+	// A stops after it looked for the content's markers, before it deletes.
+	inA, resumeA := make(chan struct{}), make(chan struct{})
+	var onceA sync.Once
+	hookA := lockingHook{&stepHook{Driver: target, onList: func(prefix string) {
+		if prefix == refsDir+sum+"/" { // markerOf's last listing
+			onceA.Do(func() { close(inA); <-resumeA })
+		}
+	}}, locker}
+	errA := make(chan error, 1)
+	go func() {
+		_, err := Collect(ctx, hookA, CollectOptions{Grace: time.Hour})
+		errA <- err
+	}()
+	<-inA
+
+	require.NoError(t, target.Put(ctx, contentKey(sum), bytes.NewReader(data), int64(len(data))))
+	require.NoError(t, os.Remove(filepath.Join(tdir, ".hub-lock-collect")))
+	// B: a migrate takes objects/X while B moves it; B stops at its trash
+	// pass, while A goes on.
+	inB, resumeB := make(chan struct{}), make(chan struct{})
+	var onceMigrate, onceB sync.Once
+	hookB := lockingHook{&stepHook{Driver: target,
+		onGet: func(key string) {
+			if key == contentKey(sum) {
+				onceMigrate.Do(func() {
+					res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
+					assert.NoError(t, err)
+					requireAll(t, res, CodeOK, []string{"/f.bin"})
+					assert.Contains(t, res[0].Message, "identical content", "the copy under objects/ taken")
+				})
+			}
+		},
+		onList: func(prefix string) {
+			if prefix == trashDir {
+				onceB.Do(func() { close(inB); <-resumeB })
+			}
+		}}, locker}
+	errB := make(chan error, 1)
+	go func() {
+		_, err := Collect(ctx, hookB, CollectOptions{Grace: time.Hour})
+		errB <- err
+	}()
+	<-inB
+	close(resumeA)
+	err = <-errA
+	close(resumeB)
+	require.NoError(t, <-errB)
+	requireRecallsIntact(t, root, "/f.bin", only("t", target), data)
+	require.ErrorIs(t, err, targets.ErrLockLost, "A stops")
+}
+
 // TestCollectorKeepsTheGoodCopy: with content both under objects/ (put
 // back by a migrate, which copies) and in the trash, and the trash copy
 // damaged (one bit, size and mtime kept), the collector "restored" the

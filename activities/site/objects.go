@@ -450,7 +450,8 @@ const DefaultCollectGrace = 7 * 24 * time.Hour
 // (the hub runs it as a workflow with one ID per target, and CollectTarget
 // heartbeats so that an attempt still running is not retried beside it);
 // on targets that can lock (targets.Locker: the filesystem, S3), a second
-// collection fails at once, and one that loses its lock stops.
+// collection fails at once, and one that loses its lock stops: it asks
+// (targets.StillHeld) right before each move and deletion.
 //
 // Why no reference can lose its content: a writer records its reference
 // before it relies on content it did not upload. If the collector listed
@@ -468,14 +469,14 @@ func Collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 	}
 	held, release, err := l.TryLock(ctx, "collect")
 	if errors.Is(err, targets.ErrLocked) {
-		return CollectResult{}, fmt.Errorf("another collection of this target is running (or a killed one's lock is not freed yet): %w", err)
+		return CollectResult{}, fmt.Errorf("another collection of this target is running (%w); the lock ends with its holder's process (on S3, a minute after a killed holder's last renewal): never remove it by hand", err)
 	} else if err != nil {
 		return CollectResult{}, err
 	}
 	defer release()
 	// held ends when the lock is lost: nothing is moved or deleted after.
 	res, err := collect(held, d, opts)
-	if cause := context.Cause(held); err != nil && errors.Is(cause, targets.ErrLockLost) {
+	if cause := context.Cause(held); err != nil && !errors.Is(err, targets.ErrLockLost) && errors.Is(cause, targets.ErrLockLost) {
 		err = fmt.Errorf("%w (%w)", cause, err)
 	}
 	return res, err
@@ -498,6 +499,9 @@ func collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 		res.Objects++
 		referenced, err := refs.has(ctx, sum)
 		if err != nil || referenced {
+			return err
+		}
+		if err := targets.StillHeld(ctx); err != nil {
 			return err
 		}
 		err = moveObject(ctx, d, o.Key, trashKey(sum), sum, o.Size)
@@ -527,6 +531,9 @@ func collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 		case err != nil:
 			return err
 		case referenced:
+			if err := targets.StillHeld(ctx); err != nil {
+				return err
+			}
 			err := moveObject(ctx, d, o.Key, contentKey(sum), sum, o.Size)
 			if errors.Is(err, errDamagedCopy) {
 				res.Damaged++ // left for hub site scrub-target
@@ -551,6 +558,9 @@ func collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 				if kept, err = markerOf(ctx, d, sum); kept {
 					return nil
 				}
+			}
+			if err == nil {
+				err = targets.StillHeld(ctx)
 			}
 			if err == nil {
 				err = d.Delete(ctx, o.Key)
@@ -665,5 +675,8 @@ func moveObject(ctx context.Context, d targets.Driver, from, to, sum string, siz
 		return err
 	}
 	fault.Point("collect.copied")
+	if err := targets.StillHeld(ctx); err != nil {
+		return err
+	}
 	return d.Delete(ctx, from)
 }

@@ -993,12 +993,17 @@ const lockPrefix = ".hub-lock-"
 // locks does).
 var flock = syscall.Flock
 
-// TryLock takes an exclusive flock on the file .hub-lock-<name> in the
-// target folder. Where the filesystem cannot lock (NFS without a lock
-// service), it fails: what the lock keeps apart must not run unlocked.
-// An flock is held until release, so held is ctx.
+// TryLock takes an exclusive flock, and a record lock (recordLock), on
+// the file .hub-lock-<name> in the target folder. Where the filesystem
+// cannot lock (NFS without a lock service), it fails: what the lock keeps
+// apart must not run unlocked. The locks are held until release. The lock
+// file is never removed: a process that found it gone would lock a new
+// one beside the holder, so StillHeld(held) checks that the folder still
+// names the file locked, and a holder stops (ErrLockLost) at the first
+// step after someone removed or replaced it.
 func (f *Filesystem) TryLock(ctx context.Context, name string) (held context.Context, release func(), err error) {
-	lf, err := os.OpenFile(filepath.Join(f.dir, lockPrefix+name), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+	path := filepath.Join(f.dir, lockPrefix+name)
+	lf, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lock %s: %w", name, err)
 	}
@@ -1006,26 +1011,52 @@ func (f *Filesystem) TryLock(ctx context.Context, name string) (held context.Con
 	// holds until its exec closes it) is waited out: about 130 ms in all.
 	for wait := time.Millisecond; ; wait *= 2 {
 		err = flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if !errors.Is(err, syscall.EWOULDBLOCK) || wait > 64*time.Millisecond {
+		if err == nil {
+			err = recordLock(lf.Fd())
+		}
+		if !locked(err) || wait > 64*time.Millisecond {
 			break
 		}
 		time.Sleep(wait)
 	}
+	check := func() error {
+		mine, err := lf.Stat()
+		if err != nil {
+			return fmt.Errorf("lock %s: %w", name, err)
+		}
+		if now, err := os.Stat(path); err != nil || !os.SameFile(mine, now) {
+			return fmt.Errorf("lock %s: %w: its file %s was removed or replaced while it was held (never remove a lock file: the lock ends with the process that holds it)", name, ErrLockLost, path)
+		}
+		return nil
+	}
+	if err == nil {
+		if err = check(); err != nil {
+			_ = lf.Close()
+			return nil, nil, err
+		}
+	}
 	switch {
 	case err == nil:
-		return ctx, func() { _ = lf.Close() }, nil
-	case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EOPNOTSUPP):
+		held, lose := holding(ctx, check)
+		return held, func() { lose(nil); _ = lf.Close() }, nil
+	case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.EINVAL):
 		// Without a lock (NFS mounted nolock), two collectors could run at
 		// once: refused, never run unlocked.
 		_ = lf.Close()
 		return nil, nil, fmt.Errorf("lock %s: this filesystem takes no locks (%w): mount it with locking to collect it", name, err)
-	case errors.Is(err, syscall.EWOULDBLOCK):
+	case locked(err):
 		_ = lf.Close()
 		return nil, nil, fmt.Errorf("lock %s: %w", name, ErrLocked)
 	default:
 		_ = lf.Close()
 		return nil, nil, fmt.Errorf("lock %s: %w", name, err)
 	}
+}
+
+// locked: a lock was refused because another holds it (flock says
+// EWOULDBLOCK, a record lock EAGAIN or EACCES).
+func locked(err error) bool {
+	return errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES)
 }
 
 func (f *Filesystem) wrap(op, key string, err error) error {

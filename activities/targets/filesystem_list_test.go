@@ -178,6 +178,35 @@ func walkAll(t *testing.T, dir string) []string {
 	return all
 }
 
+// TestFilesystemLockFileRemoved: the lock file of a lock held is removed
+// (by hand, "to free a stuck lock") and a second process takes a lock of
+// the new file. The first holder is told at its next step (StillHeld) and
+// its held context ends with ErrLockLost; the second holds. Before, both
+// went on, each with a lock of its own file.
+func TestFilesystemLockFileRemoved(t *testing.T) {
+	dir := t.TempDir()
+	a, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	b, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	ctx := context.Background()
+	heldA, releaseA, err := a.TryLock(ctx, "collect")
+	require.NoError(t, err)
+	defer releaseA()
+	require.NoError(t, StillHeld(heldA))
+	require.NoError(t, os.Remove(filepath.Join(dir, lockPrefix+"collect")))
+	heldB, releaseB, err := b.TryLock(ctx, "collect")
+	require.NoError(t, err)
+	defer releaseB()
+
+	err = StillHeld(heldA)
+	require.ErrorIs(t, err, ErrLockLost)
+	require.ErrorContains(t, err, "removed or replaced")
+	require.ErrorIs(t, context.Cause(heldA), ErrLockLost, "held ends too")
+	require.NoError(t, StillHeld(heldB))
+	require.NoError(t, StillHeld(ctx), "a context without a lock")
+}
+
 // TestFilesystemTryLock: a lock held (by this process or another) is
 // refused at once with ErrLocked, taken again once released, and its file
 // is in no listing.

@@ -54,6 +54,8 @@ type S3 struct {
 	// lockTTL and lockRenew time the locks of TryLock (s3_lock.go);
 	// fields so tests need not wait for minutes.
 	lockTTL, lockRenew time.Duration
+	// wall is the wall clock the locks also go by (tests move it).
+	wall func() time.Time
 }
 
 // NewS3 returns an S3 driver for cfg. It does not contact the server.
@@ -104,6 +106,7 @@ func NewS3(cfg Config) (*S3, error) {
 		partSize:           defaultPartSize,
 		lockTTL:            defaultLockTTL,
 		lockRenew:          defaultLockRenew,
+		wall:               func() time.Time { return time.Now().Round(0) },
 	}, nil
 }
 

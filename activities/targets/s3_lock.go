@@ -47,7 +47,24 @@ type s3Lock struct {
 	key     string // the full object key
 	token   string // ours, random
 	holder  string
+	mu      sync.Mutex
 	written time.Time // when our last write began
+}
+
+// check is nil while the lock is surely ours: until lockTTL/2 after our
+// last write began, by the monotonic clock and by the wall clock both. The
+// monotonic clock stops while the host sleeps (suspended, a VM paused),
+// and so do the timers of keep, but a taker's wall clock goes on: a
+// holder that slept past that instant has lost the lock, and it is told
+// so at its next step (StillHeld), whether or not keep has woken yet.
+func (l *s3Lock) check() error {
+	l.mu.Lock()
+	deadline := l.written.Add(l.s.lockTTL / 2)
+	l.mu.Unlock()
+	if time.Now().Before(deadline) && l.s.wall().Before(deadline.Round(0)) {
+		return nil
+	}
+	return fmt.Errorf("lock %s: %w: not renewed for %s", l.name, ErrLockLost, l.s.lockTTL/2)
 }
 
 // TryLock takes the lock object .hub-lock-<name> at the root of the target
@@ -92,7 +109,7 @@ func (s *S3) TryLock(ctx context.Context, name string) (held context.Context, re
 	case err != nil:
 		return nil, nil, fmt.Errorf("lock %s: %w", name, err)
 	}
-	held, lose := context.WithCancelCause(ctx)
+	held, lose := holding(ctx, l.check)
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -125,7 +142,9 @@ func (l *s3Lock) keep(held context.Context, lose context.CancelCauseFunc, stop <
 	tick := time.NewTicker(l.s.lockRenew)
 	defer tick.Stop()
 	for {
+		l.mu.Lock()
 		deadline := l.written.Add(l.s.lockTTL / 2)
+		l.mu.Unlock()
 		select {
 		case <-stop:
 			return
@@ -134,8 +153,8 @@ func (l *s3Lock) keep(held context.Context, lose context.CancelCauseFunc, stop <
 		case <-time.After(time.Until(deadline)):
 		case <-tick.C:
 		}
-		if !time.Now().Before(deadline) {
-			lose(fmt.Errorf("lock %s: %w: not renewed for %s", l.name, ErrLockLost, l.s.lockTTL/2))
+		if err := l.check(); err != nil {
+			lose(err)
 			return
 		}
 		ctx, cancel := context.WithDeadline(held, deadline)
@@ -236,7 +255,9 @@ func (l *s3Lock) write(ctx context.Context, etag string) error {
 	if err != nil {
 		return fmt.Errorf("write lock %s: %w", l.name, err)
 	}
+	l.mu.Lock()
 	l.written = start
+	l.mu.Unlock()
 	return nil
 }
 

@@ -269,6 +269,30 @@ func TestS3LockWithoutConditions(t *testing.T) {
 	require.ErrorIs(t, waitLost(t, held, 20*a.lockRenew), ErrLockLost)
 }
 
+// TestS3LockAfterTheHostSlept: the host of a holder sleeps (suspended, a
+// VM paused) past the lock's expiry. Its monotonic clock and timers stood
+// still, so its renewals had not even failed yet; a taker's wall clock
+// went on, and the lock could be taken over. The holder is told at its
+// next step (StillHeld), by the wall clock. Before, it went on until
+// keep woke and looked, as long as a renewal interval.
+func TestS3LockAfterTheHostSlept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := lockS3(t, newFakeS3(t, false))
+	var slept atomic.Int64
+	d.wall = func() time.Time { return time.Now().Round(0).Add(time.Duration(slept.Load())) }
+	d.lockRenew = time.Hour // no renewal in this test
+	held, release, err := d.TryLock(ctx, "collect")
+	require.NoError(t, err)
+	defer release()
+	require.NoError(t, StillHeld(held))
+	slept.Store(int64(d.lockTTL))
+	err = StillHeld(held)
+	require.ErrorIs(t, err, ErrLockLost)
+	require.ErrorContains(t, err, "not renewed")
+	require.ErrorIs(t, context.Cause(held), ErrLockLost)
+}
+
 // TestS3LockNotRenewedInTime: a holder whose renewals fail (the server
 // answers 503) gives the lock up lockTTL/2 after its last write began,
 // before anyone may take it over.

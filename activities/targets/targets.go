@@ -86,6 +86,39 @@ type Locker interface {
 	TryLock(ctx context.Context, name string) (held context.Context, release func(), err error)
 }
 
+// StillHeld is nil while the lock whose held context ctx is (TryLock) is
+// surely held, and otherwise why not, wrapping ErrLockLost (or ctx's
+// cause, once ctx is done). What a lock protects calls it right before
+// each step it takes: it looks at what the lock's own watch may not have
+// seen yet (a lock file removed and made again by another process, a
+// host that slept past an S3 lock's expiry). A ctx that holds no lock is
+// only looked at for being done.
+func StillHeld(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if check, ok := ctx.Value(heldCheck{}).(func() error); ok {
+		return check()
+	}
+	return nil
+}
+
+// heldCheck is the context key of a lock's check (StillHeld).
+type heldCheck struct{}
+
+// holding is the held context of a lock: ctx until lose, carrying check
+// for StillHeld; a check that fails ends it with its error as the cause.
+func holding(ctx context.Context, check func() error) (held context.Context, lose context.CancelCauseFunc) {
+	held, lose = context.WithCancelCause(ctx)
+	return context.WithValue(held, heldCheck{}, func() error {
+		err := check()
+		if err != nil {
+			lose(err)
+		}
+		return err
+	}), lose
+}
+
 // ErrLocked: another process holds the lock.
 var ErrLocked = errors.New("held by another process")
 
