@@ -298,6 +298,54 @@ func TestCollectorKeepsTheGoodCopy(t *testing.T) {
 	requireRecallsIntact(t, root, "/f3.bin", tf, data)
 }
 
+// TestCollectorReadsTheCopyItKeeps: content is both in the trash and
+// under objects/ (a migrate copied it back), and the copy under objects/
+// is damaged (one bit, size and mtime kept, so its stored checksum still
+// reads good). The collector kept the copy under objects/ on the word of
+// that checksum and deleted the good trash copy: the stub's data was
+// gone. Now it reads the copy it keeps first, and puts the good trash
+// copy over a damaged one.
+func TestCollectorReadsTheCopyItKeeps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, tdir := t.TempDir(), t.TempDir()
+	data := []byte("content X: the copy under objects/ rots")
+	writeOld(t, filepath.Join(dir, "f1.bin"), data)
+	writeOld(t, filepath.Join(dir, "f2.bin"), data)
+	root := newRoot(t, dir, false)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	tf := only("t", target)
+	for _, p := range []string{"/f1.bin", "/f2.bin"} {
+		res, err := Migrate(ctx, root, []string{p}, target, "t", StepOptions{})
+		require.NoError(t, err)
+		requireAll(t, res, CodeOK, []string{p})
+		if p == "/f1.bin" {
+			res, err = Recall(ctx, root, []string{p}, tf, StepOptions{DeleteOnRecall: true})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{p})
+			_, err = Collect(ctx, target, CollectOptions{})
+			require.NoError(t, err)
+		}
+	}
+	sum := sha(data)
+	require.FileExists(t, filepath.Join(tdir, filepath.FromSlash(trashKey(sum))), "in both places")
+	flipBit(t, filepath.Join(tdir, filepath.FromSlash(contentKey(sum))))
+	// As rot below the filesystem: a flush stamped after the change (a
+	// second after the last stamp) has its checksum trusted unread.
+	time.Sleep(1100 * time.Millisecond)
+	require.NoError(t, target.(targets.Syncer).Sync(ctx))
+	o, err := target.Stat(ctx, contentKey(sum))
+	require.NoError(t, err)
+	require.False(t, o.Unflushed)
+	require.Equal(t, sum, o.Checksum)
+
+	cr, err := Collect(ctx, target, CollectOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, 1, cr.Restored)
+	requireRecallsIntact(t, root, "/f2.bin", tf, data)
+}
+
 // flipBit damages one bit of the file name, keeping its size and mtime.
 func flipBit(t *testing.T, name string) {
 	t.Helper()

@@ -644,18 +644,27 @@ func markerOf(ctx context.Context, d targets.Driver, sum string) (bool, error) {
 	return found, nil
 }
 
+// readsAs: the object at key reads as content sum.
+func readsAs(ctx context.Context, d targets.Driver, key, sum string) bool {
+	got, _, err := hashObject(ctx, d, key)
+	return err == nil && got == sum
+}
+
 // moveObject copies content to its new key, checked against its name, and
 // then deletes the old key: a crash in between leaves two copies, never
 // none.
 //
 // Content put back under objects/ is checked before it replaces anything
 // (restoreContent), and not copied at all when objects/ already holds it
-// (a writer put it back, or uploaded it, since): a damaged copy in the
-// trash never replaces a good one.
+// (a writer put it back, or uploaded it, since), read whole: a damaged
+// copy in the trash never replaces a good one, and a damaged one under
+// objects/ is replaced by the good trash copy instead of outliving it.
 func moveObject(ctx context.Context, d targets.Driver, from, to, sum string, size int64) error {
 	var err error
 	switch {
-	case to == contentKey(sum) && remoteHas(ctx, d, to, size, sum):
+	case to == contentKey(sum) && readsAs(ctx, d, to, sum):
+		// The trash copy goes: the one kept was read whole. Its stored
+		// checksum alone would not do, as rot keeps it, size and mtime.
 	case to == contentKey(sum):
 		err = restoreContent(ctx, d, from, sum, size)
 	default:
