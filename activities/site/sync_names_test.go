@@ -294,6 +294,38 @@ func TestASetAsideFileWhoseNameWasTaken(t *testing.T) {
 	requireNoTemp(t, fx.dir)
 }
 
+// TestASetAsideFileComesBackWhateverComesNext: a replayed deletion was
+// killed with the destination's file set aside, and what the next sync
+// brings for the path is not that deletion but a new version of the file.
+// The receive wrote it at the free name and the set-aside file stayed
+// hidden for ever (only hub site leftovers --settle found it). Now every
+// receive of a file settles it first: it is back at its name and judged
+// like any file of the destination's (here, an edit newer than what is
+// sent is kept; an older one is replaced, as it would have been).
+func TestASetAsideFileComesBackWhateverComesNext(t *testing.T) {
+	fx := newTransferFixture(t, false)
+	synced := time.Unix(0, fx.sent.Mtime)
+	aside := fx.abs("/" + filepath.Base(fsutil.PrivateName("del", "f.txt")))
+	in := ReceiveInput{Step: "site_sync", Preference: "newest"}
+
+	fx.write(t, "/f.txt", "edited on the destination", synced.Add(time.Hour))
+	require.NoError(t, os.Rename(fx.abs("/f.txt"), aside)) // the kill at sync.delete.aside
+	msg, err := fx.receive(in, fx.sent, nil)
+	require.NoError(t, err)
+	require.Equal(t, "kept the destination's newer copy", msg)
+	require.NoFileExists(t, aside)
+	fx.requireFile(t, "/f.txt", "edited on the destination", synced.Add(time.Hour))
+
+	fx.write(t, "/f.txt", "an older copy", synced.Add(-time.Hour))
+	require.NoError(t, os.Rename(fx.abs("/f.txt"), aside))
+	msg, err = fx.receive(in, fx.sent, nil)
+	require.NoError(t, err)
+	require.Equal(t, "copied", msg)
+	require.NoFileExists(t, aside)
+	fx.requireFile(t, "/f.txt", string(fx.data), synced)
+	requireNoTemp(t, fx.dir)
+}
+
 // TestSymlinksDeletionsAreNotReplayed: symlinks are never sent, so the
 // destination's symlink at a path is its own: a deletion or a move of a
 // symlink at the source leaves it; the source does not even send them.

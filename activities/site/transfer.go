@@ -210,14 +210,29 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	defer l.close()
 	abs := l.path()
 	if f.Type != TypeDirectory {
-		kept, err := a.Root.restoreExchanged(l)
-		if err != nil {
+		// What a killed sync left at this name is settled first: a file
+		// an exchange parked, and (a deletion does so itself) a file a
+		// deletion set aside, back at its name before this change is
+		// judged, or kept beside it.
+		var also, kept string
+		if kept, err = a.Root.restoreExchanged(l); err != nil {
 			return "", err
 		}
 		if kept != "" {
+			also = "; the file an interrupted sync set aside is kept as " + kept
+		}
+		if f.Change != Deleted {
+			if _, kept, err = a.Root.settleAside(l); err != nil {
+				return "", err
+			}
+			if kept != "" {
+				also += "; the file an interrupted deletion set aside is kept as " + kept
+			}
+		}
+		if also != "" {
 			defer func() {
 				if err == nil {
-					msg += "; the file an interrupted sync set aside is kept as " + kept
+					msg += also
 				}
 			}()
 		}
