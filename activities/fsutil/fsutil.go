@@ -127,6 +127,14 @@ func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 			_ = f.Close()
 			return openFresh(dst)
 		}
+		// An empty file without the marker (its writer was killed between
+		// creating and marking it) is marked now: a kill of this write
+		// leaves a file the next one reuses, not one nobody may touch.
+		if !created {
+			if marked, supported := Marked(f); supported && !marked {
+				_ = setMarker(f)
+			}
+		}
 		// A writer that held the file before us may have left part of
 		// its content (it was killed, or it failed before Discard).
 		if held.Size() != 0 {

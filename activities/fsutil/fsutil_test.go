@@ -95,6 +95,27 @@ func TestOpenTempLeavesOthersFilesAlone(t *testing.T) {
 	require.False(t, marked && supported, "stored files do not keep the marker")
 }
 
+// TestAReusedEmptyTempIsMarked: a writer killed between creating its
+// temporary file and marking it left it empty and unmarked; the next
+// write reuses it (empty: nothing to lose), and marks it, so that a kill
+// of that write leaves a partial file the write after reuses. Before, it
+// stayed unmarked: once written into, no later write could take it, and
+// it stayed behind for good.
+func TestAReusedEmptyTempIsMarked(t *testing.T) {
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "f")
+	require.NoError(t, os.WriteFile(TempName(dst), nil, 0o600)) // the kill at temp.created
+	f, err := OpenTemp(context.Background(), dst)
+	require.NoError(t, err)
+	defer Discard(f)
+	require.Equal(t, TempName(dst), f.Name(), "reused")
+	marked, supported := Marked(f)
+	if !supported {
+		t.Skip("no user extended attributes here")
+	}
+	require.True(t, marked)
+}
+
 func hasMarkerAt(t *testing.T, name string) (marked, supported bool) {
 	f, err := os.Open(name)
 	require.NoError(t, err)
