@@ -14,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/thehub/hub/activities/fsutil"
@@ -246,8 +247,55 @@ func sameFilesystem(root *Root, rel string, old map[string]manifestEntry, manife
 // another filesystem than at the last run.
 func mountChanged(p, how, manifest string) error {
 	return fmt.Errorf("%s %s (not mounted?): the entries of the last run beneath it are not reported deleted; "+
-		"if this is meant, remove the manifest %s (in the site's .hub/manifests) to start afresh: %w",
+		"if this is meant (a volume or dataset removed on purpose), run hub site forget-mount for a folder beneath "+
+		"the managed path, or remove the manifest %s (in the site's .hub/manifests) to start afresh: %w",
 		p, how, filepath.Base(manifest), ErrManagedPathChanged)
+}
+
+// ForgetMount tells the snapdiff of managedPath that folder, beneath it,
+// which was a filesystem of its own at the last run and is now missing or
+// empty, was removed on purpose (a btrfs subvolume, a ZFS dataset, a disk
+// taken out): the last run's manifest is rewritten with folder and what
+// lay beneath it on the folder's filesystem above, so the next run reports
+// what is gone as deleted, with the run's other changes, instead of
+// refusing. It returns how many entries it rewrote. Run it while no sync
+// of managedPath runs (one running commits its own manifest after).
+func ForgetMount(root *Root, managedPath, folder string) (int, error) {
+	rel, err := cleanRel(managedPath)
+	if err != nil {
+		return 0, err
+	}
+	manifestDir := filepath.Join(root.Dir(), hubDir, "manifests")
+	final := filepath.Join(manifestDir, manifestName(root, rel))
+	hdr := manifestHeader{Version: manifestVersion, Root: root.dir, Path: apiPath(rel)}
+	old, err := readManifest(final, hdr, nil)
+	if err != nil {
+		return 0, err
+	}
+	folder = path.Clean("/" + folder)
+	if !mountPoints(old)[folder] {
+		return 0, fmt.Errorf("%s is not a filesystem of its own in the last run of %s's snapdiff: nothing to forget", folder, apiPath(rel))
+	}
+	above := old[path.Dir(folder)].Dev
+	pending, err := newPendingManifest(final, hdr)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range old {
+		if e.Path == folder || strings.HasPrefix(e.Path, folder+"/") {
+			e.Dev = above
+			n++
+		}
+		if err := pending.add(e); err != nil {
+			pending.abort()
+			return 0, err
+		}
+	}
+	if err := pending.close(); err != nil {
+		return 0, err
+	}
+	return n, CommitSnapdiff(pending.name)
 }
 
 // sameDevice tells whether the folder p (an API path) is on device dev.

@@ -269,3 +269,55 @@ func TestSnapdiffRefusesAFolderBeneathNotMounted(t *testing.T) {
 		require.NotEqual(t, Deleted, c.Change, c.Path)
 	}
 }
+
+// TestForgetMountReportsTheVolumesFilesDeleted: a filesystem beneath the
+// managed path removed on purpose (a dataset destroyed; here a tmpfs
+// unmounted and its mount point removed, or left empty) made every run
+// fail until the manifest was removed, which lost the run's other
+// deletions. hub site forget-mount rewrites the manifest: the next run
+// reports the volume's files deleted, with the other changes, and a
+// folder that was never a mount point is refused.
+func TestForgetMountReportsTheVolumesFilesDeleted(t *testing.T) {
+	for _, removed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "mount point removed", false: "mount point left empty"}[removed], func(t *testing.T) {
+			dir := t.TempDir()
+			manifests := filepath.Join(dir, hubDir, "manifests")
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, "proj"), 0o755))
+			mnt := mountTmpfs(t, filepath.Join(dir, "proj")) // /proj/mnt
+			require.NoError(t, os.WriteFile(filepath.Join(mnt, "a.txt"), []byte("a"), 0o644))
+			for _, n := range []string{"top.txt", "gone.txt"} {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, "proj", n), []byte(n), 0o644))
+			}
+			root := newRoot(t, dir, false)
+			_, res := runSnapdiff(t, root, "/proj", manifests)
+			require.NoError(t, res.Commit())
+
+			require.NoError(t, unix.Unmount(mnt, 0))
+			if removed {
+				require.NoError(t, os.Remove(mnt))
+			}
+			require.NoError(t, os.Remove(filepath.Join(dir, "proj", "gone.txt")))
+			_, err := Snapdiff(context.Background(), root, "/proj", manifests, func([]DiffEntry) error { return nil })
+			require.ErrorIs(t, err, ErrManagedPathChanged)
+			require.ErrorContains(t, err, "hub site forget-mount")
+
+			_, err = ForgetMount(root, "/proj", "/proj/top.txt")
+			require.ErrorContains(t, err, "not a filesystem of its own")
+			n, err := ForgetMount(root, "/proj", "/proj/mnt")
+			require.NoError(t, err)
+			require.Equal(t, 2, n)
+			got, _ := runSnapdiff(t, root, "/proj", manifests)
+			deleted := map[string]bool{}
+			for _, c := range got {
+				if c.Change == Deleted {
+					deleted[c.Path] = true
+				}
+			}
+			want := map[string]bool{"/proj/mnt/a.txt": true, "/proj/gone.txt": true}
+			if removed {
+				want["/proj/mnt"] = true
+			}
+			require.Equal(t, want, deleted)
+		})
+	}
+}

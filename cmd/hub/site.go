@@ -37,7 +37,7 @@ func siteCmd() *cobra.Command {
 	}
 	siteRootFlag(adopt.Flags(), &root)
 	adopt.Flags().BoolVar(&dryRun, "dry-run", false, "count the records, change nothing")
-	cmd.AddCommand(adopt, auditRefsCmd(), scrubTargetCmd(), restoreSpaceCmd(), purgeTrashCmd(), leftoversCmd())
+	cmd.AddCommand(adopt, auditRefsCmd(), scrubTargetCmd(), restoreSpaceCmd(), purgeTrashCmd(), leftoversCmd(), forgetMountCmd())
 	return cmd
 }
 
@@ -66,6 +66,40 @@ crash, it finishes. See docs/cj-api.md.`,
 		},
 	}
 	siteRootFlag(cmd.Flags(), &root)
+	return cmd
+}
+
+// forgetMountCmd tells a site_sync's snapdiff that a filesystem mounted
+// beneath its managed path was removed on purpose.
+func forgetMountCmd() *cobra.Command {
+	var root, managed string
+	cmd := &cobra.Command{
+		Use:   "forget-mount FOLDER",
+		Short: "Tell the snapdiff of a managed path that FOLDER, a filesystem of its own beneath it, was removed on purpose: its files are then reported deleted",
+		Long: `A site_sync's snapdiff refuses a run in which a folder beneath its managed path that was a
+filesystem of its own at the last run (a mount, a btrfs subvolume, a ZFS dataset) is missing or
+now on the filesystem above: most likely a volume not mounted, and reporting everything on it
+deleted would have the sync delete the replica's copies. When the volume was removed on purpose,
+forget-mount rewrites the last run's manifest as if FOLDER had been on the filesystem above, so
+the next run reports its files deleted, with the run's other changes. Run it while no sync of the
+managed path runs. See docs/jobs.md.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := openSiteRoot(root)
+			if err != nil {
+				return err
+			}
+			n, err := site.ForgetMount(r, managed, args[0])
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: %d entries of the last run are now on the filesystem above; the next run reports those gone as deleted\n", args[0], n)
+			return err
+		},
+	}
+	siteRootFlag(cmd.Flags(), &root)
+	cmd.Flags().StringVar(&managed, "path", "", "the managed path of the site_sync (its snapdiff's path), as the API names it")
+	_ = cmd.MarkFlagRequired("path")
 	return cmd
 }
 

@@ -214,3 +214,26 @@ func TestSiteLeftovers(t *testing.T) {
 	require.Equal(t, "set aside", string(b))
 	require.Empty(t, run())
 }
+
+// TestSiteForgetMount: the command reaches site.ForgetMount (its effect
+// on a real mount: TestForgetMountReportsTheVolumesFilesDeleted), needs
+// --path, and says so when the folder was no filesystem of its own.
+func TestSiteForgetMount(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, ".hub"), 0o750))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "proj"), 0o755))
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		cmd := rootCmd()
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs(append([]string{"site", "forget-mount", "--root", dir}, args...))
+		err := cmd.ExecuteContext(context.Background())
+		return out.String(), err
+	}
+	_, err := run("/proj/sub")
+	require.ErrorContains(t, err, `"path" not set`)
+	_, err = run("--path", "/proj", "/proj/sub")
+	require.ErrorContains(t, err, "/proj/sub is not a filesystem of its own")
+}
