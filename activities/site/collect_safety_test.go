@@ -346,6 +346,64 @@ func TestCollectorReadsTheCopyItKeeps(t *testing.T) {
 	requireRecallsIntact(t, root, "/f2.bin", tf, data)
 }
 
+// notDurableAt reports the object at key NotDurable, as a filesystem
+// target's Stat does on NFS for another host's write not yet flushed.
+type notDurableAt struct {
+	targets.Driver
+	key string
+}
+
+func (n notDurableAt) Stat(ctx context.Context, key string) (targets.Object, error) {
+	o, err := n.Driver.Stat(ctx, key)
+	if err == nil && key == n.key {
+		o.Unflushed, o.NotDurable = true, true
+	}
+	return o, err
+}
+
+// TestCollectorKeepsTheTrashCopyOverAnUnflushedOne: content is in both
+// places, and the copy under objects/ is another host's write not yet
+// flushed on an NFS target (which this host can neither flush nor read
+// from disk). Reading it whole (TestCollectorReadsTheCopyItKeeps) is not
+// enough: the collector deleted the durable trash copy (a reviewer's
+// finding). Now it writes the content again itself, flushed, as before.
+func TestCollectorKeepsTheTrashCopyOverAnUnflushedOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, tdir := t.TempDir(), t.TempDir()
+	data := []byte("content X: the copy under objects/ is another host's, unflushed")
+	writeOld(t, filepath.Join(dir, "f1.bin"), data)
+	writeOld(t, filepath.Join(dir, "f2.bin"), data)
+	root := newRoot(t, dir, false)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	tf := only("t", target)
+	for _, p := range []string{"/f1.bin", "/f2.bin"} {
+		res, err := Migrate(ctx, root, []string{p}, target, "t", StepOptions{})
+		require.NoError(t, err)
+		requireAll(t, res, CodeOK, []string{p})
+		if p == "/f1.bin" {
+			res, err = Recall(ctx, root, []string{p}, tf, StepOptions{DeleteOnRecall: true})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{p})
+			_, err = Collect(ctx, target, CollectOptions{})
+			require.NoError(t, err)
+		}
+	}
+	sum := sha(data)
+	kept := filepath.Join(tdir, filepath.FromSlash(contentKey(sum)))
+	require.FileExists(t, filepath.Join(tdir, filepath.FromSlash(trashKey(sum))), "in both places")
+	before, err := os.Stat(kept)
+	require.NoError(t, err)
+
+	_, err = Collect(ctx, notDurableAt{Driver: target, key: contentKey(sum)}, CollectOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	after, err := os.Stat(kept)
+	require.NoError(t, err)
+	require.False(t, os.SameFile(before, after), "written again by the collector, flushed, before the trash copy went")
+	requireRecallsIntact(t, root, "/f2.bin", tf, data)
+}
+
 // flipBit damages one bit of the file name, keeping its size and mtime.
 func flipBit(t *testing.T, name string) {
 	t.Helper()

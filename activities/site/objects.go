@@ -644,8 +644,14 @@ func markerOf(ctx context.Context, d targets.Driver, sum string) (bool, error) {
 	return found, nil
 }
 
-// readsAs: the object at key reads as content sum.
-func readsAs(ctx context.Context, d targets.Driver, key, sum string) bool {
+// holdsWhole: the object at key is content sum, read whole (its stored
+// checksum alone would not do: rot keeps it, with size and mtime), and
+// durable (not another host's write not yet flushed, which only a write
+// of our own makes durable: see remoteHas).
+func holdsWhole(ctx context.Context, d targets.Driver, key, sum string, size int64) bool {
+	if obj, err := d.Stat(ctx, key); err != nil || obj.Size != size || obj.NotDurable {
+		return false
+	}
 	got, _, err := hashObject(ctx, d, key)
 	return err == nil && got == sum
 }
@@ -662,9 +668,8 @@ func readsAs(ctx context.Context, d targets.Driver, key, sum string) bool {
 func moveObject(ctx context.Context, d targets.Driver, from, to, sum string, size int64) error {
 	var err error
 	switch {
-	case to == contentKey(sum) && readsAs(ctx, d, to, sum):
-		// The trash copy goes: the one kept was read whole. Its stored
-		// checksum alone would not do, as rot keeps it, size and mtime.
+	case to == contentKey(sum) && holdsWhole(ctx, d, to, sum, size):
+		// The trash copy goes: the one kept is durable and was read whole.
 	case to == contentKey(sum):
 		err = restoreContent(ctx, d, from, sum, size)
 	default:

@@ -324,6 +324,28 @@ func TestASetAsideFileComesBackWhateverComesNext(t *testing.T) {
 	require.NoFileExists(t, aside)
 	fx.requireFile(t, "/f.txt", string(fx.data), synced)
 	requireNoTemp(t, fx.dir)
+
+	// Earlier versions set files aside under .hub-tmp-del-<name>, also
+	// the temporary name of a write of del-<name>: one killed before it
+	// marked its file left it empty and unmarked, and a write that reused
+	// it unmarked, killed in turn, left part of del-f.txt there. A receive
+	// of the path never takes such a file (the reviewer's finding: it
+	// became f.txt, "newer" than the file sent), nor does a deletion's
+	// rerun an empty one.
+	require.NoError(t, os.Remove(fx.abs("/f.txt")))
+	killed := fx.abs("/" + fsutil.TmpPrefix + "del-f.txt")
+	require.NoError(t, os.WriteFile(killed, []byte("part of del-f.txt"), 0o600))
+	msg, err = fx.receive(in, fx.sent, nil)
+	require.NoError(t, err)
+	require.Equal(t, "copied", msg)
+	fx.requireFile(t, "/f.txt", string(fx.data), synced)
+	require.NoError(t, os.Remove(fx.abs("/f.txt")))
+	require.NoError(t, os.Truncate(killed, 0))
+	msg, err = fx.receive(in, SentFile{Path: "/f.txt", Type: TypeFile, Change: Deleted, Size: fx.sent.Size, Mtime: fx.sent.Mtime}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "already deleted", msg)
+	require.NoFileExists(t, fx.abs("/f.txt"))
+	require.FileExists(t, killed, "left for hub site leftovers")
 }
 
 // TestSymlinksDeletionsAreNotReplayed: symlinks are never sent, so the

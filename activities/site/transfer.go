@@ -222,7 +222,7 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 			also = "; the file an interrupted sync set aside is kept as " + kept
 		}
 		if f.Change != Deleted {
-			if _, kept, err = a.Root.settleAside(l); err != nil {
+			if _, kept, err = a.Root.settleAside(l, false); err != nil {
 				return "", err
 			}
 			if kept != "" {
@@ -544,7 +544,7 @@ var exchangeRace func(rel string)
 func (a *Activities) replayDeletion(in ReceiveInput, f SentFile, l *loc) (msg string, err error) {
 	// A deletion killed with the file set aside puts it back, and decides
 	// again; or keeps it beside a file written at its name since.
-	existing, kept, err := a.Root.settleAside(l)
+	existing, kept, err := a.Root.settleAside(l, true)
 	if err != nil {
 		return "", err
 	}
@@ -726,13 +726,22 @@ func legacyAsideOf(l *loc) *loc {
 
 // settleAside finishes a replayed deletion killed after setting the file
 // of l aside: the file goes back to its name, or, when a file was written
-// there since, is kept beside it under a name of its own (kept). At the
-// legacy name, only a file the hub did not mark as its temporary file is
-// taken for a set-aside one. It returns what is at l now (nil: nothing).
-func (r *Root) settleAside(l *loc) (now os.FileInfo, kept string, err error) {
-	for i, aside := range []*loc{asideOf(l), legacyAsideOf(l)} {
+// there since, is kept beside it under a name of its own (kept). With
+// legacy, the name earlier versions set files aside under is looked at
+// too, which is also the temporary name of a write of "del-<name>": only
+// a non-empty file there that the hub did not mark as its temporary file
+// and that no write holds is taken for a set-aside one (an empty or
+// partial one may be a killed write's, marked only after it is made). A
+// deletion's rerun looks there; another change of the path does not. It
+// returns what is at l now (nil: nothing).
+func (r *Root) settleAside(l *loc, legacy bool) (now os.FileInfo, kept string, err error) {
+	asides := []*loc{asideOf(l)}
+	if legacy {
+		asides = append(asides, legacyAsideOf(l))
+	}
+	for i, aside := range asides {
 		fi, err := os.Lstat(aside.path())
-		if err != nil || (i == 1 && fi.Mode().IsRegular() && !unmarkedFile(aside)) {
+		if err != nil || (i == 1 && fi.Mode().IsRegular() && (fi.Size() == 0 || !unmarkedFile(aside) || fileSays(aside, fsutil.InUse))) {
 			continue
 		}
 		err = renameBeneath(aside, l, false)

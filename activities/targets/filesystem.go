@@ -993,8 +993,8 @@ const lockPrefix = ".hub-lock-"
 // locks does).
 var flock = syscall.Flock
 
-// TryLock takes an exclusive flock, and a record lock (recordLock), on
-// the file .hub-lock-<name> in the target folder. Where the filesystem
+// TryLock takes an exclusive flock, and on a local filesystem a record
+// lock (recordLock), of the file .hub-lock-<name> in the target folder. Where the filesystem
 // cannot lock (NFS without a lock service), it fails: what the lock keeps
 // apart must not run unlocked. The locks are held until release. The lock
 // file is never removed: a process that found it gone would lock a new
@@ -1011,7 +1011,7 @@ func (f *Filesystem) TryLock(ctx context.Context, name string) (held context.Con
 	// holds until its exec closes it) is waited out: about 130 ms in all.
 	for wait := time.Millisecond; ; wait *= 2 {
 		err = flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
+		if err == nil && !f.network {
 			err = recordLock(lf.Fd())
 		}
 		if !locked(err) || wait > 64*time.Millisecond {
