@@ -298,6 +298,37 @@ func TestCollectorKeepsTheGoodCopy(t *testing.T) {
 	requireRecallsIntact(t, root, "/f3.bin", tf, data)
 }
 
+// inBothPlaces puts content data in the trash and under objects/ of a
+// filesystem target in tdir, as a migrate that finds it in the trash
+// copies it back: f1.bin is migrated, recalled with its reference dropped
+// and collected (its content trashed), then f2.bin, of the same content,
+// is migrated and stays a stub.
+func inBothPlaces(t *testing.T, data []byte) (root *Root, target targets.Driver, tdir string) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	tdir = t.TempDir()
+	writeOld(t, filepath.Join(dir, "f1.bin"), data)
+	writeOld(t, filepath.Join(dir, "f2.bin"), data)
+	root = newRoot(t, dir, false)
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	for _, p := range []string{"/f1.bin", "/f2.bin"} {
+		res, err := Migrate(ctx, root, []string{p}, target, "t", StepOptions{})
+		require.NoError(t, err)
+		requireAll(t, res, CodeOK, []string{p})
+		if p == "/f1.bin" {
+			res, err = Recall(ctx, root, []string{p}, only("t", target), StepOptions{DeleteOnRecall: true})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{p})
+			_, err = Collect(ctx, target, CollectOptions{})
+			require.NoError(t, err)
+		}
+	}
+	require.FileExists(t, filepath.Join(tdir, filepath.FromSlash(trashKey(sha(data)))), "in both places")
+	return root, target, tdir
+}
+
 // TestCollectorReadsTheCopyItKeeps: content is both in the trash and
 // under objects/ (a migrate copied it back), and the copy under objects/
 // is damaged (one bit, size and mtime kept, so its stored checksum still
@@ -308,28 +339,10 @@ func TestCollectorKeepsTheGoodCopy(t *testing.T) {
 func TestCollectorReadsTheCopyItKeeps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir, tdir := t.TempDir(), t.TempDir()
 	data := []byte("content X: the copy under objects/ rots")
-	writeOld(t, filepath.Join(dir, "f1.bin"), data)
-	writeOld(t, filepath.Join(dir, "f2.bin"), data)
-	root := newRoot(t, dir, false)
-	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
-	require.NoError(t, err)
+	root, target, tdir := inBothPlaces(t, data)
 	tf := only("t", target)
-	for _, p := range []string{"/f1.bin", "/f2.bin"} {
-		res, err := Migrate(ctx, root, []string{p}, target, "t", StepOptions{})
-		require.NoError(t, err)
-		requireAll(t, res, CodeOK, []string{p})
-		if p == "/f1.bin" {
-			res, err = Recall(ctx, root, []string{p}, tf, StepOptions{DeleteOnRecall: true})
-			require.NoError(t, err)
-			requireAll(t, res, CodeOK, []string{p})
-			_, err = Collect(ctx, target, CollectOptions{})
-			require.NoError(t, err)
-		}
-	}
 	sum := sha(data)
-	require.FileExists(t, filepath.Join(tdir, filepath.FromSlash(trashKey(sum))), "in both places")
 	flipBit(t, filepath.Join(tdir, filepath.FromSlash(contentKey(sum))))
 	// As rot below the filesystem: a flush stamped after the change (a
 	// second after the last stamp) has its checksum trusted unread.
@@ -370,29 +383,11 @@ func (n notDurableAt) Stat(ctx context.Context, key string) (targets.Object, err
 func TestCollectorKeepsTheTrashCopyOverAnUnflushedOne(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir, tdir := t.TempDir(), t.TempDir()
 	data := []byte("content X: the copy under objects/ is another host's, unflushed")
-	writeOld(t, filepath.Join(dir, "f1.bin"), data)
-	writeOld(t, filepath.Join(dir, "f2.bin"), data)
-	root := newRoot(t, dir, false)
-	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
-	require.NoError(t, err)
+	root, target, tdir := inBothPlaces(t, data)
 	tf := only("t", target)
-	for _, p := range []string{"/f1.bin", "/f2.bin"} {
-		res, err := Migrate(ctx, root, []string{p}, target, "t", StepOptions{})
-		require.NoError(t, err)
-		requireAll(t, res, CodeOK, []string{p})
-		if p == "/f1.bin" {
-			res, err = Recall(ctx, root, []string{p}, tf, StepOptions{DeleteOnRecall: true})
-			require.NoError(t, err)
-			requireAll(t, res, CodeOK, []string{p})
-			_, err = Collect(ctx, target, CollectOptions{})
-			require.NoError(t, err)
-		}
-	}
 	sum := sha(data)
 	kept := filepath.Join(tdir, filepath.FromSlash(contentKey(sum)))
-	require.FileExists(t, filepath.Join(tdir, filepath.FromSlash(trashKey(sum))), "in both places")
 	before, err := os.Stat(kept)
 	require.NoError(t, err)
 

@@ -178,17 +178,26 @@ func walkAll(t *testing.T, dir string) []string {
 	return all
 }
 
+// twoDrivers opens two drivers of one target folder, as two processes
+// would.
+func twoDrivers(t *testing.T) (dir string, a, b *Filesystem) {
+	t.Helper()
+	dir = t.TempDir()
+	var err error
+	a, err = NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	b, err = NewFilesystem(Config{MigrationTargetFolder: dir})
+	require.NoError(t, err)
+	return dir, a, b
+}
+
 // TestFilesystemLockFileRemoved: the lock file of a lock held is removed
 // (by hand, "to free a stuck lock") and a second process takes a lock of
 // the new file. The first holder is told at its next step (StillHeld) and
 // its held context ends with ErrLockLost; the second holds. Before, both
 // went on, each with a lock of its own file.
 func TestFilesystemLockFileRemoved(t *testing.T) {
-	dir := t.TempDir()
-	a, err := NewFilesystem(Config{MigrationTargetFolder: dir})
-	require.NoError(t, err)
-	b, err := NewFilesystem(Config{MigrationTargetFolder: dir})
-	require.NoError(t, err)
+	dir, a, b := twoDrivers(t)
 	ctx := context.Background()
 	heldA, releaseA, err := a.TryLock(ctx, "collect")
 	require.NoError(t, err)
@@ -211,11 +220,7 @@ func TestFilesystemLockFileRemoved(t *testing.T) {
 // refused at once with ErrLocked, taken again once released, and its file
 // is in no listing.
 func TestFilesystemTryLock(t *testing.T) {
-	dir := t.TempDir()
-	a, err := NewFilesystem(Config{MigrationTargetFolder: dir})
-	require.NoError(t, err)
-	b, err := NewFilesystem(Config{MigrationTargetFolder: dir})
-	require.NoError(t, err)
+	_, a, b := twoDrivers(t)
 	ctx := context.Background()
 	_, release, err := a.TryLock(ctx, "collect")
 	require.NoError(t, err)
