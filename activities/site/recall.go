@@ -139,8 +139,21 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 // the recall read or marked: a user may have moved another file (another
 // stub) to the path meanwhile, and another step (a migrate's release) may
 // have recorded the file. drop: the file's reference is to be dropped.
+//
+// The lock is this process's; across processes (two workers of the site)
+// the file is held open and leased, where the kernel grants it, from the
+// check to the record written: a migrate's release, which checks and
+// records under a lease of its own, cannot record the file in between
+// and have its stub's record overwritten by this end (the stub then read
+// as a resident file of its size 0, and the next migrate let its content
+// go). Without a lease (a file open elsewhere, NFS) that window stays.
 func (s *stepRun) endRecall(j *job, rec Record, resident bool) (drop bool, err error) {
 	defer lockFile(j.fi)()
+	f, err := openLeased(j.abs)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
 	fi, err := os.Lstat(j.abs)
 	if err != nil {
 		return false, err
@@ -149,7 +162,7 @@ func (s *stepRun) endRecall(j *job, rec Record, resident bool) (drop bool, err e
 		return false, err
 	}
 	if rec.State == Migrated {
-		kept, err := restoreMtime(j, timeFromNs(rec.Mtime))
+		kept, err := restoreMtime(j, f, timeFromNs(rec.Mtime))
 		if err != nil {
 			return false, err
 		}
@@ -311,29 +324,31 @@ func cutBack(j *job) {
 	}
 }
 
-// restoreMtime gives a recalled file its original mtime back, unless its
-// user wrote it since the recall did: a save keeps its own mtime (set
-// back, it would look older than it is to a sync choosing the newest
-// version). The file is leased while it is compared and its mtime set
-// (see exclusiveLease: where the kernel grants one, nobody writes in
-// between; a program having the file open leaves the compare alone).
-func restoreMtime(j *job, mtime time.Time) (kept bool, err error) {
-	f, err := openPastLeases(j.abs, os.O_WRONLY)
-	writable := err == nil
-	if errors.Is(err, fs.ErrPermission) { // a read-only file: compared without a lease
-		f, err = openPastLeases(j.abs, os.O_RDONLY)
-	}
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	if writable {
-		_ = exclusiveLease(f)
-	}
+// restoreMtime gives a recalled file f (see openLeased) its original
+// mtime back, unless its user wrote it since the recall did: a save keeps
+// its own mtime (set back, it would look older than it is to a sync
+// choosing the newest version).
+func restoreMtime(j *job, f *os.File, mtime time.Time) (kept bool, err error) {
 	if fi, err := f.Stat(); err != nil || !j.unchanged(fi) {
 		return true, err
 	}
 	return false, setMtimeOf(f, mtime)
+}
+
+// openLeased opens the file at name and leases it (see exclusiveLease:
+// where the kernel grants one, nobody opens or writes it until f is
+// closed; a program having it open leaves it unleased). A read-only file
+// is opened for reading, without a lease.
+func openLeased(name string) (*os.File, error) {
+	f, err := openPastLeases(name, os.O_WRONLY)
+	if errors.Is(err, fs.ErrPermission) {
+		return openPastLeases(name, os.O_RDONLY)
+	}
+	if err != nil {
+		return nil, err
+	}
+	_ = exclusiveLease(f)
+	return f, nil
 }
 
 // openPastLeases opens name without blocking on another's lease, and

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,6 +131,95 @@ func TestRecallEndLeavesAReleasedStub(t *testing.T) {
 			got, err := os.ReadFile(abs)
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(data, got), "the stub's data is lost")
+		})
+	}
+}
+
+// TestARecallsEndLeavesAnotherProcesssRelease: as
+// TestRecallEndLeavesAReleasedStub, but the migrate that resumes the
+// release runs in another worker process, which the recall's in-process
+// lock does not keep out, and it is held (its fault trace is a FIFO that
+// is not read) right after it truncated the file, leased, before it
+// records the stub. The recall's end had checked the record (still the
+// release's mark) and then wrote its own, premigrated or none, over the
+// stub's: the stub read as a resident file of size 0, and the next migrate
+// let its content go (a reviewer's finding). Now both hold the file leased
+// from their check to their record: the recall's end waits for the
+// release, then finds the stub's record and leaves it. Without the fix
+// this fails in most runs, not all: the release must record within the
+// ~60 ms the recall's end waits to open the file.
+func TestARecallsEndLeavesAnotherProcesssRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		index, delete bool
+	}{{"xattr", false, false}, {"index", true, false}, {"xattr, reference dropped on recall", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir, tdir := t.TempDir(), t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			data := bytes.Repeat([]byte("released by another worker while recalled "), 300)
+			writeOld(t, abs, data)
+			idx := map[bool]string{false: "0", true: "1"}[tc.index]
+			child := []string{"HUB_RELEASE_CHILD_ROOT=" + dir, "HUB_RELEASE_CHILD_TARGET=" + tdir, "HUB_RELEASE_CHILD_INDEX=" + idx}
+			require.True(t, runChild(t, "^TestInterruptedReleaseChild$", append(child, "HUB_FAULT_POINT=migrate.marked@1")...), "killed at migrate.marked")
+			target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+			require.NoError(t, err)
+			root := newRoot(t, dir, tc.index)
+
+			// The other worker reports each fault point it reaches by opening
+			// the FIFO; after target.flushed@1 the next one (migrate.truncated)
+			// waits for gate.
+			fifo := filepath.Join(t.TempDir(), "trace")
+			require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+			flushed, gate := make(chan struct{}), make(chan struct{})
+			go func() {
+				for {
+					f, err := os.OpenFile(fifo, os.O_RDONLY, 0)
+					if err != nil {
+						return
+					}
+					line, _ := io.ReadAll(f)
+					f.Close()
+					switch strings.TrimSpace(string(line)) {
+					case "target.flushed@1":
+						close(flushed)
+						<-gate
+					case "":
+						return // the test's own open: done
+					}
+				}
+			}()
+			var out bytes.Buffer
+			cmd := exec.Command(os.Args[0], "-test.run=^TestInterruptedReleaseChild$", "-test.count=1")
+			cmd.Env = append(append(os.Environ(), child...), "HUB_FAULT_POINT=none@1", "HUB_FAULT_TRACE="+fifo)
+			cmd.Stdout, cmd.Stderr = &out, &out
+			onSiteFlush(t, func() {
+				require.NoError(t, cmd.Start())
+				<-flushed
+				for { // truncated, leased, not yet recorded
+					fi, err := os.Stat(abs)
+					require.NoError(t, err)
+					if fi.Size() == 0 {
+						break
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+				time.AfterFunc(3*time.Millisecond, func() { close(gate) })
+			})
+			res, err := recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{}, tc.delete)
+			require.NoError(t, err)
+			require.NoError(t, cmd.Wait(), "%s", out.String())
+			if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				f.Close()
+			}
+			flushSite = fsutil.SyncFSOf
+			t.Logf("the recall: %+v", res[0])
+
+			for range 2 {
+				_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+				require.NoError(t, err)
+			}
+			requireRecallsIntact(t, root, "/f.bin", only("t", target), data)
 		})
 	}
 }

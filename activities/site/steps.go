@@ -574,15 +574,17 @@ func (s *stepRun) release(j *job) error {
 		return err
 	}
 	fault.Point("migrate.truncated")
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := setMtime(j.abs, timeFromNs(rec.Mtime)); err != nil {
+	if err := setMtimeOf(f, timeFromNs(rec.Mtime)); err != nil {
 		return err
 	}
 	fault.Point("migrate.mtime-restored")
+	// Recorded before the lease ends with f: a recall's end in another
+	// process checks and records under a lease of its own (endRecall).
 	rec.Pending = ""
-	return s.root.state.set(j.abs, j.rel, rec)
+	if err := s.root.state.set(j.abs, j.rel, rec); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // keepWhole leaves a file marked for release whole and premigrated, and
