@@ -147,13 +147,19 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 // and have its stub's record overwritten by this end (the stub then read
 // as a resident file of its size 0, and the next migrate let its content
 // go). Without a lease (a file open elsewhere, NFS) that window stays.
+// Another's lease that outlasts openPastLeases fails the end (a release
+// under way); any other refusal to open a file whose mtime needs no
+// setting (a running program, a read-only filesystem) leaves it checked
+// and recorded by path, as before leases were taken here.
 func (s *stepRun) endRecall(j *job, rec Record, resident bool) (drop bool, err error) {
 	defer lockFile(j.fi)()
 	f, err := openLeased(j.abs)
-	if err != nil {
+	switch {
+	case err == nil:
+		defer f.Close()
+	case rec.State == Migrated || errors.Is(err, syscall.EWOULDBLOCK):
 		return false, err
 	}
-	defer f.Close()
 	fi, err := os.Lstat(j.abs)
 	if err != nil {
 		return false, err
@@ -337,11 +343,12 @@ func restoreMtime(j *job, f *os.File, mtime time.Time) (kept bool, err error) {
 
 // openLeased opens the file at name and leases it (see exclusiveLease:
 // where the kernel grants one, nobody opens or writes it until f is
-// closed; a program having it open leaves it unleased). A read-only file
-// is opened for reading, without a lease.
+// closed; a program having it open leaves it unleased). A file that
+// cannot be opened for writing (read-only, a running program, on a
+// read-only filesystem) is opened for reading, without a lease.
 func openLeased(name string) (*os.File, error) {
 	f, err := openPastLeases(name, os.O_WRONLY)
-	if errors.Is(err, fs.ErrPermission) {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ETXTBSY) || errors.Is(err, syscall.EROFS) {
 		return openPastLeases(name, os.O_RDONLY)
 	}
 	if err != nil {

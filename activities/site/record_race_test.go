@@ -224,6 +224,38 @@ func TestARecallsEndLeavesAnotherProcesssRelease(t *testing.T) {
 	}
 }
 
+// TestReverseStubOfARunningProgram: a premigrated program that runs (a
+// daemon started from the site) is made resident. The lease taken for
+// TestARecallsEndLeavesAnotherProcesssRelease opened it for writing,
+// which a running program refuses (ETXTBSY), and the step failed for as
+// long as the program ran (a reviewer's finding). It is opened for
+// reading instead, or checked by path.
+func TestReverseStubOfARunningProgram(t *testing.T) {
+	for _, index := range []bool{false, true} {
+		t.Run(map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			bin := filepath.Join(dir, "daemon")
+			data, err := os.ReadFile("/bin/sleep")
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(bin, data, 0o755))
+			root, target := newRoot(t, dir, index), fsTarget(t)
+			res, err := Premigrate(ctx, root, []string{"/daemon"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/daemon"})
+			cmd := exec.Command(bin, "30")
+			require.NoError(t, cmd.Start())
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			_, err = os.OpenFile(bin, os.O_WRONLY, 0)
+			require.ErrorIs(t, err, syscall.ETXTBSY, "running")
+
+			res, err = ReverseStub(ctx, root, []string{"/daemon"}, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			requireAll(t, res, CodeOK, []string{"/daemon"})
+		})
+	}
+}
+
 // afterStat is a target that runs fn after each Stat: the instant between
 // a step's check of an object and what it does next.
 type afterStat struct {

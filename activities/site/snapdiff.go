@@ -295,6 +295,19 @@ func ForgetMount(root *Root, managedPath, folder string) (int, error) {
 	if err := pending.close(); err != nil {
 		return 0, err
 	}
+	// The rewritten manifest keeps the old one's mtime, so that a sync
+	// whose walk ran before (its manifest pending) still commits its own
+	// over it: CommitSnapdiff refuses one older than the manifest in
+	// place, and that sync's changes would be lost (a file it reported
+	// deleted, back unchanged, never reported again). Its manifest knows
+	// nothing of this one, and the next run refuses again: forget-mount
+	// is run again.
+	if fi, err := os.Stat(final); err == nil {
+		if err := os.Chtimes(pending.name, fi.ModTime(), fi.ModTime()); err != nil {
+			pending.abort()
+			return 0, fmt.Errorf("snapdiff: %w", err)
+		}
+	}
 	return n, CommitSnapdiff(pending.name)
 }
 

@@ -321,3 +321,44 @@ func TestForgetMountReportsTheVolumesFilesDeleted(t *testing.T) {
 		})
 	}
 }
+
+// TestForgetMountBesideAPendingRun: a sync's walk ran (its manifest
+// pending, the job still replaying its changes) when the operator removed
+// the volume and ran forget-mount. The rewritten manifest, newer, made the
+// job's commit discard its own (a reviewer's finding): a file the job had
+// replayed as deleted, back at the source unchanged, was never reported
+// again. Now the job's manifest is committed over it; the next run
+// refuses again, and forget-mount run again lets it go on, reporting the
+// file.
+func TestForgetMountBesideAPendingRun(t *testing.T) {
+	dir := t.TempDir()
+	manifests := filepath.Join(dir, hubDir, "manifests")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "proj"), 0o755))
+	mnt := mountTmpfs(t, filepath.Join(dir, "proj"))
+	require.NoError(t, os.WriteFile(filepath.Join(mnt, "a.txt"), []byte("a"), 0o644))
+	x := filepath.Join(dir, "proj", "x.txt")
+	require.NoError(t, os.WriteFile(x, []byte("x data"), 0o644))
+	root := newRoot(t, dir, false)
+	_, res := runSnapdiff(t, root, "/proj", manifests)
+	require.NoError(t, res.Commit())
+
+	require.NoError(t, os.Rename(x, filepath.Join(dir, "x.out"))) // reported deleted by run N
+	got, runN := runSnapdiff(t, root, "/proj", manifests)
+	require.Contains(t, got, change{Deleted, "/proj/x.txt", ""})
+	time.Sleep(10 * time.Millisecond)
+	require.NoError(t, unix.Unmount(mnt, 0))
+	require.NoError(t, os.Remove(mnt))
+	_, err := ForgetMount(root, "/proj", "/proj/mnt")
+	require.NoError(t, err)
+	require.NoError(t, runN.Commit())
+	require.NoFileExists(t, runN.Pending, "committed, not discarded")
+
+	require.NoError(t, os.Rename(filepath.Join(dir, "x.out"), x))
+	_, err = Snapdiff(context.Background(), root, "/proj", manifests, func([]DiffEntry) error { return nil })
+	require.ErrorIs(t, err, ErrManagedPathChanged, "run N's manifest knows the volume")
+	_, err = ForgetMount(root, "/proj", "/proj/mnt")
+	require.NoError(t, err)
+	got, _ = runSnapdiff(t, root, "/proj", manifests)
+	require.Contains(t, got, change{Created, "/proj/x.txt", ""})
+	require.Contains(t, got, change{Deleted, "/proj/mnt/a.txt", ""})
+}
