@@ -72,6 +72,22 @@ func MountPoints() []string {
 	return out
 }
 
+// MountedBeneath returns a mount point strictly beneath dir (symlinks in
+// dir resolved), or "" when there is none, or no mount table to tell.
+func MountedBeneath(dir string) string {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = dir
+	}
+	prefix := strings.TrimSuffix(real, "/") + "/"
+	for _, m := range MountPoints() {
+		if strings.HasPrefix(m, prefix) {
+			return m
+		}
+	}
+	return ""
+}
+
 // unescapeMount undoes the octal escapes of fstab and mountinfo (\040 for
 // a space).
 func unescapeMount(s string) string {

@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"golang.org/x/sys/unix"
 
 	"github.com/thehub/hub/activities/targets"
 )
@@ -486,4 +489,60 @@ func TestMoveWaitsForAnotherAsLongAsItsContext(t *testing.T) {
 	go func() { time.Sleep(300 * time.Millisecond); held() }()
 	require.NoError(t, move(context.Background(), "a", "b"), "waits for the other move to end")
 	require.DirExists(t, filepath.Join(root.Dir(), "b"))
+}
+
+// bindMount mounts the folder from at the new folder at (root only).
+func bindMount(t *testing.T, from, at string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a bind mount needs root")
+	}
+	require.NoError(t, os.Mkdir(at, 0o755))
+	require.NoError(t, unix.Mount(from, at, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(at, unix.MNT_DETACH) })
+}
+
+// TestNothingIsRemovedThroughAMount: shared data outside the site root
+// is bind-mounted into a space. Removing the space moved the mount along
+// into the site trash, and purge-trash then deleted the shared data
+// through it (a reviewer's finding); a delete step of the folder would
+// have too. Now the removal, the purge and the delete step refuse while a
+// filesystem is mounted beneath, and do nothing; unmounted, they go on.
+func TestNothingIsRemovedThroughAMount(t *testing.T) {
+	for name, index := range stateBackends {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			s := newAuditSite(t, dir, t.TempDir(), index)
+			space := &CJSpace{Name: "lab"}
+			_, err := s.a.cjSpace(ctx, space, false)
+			require.NoError(t, err)
+			outside := t.TempDir()
+			precious := filepath.Join(outside, "precious.txt")
+			require.NoError(t, os.WriteFile(precious, []byte("not the lab's"), 0o644))
+			bindMount(t, outside, filepath.Join(dir, "spaces", "lab", "shared"))
+
+			_, err = s.a.cjSpace(ctx, space, true)
+			require.ErrorIs(t, err, ErrMountedBeneath)
+			var appErr *temporal.ApplicationError
+			require.True(t, errors.As(cjClassify(err), &appErr) && appErr.NonRetryable(), "not retried for ever")
+			require.DirExists(t, filepath.Join(dir, "spaces", "lab", "shared"), "the space stays")
+			res, err := Delete(ctx, s.a.Root, []string{"/spaces/lab"}, nil, StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeFailed, res[0].Code)
+			require.Contains(t, res[0].Message, "mounted beneath")
+
+			// A mount in a trash entry (moved there before this check).
+			entry := filepath.Join(dir, trashFolder, "old-1")
+			require.NoError(t, os.MkdirAll(entry, 0o755))
+			bindMount(t, outside, filepath.Join(entry, "shared"))
+			require.ErrorIs(t, s.a.Root.PurgeTrash("old-1"), ErrMountedBeneath)
+			require.FileExists(t, precious)
+
+			require.NoError(t, unix.Unmount(filepath.Join(entry, "shared"), 0))
+			require.NoError(t, s.a.Root.PurgeTrash("old-1"))
+			require.NoFileExists(t, entry)
+			require.FileExists(t, precious)
+		})
+	}
 }

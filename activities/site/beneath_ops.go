@@ -105,6 +105,22 @@ func (r *Root) removeDir(p string) error {
 	return nil
 }
 
+// ErrMountedBeneath: a filesystem is mounted beneath a folder that was to
+// be removed or moved to the trash. A removal would delete what is on it,
+// which is not the folder's (a bind mount of shared data), and a move
+// would carry the mount along into the trash, whose purge would: nothing
+// is done until it is unmounted.
+var ErrMountedBeneath = errors.New("a filesystem is mounted beneath it; unmount it first")
+
+// mountedBeneath is ErrMountedBeneath, naming the mount point, when a
+// filesystem is mounted beneath the folder abs.
+func mountedBeneath(abs string) error {
+	if m := fsutil.MountedBeneath(abs); m != "" {
+		return fmt.Errorf("%s: %w (at %s)", abs, ErrMountedBeneath, m)
+	}
+	return nil
+}
+
 // moveToTrash moves the folder p, with everything in it, to
 // <root>/.hub/trash/<name> by one renameat between its pinned parent and
 // the pinned trash folder, and returns where it went. The rename is
@@ -132,6 +148,9 @@ func (r *Root) moveToTrash(p, name string) (string, error) {
 		return "", &os.PathError{Op: "stat", Path: apiPath(l.rel), Err: err}
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		return "", &os.PathError{Op: "rename", Path: apiPath(l.rel), Err: unix.ENOTDIR}
+	}
+	if err := mountedBeneath(l.path()); err != nil {
+		return "", err
 	}
 	fault.Point("trash.before-rename")
 	if err := unix.Renameat(fdOf(l.parent), l.name, fdOf(trash), name); err != nil {

@@ -161,7 +161,8 @@ func cjClassify(err error) error {
 		errors.Is(err, ErrOutsideRoot), errors.Is(err, ErrReserved),
 		errors.Is(err, fs.ErrExist), errors.Is(err, fs.ErrPermission),
 		errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR),
-		errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EINVAL):
+		errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EINVAL),
+		errors.Is(err, ErrMountedBeneath):
 		return temporal.NewNonRetryableApplicationError(err.Error(), vocab.ErrCJ, err)
 	}
 	return err
@@ -206,8 +207,12 @@ func (a *Activities) cjRemoveFile(rel string) error {
 }
 
 // cjRemoveTree removes dir and everything below it, first making read-only
-// folders (snapshots) writable so their entries can be unlinked.
+// folders (snapshots) writable so their entries can be unlinked; never
+// with a filesystem mounted beneath it (ErrMountedBeneath).
 func cjRemoveTree(dir string) error {
+	if err := mountedBeneath(dir); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}

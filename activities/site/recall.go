@@ -519,6 +519,12 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			j.fail(err)
 			return
 		}
+		if fi.IsDir() {
+			if err := mountedBeneath(abs); err != nil {
+				j.fail(err)
+				return
+			}
+		}
 		// Where records are kept by path (the state index), a stub with
 		// other names has its data led to by this path's record only.
 		if !s.root.state.xattr {
