@@ -546,3 +546,31 @@ func TestNothingIsRemovedThroughAMount(t *testing.T) {
 		})
 	}
 }
+
+// TestPurgeTrashLeavesAStubWithOtherNames: on a site keeping records in
+// the state index, a stub of a removed space also has a name (a hard
+// link) in another space, which the index does not know. A delete step
+// refuses such a tree; purge-trash removed it with its record, and the
+// audit and the collector then freed the data the other name still needs
+// (a reviewer's finding). Now purge-trash refuses too.
+func TestPurgeTrashLeavesAStubWithOtherNames(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := newAuditSite(t, dir, t.TempDir(), true)
+	for _, n := range []string{"lab", "other"} {
+		_, err := s.a.cjSpace(ctx, &CJSpace{Name: n}, false)
+		require.NoError(t, err)
+	}
+	s.migrateFiles(t, "spaces/lab", map[string]string{"f.txt": "shared by two spaces"})
+	require.NoError(t, os.Link(filepath.Join(dir, "spaces", "lab", "f.txt"), filepath.Join(dir, "spaces", "other", "f.txt")))
+	_, err := s.a.cjSpace(ctx, &CJSpace{Name: "lab"}, true)
+	require.NoError(t, err)
+	entry := trashEntry(t, dir)
+	err = s.a.Root.PurgeTrash(entry)
+	require.ErrorContains(t, err, "1 stubs here have other names")
+	require.Empty(t, s.dropLeakedAndCollect(t).Leaked, "the stub's reference kept")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "spaces", "other", "f.txt")))
+	require.NoError(t, s.a.Root.PurgeTrash(entry))
+	require.NoDirExists(t, filepath.Join(dir, trashFolder, entry))
+}

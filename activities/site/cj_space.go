@@ -187,6 +187,17 @@ func (r *Root) PurgeTrash(name string) error {
 		return err
 	}
 	rel := path.Join(trashFolder, name)
+	if !r.state.xattr {
+		// As a delete step: a stub with other names has its data led to
+		// by this entry's record only.
+		_, linked, err := r.trashedRecords(rel, rel)
+		if err != nil {
+			return err
+		}
+		if n := countState(linked, Migrated); n > 0 {
+			return fmt.Errorf("%s: not purged: %d stubs here have other names (hard links), which this site's state index does not know, so purging would leave their data reachable from none; restore the entry (hub site restore-space) and recall them, or remove their other names, first", rel, n)
+		}
+	}
 	if err := cjRemoveTree(filepath.Join(r.Dir(), filepath.FromSlash(rel))); err != nil {
 		return err
 	}
