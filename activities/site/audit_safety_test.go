@@ -327,6 +327,54 @@ func TestMoveCarriesRecordsWrittenDuringIt(t *testing.T) {
 	s.requireRestoredSpaceRecalls(t, late)
 }
 
+// TestAKilledRemovalCarriesRecordsWrittenDuringIt: as
+// TestMoveCarriesRecordsWrittenDuringIt, but the worker is killed right
+// after the rename to the trash, before the records written at the old
+// path meanwhile were carried. The retried removal found the folder gone
+// and dropped them, and the audit and collector freed the new stub's data
+// (a reviewer's finding). Now the retry carries each to its file in the
+// space's trash entry.
+func TestAKilledRemovalCarriesRecordsWrittenDuringIt(t *testing.T) {
+	dir, tdir := t.TempDir(), t.TempDir()
+	s := newAuditSite(t, dir, tdir, true)
+	space := &CJSpace{Name: "moving"}
+	_, err := s.a.cjSpace(context.Background(), space, false)
+	require.NoError(t, err)
+	s.migrateFiles(t, "spaces/moving", auditSpaceFiles)
+	late := map[string]string{"late.txt": "migrated while its space moves"}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "spaces", "moving", "late.txt"), []byte(late["late.txt"]), 0o644))
+	require.True(t, runChild(t, "^TestKilledRemovalChild$", "HUB_REMOVAL_CHILD_ROOT="+dir, "HUB_REMOVAL_CHILD_TARGET="+tdir,
+		"HUB_FAULT_POINT=trash.renamed@1"), "killed at trash.renamed")
+	rec, err := s.a.Root.state.index.get("spaces/moving/late.txt")
+	require.NoError(t, err)
+	require.NotNil(t, rec, "the record written during the move is at the old path")
+
+	_, err = s.a.cjSpace(context.Background(), space, true) // the retry
+	require.NoError(t, err)
+	requireNoRecordsAt(t, s.a.Root, "spaces/moving")
+	s.requireRestoredSpaceRecalls(t, late)
+}
+
+// TestKilledRemovalChild removes the space "moving" of the site at
+// HUB_REMOVAL_CHILD_ROOT, migrating its late.txt once the removal has
+// copied the records (the kill comes after the rename); on its own it
+// does nothing.
+func TestKilledRemovalChild(t *testing.T) {
+	dir := os.Getenv("HUB_REMOVAL_CHILD_ROOT")
+	if dir == "" {
+		return
+	}
+	s := newAuditSite(t, dir, os.Getenv("HUB_REMOVAL_CHILD_TARGET"), true)
+	recordsCopied = func(oldRel string) {
+		if oldRel == "spaces/moving" {
+			recordsCopied = nil
+			s.migrateFiles(t, "spaces/moving", map[string]string{"late.txt": "migrated while its space moves"})
+		}
+	}
+	_, err := s.a.cjSpace(context.Background(), &CJSpace{Name: "moving"}, true)
+	require.NoError(t, err)
+}
+
 // TestRecordFollowsAFileMovedWhileWritten: a step that located its file
 // before a move, and writes its record only once the move has run whole
 // (records carried, old path's dropped), wrote it at the old path, where

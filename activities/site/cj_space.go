@@ -34,9 +34,9 @@ func (a *Activities) cjSpace(ctx context.Context, s *CJSpace, del bool) (string,
 		err := a.Root.removeDir(rel)
 		switch {
 		case err == nil, isNotExist(err) && !errors.Is(err, syscall.ENOTDIR):
-			// Gone: index records left below it (by a removal killed
-			// after its move to the trash) describe no file.
-			if err := a.Root.state.forgetTree(rel); err != nil {
+			// Gone: index records left below it by a removal killed after
+			// its move to the trash go to their files there.
+			if err := a.Root.settleTrashedRecords(ctx, rel, s.Name); err != nil {
 				return "", fmt.Errorf("remove %s: %w", rel, err)
 			}
 		case (errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST)) && s.KeepNonEmpty:
@@ -126,6 +126,47 @@ func (r *Root) trashWithRecords(ctx context.Context, rel, name string) (string, 
 		return err
 	})
 	return trash, err
+}
+
+// settleTrashedRecords finishes, for the state index, a removal of the
+// space folder rel killed after its move to the trash (an entry named
+// <space>-<ns>) and before its records were settled: a record left at rel
+// goes to the same file in such an entry (by its inode), as finishMove
+// would have taken it, and the rest, which describe no file, are dropped.
+// Records copied before the move are there already; a record written at
+// rel during the move by a step that still saw the file there (a migrate
+// that made it a stub) was not, and dropping it lost the stub's data.
+func (r *Root) settleTrashedRecords(ctx context.Context, rel, space string) error {
+	if !r.state.xattr {
+		unlock, err := r.lockMoves(ctx)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		entries, err := os.ReadDir(filepath.Join(r.Dir(), filepath.FromSlash(trashFolder)))
+		if err != nil && !absent(err) {
+			return err
+		}
+		err = r.eachRecord(rel, func(p string, rec Record) error {
+			for _, e := range entries {
+				if !strings.HasPrefix(e.Name(), space+"-") {
+					continue
+				}
+				to := path.Join(trashFolder, e.Name()) + strings.TrimPrefix(p, rel)
+				if fi, err := os.Lstat(filepath.Join(r.Dir(), filepath.FromSlash(to))); err == nil && inode(fi) == rec.Ino {
+					return r.state.index.set(to, rec)
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			err = r.state.sync()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return r.state.forgetTree(rel)
 }
 
 // RestoreFromTrash moves the site trash's entry name (a removed C+J space,
