@@ -428,8 +428,16 @@ func checkSnapshot(v *validator, doc map[string]any, cur *models.CJItem) error {
 	} else if !ok && nameRE.MatchString(space) {
 		v.fail("space", "no space is named %q", space)
 	}
+	if name, _ := doc["name"].(string); len(name)+len(space) > maxSnapshotNames {
+		v.fail("name", "is, with its space's name, more than %d bytes: a removed snapshot's copy waits in the site trash as snapshot.<space>.<name>.<time>, which must fit a file name", maxSnapshotNames)
+	}
 	return nil
 }
+
+// maxSnapshotNames bounds a snapshot's and its space's names together: the
+// site trash's entry snapshot.<space>.<name>.<19-digit time> must fit the
+// 255 bytes of a file name (removals of longer ones failed for ever).
+const maxSnapshotNames = 255 - len("snapshot...") - 19
 
 // reservedSnapshotPrefix starts the names of the snapshots a space's
 // snapshot schedule takes (site.ScheduledSnapshotName).
