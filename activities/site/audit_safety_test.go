@@ -622,3 +622,30 @@ func TestPurgeTrashLeavesAStubWithOtherNames(t *testing.T) {
 	require.NoError(t, s.a.Root.PurgeTrash(entry))
 	require.NoDirExists(t, filepath.Join(dir, trashFolder, entry))
 }
+
+// TestASpaceOnAnotherFilesystemIsNotRetriedForEver: spaces/ is a
+// filesystem of its own beneath the root, so no rename takes a space to
+// the site trash; its removal failed with EXDEV, retried for ever (a
+// reviewer's finding). It now fails at once, not retried, saying why, and
+// the space is left whole.
+func TestASpaceOnAnotherFilesystemIsNotRetriedForEver(t *testing.T) {
+	dir := t.TempDir()
+	s := newAuditSite(t, dir, t.TempDir(), true)
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	spaces := filepath.Join(dir, "spaces")
+	require.NoError(t, os.Mkdir(spaces, 0o755))
+	require.NoError(t, unix.Mount("tmpfs", spaces, "tmpfs", 0, "size=16m"))
+	t.Cleanup(func() { _ = unix.Unmount(spaces, unix.MNT_DETACH) })
+	space := &CJSpace{Name: "lab"}
+	_, err := s.a.cjSpace(context.Background(), space, false)
+	require.NoError(t, err)
+	f := filepath.Join(spaces, "lab", "f.txt")
+	require.NoError(t, os.WriteFile(f, []byte("x"), 0o644))
+	_, err = s.a.cjSpace(context.Background(), space, true)
+	require.ErrorContains(t, err, "on another filesystem than the site trash")
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(cjClassify(err), &appErr) && appErr.NonRetryable())
+	require.FileExists(t, f)
+}

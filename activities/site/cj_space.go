@@ -43,6 +43,10 @@ func (a *Activities) cjSpace(ctx context.Context, s *CJSpace, del bool) (string,
 			moved = " (kept in place: not empty, its data stays where it is)"
 		case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
 			trash, err := a.Root.trashWithRecords(ctx, rel, fmt.Sprintf("%s-%d", s.Name, time.Now().UnixNano()))
+			if errors.Is(err, syscall.EXDEV) || errors.Is(err, syscall.EBUSY) {
+				// Not retried for ever: a rename cannot take it there.
+				return "", cjPermanent(fmt.Errorf("move %s to the trash: it is a mount point, or on another filesystem than the site trash (%s), where no rename takes it: empty it, or move it by hand: %w", rel, trashFolder, err))
+			}
 			if err != nil {
 				return "", fmt.Errorf("move %s to the trash: %w", rel, err)
 			}
