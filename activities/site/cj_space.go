@@ -153,8 +153,8 @@ func (r *Root) settleTrashedRecords(ctx context.Context, rel, space string) erro
 		}
 		err = r.eachRecord(rel, func(p string, rec Record) error {
 			for _, e := range entries {
-				if !strings.HasPrefix(e.Name(), space+"-") {
-					continue
+				if ns, ok := strings.CutPrefix(e.Name(), space+"-"); !ok || !isDigits(ns) {
+					continue // another space's (lab-2-<ns>), or not a space's
 				}
 				to := path.Join(trashFolder, e.Name()) + strings.TrimPrefix(p, rel)
 				if fi, err := os.Lstat(filepath.Join(r.Dir(), filepath.FromSlash(to))); err == nil && inode(fi) == rec.Ino {
