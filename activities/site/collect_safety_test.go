@@ -167,6 +167,17 @@ func TestCollectionsOfOneTargetDoNotOverlap(t *testing.T) {
 	requireRecallsIntact(t, root, "/f2.bin", tf, data)
 }
 
+// collectAside runs a collection of d (grace one hour) on a goroutine of
+// its own, and sends its error.
+func collectAside(ctx context.Context, d targets.Driver) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := Collect(ctx, d, CollectOptions{Grace: time.Hour})
+		done <- err
+	}()
+	return done
+}
+
 // TestARemovedLockFileLetsNoCollectorDeleteANewCopy: collector A has
 // judged an old trash copy unreferenced (it looked for markers) and is
 // about to delete it. Meanwhile someone removes the lock file ("to free a
@@ -200,11 +211,7 @@ func TestARemovedLockFileLetsNoCollectorDeleteANewCopy(t *testing.T) {
 			onceA.Do(func() { close(inA); <-resumeA })
 		}
 	}}, locker}
-	errA := make(chan error, 1)
-	go func() {
-		_, err := Collect(ctx, hookA, CollectOptions{Grace: time.Hour})
-		errA <- err
-	}()
+	errA := collectAside(ctx, hookA)
 	<-inA
 
 	require.NoError(t, target.Put(ctx, contentKey(sum), bytes.NewReader(data), int64(len(data))))
@@ -229,11 +236,7 @@ func TestARemovedLockFileLetsNoCollectorDeleteANewCopy(t *testing.T) {
 				onceB.Do(func() { close(inB); <-resumeB })
 			}
 		}}, locker}
-	errB := make(chan error, 1)
-	go func() {
-		_, err := Collect(ctx, hookB, CollectOptions{Grace: time.Hour})
-		errB <- err
-	}()
+	errB := collectAside(ctx, hookB)
 	<-inB
 	close(resumeA)
 	err = <-errA

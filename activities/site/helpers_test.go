@@ -213,14 +213,20 @@ func putContent(t *testing.T, tdir string, data []byte) string {
 // beneath dir, and answers its path; it skips the test without root.
 func mountTmpfs(t *testing.T, dir string) string {
 	t.Helper()
+	mnt := filepath.Join(dir, "mnt")
+	mountTmpfsAt(t, mnt)
+	return mnt
+}
+
+// mountTmpfsAt mounts a tmpfs at the new folder mnt (root only).
+func mountTmpfsAt(t *testing.T, mnt string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")
 	}
-	mnt := filepath.Join(dir, "mnt")
 	require.NoError(t, os.Mkdir(mnt, 0o755))
 	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"))
 	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
-	return mnt
 }
 
 func blocks(t *testing.T, abs string) int64 {
