@@ -72,16 +72,16 @@ func MountPoints() []string {
 	return out
 }
 
-// MountedBeneath returns a mount point strictly beneath dir (symlinks in
+// MountedBeneath returns a mount point at dir or beneath it (symlinks in
 // dir resolved), or "" when there is none, or no mount table to tell.
 func MountedBeneath(dir string) string {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		real = dir
 	}
-	prefix := strings.TrimSuffix(real, "/") + "/"
+	real = strings.TrimSuffix(real, "/")
 	for _, m := range MountPoints() {
-		if strings.HasPrefix(m, prefix) {
+		if m == real || strings.HasPrefix(m, real+"/") {
 			return m
 		}
 	}

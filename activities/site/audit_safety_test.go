@@ -3,6 +3,7 @@ package site
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -579,6 +580,10 @@ func TestNothingIsRemovedThroughAMount(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, CodeFailed, res[0].Code)
 			require.Contains(t, res[0].Message, "mounted beneath")
+			res, err = Delete(ctx, s.a.Root, []string{"/spaces/lab/shared"}, nil, StepOptions{}) // the mount point itself
+			require.NoError(t, err)
+			require.Equal(t, CodeFailed, res[0].Code)
+			require.FileExists(t, precious)
 
 			// A mount in a trash entry (moved there before this check).
 			entry := filepath.Join(dir, trashFolder, "old-1")
@@ -643,4 +648,58 @@ func TestASpaceOnAnotherFilesystemIsNotRetriedForEver(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(cjClassify(err), &appErr) && appErr.NonRetryable())
 	require.FileExists(t, f)
+}
+
+// TestSettledRecordsGoToTheRemovalsOwnEntry: the retry of a killed space
+// removal (TestAKilledRemovalCarriesRecordsWrittenDuringIt) gave a record
+// left at the old path to the first trash entry of the space holding a
+// file of that inode number at that path: an older entry on another
+// filesystem (a btrfs subvolume per space numbers its inodes afresh; here
+// a tmpfs) took it, and the stub the removal trashed was left without a
+// record (a reviewer's finding). Now the newest entry is looked at first,
+// and a file takes a record only when the record's identity checks
+// (inode and birth time) hold for it.
+func TestSettledRecordsGoToTheRemovalsOwnEntry(t *testing.T) {
+	site := filepath.Join(t.TempDir(), "site")
+	mountTmpfsAt(t, site) // inode numbers from the start
+	s := newAuditSite(t, site, t.TempDir(), true)
+	space := &CJSpace{Name: "lab"}
+	_, err := s.a.cjSpace(context.Background(), space, false)
+	require.NoError(t, err)
+	s.migrateFiles(t, "spaces/lab", map[string]string{"late.txt": "the stub's data"})
+	fi, err := os.Lstat(filepath.Join(site, "spaces/lab/late.txt"))
+	require.NoError(t, err)
+
+	// An older entry of "lab" on a filesystem of its own, whose late.txt
+	// has the stub's inode number.
+	old := filepath.Join(site, trashFolder, "lab-1")
+	require.NoError(t, os.MkdirAll(filepath.Dir(old), 0o750))
+	mountTmpfsAt(t, old)
+	for i := 0; ; i++ {
+		p := filepath.Join(old, fmt.Sprint("pad", i))
+		require.NoError(t, os.WriteFile(p, []byte("x"), 0o644))
+		pfi, err := os.Lstat(p)
+		require.NoError(t, err)
+		if inode(pfi) == inode(fi) {
+			require.NoError(t, os.Rename(p, filepath.Join(old, "late.txt")))
+			break
+		}
+		require.Less(t, inode(pfi), inode(fi), "the inode number was not reached")
+	}
+	// The removal, killed right after its rename (its records at the old
+	// path only, as one written during the move).
+	entry := fmt.Sprintf("lab-%d", time.Now().UnixNano())
+	require.NoError(t, os.Rename(filepath.Join(site, "spaces/lab"), filepath.Join(site, trashFolder, entry)))
+	_, err = s.a.cjSpace(context.Background(), space, true) // the retry
+	require.NoError(t, err)
+
+	rec, err := s.a.Root.state.index.get(path.Join(trashFolder, entry, "late.txt"))
+	require.NoError(t, err)
+	require.NotNil(t, rec, "the stub the removal trashed keeps its record")
+	rec, err = s.a.Root.state.index.get(path.Join(trashFolder, "lab-1", "late.txt"))
+	require.NoError(t, err)
+	require.Nil(t, rec, "an unrelated file took the stub's record")
+	require.NoError(t, unix.Unmount(old, unix.MNT_DETACH))
+	require.NoError(t, s.a.Root.RestoreFromTrash(context.Background(), entry, "/spaces/back"))
+	s.requireRecalled(t, "spaces/back", map[string]string{"late.txt": "the stub's data"})
 }

@@ -105,15 +105,15 @@ func (r *Root) removeDir(p string) error {
 	return nil
 }
 
-// ErrMountedBeneath: a filesystem is mounted beneath a folder that was to
-// be removed or moved to the trash. A removal would delete what is on it,
+// ErrMountedBeneath: a filesystem is mounted at or beneath a folder that
+// was to be removed or moved to the trash. A removal would delete what is on it,
 // which is not the folder's (a bind mount of shared data), and a move
 // would carry the mount along into the trash, whose purge would: nothing
 // is done until it is unmounted.
 var ErrMountedBeneath = errors.New("a filesystem is mounted beneath it; unmount it first")
 
 // mountedBeneath is ErrMountedBeneath, naming the mount point, when a
-// filesystem is mounted beneath the folder abs.
+// filesystem is mounted at or beneath the folder abs.
 func mountedBeneath(abs string) error {
 	if m := fsutil.MountedBeneath(abs); m != "" {
 		return fmt.Errorf("%s: %w (at %s)", abs, ErrMountedBeneath, m)

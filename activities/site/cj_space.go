@@ -152,12 +152,20 @@ func (r *Root) settleTrashedRecords(ctx context.Context, rel, space string) erro
 			return err
 		}
 		err = r.eachRecord(rel, func(p string, rec Record) error {
-			for _, e := range entries {
+			// The newest entry first: the removal's own. An older one may
+			// be on another filesystem, where inode numbers repeat.
+			for i := len(entries) - 1; i >= 0; i-- {
+				e := entries[i]
 				if ns, ok := strings.CutPrefix(e.Name(), space+"-"); !ok || !isDigits(ns) {
 					continue // another space's (lab-2-<ns>), or not a space's
 				}
 				to := path.Join(trashFolder, e.Name()) + strings.TrimPrefix(p, rel)
-				if fi, err := os.Lstat(filepath.Join(r.Dir(), filepath.FromSlash(to))); err == nil && inode(fi) == rec.Ino {
+				abs := filepath.Join(r.Dir(), filepath.FromSlash(to))
+				fi, err := os.Lstat(abs)
+				if err != nil || rec.Ino == 0 || inode(fi) != rec.Ino {
+					continue
+				}
+				if stale, err := r.state.trust(&rec, inode(fi), func() int64 { return birthTime(abs) }); err == nil && !stale {
 					return r.state.index.set(to, rec)
 				}
 			}
