@@ -540,17 +540,6 @@ func TestMoveWaitsForAnotherAsLongAsItsContext(t *testing.T) {
 	require.DirExists(t, filepath.Join(root.Dir(), "b"))
 }
 
-// bindMount mounts the folder from at the new folder at (root only).
-func bindMount(t *testing.T, from, at string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("a bind mount needs root")
-	}
-	require.NoError(t, os.Mkdir(at, 0o755))
-	require.NoError(t, unix.Mount(from, at, "", unix.MS_BIND, ""))
-	t.Cleanup(func() { _ = unix.Unmount(at, unix.MNT_DETACH) })
-}
-
 // TestNothingIsRemovedThroughAMount: shared data outside the site root
 // is bind-mounted into a space. Removing the space moved the mount along
 // into the site trash, and purge-trash then deleted the shared data

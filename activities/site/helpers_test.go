@@ -221,12 +221,25 @@ func mountTmpfs(t *testing.T, dir string) string {
 // mountTmpfsAt mounts a tmpfs at the new folder mnt (root only).
 func mountTmpfsAt(t *testing.T, mnt string) {
 	t.Helper()
+	mountAt(t, "tmpfs", mnt, "tmpfs", 0, "size=16m")
+}
+
+// bindMount mounts the folder from at the new folder at (root only).
+func bindMount(t *testing.T, from, at string) {
+	t.Helper()
+	mountAt(t, from, at, "", unix.MS_BIND, "")
+}
+
+// mountAt makes the folder at and mounts source there until the test
+// ends; without root the test is skipped.
+func mountAt(t *testing.T, source, at, fstype string, flags uintptr, data string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
+		t.Skip("mounting needs root")
 	}
-	require.NoError(t, os.Mkdir(mnt, 0o755))
-	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"))
-	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	require.NoError(t, os.Mkdir(at, 0o755))
+	require.NoError(t, unix.Mount(source, at, fstype, flags, data))
+	t.Cleanup(func() { _ = unix.Unmount(at, unix.MNT_DETACH) })
 }
 
 func blocks(t *testing.T, abs string) int64 {
