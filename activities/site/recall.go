@@ -152,7 +152,11 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 // setting (a running program, a read-only filesystem) leaves it checked
 // and recorded by path, as before leases were taken here.
 func (s *stepRun) endRecall(j *job, rec Record, resident bool) (drop bool, err error) {
-	defer lockFile(j.fi)()
+	unlock, err := s.root.lockFile(j.fi)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	f, err := openLeased(j.abs)
 	switch {
 	case err == nil:
@@ -166,6 +170,9 @@ func (s *stepRun) endRecall(j *job, rec Record, resident bool) (drop bool, err e
 	}
 	if err := s.recordStill(j, fi, rec); err != nil {
 		return false, err
+	}
+	if recallEndChecked != nil {
+		recallEndChecked(j.abs)
 	}
 	if rec.State == Migrated {
 		kept, err := restoreMtime(j, f, timeFromNs(rec.Mtime))
@@ -403,6 +410,11 @@ func (r *Root) moveAside(ctx context.Context, l *loc, name string) (string, erro
 // path: tests act there as a program writing to the file, or another
 // flushing the filesystem.
 var recallWriting, recallWritten func(abs string)
+
+// recallEndChecked, nil outside tests, is called once a recall's end has
+// checked the file and its record, before it writes: tests let another
+// worker come there.
+var recallEndChecked func(abs string)
 
 // errChangedDuringRecall: the stub was written to while its data was
 // fetched; the user's write wins and the file is left as it is.

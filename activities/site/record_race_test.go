@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -150,9 +151,13 @@ func TestRecallEndLeavesAReleasedStub(t *testing.T) {
 // ~60 ms the recall's end waits to open the file.
 func TestARecallsEndLeavesAnotherProcesssRelease(t *testing.T) {
 	for _, tc := range []struct {
-		name          string
-		index, delete bool
-	}{{"xattr", false, false}, {"index", true, false}, {"xattr, reference dropped on recall", false, true}} {
+		name                   string
+		index, delete, noLease bool
+	}{
+		{"xattr", false, false, false}, {"index", true, false, false}, {"xattr, reference dropped on recall", false, true, false},
+		// As on NFS: no lease is granted to either side.
+		{"no leases, xattr", false, false, true}, {"no leases, index", true, false, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir, tdir := t.TempDir(), t.TempDir()
@@ -161,6 +166,10 @@ func TestARecallsEndLeavesAnotherProcesssRelease(t *testing.T) {
 			writeOld(t, abs, data)
 			idx := map[bool]string{false: "0", true: "1"}[tc.index]
 			child := []string{"HUB_RELEASE_CHILD_ROOT=" + dir, "HUB_RELEASE_CHILD_TARGET=" + tdir, "HUB_RELEASE_CHILD_INDEX=" + idx}
+			if tc.noLease {
+				child = append(child, "HUB_RELEASE_CHILD_NO_LEASES=1")
+				withoutLeases(t)
+			}
 			require.True(t, runChild(t, "^TestInterruptedReleaseChild$", append(child, "HUB_FAULT_POINT=migrate.marked@1")...), "killed at migrate.marked")
 			target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
 			require.NoError(t, err)
@@ -193,8 +202,19 @@ func TestARecallsEndLeavesAnotherProcesssRelease(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestInterruptedReleaseChild$", "-test.count=1")
 			cmd.Env = append(append(os.Environ(), child...), "HUB_FAULT_POINT=none@1", "HUB_FAULT_TRACE="+fifo)
 			cmd.Stdout, cmd.Stderr = &out, &out
+			exited, ended := make(chan error, 1), make(chan struct{})
+			var opened sync.Once
+			open := func() { opened.Do(func() { close(gate) }) }
+			if tc.noLease {
+				// Without leases, the recall's end checks at once (after
+				// the site's flush): the child is let go once the end has
+				// checked, and the end writes once the child has ended.
+				recallEndChecked = func(string) { open(); <-ended }
+				t.Cleanup(func() { recallEndChecked = nil })
+			}
 			onSiteFlush(t, func() {
 				require.NoError(t, cmd.Start())
+				go func() { exited <- cmd.Wait(); close(ended) }()
 				<-flushed
 				for { // truncated, leased, not yet recorded
 					fi, err := os.Stat(abs)
@@ -204,11 +224,14 @@ func TestARecallsEndLeavesAnotherProcesssRelease(t *testing.T) {
 					}
 					time.Sleep(100 * time.Microsecond)
 				}
-				time.AfterFunc(3*time.Millisecond, func() { close(gate) })
+				// Leased, the child keeps the recall's end from opening
+				// the file; the file's lock (Root.lockFile) keeps it from
+				// checking until the child has recorded.
+				time.AfterFunc(300*time.Millisecond, open)
 			})
 			res, err := recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{}, tc.delete)
 			require.NoError(t, err)
-			require.NoError(t, cmd.Wait(), "%s", out.String())
+			require.NoError(t, <-exited, "%s", out.String())
 			if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
 				f.Close()
 			}
@@ -580,4 +603,11 @@ func TestTouchedStubStaysMigrated(t *testing.T) {
 			requireObject(t, target, contentKey(sumOf(keptData)), keptData)
 		})
 	}
+}
+
+// withoutLeases stands in for a kernel that grants no lease (NFS) until
+// the test ends. Tests using it are not parallel.
+func withoutLeases(t testing.TB) {
+	exclusiveLease = func(*os.File) error { return nil }
+	t.Cleanup(func() { exclusiveLease = writeLease })
 }

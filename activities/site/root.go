@@ -17,6 +17,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/thehub/hub/activities/fsutil"
@@ -49,6 +50,9 @@ type Root struct {
 	flushDir *os.File
 	dev      uint64 // the root's filesystem (device)
 	state    *stateStore
+	// locks is fileLockFile, opened at its first use (see lockFile).
+	locks     *os.File
+	locksOnce sync.Mutex
 }
 
 // RootOption configures NewRoot.

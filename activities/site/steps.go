@@ -284,15 +284,51 @@ func (j *job) unchanged(fi fs.FileInfo) bool { return !changed(fi, j.fi) }
 // fileLocks serialize, within this process, the steps that check a
 // file's record and then change the file or its record (a migrate's
 // release, a recall's end), so that no other step's record comes between
-// the check and the change. Striped by inode.
+// the check and the change. Striped by inode. Across the site's worker
+// processes, Root.lockFile adds a lock of the inode's byte of the
+// root's lock file.
 var fileLocks [64]sync.Mutex
 
-// lockFile locks the file fi describes (see fileLocks) and returns the
-// unlock.
-func lockFile(fi fs.FileInfo) (unlock func()) {
+// fileLockFile is, in the root's .hub folder, the file whose bytes lock
+// the files of the same inode numbers (see Root.lockFile).
+const fileLockFile = hubDir + "/file-locks"
+
+// lockFile locks the file fi describes (see fileLocks) within this
+// process and against the site's other worker processes, on this host or
+// on another sharing the root over NFS: the byte at the file's inode
+// number of fileLockFile, an open file description lock (byteLock). Two
+// files of one inode number on two filesystems beneath the root share it,
+// which only makes one wait for the other. It returns the unlock.
+func (r *Root) lockFile(fi fs.FileInfo) (unlock func(), err error) {
 	m := &fileLocks[inode(fi)%uint64(len(fileLocks))]
 	m.Lock()
-	return m.Unlock
+	lf, err := r.fileLockFile()
+	if err == nil {
+		err = byteLock(lf, int64(inode(fi)&(1<<62-1)))
+	}
+	if err != nil {
+		m.Unlock()
+		return nil, fmt.Errorf("lock the file against the site's other workers: %w", err)
+	}
+	return func() { byteUnlock(lf, int64(inode(fi)&(1<<62-1))); m.Unlock() }, nil
+}
+
+// fileLockFile opens the root's fileLockFile once.
+func (r *Root) fileLockFile() (*os.File, error) {
+	r.locksOnce.Lock()
+	defer r.locksOnce.Unlock()
+	if r.locks != nil {
+		return r.locks, nil
+	}
+	if err := mkdirBeneath(r.f, hubDir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := openBeneath(r.f, fileLockFile, os.O_RDWR|os.O_CREATE|openNoFollow, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	r.locks = f
+	return f, nil
 }
 
 // errRecallInterrupted: a file marked "recall in progress" holds the
@@ -533,7 +569,11 @@ var errChangedNotReleased = errors.New("file changed during migration; not relea
 // release truncates the file of a job marked pendingRelease, while it is
 // still the file marked and its record still this step's mark.
 func (s *stepRun) release(j *job) error {
-	defer lockFile(j.fi)()
+	unlock, err := s.root.lockFile(j.fi)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	f, err := fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow, 0)
 	if err != nil {
 		return err

@@ -239,6 +239,9 @@ func TestInterruptedReleaseChild(t *testing.T) {
 	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: os.Getenv("HUB_RELEASE_CHILD_TARGET")})
 	require.NoError(t, err)
 	root := newRoot(t, dir, os.Getenv("HUB_RELEASE_CHILD_INDEX") == "1")
+	if os.Getenv("HUB_RELEASE_CHILD_NO_LEASES") == "1" {
+		withoutLeases(t)
+	}
 	if os.Getenv("HUB_RELEASE_CHILD_RECALL") == "1" {
 		_, err = Recall(context.Background(), root, []string{"/f.bin"}, only("t", target), StepOptions{})
 	} else {
@@ -357,8 +360,7 @@ func TestConcurrentMigrateKeepsReference(t *testing.T) {
 	for _, leases := range []bool{false, true} {
 		t.Run(map[bool]string{false: "no-leases", true: "leases"}[leases], func(t *testing.T) {
 			if !leases {
-				exclusiveLease = func(*os.File) error { return nil }
-				defer func() { exclusiveLease = writeLease }()
+				withoutLeases(t)
 			}
 			ctx := context.Background()
 			dir := t.TempDir()

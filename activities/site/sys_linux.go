@@ -164,3 +164,32 @@ func leaseHeld(f *os.File) bool {
 // dropCache drops the file's cached pages that are clean (on Linux, also
 // those whose writeback failed), so that reads go to the disk.
 func dropCache(f *os.File) { _ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED) }
+
+// byteLock takes an open file description write lock of the byte at off
+// of f (F_OFD_SETLK), waiting up to a minute for another's to end: the
+// holders are steps between a check and a record. Such locks are kept by
+// the kernel for every process of the host, and an NFS client takes them
+// on the server for every client. Where the filesystem takes no locks
+// (ENOLCK: an NFS mount without its lock service), none is taken, as
+// before these were used; the lock is then this process's alone.
+func byteLock(f *os.File, off int64) error {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Start: off, Len: 1}
+	deadline := time.Now().Add(time.Minute)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
+		switch {
+		case err == nil, errors.Is(err, unix.ENOLCK), errors.Is(err, unix.EOPNOTSUPP):
+			return nil
+		case !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES):
+			return err
+		case time.Now().After(deadline):
+			return errors.New("another worker of the site has held the file's lock for a minute")
+		}
+		time.Sleep(wait)
+	}
+}
+
+// byteUnlock ends byteLock's lock.
+func byteUnlock(f *os.File, off int64) {
+	_ = unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_UNLCK, Start: off, Len: 1})
+}
