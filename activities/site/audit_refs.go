@@ -10,9 +10,13 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
 )
 
@@ -55,6 +59,10 @@ type LeakedRef struct {
 	Path    string    `json:"path"` // the file that wrote it, as it was named then
 	Written time.Time `json:"written"`
 	Dropped bool      `json:"dropped"`
+	// Kept says why a leaked reference asked to be dropped was not: its
+	// file was on a volume mounted beneath the root that the audit did
+	// not see (not mounted now?).
+	Kept string `json:"kept,omitempty"`
 }
 
 // AuditResult says what AuditRefs found.
@@ -108,7 +116,7 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 	if err != nil {
 		return res, err
 	}
-	res.Records = len(live)
+	res.Records = len(live.refs)
 	cutoff := now().Add(-opts.MinAge)
 	for _, name := range slices.Sorted(maps.Keys(drivers)) {
 		d := drivers[name]
@@ -137,7 +145,7 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 				return nil // another site's
 			}
 			res.Ours++
-			if live[sum+"/"+ref] {
+			if _, ok := live.refs[sum+"/"+ref]; ok {
 				return nil
 			}
 			written := refWritten(o, body)
@@ -170,14 +178,39 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 		res.Unreadable, res.UnreadablePaths = second.Unreadable, second.UnreadablePaths
 		return res, fmt.Errorf("%d files: %w", res.Unreadable, ErrUnreadableRecords)
 	}
+	dropped := 0
 	for i := range res.Leaked {
 		l := &res.Leaked[i]
 		sum, ref, _ := parseRefKey(l.Key)
-		if again[sum+"/"+ref] {
+		if _, ok := again.refs[sum+"/"+ref]; ok {
 			continue // its file was moved during the first walk
 		}
-		if l.Dropped, err = root.dropLeaked(ctx, drivers[l.Target], l.Key, sum, ref, cutoff); err != nil {
+		if l.Dropped, l.Kept, err = root.dropLeaked(ctx, drivers[l.Target], l.Key, sum, ref, cutoff, live.devs, again.devs); err != nil {
 			return res, fmt.Errorf("drop reference %s on target %s: %w", l.Key, l.Target, err)
+		}
+		if l.Dropped {
+			dropped++
+		}
+	}
+	if dropped == 0 {
+		return res, nil
+	}
+	// A step retried on a file renamed since its first attempt writes the
+	// very marker being dropped, with its new path in the body, records it
+	// and relies on it; the drop read the earlier body. A last walk, once
+	// everything is dropped, finds its record wherever it is.
+	last, err := liveRefs(ctx, root, &AuditResult{})
+	if err != nil {
+		return res, err
+	}
+	for i := range res.Leaked {
+		l := &res.Leaked[i]
+		sum, ref, _ := parseRefKey(l.Key)
+		if h, ok := last.refs[sum+"/"+ref]; ok && l.Dropped {
+			if err := root.restoreRef(ctx, drivers[l.Target], sum, ref, h); err != nil {
+				return res, fmt.Errorf("put back reference %s on target %s: %w", l.Key, l.Target, err)
+			}
+			l.Dropped = false
 		}
 	}
 	return res, nil
@@ -202,74 +235,143 @@ func refWritten(o targets.Object, body refBody) time.Time {
 // the drop, and after the drop the record at the path the marker names
 // (its last writer's) is read; a step whose check came before the drop
 // wrote that record before it.
-func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref string, cutoff time.Time) (bool, error) {
+//
+// A reference of a file on a volume mounted beneath the root (its body
+// names the volume's device) is kept unless both walks saw that device:
+// unmounted, the volume's folder looks empty and all its references
+// leaked. So is one whose path is beneath a mount point of /etc/fstab
+// not mounted now (bodies written before devices were recorded).
+func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref string, cutoff time.Time, seen ...map[uint64]bool) (dropped bool, kept string, err error) {
 	body, err := readRefBody(ctx, d, key)
 	if errors.Is(err, targets.ErrNotFound) {
-		return false, nil
+		return false, "", nil
 	}
 	if err != nil {
-		return false, err
+		return false, "", err
+	}
+	for _, devs := range seen {
+		if body.Dev != 0 && !devs[body.Dev] {
+			return false, fmt.Sprintf("its file was on a volume mounted beneath the root (device %d) that the audit did not see: not mounted now?", body.Dev), nil
+		}
+	}
+	if vol := fsutil.UnmountedVolume(filepath.Join(r.dir, filepath.FromSlash(path.Dir(body.Path)))); vol != "" {
+		return false, fmt.Sprintf("its file was beneath %s, a mount point of /etc/fstab that is not mounted now", vol), nil
 	}
 	o, err := d.Stat(ctx, key)
 	if errors.Is(err, targets.ErrNotFound) {
-		return false, nil
+		return false, "", nil
 	}
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	if written := refWritten(o, body); written.IsZero() || written.After(cutoff) {
-		return false, nil // written again: young
+		return false, "", nil // written again: young
 	}
 	if err := d.Delete(ctx, key); err != nil && !errors.Is(err, targets.ErrNotFound) {
-		return false, err
+		return false, "", err
 	}
 	l, err := r.locate(body.Path)
 	if err != nil {
-		return true, nil
+		return true, "", nil
 	}
 	defer l.close()
-	if _, err := os.Lstat(l.path()); err != nil {
-		return true, nil
+	fi, err := os.Lstat(l.path())
+	if err != nil {
+		return true, "", nil
 	}
 	rec, err := r.state.get(l.path(), l.rel)
 	if err != nil || rec == nil || rec.Ref != ref || rec.Checksum != sum {
-		return true, nil
+		return true, "", nil
 	}
-	if err := r.addRef(ctx, d, sum, ref, l.rel, rec.Ino); err != nil {
-		return false, err
+	return false, "", r.restoreRef(ctx, d, sum, ref, holder{rel: l.rel, ino: inode(fi), dev: device(fi), size: rec.Size})
+}
+
+// restoreRef writes again a reference the audit dropped that a record
+// relies on, and its content if the collector took it meanwhile.
+func (r *Root) restoreRef(ctx context.Context, d targets.Driver, sum, ref string, h holder) error {
+	body, err := r.newRefBody(sum, ref, h.rel, h.ino, h.dev)
+	if err != nil {
+		return err
 	}
-	if _, err := ensureContent(ctx, d, sum, rec.Size); err != nil {
-		return false, err
+	if err := putRef(ctx, d, sum, ref, body); err != nil {
+		return err
+	}
+	if _, err := ensureContent(ctx, d, sum, h.size); err != nil {
+		return err
 	}
 	// The stub may rely on it already: durable before the audit goes on.
-	return false, flushTarget(ctx, d)
+	return flushTarget(ctx, d)
+}
+
+// holder is a file whose record names a reference.
+type holder struct {
+	rel      string
+	ino, dev uint64
+	size     int64 // the content's
+}
+
+// live is what a walk of the site found: the references its records
+// name ("<sha256>/<ref>", with a file holding each), and the devices of
+// the files it saw.
+type live struct {
+	refs map[string]holder
+	devs map[uint64]bool
 }
 
 // liveRefs walks the whole site and returns the references its records
-// name, as "<sha256>/<ref>". Every record counts, trusted or not: a
-// reference any record names is never called leaked. That includes the
-// records of files the hub keeps out of other walks: those in the site
-// trash (a removed C+J space is kept there for an operator to restore)
-// and files named like the hub's temporary files. Files whose record
-// cannot be read are counted in res (Unreadable).
-func liveRefs(ctx context.Context, root *Root, res *AuditResult) (map[string]bool, error) {
-	live := map[string]bool{}
+// name. Every record counts, trusted or not: a reference any record names
+// is never called leaked. That includes the records of files the hub
+// keeps out of other walks: those in the site trash (a removed C+J space
+// is kept there for an operator to restore) and files named like the
+// hub's temporary files. Files whose record cannot be read are counted in
+// res (Unreadable).
+//
+// The state index keeps records by path, and a file moved with mv leaves
+// its record at its old path: an index record counts too when the walk
+// finds a file of its inode anywhere (moved back, the file is its stub
+// again). One whose inode no walked file has is a file deleted.
+func liveRefs(ctx context.Context, root *Root, res *AuditResult) (live, error) {
+	found := live{refs: map[string]holder{}, devs: map[uint64]bool{}}
+	unread := func(p string) {
+		res.Unreadable++
+		if len(res.UnreadablePaths) < maxUnreadablePaths {
+			res.UnreadablePaths = append(res.UnreadablePaths, p)
+		}
+	}
+	indexed := map[uint64][]string{} // inode -> references of index records
+	err := root.state.index.each(func(rel string, rec *Record) error {
+		switch {
+		case rec == nil:
+			unread(apiPath(hubDir + "/" + indexDir + "/" + rel))
+		case rec.Ref != "":
+			indexed[rec.Ino] = append(indexed[rec.Ino], rec.Checksum+"/"+rec.Ref)
+		}
+		return nil
+	})
+	if err != nil {
+		return found, err
+	}
 	files, _ := newFilter(WalkOptions{Types: []string{TypeFile}})
-	err := walkTree(ctx, root, []string{"/"}, walkConfig{filter: files, audit: true}, func(items []item) error {
+	err = walkTree(ctx, root, []string{"/"}, walkConfig{filter: files, audit: true}, func(items []item) error {
 		for _, it := range items {
+			found.devs[it.dev] = true
 			if it.recUnread {
-				res.Unreadable++
-				if len(res.UnreadablePaths) < maxUnreadablePaths {
-					res.UnreadablePaths = append(res.UnreadablePaths, it.Path)
-				}
+				unread(it.Path)
 			}
+			h := holder{rel: strings.TrimPrefix(it.Path, "/"), ino: it.ino, dev: it.dev}
 			if it.rec != nil && it.rec.Ref != "" {
-				live[it.rec.Checksum+"/"+it.rec.Ref] = true
+				h.size = it.rec.Size
+				found.refs[it.rec.Checksum+"/"+it.rec.Ref] = h
+			}
+			for _, key := range indexed[it.ino] {
+				if _, ok := found.refs[key]; !ok {
+					found.refs[key] = h
+				}
 			}
 		}
 		return nil
 	})
-	return live, err
+	return found, err
 }
 
 // readRefBody reads a reference marker's body (findRefBody: a body that

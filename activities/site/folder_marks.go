@@ -1,10 +1,13 @@
 package site
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -57,6 +60,37 @@ func newFolderMarks(rootDir string) *folderMarks {
 		_ = m.setComplete()
 	}
 	return m
+}
+
+// ErrXattrsUnreadable: see hasFolderMarks.
+var ErrXattrsUnreadable = errors.New("records of this site are kept in extended attributes (folders are marked in " + hubDir + "/" + folderMarksDir + "), which this node cannot read where it reaches the root (a mount without user xattrs?): serve the site from a node that can")
+
+// hasFolderMarks tells whether a folder of the root at rootDir is marked:
+// a record was kept in a file's attributes. A node of the site that
+// cannot read them (the root reached through a mount without user xattrs)
+// refuses the root (NewRoot) instead of taking every stub for a resident
+// file (its audit dropped every reference, and the collector freed the
+// content).
+func hasFolderMarks(rootDir string) bool {
+	d, err := os.Open(filepath.Join(rootDir, hubDir, folderMarksDir))
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	for {
+		names, err := d.Readdirnames(16)
+		for _, n := range names {
+			dev, ino, ok := strings.Cut(n, "-") // see markName
+			if _, err := strconv.ParseUint(dev, 10, 64); ok && err == nil {
+				if _, err := strconv.ParseUint(ino, 10, 64); err == nil {
+					return true
+				}
+			}
+		}
+		if err != nil {
+			return false
+		}
+	}
 }
 
 // setComplete records that every folder holding a record is marked.

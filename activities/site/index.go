@@ -598,3 +598,35 @@ func flockWithin(name string, wait time.Duration, waiting func(), done <-chan st
 		}
 	}
 }
+
+// each calls fn with every record of the index and the path it is kept
+// at (a record file that cannot be read counts as unreadable: fn gets a
+// nil record).
+func (ix *index) each(fn func(rel string, rec *Record) error) error {
+	if err := ix.ensureImported(); err != nil {
+		return err
+	}
+	err := filepath.WalkDir(ix.dir, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			if absent(err) {
+				return nil
+			}
+			return err
+		case strings.HasPrefix(d.Name(), "."), d.IsDir():
+			return nil // a writer's temporary file; a folder of records
+		}
+		l, err := readRecordFile(p)
+		switch {
+		case absent(err):
+			return nil // removed since it was listed
+		case err != nil || l.Record == nil:
+			return fn(strings.TrimPrefix(p, ix.dir+"/"), nil)
+		}
+		return fn(l.Path, l.Record)
+	})
+	if err != nil {
+		return fmt.Errorf("state index: %w", err)
+	}
+	return nil
+}

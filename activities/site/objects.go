@@ -120,15 +120,23 @@ type refBody struct {
 	Ref     string `json:"ref,omitempty"`
 	Path    string `json:"path"`
 	Ino     uint64 `json:"ino"`
+	// Dev is the device of the file's filesystem when it is not the
+	// root's (a volume mounted beneath the root): an audit drops no
+	// reference of a volume its walk did not see.
+	Dev     uint64 `json:"dev,omitempty"`
 	Created string `json:"created"`
 	Owner   string `json:"owner,omitempty"`
 }
 
 // newRefBody is the body of the marker of reference ref to content sum,
-// held by the file rel with inode ino.
-func (r *Root) newRefBody(sum, ref, rel string, ino uint64) (refBody, error) {
+// held by the file rel (inode ino on device dev).
+func (r *Root) newRefBody(sum, ref, rel string, ino, dev uint64) (refBody, error) {
 	owner, err := r.refOwner(sum, ref)
-	return refBody{Path: apiPath(rel), Ino: ino, Created: time.Now().UTC().Format(time.RFC3339), Owner: owner}, err
+	body := refBody{Path: apiPath(rel), Ino: ino, Created: time.Now().UTC().Format(time.RFC3339), Owner: owner}
+	if dev != r.dev {
+		body.Dev = dev
+	}
+	return body, err
 }
 
 // findRefBody reads the body of marker (sum, ref) from what its key holds:
@@ -152,8 +160,8 @@ func findRefBody(b []byte, sum, ref string) refBody {
 // written before the record, so a crash leaves at worst a reference without
 // a record, which keeps the content (safe) rather than a record without a
 // reference.
-func (r *Root) addRef(ctx context.Context, d targets.Driver, sum, ref, rel string, ino uint64) error {
-	body, err := r.newRefBody(sum, ref, rel, ino)
+func (r *Root) addRef(ctx context.Context, d targets.Driver, sum, ref, rel string, fi fs.FileInfo) error {
+	body, err := r.newRefBody(sum, ref, rel, inode(fi), device(fi))
 	if err != nil {
 		return err
 	}
@@ -196,8 +204,8 @@ const refsPerBody = 32
 // target has them. A marker a shared body cannot name (one already there,
 // written by an earlier attempt, or a filesystem without unnamed files)
 // is written with a body of its own (putRef).
-func (g *refGroups) add(ctx context.Context, root *Root, d targets.Driver, sum, ref, rel string, ino uint64) error {
-	body, err := root.newRefBody(sum, ref, rel, ino)
+func (g *refGroups) add(ctx context.Context, root *Root, d targets.Driver, sum, ref, rel string, fi fs.FileInfo) error {
+	body, err := root.newRefBody(sum, ref, rel, inode(fi), device(fi))
 	if err != nil {
 		return err
 	}

@@ -102,7 +102,13 @@ func NewRoot(dir string, opts ...RootOption) (*Root, error) {
 		f.Close()
 		return nil, fmt.Errorf("site root %q: %w", dir, err)
 	}
-	state := openStateStore(real, !cfg.indexOnly && xattrSupported(real))
+	useXattr := !cfg.indexOnly && xattrSupported(real)
+	if !useXattr && hasFolderMarks(real) {
+		f.Close()
+		flushDir.Close()
+		return nil, fmt.Errorf("site root %q: %w", dir, ErrXattrsUnreadable)
+	}
+	state := openStateStore(real, useXattr)
 	state.root, state.dir = f, real
 	return &Root{dir: real, f: f, flushDir: flushDir, dev: device(fi), state: state}, nil
 }
