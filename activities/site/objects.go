@@ -116,10 +116,10 @@ func (rec *Record) contentAddressed() bool { return rec.Ref != "" }
 // markers on a filesystem target, see refGroups): then the body has a
 // line per marker, and Sum and Ref say which marker a line is for.
 type refBody struct {
-	Sum     string `json:"sum,omitempty"`
-	Ref     string `json:"ref,omitempty"`
-	Path    string `json:"path"`
-	Ino     uint64 `json:"ino"`
+	Sum  string `json:"sum,omitempty"`
+	Ref  string `json:"ref,omitempty"`
+	Path string `json:"path"`
+	Ino  uint64 `json:"ino"`
 	// Dev is the device of the file's filesystem when it is not the
 	// root's (a volume mounted beneath the root): an audit drops no
 	// reference of a volume its walk did not see.
