@@ -452,6 +452,15 @@ func (a *Activities) checkGiven(p string) error {
 	return err
 }
 
+// errSymlinkSpace: a policy's space folder is a symlink.
+var errSymlinkSpace = errors.New("the folder is a symlink, which a policy scan does not follow: name the folder it leads to")
+
+// isSymlink tells whether the given path p (checked) is a symlink.
+func (a *Activities) isSymlink(p string) bool {
+	it, err := (&walker{root: a.Root}).describe(p)
+	return err == nil && it.Type == TypeSymlink
+}
+
 // pathMessage is err's text for the API, with the site's root folder left
 // out: files are named as the API names them.
 func (a *Activities) pathMessage(err error) string {

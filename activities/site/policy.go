@@ -558,7 +558,13 @@ func (a *Activities) discoverPolicy(ctx context.Context, in DiscoverInput, w *ba
 	var walk []string
 	refused := map[string]bool{}
 	for _, path := range in.Paths {
-		if err := a.checkGiven(path); err != nil {
+		err := a.checkGiven(path)
+		if err == nil && a.isSymlink(path) {
+			// A scan neither follows nor selects symlinks: the folder
+			// would look empty, and the run like one that found nothing.
+			err = errSymlinkSpace
+		}
+		if err != nil {
 			if !refused[path] {
 				refused[path] = true
 				w.out.Failed = append(w.out.Failed, Outcome{Path: path, State: OutcomeFailure, Message: a.pathMessage(err)})

@@ -787,3 +787,19 @@ func TestHeartbeatsGoOnWhileWorkMoves(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, late, "heartbeats go on after three stall periods of work that moves")
 }
+
+// TestAPolicysSpaceFolderThatIsASymlinkFails: a space folder that is a
+// symlink to a folder was neither scanned nor reported: the run looked
+// like one that found nothing to do (a reviewer's finding). It fails
+// alone, saying why.
+func TestAPolicysSpaceFolderThatIsASymlinkFails(t *testing.T) {
+	a, _ := policyActivities(t, time.Now(), policyTree)
+	require.NoError(t, os.Symlink("sub", filepath.Join(a.Root.Dir(), "alias")))
+	in := DiscoverInput{JobID: 4, Run: 1, Mode: "policy", Paths: []string{"/alias", "/sub"}, Policy: &PolicySelect{OrderBy: "path"}}
+	out, err := discover(t, a, in)
+	require.NoError(t, err)
+	require.Len(t, out.Failed, 1, "%+v", out)
+	require.Equal(t, "/alias", out.Failed[0].Path)
+	require.Contains(t, out.Failed[0].Message, "symlink")
+	require.NotEmpty(t, batchedPaths(t, a, in, out), "the other folder is scanned")
+}
