@@ -620,7 +620,7 @@ func (a *Activities) rediscoverPolicy(ctx context.Context, in DiscoverInput, w *
 	if err != nil {
 		return err
 	}
-	f, err := newFilter(WalkOptions{Types: []string{TypeFile}, States: p.states})
+	f, err := newFilter(WalkOptions{Include: in.Include, Exclude: in.Exclude, Types: []string{TypeFile}, States: p.states})
 	if err != nil {
 		return errPolicy("%v", err)
 	}

@@ -803,3 +803,20 @@ func TestAPolicysSpaceFolderThatIsASymlinkFails(t *testing.T) {
 	require.Contains(t, out.Failed[0].Message, "symlink")
 	require.NotEmpty(t, batchedPaths(t, a, in, out), "the other folder is scanned")
 }
+
+// TestPolicyResubmitKeepsTheSitesGlobs: a resubmitted policy job scans a
+// folder path again (a space refused on the first run) with the site's
+// include/exclude globs, as the first scan did; before, it selected the
+// files the site excludes (a reviewer's suspicion, confirmed here).
+func TestPolicyResubmitKeepsTheSitesGlobs(t *testing.T) {
+	t.Parallel()
+	a, _ := policyActivities(t, time.Now(), policyTree)
+	rules := []RuleFilter{{Type: TypeFile, State: "any"}, {Type: TypeFile, State: "resident"}}
+	in := DiscoverInput{JobID: 12, Run: 2, Paths: []string{"/sub", "/c.txt"}, Rules: rules, BatchSize: 10,
+		Exclude: []string{"**/*.txt"}, Policy: &PolicySelect{States: []string{"resident", "premigrated"}}}
+	out, err := discover(t, a, in)
+	require.NoError(t, err)
+	require.Equal(t, map[int][]string{PolicyRuleAction: {"/sub/f.pdf"}}, batchedPaths(t, a, in, out))
+	require.Len(t, out.Failed, 1, "%+v", out.Failed)
+	require.Equal(t, "/c.txt", out.Failed[0].Path)
+}
