@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -17,6 +15,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/workflows/vocab"
 )
 
@@ -206,23 +205,18 @@ func (a *Activities) cjRemoveFile(rel string) error {
 	return err
 }
 
-// cjRemoveTree removes dir and everything below it, first making read-only
-// folders (snapshots) writable so their entries can be unlinked; never
-// with a filesystem mounted beneath it (ErrMountedBeneath).
+// cjRemoveTree removes dir and everything below it, read-only folders
+// (snapshots) included; never with a filesystem mounted beneath it
+// (ErrMountedBeneath), not even one mounted while it runs.
 func cjRemoveTree(dir string) error {
 	if err := mountedBeneath(dir); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(dir); err == nil {
-		return nil
+	err := fsutil.RemoveAllOnOneMount(dir)
+	if errors.Is(err, fsutil.ErrOtherMount) {
+		return fmt.Errorf("%w: %w", ErrMountedBeneath, err)
 	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o755)
-		}
-		return nil
-	})
-	return os.RemoveAll(dir)
+	return err
 }
 
 // beatEvery is how often beatWhile heartbeats, and beat how (tests

@@ -1,0 +1,129 @@
+package fsutil
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrOtherMount: RemoveAllOnOneMount met a folder of another mount.
+var ErrOtherMount = errors.New("a filesystem is mounted beneath it")
+
+// RemoveAllOnOneMount removes dir and everything below it, as
+// os.RemoveAll does, but never on another mount than dir's: every folder
+// is opened (never through a symlink) and compared with dir by its mount
+// (statx's mount ID, or its device where the kernel gives none) before
+// anything in it is removed, and its entries are removed through that
+// descriptor. A filesystem mounted beneath dir (a bind mount of shared
+// data), even one mounted while the removal runs, is left whole, and the
+// removal fails with ErrOtherMount. Folders are made writable first
+// (snapshots are read-only).
+func RemoveAllOnOneMount(dir string) error {
+	top, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+		return os.Remove(dir) // a file or a symlink
+	}
+	if err != nil {
+		return &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	mount, err := mountOf(top)
+	if err == nil {
+		err = removeEntries(top, dir, mount)
+	}
+	unix.Close(top)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// mountOf names the mount of the open folder fd.
+func mountOf(fd int) (uint64, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &stx); err != nil {
+		return 0, err
+	}
+	if stx.Mask&unix.STATX_MNT_ID != 0 {
+		return stx.Mnt_id, nil
+	}
+	return 1<<63 | unix.Mkdev(stx.Dev_major, stx.Dev_minor), nil
+}
+
+// removeEntries removes everything in the open folder fd (named name, for
+// messages), on mount alone.
+func removeEntries(fd int, name string, mount uint64) error {
+	_ = unix.Fchmod(fd, 0o700)
+	for {
+		names, err := readNames(fd)
+		if err != nil {
+			return &os.PathError{Op: "readdir", Path: name, Err: err}
+		}
+		if len(names) == 0 {
+			return nil
+		}
+		for _, n := range names {
+			if err := removeEntry(fd, filepath.Join(name, n), n, mount); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// removeEntry removes the entry n of the open folder fd.
+func removeEntry(fd int, path, n string, mount uint64) error {
+	err := unix.Unlinkat(fd, n, 0)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
+		return &os.PathError{Op: "unlink", Path: path, Err: err}
+	}
+	sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(sub)
+	if m, err := mountOf(sub); err != nil {
+		return &os.PathError{Op: "statx", Path: path, Err: err}
+	} else if m != mount {
+		return fmt.Errorf("%s: %w", path, ErrOtherMount)
+	}
+	if err := removeEntries(sub, path, mount); err != nil {
+		return err
+	}
+	// A filesystem mounted at n since it was opened makes this fail
+	// (EBUSY): it stays.
+	if err := unix.Unlinkat(fd, n, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "rmdir", Path: path, Err: err}
+	}
+	return nil
+}
+
+// readNames reads up to a few hundred names of the open folder fd, from
+// its start.
+func readNames(fd int) ([]string, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, err
+	}
+	d := os.NewFile(uintptr(dup), "")
+	defer d.Close()
+	if _, err := unix.Seek(dup, 0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	names, err := d.Readdirnames(512)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return names, err
+}

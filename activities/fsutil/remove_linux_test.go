@@ -1,0 +1,58 @@
+package fsutil
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// TestRemoveAllOnOneMount: a tree with read-only folders goes whole; a
+// tree with a filesystem mounted beneath it (a tmpfs, and a bind mount of
+// a folder of the same filesystem, which has the same device) loses
+// nothing of the mounted filesystem, whatever the mount table said when
+// the removal was decided (os.RemoveAll deleted through both).
+func TestRemoveAllOnOneMount(t *testing.T) {
+	tree := func(t *testing.T) string {
+		dir := filepath.Join(t.TempDir(), "tree")
+		for _, p := range []string{"a/b/c.txt", "a/d.txt", "e.txt", "ro/f.txt"} {
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, p), []byte(p), 0o644))
+		}
+		require.NoError(t, os.Chmod(filepath.Join(dir, "ro"), 0o555))
+		return dir
+	}
+	t.Run("one mount", func(t *testing.T) {
+		dir := tree(t)
+		require.NoError(t, RemoveAllOnOneMount(dir))
+		_, err := os.Lstat(dir)
+		require.ErrorIs(t, err, os.ErrNotExist)
+		require.NoError(t, RemoveAllOnOneMount(dir), "already gone")
+	})
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	for _, kind := range []string{"tmpfs", "bind"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := tree(t)
+			shared := t.TempDir()
+			if kind == "tmpfs" {
+				require.NoError(t, unix.Mount("tmpfs", shared, "tmpfs", 0, "size=1m"))
+				t.Cleanup(func() { _ = unix.Unmount(shared, unix.MNT_DETACH) })
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(shared, "keep.txt"), []byte("shared data"), 0o644))
+			at := filepath.Join(dir, "a", "b", "mnt")
+			require.NoError(t, os.Mkdir(at, 0o755))
+			require.NoError(t, unix.Mount(shared, at, "", unix.MS_BIND, ""))
+			t.Cleanup(func() { _ = unix.Unmount(at, unix.MNT_DETACH) })
+
+			err := RemoveAllOnOneMount(dir)
+			require.ErrorIs(t, err, ErrOtherMount)
+			got, err := os.ReadFile(filepath.Join(shared, "keep.txt"))
+			require.NoError(t, err)
+			require.Equal(t, "shared data", string(got))
+		})
+	}
+}
