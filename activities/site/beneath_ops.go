@@ -121,6 +121,17 @@ func mountedBeneath(abs string) error {
 	return nil
 }
 
+// removeTree removes abs and everything below it, on abs's own mount
+// only: a filesystem mounted beneath it, even after a check of the mount
+// table, is left whole (ErrMountedBeneath).
+func removeTree(abs string) error {
+	err := fsutil.RemoveAllOnOneMount(abs)
+	if errors.Is(err, fsutil.ErrOtherMount) {
+		return fmt.Errorf("%w: %w", ErrMountedBeneath, err)
+	}
+	return err
+}
+
 // moveToTrash moves the folder p, with everything in it, to
 // <root>/.hub/trash/<name> by one renameat between its pinned parent and
 // the pinned trash folder, and returns where it went. The rename is

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/workflows/vocab"
 )
 
@@ -212,11 +211,7 @@ func cjRemoveTree(dir string) error {
 	if err := mountedBeneath(dir); err != nil {
 		return err
 	}
-	err := fsutil.RemoveAllOnOneMount(dir)
-	if errors.Is(err, fsutil.ErrOtherMount) {
-		return fmt.Errorf("%w: %w", ErrMountedBeneath, err)
-	}
-	return err
+	return removeTree(dir)
 }
 
 // beatEvery is how often beatWhile heartbeats, and beat how (tests

@@ -575,7 +575,7 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 				return
 			}
 		}
-		if err := os.RemoveAll(abs); err != nil {
+		if err := removeTree(abs); err != nil {
 			j.fail(err)
 			return
 		}
