@@ -39,9 +39,10 @@ type Policy struct {
 	Created         time.Time        `bun:"created_at"`
 }
 
-// PolicySchedule is when a policy runs: cron fields in Timezone (the
-// site's by default); Time "HH:MM" sets hour and minute; FirstOccur runs
-// it at the first occurrence only.
+// PolicySchedule is when a policy runs: cron fields in Timezone ("": the
+// policy's site's, whichever site that is); Time "HH:MM" sets hour and
+// minute; FirstOccur runs it at the first occurrence only. StartDateTime
+// (RFC 3339) is its first start after it was last written.
 type PolicySchedule struct {
 	ID int64 `json:"id"`
 	Cron

@@ -180,6 +180,7 @@ func numberPolicy(p *models.Policy) {
 
 func (s *Service) applyPolicy(ctx context.Context, p *models.Policy, in PolicyInput, create bool) error {
 	v := models.FieldErrors{}
+	oldTZ := siteTZ(p.Site)
 	if create {
 		v.Check(in.Name != nil, "name", "This field is required.")
 		v.Check(in.Site != nil, "site", "This field is required.")
@@ -224,6 +225,13 @@ func (s *Service) applyPolicy(ctx context.Context, p *models.Policy, in PolicyIn
 		p.Schedule = policySchedule(v, in.Schedule.V, p.Site)
 	case in.Schedule.Set, create:
 		p.Schedule = nil
+	case p.Schedule != nil && p.Schedule.Timezone == oldTZ:
+		// Written before a schedule followed its site, its timezone is a
+		// copy of the site's: it follows the site from now on.
+		p.Schedule.Timezone = ""
+	}
+	if p.Schedule != nil && (in.Schedule.Set || in.Site != nil) {
+		p.Schedule.StartDateTime = startDateTime(p.Schedule, PolicyTimezone(p), time.Now())
 	}
 	switch {
 	case in.Triggers.Set && !in.Triggers.Null:
@@ -270,13 +278,39 @@ func policySchedule(v models.FieldErrors, in PolicyScheduleInput, siteRec *model
 		}
 	}
 	CheckCron(v, "schedule.", PolicyCron(ps))
-	if ps.Timezone == "" {
-		ps.Timezone = siteTZ(siteRec)
-	}
 	if _, err := time.LoadLocation(ps.Timezone); err != nil || ps.Timezone == "Local" {
 		v.Add("schedule.timezone", fmt.Sprintf("Unknown timezone %q: use an IANA name such as Europe/Paris or UTC.", ps.Timezone))
 	}
+	// Its time is the time on the policy's site: a schedule without a
+	// timezone of its own (or with the site's, as a client that read the
+	// policy sends it back) follows the site's, through moves and changes.
+	if ps.Timezone == siteTZ(siteRec) {
+		ps.Timezone = ""
+	}
 	return ps
+}
+
+// PolicyTimezone is the timezone of policy p's schedule: its own, or
+// else its site's.
+func PolicyTimezone(p *models.Policy) string {
+	if p.Schedule != nil && p.Schedule.Timezone != "" {
+		return p.Schedule.Timezone
+	}
+	return siteTZ(p.Site)
+}
+
+// startDateTime is when schedule ps, in timezone tz, first starts after
+// now (RFC 3339 in tz); "" when it cannot tell.
+func startDateTime(ps *models.PolicySchedule, tz string, now time.Time) string {
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return ""
+	}
+	next, err := nextStart(PolicyCron(ps), tz, now)
+	if err != nil || next.IsZero() {
+		return ""
+	}
+	return next.In(loc).Format(time.RFC3339)
 }
 
 func triggers(v models.FieldErrors, in []TriggerInput) []models.PolicyTrigger {
@@ -343,7 +377,7 @@ func conditionGroups(v models.FieldErrors, in []ConditionGroupInput) []models.Co
 			cf := fmt.Sprintf("%sfiletype_conditions[%d].", f, j)
 			v.Check(len(c.Filetypes) > 0, cf+"filetypes", "At least one file type (extension) is required.")
 			for k, ft := range c.Filetypes {
-				ext := strings.TrimPrefix(ft, ".")
+				ext := filetypeExt(ft)
 				v.Check(ext != "" && !strings.ContainsAny(ext, "/\x00"), fmt.Sprintf("%sfiletypes[%d]", cf, k), "A file extension such as pdf.")
 			}
 			cg.FiletypeConditions = append(cg.FiletypeConditions, models.FiletypeCondition{Filetypes: c.Filetypes, Include: include(c.Include)})
@@ -351,6 +385,13 @@ func conditionGroups(v models.FieldErrors, in []ConditionGroupInput) []models.Co
 		out = append(out, cg)
 	}
 	return out
+}
+
+// filetypeExt is the extension a file type condition names, as the
+// site's scan reads it (site.compilePolicy): blanks around it and one
+// leading dot dropped, lower case; "" names none, and the site refuses it.
+func filetypeExt(given string) string {
+	return strings.ToLower(strings.TrimPrefix(strings.TrimSpace(given), "."))
 }
 
 // DeletePolicy removes policy id and its Temporal Schedule.

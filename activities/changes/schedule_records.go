@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
 )
@@ -94,6 +92,15 @@ func (s *Service) SaveSchedule(ctx context.Context, id int64, in ScheduleInput) 
 		sch.ManagedPaths = nonNil(*in.ManagedPaths)
 	}
 	CheckPaths(v, "managed_paths", slices.Sorted(maps.Keys(sch.ManagedPaths)))
+	// Checked when the space or the managed paths change: an older
+	// schedule without either can still be paused, mended or deleted.
+	if (in.Space != nil || in.ManagedPaths != nil) && len(sch.Workflows) > 0 && !hasPaths(sch) {
+		field := "managed_paths"
+		if in.ManagedPaths == nil {
+			field = "space"
+		}
+		v.Add(field, "A schedule with workflows needs a space or managed paths for its firings to run over.")
+	}
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
@@ -164,6 +171,12 @@ func (s *Service) moveScheduleWorkflows(ctx context.Context, sch *models.Schedul
 	return moved, v.Err()
 }
 
+// hasPaths tells whether schedule sch has paths for its firings to run
+// over: its managed paths or, without any, its space's folder.
+func hasPaths(sch *models.Schedule) bool {
+	return len(sch.ManagedPaths) > 0 || sch.SpaceID != nil
+}
+
 // DeleteSchedule removes schedule id and its Temporal Schedule.
 func (s *Service) DeleteSchedule(ctx context.Context, id int64) error {
 	return s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
@@ -223,6 +236,8 @@ func (s *Service) SaveScheduleWorkflow(ctx context.Context, scheduleID, id int64
 	if in.Fields != nil {
 		w.Fields = nonNil(*in.Fields)
 	}
+	v.Check(hasPaths(sch), "non_field_errors",
+		fmt.Sprintf("Schedule %s has neither a space nor managed paths for its firings to run over: give it one first.", sch.Name))
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
@@ -249,34 +264,6 @@ func (s *Service) DeleteScheduleWorkflow(ctx context.Context, scheduleID, id int
 	return s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
 		return models.DeleteScheduleWorkflow(ctx, tx, scheduleID, id)
 	})
-}
-
-// cronParser reads one cron line as the schedules' fields make it.
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
-
-// CheckCron adds an error for each cron field of c that is not valid
-// (named prefix+field). Each field is read on its own, so the error names
-// the field at fault.
-func CheckCron(v models.FieldErrors, prefix string, c models.Cron) {
-	fields := []struct {
-		name, val string
-		line      func(string) string
-	}{
-		{"minute", c.Minute, func(f string) string { return f + " * * * *" }},
-		{"hour", c.Hour, func(f string) string { return "* " + f + " * * *" }},
-		{"day_of_month", c.DayOfMonth, func(f string) string { return "* * " + f + " * *" }},
-		{"month_of_year", c.MonthOfYear, func(f string) string { return "* * * " + f + " *" }},
-		{"day_of_week", c.DayOfWeek, func(f string) string { return "* * * * " + f }},
-	}
-	for _, f := range fields {
-		if strings.TrimSpace(f.val) == "" || strings.ContainsAny(f.val, " \t") {
-			v.Add(prefix+f.name, "Enter one cron field (e.g. *, 5, 1-5, */15, MON-FRI).")
-			continue
-		}
-		if _, err := cronParser.Parse(f.line(f.val)); err != nil {
-			v.Add(prefix+f.name, "Not a valid cron field: "+err.Error()+".")
-		}
-	}
 }
 
 // oweSync owes the sync of Temporal Schedule id (record refID).

@@ -158,7 +158,7 @@ func (s *Service) wanted(ctx context.Context, id string) (*recurring, error) {
 		} else if err != nil {
 			return nil, err
 		}
-		r := &recurring{TimeZone: siteTZ(p.Site), Workflow: workflows.PolicyWorkflowName,
+		r := &recurring{TimeZone: PolicyTimezone(p), Workflow: workflows.PolicyWorkflowName,
 			ActionID: id + "-run", Input: workflows.Fire{ID: p.ID}}
 		if p.Schedule == nil && len(p.Triggers) == 0 {
 			return nil, nil // runs only when asked (POST /policies/{id}/run/)
@@ -166,9 +166,6 @@ func (s *Service) wanted(ctx context.Context, id string) (*recurring, error) {
 		if p.Schedule != nil {
 			r.Cron = PolicyCron(p.Schedule).Line()
 			r.Once = p.Schedule.FirstOccur && len(p.Triggers) == 0
-			if p.Schedule.Timezone != "" {
-				r.TimeZone = p.Schedule.Timezone
-			}
 		}
 		if len(p.Triggers) > 0 {
 			// Triggers are checked on a schedule of their own, beside
@@ -242,6 +239,9 @@ func SnapshotCron(frequency, at string) (string, error) {
 	}
 	if _, err := cronParser.Parse(frequency); err != nil {
 		return "", fmt.Errorf("use hourly, daily, weekly, monthly or a cron line of five fields (%v)", err)
+	}
+	if err := CheckTemporalCron(frequency); err != nil {
+		return "", fmt.Errorf("a cron line Temporal's schedules refuse (%v): use * for any value", err)
 	}
 	return frequency, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/thehub/hub/models"
+	"github.com/thehub/hub/workflows"
 )
 
 // siteNamePattern is the spec's pattern for site (and queue) names.
@@ -123,6 +124,7 @@ func (s *Service) SaveSite(ctx context.Context, id int64, in SiteInput) (*models
 				return err
 			}
 		}
+		oldTZ := siteTZ(site)
 		if err := in.apply(ctx, tx, site, create); err != nil {
 			return err
 		}
@@ -134,6 +136,11 @@ func (s *Service) SaveSite(ctx context.Context, id int64, in SiteInput) (*models
 		}
 		if err != nil {
 			return err
+		}
+		if !create && siteTZ(site) != oldTZ {
+			if err := siteTimezoneChanged(ctx, tx, site, oldTZ); err != nil {
+				return err
+			}
 		}
 		if in.Spaces == nil {
 			site, err = models.GetSite(ctx, tx, site.ID)
@@ -169,4 +176,38 @@ func (s *Service) SaveSite(ctx context.Context, id int64, in SiteInput) (*models
 		return nil
 	})
 	return site, err
+}
+
+// siteTimezoneChanged brings the schedules and policies of site, whose
+// timezone was oldTZ, in step with its new one at once (the reconciler
+// would within a minute): their Temporal Schedules, and the
+// start_date_time of the policies whose schedule follows the site.
+func siteTimezoneChanged(ctx context.Context, tx *Tx, site *models.Site, oldTZ string) error {
+	var ids []int64
+	if err := tx.NewSelect().Model((*models.Schedule)(nil)).Column("id").Where("site_id = ?", site.ID).Scan(ctx, &ids); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := oweSync(ctx, tx, id, workflows.ScheduleTemporalID(id)); err != nil {
+			return err
+		}
+	}
+	var policies []models.Policy
+	if err := tx.NewSelect().Model(&policies).Where("site_id = ?", site.ID).Scan(ctx); err != nil {
+		return err
+	}
+	for i := range policies {
+		p := &policies[i]
+		if p.Schedule != nil && (p.Schedule.Timezone == "" || p.Schedule.Timezone == oldTZ) {
+			p.Site, p.Schedule.Timezone = site, "" // a copy of the site's follows it (applyPolicy)
+			p.Schedule.StartDateTime = startDateTime(p.Schedule, siteTZ(site), time.Now())
+			if err := models.SavePolicy(ctx, tx, p); err != nil {
+				return err
+			}
+		}
+		if err := oweSync(ctx, tx, p.ID, workflows.PolicyTemporalID(p.ID)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/robfig/cron/v3"
 
+	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/web"
 	"github.com/thehub/hub/models"
@@ -164,6 +165,8 @@ func validateConfiguration(conf models.Configuration) error {
 	if conf.FileIndexScanSchedule != "" {
 		if _, err := cron.ParseStandard(conf.FileIndexScanSchedule); err != nil {
 			v.Add("file_index_scan_schedule", "Must be empty (no scan) or a cron expression (minute hour day-of-month month day-of-week, or @daily etc.): "+err.Error())
+		} else if err := changes.CheckTemporalCron(conf.FileIndexScanSchedule); err != nil {
+			v.Add("file_index_scan_schedule", "A cron expression Temporal's schedules refuse (use * for any value): "+err.Error())
 		}
 	}
 	for i, a := range conf.AlertEmailAddress {

@@ -34,6 +34,7 @@ func renderPolicy(c *gin.Context, p *models.Policy) policyResponse {
 	if p.Schedule != nil {
 		sch := *p.Schedule
 		sch.Cron = changes.PolicyCron(p.Schedule)
+		sch.Timezone = changes.PolicyTimezone(p) // "" on record: the site's
 		r.Schedule = &sch
 	}
 	return r

@@ -36,6 +36,19 @@ func policySpace(t *testing.T, e *apitest.Env, site, root, name string) int64 {
 	return recordID(t, r)
 }
 
+// labSpace makes space "lab" on the given sites, recorded only (no
+// worker makes its folder), and returns its id.
+func labSpace(t *testing.T, e *apitest.Env, sites ...string) int64 {
+	t.Helper()
+	var on []any
+	for _, s := range sites {
+		on = append(on, map[string]any{"name": s, "label": s[:1]})
+	}
+	r := e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "lab", "mountpoint": "/spaces/lab", "sites": on})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	return recordID(t, r)
+}
+
 func TestPolicyRecords(t *testing.T) {
 	t.Parallel()
 	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
@@ -253,5 +266,116 @@ func TestOneShotPolicyStaysSpent(t *testing.T) {
 			require.True(t, d.Schedule.State.LimitedActions)
 			require.Zero(t, d.Schedule.State.RemainingActions, "still spent (enabled %v)", enabled)
 		}
+	})
+}
+
+// TestPolicyFiletypesAreReadAsTheSiteReadsThem: a file type is checked
+// as the site's scan reads it (blanks and a leading dot dropped): one
+// that names no extension is a 400 naming it. Before, " " and ". " were
+// accepted (201) and every run of the policy failed on the site.
+func TestPolicyFiletypesAreReadAsTheSiteReadsThem(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		site, err := models.EnsureSite(ctx, e.DB, "north")
+		require.NoError(t, err)
+		space := labSpace(t, e, "north")
+		policy := func(name string, filetypes ...string) apitest.Response {
+			return e.AsAdmin(http.MethodPost, "/api/policies/", map[string]any{"name": name, "site": site.ID, "spaces": []int64{space},
+				"condition_groups": []any{map[string]any{"name": "g", "filetype_conditions": []any{map[string]any{"filetypes": filetypes}}}}})
+		}
+		for _, ft := range []string{"", " ", ".", ". ", " . ", "\t.", "a/b"} {
+			r := policy("bad", "pdf", ft)
+			require.Equal(t, http.StatusBadRequest, r.Status, "%q: %s", ft, r.Body)
+			require.Contains(t, r.Map(), "condition_groups[0].filetype_conditions[0].filetypes[1]", "%q: %s", ft, r.Body)
+		}
+		r := policy("good", "pdf", " .PDF ", "tar.gz")
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	})
+}
+
+// TestPolicyScheduleFollowsItsSitesTimezone: a policy's schedule without
+// a timezone of its own (or with its site's) is in its site's timezone
+// wherever the policy moves and whatever the site's timezone becomes: its
+// time is the time on the policy's site. One with a timezone of its own
+// keeps it. Its start_date_time (read only) is when it first starts
+// after it was written, in its timezone. Before, the site's timezone was
+// copied into the schedule when written and kept through moves, and
+// start_date_time was never shown.
+func TestPolicyScheduleFollowsItsSitesTimezone(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		sites := map[string]*models.Site{}
+		for name, tz := range map[string]string{"north": "Europe/Paris", "south": "America/New_York"} {
+			s, err := models.EnsureSite(ctx, e.DB, name)
+			require.NoError(t, err)
+			s.Timezone = tz
+			_, err = e.DB.NewUpdate().Model(s).Column("timezone").WherePK().Exec(ctx)
+			require.NoError(t, err)
+			sites[name] = s
+		}
+		space := labSpace(t, e, "north", "south")
+
+		// requireAt: the policy's schedule reads timezone tz, its Temporal
+		// Schedule is in tz, and start_date_time is the next 03:00 there.
+		requireAt := func(r apitest.Response, tz string) {
+			t.Helper()
+			require.Equal(t, http.StatusOK/100, r.Status/100, string(r.Body))
+			sch := r.Map()["schedule"].(map[string]any)
+			require.Equal(t, tz, sch["timezone"], "%v", sch)
+			d := describeSchedule(t, e, workflows.PolicyTemporalID(recordID(t, r)))
+			require.NotNil(t, d)
+			require.Equal(t, tz, d.Schedule.Spec.TimeZoneName)
+			start, err := time.Parse(time.RFC3339, fmt.Sprint(sch["start_date_time"]))
+			require.NoError(t, err, "start_date_time: %v", sch)
+			loc, err := time.LoadLocation(tz)
+			require.NoError(t, err)
+			_, offset := start.In(loc).Zone()
+			_, given := start.Zone()
+			require.Equal(t, offset, given, "start_date_time is written in the schedule's timezone: %v", sch)
+			require.Equal(t, 3, start.In(loc).Hour(), "%v", sch)
+			require.True(t, start.After(time.Now()) && start.Before(time.Now().Add(25*time.Hour)), "the next 03:00: %v", start)
+			require.Equal(t, d.Info.NextActionTimes[0].UTC(), start.UTC(), "Temporal's next firing")
+		}
+
+		r := e.AsAdmin(http.MethodPost, "/api/policies/", map[string]any{"name": "follows", "site": sites["north"].ID,
+			"spaces": []int64{space}, "schedule": map[string]any{"time": "03:00"}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		follows := recordID(t, r)
+		requireAt(r, "Europe/Paris")
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", follows), map[string]any{"site": sites["south"].ID})
+		requireAt(r, "America/New_York")
+
+		// Sent back as read (the site's timezone), it still follows the site.
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", follows), map[string]any{"schedule": r.Map()["schedule"]})
+		requireAt(r, "America/New_York")
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", follows), map[string]any{"site": sites["north"].ID})
+		requireAt(r, "Europe/Paris")
+
+		// A timezone of its own stays through a move.
+		r = e.AsAdmin(http.MethodPost, "/api/policies/", map[string]any{"name": "own", "site": sites["north"].ID,
+			"spaces": []int64{space}, "schedule": map[string]any{"time": "03:00", "timezone": "Asia/Tokyo"}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		own := recordID(t, r)
+		requireAt(r, "Asia/Tokyo")
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", own), map[string]any{"site": sites["south"].ID})
+		requireAt(r, "Asia/Tokyo")
+
+		// The site's timezone changes: the schedule that follows it
+		// follows at once; the other keeps its own.
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/sites/%d/", sites["north"].ID), map[string]any{"timezone": "Australia/Sydney"})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		requireAt(e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/policies/%d/", follows), nil), "Australia/Sydney")
+		requireAt(e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/policies/%d/", own), nil), "Asia/Tokyo")
+
+		// A policy written before schedules followed their site holds a
+		// copy of its site's timezone: it follows the site it moves to.
+		p, err := models.GetPolicy(ctx, e.DB, follows)
+		require.NoError(t, err)
+		p.Schedule.Timezone = "Australia/Sydney"
+		require.NoError(t, models.SavePolicy(ctx, e.DB, p))
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", follows), map[string]any{"site": sites["south"].ID})
+		requireAt(r, "America/New_York")
 	})
 }

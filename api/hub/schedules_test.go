@@ -523,3 +523,115 @@ func TestIndexScanSchedule(t *testing.T) {
 		}, 30*time.Second, 200*time.Millisecond, "emptied, the schedule is gone")
 	})
 }
+
+// TestCronFieldsAreCheckedAsTemporalReadsThem: a cron field Temporal's
+// schedules refuse ("?", which robfig's parser reads as "*") is a 400
+// naming the field, for schedules, policies' schedules, snapshot
+// schedules and the index scan; so is a day that never comes in the
+// months given. Before, "?" was accepted (201): its Temporal Schedule was
+// never made and every reconciling pass failed on it; 31 February made a
+// schedule that never fired.
+func TestCronFieldsAreCheckedAsTemporalReadsThem(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		site, err := models.EnsureSite(ctx, e.DB, "north")
+		require.NoError(t, err)
+		space := labSpace(t, e, "north")
+
+		for _, tc := range []struct {
+			fields map[string]any
+			field  string
+		}{
+			{map[string]any{"minute": "?"}, "minute"},
+			{map[string]any{"hour": "?"}, "hour"},
+			{map[string]any{"day_of_month": "?"}, "day_of_month"},
+			{map[string]any{"month_of_year": "?"}, "month_of_year"},
+			{map[string]any{"day_of_week": "?"}, "day_of_week"},
+			{map[string]any{"day_of_week": "MON,?"}, "day_of_week"},
+			{map[string]any{"day_of_month": "31", "month_of_year": "2"}, "day_of_month"},
+			{map[string]any{"day_of_month": "30", "month_of_year": "FEB"}, "day_of_month"},
+			{map[string]any{"day_of_month": "31", "month_of_year": "4,6,9,11"}, "day_of_month"},
+		} {
+			body := map[string]any{"name": "s", "site": "north"}
+			policy := map[string]any{}
+			for k, v := range tc.fields {
+				body[k], policy[k] = v, v
+			}
+			r := e.AsAdmin(http.MethodPost, "/api/schedules/", body)
+			require.Equal(t, http.StatusBadRequest, r.Status, "%v: %s", tc.fields, r.Body)
+			require.Contains(t, r.Map(), tc.field, "%v: %s", tc.fields, r.Body)
+			r = e.AsAdmin(http.MethodPost, "/api/policies/", map[string]any{"name": "p", "site": site.ID, "spaces": []int64{space},
+				"schedule": policy})
+			require.Equal(t, http.StatusBadRequest, r.Status, "%v: %s", tc.fields, r.Body)
+			require.Contains(t, r.Map(), "schedule."+tc.field, "%v: %s", tc.fields, r.Body)
+		}
+		r := e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/spaces/%d/", space), map[string]any{
+			"snapshot_schedule": map[string]any{"frequency": "0 3 ? * *", "time": "03:00", "duration": "7d"}})
+		require.Equal(t, http.StatusBadRequest, r.Status, string(r.Body))
+		require.Contains(t, r.Map(), "snapshot_schedule.frequency", string(r.Body))
+		r = e.AsAdmin(http.MethodPatch, "/api/configurations/", map[string]any{"file_index_scan_schedule": "0 3 ? * *"})
+		require.Equal(t, http.StatusBadRequest, r.Status, string(r.Body))
+		require.Contains(t, r.Map(), "file_index_scan_schedule", string(r.Body))
+
+		// 29 February comes in leap years; names and steps Temporal reads.
+		for i, fields := range []map[string]any{
+			{"day_of_month": "29", "month_of_year": "2"},
+			{"day_of_week": "MON-FRI/2", "month_of_year": "jan-mar", "minute": "*/100"},
+		} {
+			body := map[string]any{"name": fmt.Sprintf("ok%d", i), "site": "north"}
+			for k, v := range fields {
+				body[k] = v
+			}
+			id := createSchedule(t, e, body)
+			d := describeSchedule(t, e, workflows.ScheduleTemporalID(id))
+			require.NotNil(t, d, "%v: its Temporal Schedule exists", fields)
+			require.NotEmpty(t, d.Info.NextActionTimes, "%v fires", fields)
+		}
+		n, err := e.API.Changes.ReconcileSchedules(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "every schedule accepted is in step")
+	})
+}
+
+// TestScheduleWorkflowsNeedPaths: a schedule's workflows run over its
+// managed paths, or its space's folder: a workflow added to a schedule
+// with neither, or the last of them removed from a schedule with
+// workflows, is a 400. Before, both were accepted and every firing then
+// failed ("managed_paths: At least one path is required").
+func TestScheduleWorkflowsNeedPaths(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.StartHubWorker()
+		newJobSite(t, e, "east")
+		bare := createSchedule(t, e, map[string]any{"name": "bare", "site": "east"})
+		r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/workflows/", bare), map[string]any{"workflow": "premigrate"})
+		require.Equal(t, http.StatusBadRequest, r.Status, string(r.Body))
+		require.Contains(t, fmt.Sprint(r.Map()["non_field_errors"]), "neither a space nor managed paths", string(r.Body))
+
+		// Given managed paths, it takes the workflow; they can change,
+		// but not go while it has workflows.
+		path := "/api/schedules/" + fmt.Sprint(bare) + "/"
+		r = e.AsAdmin(http.MethodPatch, path, map[string]any{"managed_paths": map[string]any{"/data": map[string]any{}}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r = e.AsAdmin(http.MethodPost, path+"workflows/", map[string]any{"workflow": "premigrate"})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		r = e.AsAdmin(http.MethodPatch, path, map[string]any{"managed_paths": map[string]any{"/other": map[string]any{}}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r = e.AsAdmin(http.MethodPatch, path, map[string]any{"managed_paths": map[string]any{}})
+		require.Equal(t, http.StatusBadRequest, r.Status, string(r.Body))
+		require.Contains(t, r.Map(), "managed_paths", string(r.Body))
+
+		// A space's folder will do instead; its space then cannot go.
+		r = e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": "lab", "mountpoint": "/spaces/lab",
+			"sites": []any{map[string]any{"name": "east", "label": "e"}}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		r = e.AsAdmin(http.MethodPatch, path, map[string]any{"space": "lab", "managed_paths": map[string]any{}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r = e.AsAdmin(http.MethodPatch, path, map[string]any{"space": ""})
+		require.Equal(t, http.StatusBadRequest, r.Status, string(r.Body))
+		require.Contains(t, r.Map(), "space", string(r.Body))
+		r = e.AsAdmin(http.MethodPatch, path, map[string]any{"enabled": false})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	})
+}
