@@ -185,7 +185,7 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 		if _, ok := again.refs[sum+"/"+ref]; ok {
 			continue // its file was moved during the first walk
 		}
-		if l.Dropped, l.Kept, err = root.dropLeaked(ctx, drivers[l.Target], l.Key, sum, ref, cutoff, live.devs, again.devs); err != nil {
+		if l.Dropped, l.Kept, err = root.dropLeaked(ctx, drivers[l.Target], l.Key, sum, ref, cutoff); err != nil {
 			return res, fmt.Errorf("drop reference %s on target %s: %w", l.Key, l.Target, err)
 		}
 		if l.Dropped {
@@ -237,11 +237,13 @@ func refWritten(o targets.Object, body refBody) time.Time {
 // wrote that record before it.
 //
 // A reference of a file on a volume mounted beneath the root (its body
-// names the volume's device) is kept unless both walks saw that device:
-// unmounted, the volume's folder looks empty and all its references
-// leaked. So is one whose path is beneath a mount point of /etc/fstab
-// not mounted now (bodies written before devices were recorded).
-func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref string, cutoff time.Time, seen ...map[uint64]bool) (dropped bool, kept string, err error) {
+// names the folder the volume is mounted at) is kept while no filesystem
+// is mounted there: unmounted, the volume's folder looks empty and all
+// its references leaked. (Its device number would not do: the kernel
+// gives a freed one to the next volume mounted, and numbers block devices
+// afresh at boot.) So is one whose path is beneath a mount point of
+// /etc/fstab not mounted now (bodies written before volumes were named).
+func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref string, cutoff time.Time) (dropped bool, kept string, err error) {
 	body, err := readRefBody(ctx, d, key)
 	if errors.Is(err, targets.ErrNotFound) {
 		return false, "", nil
@@ -249,10 +251,8 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 	if err != nil {
 		return false, "", err
 	}
-	for _, devs := range seen {
-		if body.Dev != 0 && !devs[body.Dev] {
-			return false, fmt.Sprintf("its file was on a volume mounted beneath the root (device %d) that the audit did not see: not mounted now?", body.Dev), nil
-		}
+	if body.Vol != "" && !r.mountedAt(body.Vol) {
+		return false, fmt.Sprintf("its file was on the volume mounted at %s, and none is mounted there now", body.Vol), nil
 	}
 	if vol := fsutil.UnmountedVolume(filepath.Join(r.dir, filepath.FromSlash(path.Dir(body.Path)))); vol != "" {
 		return false, fmt.Sprintf("its file was beneath %s, a mount point of /etc/fstab that is not mounted now", vol), nil
@@ -296,8 +296,10 @@ func (r *Root) restoreRef(ctx context.Context, d targets.Driver, sum, ref string
 	if err := putRef(ctx, d, sum, ref, body); err != nil {
 		return err
 	}
-	if _, err := ensureContent(ctx, d, sum, h.size); err != nil {
+	if ok, err := ensureContent(ctx, d, sum, h.size); err != nil {
 		return err
+	} else if !ok {
+		return fmt.Errorf("the content is gone from the target (objects/ and trash/), and %s relies on it: its recall will fail", apiPath(h.rel))
 	}
 	// The stub may rely on it already: durable before the audit goes on.
 	return flushTarget(ctx, d)
@@ -311,11 +313,9 @@ type holder struct {
 }
 
 // live is what a walk of the site found: the references its records
-// name ("<sha256>/<ref>", with a file holding each), and the devices of
-// the files it saw.
+// name ("<sha256>/<ref>", with a file holding each).
 type live struct {
 	refs map[string]holder
-	devs map[uint64]bool
 }
 
 // liveRefs walks the whole site and returns the references its records
@@ -331,20 +331,24 @@ type live struct {
 // finds a file of its inode anywhere (moved back, the file is its stub
 // again). One whose inode no walked file has is a file deleted.
 func liveRefs(ctx context.Context, root *Root, res *AuditResult) (live, error) {
-	found := live{refs: map[string]holder{}, devs: map[uint64]bool{}}
+	found := live{refs: map[string]holder{}}
 	unread := func(p string) {
 		res.Unreadable++
 		if len(res.UnreadablePaths) < maxUnreadablePaths {
 			res.UnreadablePaths = append(res.UnreadablePaths, p)
 		}
 	}
-	indexed := map[uint64][]string{} // inode -> references of index records
+	type named struct {
+		key  string
+		size int64
+	}
+	indexed := map[uint64][]named{} // inode -> references of index records
 	err := root.state.index.each(func(rel string, rec *Record) error {
 		switch {
 		case rec == nil:
 			unread(apiPath(hubDir + "/" + indexDir + "/" + rel))
 		case rec.Ref != "":
-			indexed[rec.Ino] = append(indexed[rec.Ino], rec.Checksum+"/"+rec.Ref)
+			indexed[rec.Ino] = append(indexed[rec.Ino], named{rec.Checksum + "/" + rec.Ref, rec.Size})
 		}
 		return nil
 	})
@@ -354,7 +358,6 @@ func liveRefs(ctx context.Context, root *Root, res *AuditResult) (live, error) {
 	files, _ := newFilter(WalkOptions{Types: []string{TypeFile}})
 	err = walkTree(ctx, root, []string{"/"}, walkConfig{filter: files, audit: true}, func(items []item) error {
 		for _, it := range items {
-			found.devs[it.dev] = true
 			if it.recUnread {
 				unread(it.Path)
 			}
@@ -363,9 +366,10 @@ func liveRefs(ctx context.Context, root *Root, res *AuditResult) (live, error) {
 				h.size = it.rec.Size
 				found.refs[it.rec.Checksum+"/"+it.rec.Ref] = h
 			}
-			for _, key := range indexed[it.ino] {
-				if _, ok := found.refs[key]; !ok {
-					found.refs[key] = h
+			for _, n := range indexed[it.ino] {
+				if _, ok := found.refs[n.key]; !ok {
+					h.size = n.size
+					found.refs[n.key] = h
 				}
 			}
 		}

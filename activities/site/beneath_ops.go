@@ -121,6 +121,40 @@ func mountedBeneath(abs string) error {
 	return nil
 }
 
+// volumeOf returns the folder (root-relative, API form) where the volume
+// holding the file rel, of device dev, is mounted beneath the root: the
+// first folder of rel's path on that device; "" when none is (the file
+// moved meanwhile). A device's folder is remembered, and checked again
+// before it is used.
+func (r *Root) volumeOf(rel string, dev uint64) string {
+	on := func(p string) bool {
+		fi, err := os.Lstat(filepath.Join(r.dir, filepath.FromSlash(p)))
+		return err == nil && device(fi) == dev
+	}
+	if v, ok := r.vols.Load(dev); ok && strings.HasPrefix(rel, v.(string)+"/") && on(v.(string)) {
+		return apiPath(v.(string))
+	}
+	for i := 0; i < len(rel); i++ {
+		if rel[i] == '/' && on(rel[:i]) {
+			r.vols.Store(dev, rel[:i])
+			return apiPath(rel[:i])
+		}
+	}
+	return ""
+}
+
+// mountedAt tells whether a filesystem is mounted at the folder p (API
+// form): its device is not its parent's.
+func (r *Root) mountedAt(p string) bool {
+	abs := filepath.Join(r.dir, filepath.FromSlash(strings.TrimPrefix(p, "/")))
+	fi, err := os.Lstat(abs)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	parent, err := os.Lstat(filepath.Dir(abs))
+	return err == nil && device(parent) != device(fi)
+}
+
 // removeTree removes abs and everything below it, on abs's own mount
 // only: a filesystem mounted beneath it, even after a check of the mount
 // table, is left whole (ErrMountedBeneath).

@@ -120,10 +120,10 @@ type refBody struct {
 	Ref  string `json:"ref,omitempty"`
 	Path string `json:"path"`
 	Ino  uint64 `json:"ino"`
-	// Dev is the device of the file's filesystem when it is not the
-	// root's (a volume mounted beneath the root): an audit drops no
-	// reference of a volume its walk did not see.
-	Dev     uint64 `json:"dev,omitempty"`
+	// Vol is, for a file on a filesystem mounted beneath the root, the
+	// folder it is mounted at: an audit drops no reference of a volume
+	// not mounted there now.
+	Vol     string `json:"vol,omitempty"`
 	Created string `json:"created"`
 	Owner   string `json:"owner,omitempty"`
 }
@@ -134,7 +134,7 @@ func (r *Root) newRefBody(sum, ref, rel string, ino, dev uint64) (refBody, error
 	owner, err := r.refOwner(sum, ref)
 	body := refBody{Path: apiPath(rel), Ino: ino, Created: time.Now().UTC().Format(time.RFC3339), Owner: owner}
 	if dev != r.dev {
-		body.Dev = dev
+		body.Vol = r.volumeOf(rel, dev)
 	}
 	return body, err
 }

@@ -50,6 +50,9 @@ type Root struct {
 	flushDir *os.File
 	dev      uint64 // the root's filesystem (device)
 	state    *stateStore
+	// vols remembers where the volumes beneath the root are mounted
+	// (device -> root-relative folder; see volumeOf).
+	vols sync.Map
 	// locks is fileLockFile, opened at its first use (see lockFile).
 	locks     *os.File
 	locksOnce sync.Mutex

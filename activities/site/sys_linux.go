@@ -171,14 +171,16 @@ func dropCache(f *os.File) { _ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTN
 // the kernel for every process of the host, and an NFS client takes them
 // on the server for every client. Where the filesystem takes no locks
 // (ENOLCK: an NFS mount without its lock service), none is taken, as
-// before these were used; the lock is then this process's alone.
+// before these were used; the lock is then this process's alone. So with
+// EINVAL and ENOSYS (a kernel before 3.15, a filter refusing the call), as
+// with the state index's flock.
 func byteLock(f *os.File, off int64) error {
 	lk := unix.Flock_t{Type: unix.F_WRLCK, Start: off, Len: 1}
 	deadline := time.Now().Add(time.Minute)
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
 		err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
 		switch {
-		case err == nil, errors.Is(err, unix.ENOLCK), errors.Is(err, unix.EOPNOTSUPP):
+		case err == nil, errors.Is(err, unix.ENOLCK), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EINVAL):
 			return nil
 		case !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES):
 			return err
