@@ -245,6 +245,16 @@ func (s *Service) applyPolicy(ctx context.Context, p *models.Policy, in PolicyIn
 	return v.Err()
 }
 
+// onSite tells whether space sp is on site siteID.
+func onSite(sp *models.Space, siteID int64) bool {
+	for _, l := range sp.Links {
+		if l.SiteID == siteID {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Service) checkPolicySpaces(ctx context.Context, v models.FieldErrors, p *models.Policy) error {
 	v.Check(len(p.Spaces) > 0, "spaces", "At least one space is required: a policy scans its spaces.")
 	for i, id := range p.Spaces {
@@ -255,11 +265,7 @@ func (s *Service) checkPolicySpaces(ctx context.Context, v models.FieldErrors, p
 		} else if err != nil {
 			return err
 		}
-		onSite := false
-		for _, l := range sp.Links {
-			onSite = onSite || l.SiteID == p.SiteID
-		}
-		v.Check(onSite || p.SiteID == 0, fmt.Sprintf("spaces[%d]", i), fmt.Sprintf("Space %s is not on the policy's site.", sp.Name))
+		v.Check(onSite(sp, p.SiteID) || p.SiteID == 0, fmt.Sprintf("spaces[%d]", i), fmt.Sprintf("Space %s is not on the policy's site.", sp.Name))
 	}
 	return nil
 }
@@ -450,11 +456,14 @@ func (s *Service) policyJob(ctx context.Context, p *models.Policy) (*models.Job,
 		} else if err != nil {
 			return nil, err
 		}
+		if !onSite(sp, p.SiteID) {
+			continue // the site left it since: its folder there is gone
+		}
 		paths = append(paths, sp.Mountpoint)
 	}
 	sort.Strings(paths)
 	if len(paths) == 0 {
-		return nil, models.Invalid("spaces", "None of the policy's spaces exists any more.")
+		return nil, models.Invalid("spaces", "None of the policy's spaces exists any more on the policy's site.")
 	}
 	states := []string{"resident", "premigrated"}
 	if p.PolicyType == models.PolicyPremigration {

@@ -379,3 +379,42 @@ func TestPolicyScheduleFollowsItsSitesTimezone(t *testing.T) {
 		requireAt(r, "America/New_York")
 	})
 }
+
+// TestAPolicyScansOnlyTheSpacesStillOnItsSite: a site left one of its
+// policy's spaces (its folder there removed); the policy's runs went on
+// scanning the folder, and every run failed it as missing. A space no
+// longer on the policy's site is passed over, as a deleted one is, and a
+// policy left with none is refused (400) when it is run.
+func TestAPolicyScansOnlyTheSpacesStillOnItsSite(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		site, err := models.EnsureSite(ctx, e.DB, "north")
+		require.NoError(t, err)
+		spaces := map[string]int64{}
+		for _, name := range []string{"lab", "office"} {
+			r := e.AsAdmin(http.MethodPost, "/api/spaces/", map[string]any{"name": name, "mountpoint": "/spaces/" + name,
+				"sites": []any{map[string]any{"name": "north", "label": name}}})
+			require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+			spaces[name] = recordID(t, r)
+		}
+		r := e.AsAdmin(http.MethodPost, "/api/policies/", map[string]any{"name": "tidy", "site": site.ID,
+			"spaces": []int64{spaces["lab"], spaces["office"]}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		run := fmt.Sprintf("/api/policies/%d/run/", recordID(t, r))
+
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/spaces/%d/", spaces["lab"]), map[string]any{"sites": []any{}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r = e.AsAdmin(http.MethodPost, run, nil)
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		job, err := models.GetJob(ctx, e.DB, recordID(t, r))
+		require.NoError(t, err)
+		require.Equal(t, []string{"/spaces/office"}, job.Paths)
+
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/spaces/%d/", spaces["office"]), map[string]any{"sites": []any{}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		r = e.AsAdmin(http.MethodPost, run, nil)
+		require.Equal(t, http.StatusBadRequest, r.Status, string(r.Body))
+		require.Contains(t, r.Map(), "spaces", string(r.Body))
+	})
+}
