@@ -60,8 +60,7 @@ type LeakedRef struct {
 	Written time.Time `json:"written"`
 	Dropped bool      `json:"dropped"`
 	// Kept says why a leaked reference asked to be dropped was not: its
-	// file was on a volume mounted beneath the root that the audit did
-	// not see (not mounted now?).
+	// file was on a volume mounted beneath the root, not mounted now.
 	Kept string `json:"kept,omitempty"`
 }
 
@@ -338,40 +337,38 @@ func liveRefs(ctx context.Context, root *Root, res *AuditResult) (live, error) {
 			res.UnreadablePaths = append(res.UnreadablePaths, p)
 		}
 	}
-	type named struct {
-		key  string
-		size int64
-	}
-	indexed := map[uint64][]named{} // inode -> references of index records
-	err := root.state.index.each(func(rel string, rec *Record) error {
-		switch {
-		case rec == nil:
-			unread(apiPath(hubDir + "/" + indexDir + "/" + rel))
-		case rec.Ref != "":
-			indexed[rec.Ino] = append(indexed[rec.Ino], named{rec.Checksum + "/" + rec.Ref, rec.Size})
-		}
-		return nil
-	})
-	if err != nil {
-		return found, err
+	var walked map[uint64]bool // the inodes of the files walked, where the index has records
+	if !root.state.index.empty() {
+		walked = map[uint64]bool{}
 	}
 	files, _ := newFilter(WalkOptions{Types: []string{TypeFile}})
-	err = walkTree(ctx, root, []string{"/"}, walkConfig{filter: files, audit: true}, func(items []item) error {
+	err := walkTree(ctx, root, []string{"/"}, walkConfig{filter: files, audit: true}, func(items []item) error {
 		for _, it := range items {
 			if it.recUnread {
 				unread(it.Path)
 			}
-			h := holder{rel: strings.TrimPrefix(it.Path, "/"), ino: it.ino, dev: it.dev}
 			if it.rec != nil && it.rec.Ref != "" {
-				h.size = it.rec.Size
-				found.refs[it.rec.Checksum+"/"+it.rec.Ref] = h
+				found.refs[it.rec.Checksum+"/"+it.rec.Ref] = holder{rel: strings.TrimPrefix(it.Path, "/"), ino: it.ino, dev: it.dev, size: it.rec.Size}
 			}
-			for _, n := range indexed[it.ino] {
-				if _, ok := found.refs[n.key]; !ok {
-					h.size = n.size
-					found.refs[n.key] = h
-				}
+			if walked != nil {
+				walked[it.ino] = true
 			}
+		}
+		return nil
+	})
+	if err != nil || walked == nil {
+		return found, err
+	}
+	err = root.state.index.each(func(rel string, rec *Record) error {
+		key := ""
+		switch {
+		case rec == nil:
+			unread(apiPath(hubDir + "/" + indexDir + "/" + rel))
+		case rec.Ref != "":
+			key = rec.Checksum + "/" + rec.Ref
+		}
+		if _, ok := found.refs[key]; key != "" && !ok && walked[rec.Ino] {
+			found.refs[key] = holder{rel: rel, ino: rec.Ino, dev: root.dev, size: rec.Size}
 		}
 		return nil
 	})

@@ -599,6 +599,17 @@ func flockWithin(name string, wait time.Duration, waiting func(), done <-chan st
 	}
 }
 
+// empty tells whether the index holds no record (nor anything else).
+func (ix *index) empty() bool {
+	d, err := os.Open(ix.dir)
+	if err != nil {
+		return absent(err)
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(1)
+	return len(names) == 0
+}
+
 // each calls fn with every record of the index and the path it is kept
 // at (a record file that cannot be read counts as unreadable: fn gets a
 // nil record).
