@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,35 +61,72 @@ func mountOf(fd int) (uint64, error) {
 }
 
 // removeEntries removes everything in the open folder fd (named name, for
-// messages), on mount alone.
+// messages), on mount alone. A folder another process removes meanwhile is
+// removed; one whose names come back unremoved (gone at each try) fails
+// rather than being read for ever.
 func removeEntries(fd int, name string, mount uint64) error {
-	_ = unix.Fchmod(fd, 0o700)
+	writable := false
+	var last []string // names of a pass that removed none
 	for {
 		names, err := readNames(fd)
-		if err != nil {
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			return nil // removed by another
+		case err != nil:
 			return &os.PathError{Op: "readdir", Path: name, Err: err}
-		}
-		if len(names) == 0 {
+		case len(names) == 0:
 			return nil
 		}
+		removed := 0
 		for _, n := range names {
-			if err := removeEntry(fd, filepath.Join(name, n), n, mount); err != nil {
+			gone, err := removeEntry(fd, filepath.Join(name, n), n, mount)
+			if errors.Is(err, unix.EACCES) && !writable {
+				// A read-only folder (a snapshot's): made writable by its
+				// owner, keeping its other bits, only when needed.
+				writable = true
+				var st unix.Stat_t
+				if unix.Fstat(fd, &st) == nil && unix.Fchmod(fd, st.Mode&0o7777|0o700) == nil {
+					gone, err = removeEntry(fd, filepath.Join(name, n), n, mount)
+				}
+			}
+			if err != nil {
 				return err
 			}
+			if gone {
+				removed++
+			}
+		}
+		if removed == 0 && slices.Equal(names, last) {
+			return &os.PathError{Op: "remove", Path: name, Err: unix.ENOTEMPTY}
+		}
+		if last = nil; removed == 0 {
+			last = names
 		}
 	}
 }
 
-// removeEntry removes the entry n of the open folder fd.
-func removeEntry(fd int, path, n string, mount uint64) error {
-	err := unix.Unlinkat(fd, n, 0)
-	if err == nil || errors.Is(err, unix.ENOENT) {
-		return nil
+// removeEntry removes the entry n of the open folder fd; gone is false
+// when it was not there (removed by another).
+func removeEntry(fd int, path, n string, mount uint64) (gone bool, err error) {
+	err = unix.Unlinkat(fd, n, 0)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENOENT):
+		return false, nil
+	case !errors.Is(err, unix.EISDIR): // Linux's answer for a folder
+		return false, &os.PathError{Op: "unlink", Path: path, Err: err}
 	}
-	if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
-		return &os.PathError{Op: "unlink", Path: path, Err: err}
-	}
+	return true, removeFolder(fd, path, n, mount)
+}
+
+// removeFolder removes the folder n of the open folder fd with everything
+// in it, on mount alone.
+func removeFolder(fd int, path, n string, mount uint64) error {
 	sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil // removed by another
+	}
 	if err != nil {
 		return &os.PathError{Op: "open", Path: path, Err: err}
 	}

@@ -1,8 +1,10 @@
 package fsutil
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,6 +55,39 @@ func TestRemoveAllOnOneMount(t *testing.T) {
 			got, err := os.ReadFile(filepath.Join(shared, "keep.txt"))
 			require.NoError(t, err)
 			require.Equal(t, "shared data", string(got))
+			// The folders left keep their modes (a reviewer's finding:
+			// they were left 0700).
+			for _, p := range []string{dir, filepath.Join(dir, "a"), filepath.Join(dir, "a", "b")} {
+				fi, err := os.Lstat(p)
+				require.NoError(t, err)
+				require.Equal(t, os.FileMode(0o755), fi.Mode().Perm(), p)
+			}
 		})
+	}
+}
+
+// TestRemoveAllOnOneMountBesideAnother: removals of one tree at once (a
+// retried attempt beside a live one, a user's rm -rf) all succeed, as
+// os.RemoveAll's do (a reviewer's finding: a folder the other removed
+// failed the removal).
+func TestRemoveAllOnOneMountBesideAnother(t *testing.T) {
+	for range 5 {
+		dir := filepath.Join(t.TempDir(), "tree")
+		for i := range 200 {
+			p := filepath.Join(dir, fmt.Sprintf("d%d", i%40), fmt.Sprintf("e%d", i%7), fmt.Sprintf("f%d", i))
+			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			require.NoError(t, os.WriteFile(p, nil, 0o644))
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Go(func() { errs[i] = RemoveAllOnOneMount(dir) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		_, err := os.Lstat(dir)
+		require.ErrorIs(t, err, os.ErrNotExist)
 	}
 }
