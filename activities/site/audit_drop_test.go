@@ -41,36 +41,53 @@ func TestAuditKeepsAStubMovedOnAnIndexSite(t *testing.T) {
 
 // TestAuditKeepsReferencesOfAVolumeNotMounted: stubs on a volume mounted
 // beneath the root; the volume is not mounted while the audit runs (an
-// automount, a disk offline). Its folder looked empty, every reference of
-// its stubs leaked, and they were dropped: once the volume was back,
-// none recalled (a reviewer's finding). A marker names the folder the
-// volume is mounted at; a reference of a volume not mounted there is
-// kept, and says why. Another volume mounted beneath the root meanwhile,
-// which may take the first one's device number (as the kernel gives
-// freed numbers to the next mount), changes nothing (a reviewer's
-// finding against markers naming the device).
+// automount, a disk offline), or another filesystem is mounted in its
+// place. Its folder holds none of its stubs, every reference of them
+// looked leaked, and they were dropped: once the volume was back, none
+// recalled (reviewers' findings, also against markers naming the device,
+// which the kernel gives to the next volume mounted, and against a check
+// that something is mounted there). A marker names the folder its volume
+// is mounted at, a bind mount of the root's own filesystem included, and
+// a reference is dropped only where the audit finds the site's records on
+// a volume mounted there.
 func TestAuditKeepsReferencesOfAVolumeNotMounted(t *testing.T) {
-	dir := t.TempDir()
-	s := newAuditSite(t, dir, t.TempDir(), false)
-	// A filesystem of its own (a tmpfs), mounted beneath the root through
-	// a bind mount that can go and come back with its files.
-	vol := mountTmpfs(t, t.TempDir())
-	mnt := filepath.Join(dir, "vol")
-	bindMount(t, vol, mnt)
-	files := map[string]string{"f.txt": "data on the mounted volume"}
-	s.migrateFiles(t, "vol", files)
+	for _, tc := range []struct {
+		name     string
+		volume   func(t *testing.T) string
+		replaced bool // another filesystem is mounted at the folder
+	}{
+		{"a filesystem of its own", func(t *testing.T) string { return mountTmpfs(t, t.TempDir()) }, false},
+		{"another filesystem in its place", func(t *testing.T) string { return mountTmpfs(t, t.TempDir()) }, true},
+		{"a folder of the root's filesystem", func(t *testing.T) string { return t.TempDir() }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := newAuditSite(t, dir, t.TempDir(), false)
+			vol := tc.volume(t)
+			mnt := filepath.Join(dir, "vol")
+			bindMount(t, vol, mnt)
+			files := map[string]string{"f.txt": "data on the mounted volume", "g.txt": "deleted for good"}
+			s.migrateFiles(t, "vol", files)
+			require.NoError(t, os.Remove(filepath.Join(mnt, "g.txt")))
 
-	require.NoError(t, unix.Unmount(mnt, 0))
-	other := filepath.Join(dir, "other")
-	mountTmpfsAt(t, other)
-	require.NoError(t, os.WriteFile(filepath.Join(other, "x"), []byte("x"), 0o644))
-	ar := s.dropLeakedAndCollect(t)
-	require.Len(t, ar.Leaked, 1, "%+v", ar)
-	require.False(t, ar.Leaked[0].Dropped)
-	require.Contains(t, ar.Leaked[0].Kept, "none is mounted there now")
-	require.NoError(t, unix.Mount(vol, mnt, "", unix.MS_BIND, ""))
-
-	s.requireRecalled(t, "vol", files)
+			require.NoError(t, unix.Unmount(mnt, 0))
+			if tc.replaced {
+				require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"))
+				require.NoError(t, os.WriteFile(filepath.Join(mnt, "x"), []byte("x"), 0o644))
+			}
+			ar := s.dropLeakedAndCollect(t)
+			require.Len(t, ar.Leaked, 2, "%+v", ar)
+			for _, l := range ar.Leaked {
+				require.False(t, l.Dropped, "%+v", l)
+				require.Contains(t, l.Kept, "found none of the site's records")
+			}
+			if tc.replaced {
+				require.NoError(t, unix.Unmount(mnt, 0))
+			}
+			require.NoError(t, unix.Mount(vol, mnt, "", unix.MS_BIND, ""))
+			s.requireRecalled(t, "vol", map[string]string{"f.txt": files["f.txt"]})
+		})
+	}
 }
 
 // TestAuditDropsTheLeakedReferencesOfAVolumeMountedAgain: a volume

@@ -184,7 +184,7 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 		if _, ok := again.refs[sum+"/"+ref]; ok {
 			continue // its file was moved during the first walk
 		}
-		if l.Dropped, l.Kept, err = root.dropLeaked(ctx, drivers[l.Target], l.Key, sum, ref, cutoff); err != nil {
+		if l.Dropped, l.Kept, err = root.dropLeaked(ctx, drivers[l.Target], l.Key, sum, ref, cutoff, live.vols, again.vols); err != nil {
 			return res, fmt.Errorf("drop reference %s on target %s: %w", l.Key, l.Target, err)
 		}
 		if l.Dropped {
@@ -236,13 +236,15 @@ func refWritten(o targets.Object, body refBody) time.Time {
 // wrote that record before it.
 //
 // A reference of a file on a volume mounted beneath the root (its body
-// names the folder the volume is mounted at) is kept while no filesystem
-// is mounted there: unmounted, the volume's folder looks empty and all
-// its references leaked. (Its device number would not do: the kernel
-// gives a freed one to the next volume mounted, and numbers block devices
-// afresh at boot.) So is one whose path is beneath a mount point of
-// /etc/fstab not mounted now (bodies written before volumes were named).
-func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref string, cutoff time.Time) (dropped bool, kept string, err error) {
+// names the folder the volume was mounted at) is kept unless both walks
+// found records of the site on a volume mounted there (vols): unmounted,
+// or with another filesystem mounted in its place, the volume's folder
+// holds none of its stubs, and all its references look leaked. (Neither
+// "something is mounted there" nor the device number would do: the
+// kernel gives a freed number to the next volume mounted.) So is one
+// whose path is beneath a mount point of /etc/fstab not mounted now
+// (bodies written before volumes were named).
+func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref string, cutoff time.Time, vols ...map[string]bool) (dropped bool, kept string, err error) {
 	body, err := readRefBody(ctx, d, key)
 	if errors.Is(err, targets.ErrNotFound) {
 		return false, "", nil
@@ -250,8 +252,10 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 	if err != nil {
 		return false, "", err
 	}
-	if body.Vol != "" && !r.mountedAt(body.Vol) {
-		return false, fmt.Sprintf("its file was on the volume mounted at %s, and none is mounted there now", body.Vol), nil
+	for _, seen := range vols {
+		if body.Vol != "" && !seen[body.Vol] {
+			return false, fmt.Sprintf("its file was on the volume mounted at %s, where the audit found none of the site's records: not mounted now, or another filesystem is there", body.Vol), nil
+		}
 	}
 	if vol := fsutil.UnmountedVolume(filepath.Join(r.dir, filepath.FromSlash(path.Dir(body.Path)))); vol != "" {
 		return false, fmt.Sprintf("its file was beneath %s, a mount point of /etc/fstab that is not mounted now", vol), nil
@@ -282,13 +286,13 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 	if err != nil || rec == nil || rec.Ref != ref || rec.Checksum != sum {
 		return true, "", nil
 	}
-	return false, "", r.restoreRef(ctx, d, sum, ref, holder{rel: l.rel, ino: inode(fi), dev: device(fi), size: rec.Size})
+	return false, "", r.restoreRef(ctx, d, sum, ref, holder{rel: l.rel, ino: inode(fi), size: rec.Size})
 }
 
 // restoreRef writes again a reference the audit dropped that a record
 // relies on, and its content if the collector took it meanwhile.
 func (r *Root) restoreRef(ctx context.Context, d targets.Driver, sum, ref string, h holder) error {
-	body, err := r.newRefBody(sum, ref, h.rel, h.ino, h.dev)
+	body, err := r.newRefBody(sum, ref, h.rel, h.ino)
 	if err != nil {
 		return err
 	}
@@ -306,15 +310,17 @@ func (r *Root) restoreRef(ctx context.Context, d targets.Driver, sum, ref string
 
 // holder is a file whose record names a reference.
 type holder struct {
-	rel      string
-	ino, dev uint64
-	size     int64 // the content's
+	rel  string
+	ino  uint64
+	size int64 // the content's
 }
 
 // live is what a walk of the site found: the references its records
-// name ("<sha256>/<ref>", with a file holding each).
+// name ("<sha256>/<ref>", with a file holding each), and the volumes
+// mounted beneath the root where it found records (see volumeOf).
 type live struct {
 	refs map[string]holder
+	vols map[string]bool
 }
 
 // liveRefs walks the whole site and returns the references its records
@@ -330,7 +336,7 @@ type live struct {
 // finds a file of its inode anywhere (moved back, the file is its stub
 // again). One whose inode no walked file has is a file deleted.
 func liveRefs(ctx context.Context, root *Root, res *AuditResult) (live, error) {
-	found := live{refs: map[string]holder{}}
+	found := live{refs: map[string]holder{}, vols: map[string]bool{}}
 	unread := func(p string) {
 		res.Unreadable++
 		if len(res.UnreadablePaths) < maxUnreadablePaths {
@@ -348,7 +354,11 @@ func liveRefs(ctx context.Context, root *Root, res *AuditResult) (live, error) {
 				unread(it.Path)
 			}
 			if it.rec != nil && it.rec.Ref != "" {
-				found.refs[it.rec.Checksum+"/"+it.rec.Ref] = holder{rel: strings.TrimPrefix(it.Path, "/"), ino: it.ino, dev: it.dev, size: it.rec.Size}
+				rel := strings.TrimPrefix(it.Path, "/")
+				found.refs[it.rec.Checksum+"/"+it.rec.Ref] = holder{rel: rel, ino: it.ino, size: it.rec.Size}
+				if vol := root.volumeOf(rel); vol != "" {
+					found.vols[vol] = true
+				}
 			}
 			if walked != nil {
 				walked[it.ino] = true
@@ -368,7 +378,7 @@ func liveRefs(ctx context.Context, root *Root, res *AuditResult) (live, error) {
 			key = rec.Checksum + "/" + rec.Ref
 		}
 		if _, ok := found.refs[key]; key != "" && !ok && walked[rec.Ino] {
-			found.refs[key] = holder{rel: rel, ino: rec.Ino, dev: root.dev, size: rec.Size}
+			found.refs[key] = holder{rel: rel, ino: rec.Ino, size: rec.Size}
 		}
 		return nil
 	})

@@ -10,7 +10,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -121,38 +123,36 @@ func mountedBeneath(abs string) error {
 	return nil
 }
 
-// volumeOf returns the folder (root-relative, API form) where the volume
-// holding the file rel, of device dev, is mounted beneath the root: the
-// first folder of rel's path on that device; "" when none is (the file
-// moved meanwhile). A device's folder is remembered, and checked again
-// before it is used.
-func (r *Root) volumeOf(rel string, dev uint64) string {
-	on := func(p string) bool {
-		fi, err := os.Lstat(filepath.Join(r.dir, filepath.FromSlash(p)))
-		return err == nil && device(fi) == dev
-	}
-	if v, ok := r.vols.Load(dev); ok && strings.HasPrefix(rel, v.(string)+"/") && on(v.(string)) {
-		return apiPath(v.(string))
-	}
-	for i := 0; i < len(rel); i++ {
-		if rel[i] == '/' && on(rel[:i]) {
-			r.vols.Store(dev, rel[:i])
-			return apiPath(rel[:i])
+// volumeOf returns the folder (API form) where a filesystem is mounted
+// beneath the root holding the file rel (the deepest of them), or "" when
+// rel is on the root's own mount. A bind mount of a folder of the root's
+// own filesystem counts: it has the root's device, but its own mount.
+func (r *Root) volumeOf(rel string) string {
+	for _, m := range r.mountsBeneath() {
+		if rel == m || strings.HasPrefix(rel, m+"/") {
+			return apiPath(m)
 		}
 	}
 	return ""
 }
 
-// mountedAt tells whether a filesystem is mounted at the folder p (API
-// form): its device is not its parent's.
-func (r *Root) mountedAt(p string) bool {
-	abs := filepath.Join(r.dir, filepath.FromSlash(strings.TrimPrefix(p, "/")))
-	fi, err := os.Lstat(abs)
-	if err != nil || !fi.IsDir() {
-		return false
+// mountsBeneath lists the mount points beneath the root (root-relative,
+// deepest first), from the mount table read at most every few seconds:
+// a marker written in that instant after a mount names no volume.
+func (r *Root) mountsBeneath() []string {
+	r.mounts.Lock()
+	defer r.mounts.Unlock()
+	if time.Since(r.mounts.read) > 5*time.Second {
+		r.mounts.list = r.mounts.list[:0]
+		for _, mp := range fsutil.MountPoints() {
+			if rel, ok := strings.CutPrefix(mp, r.dir+"/"); ok {
+				r.mounts.list = append(r.mounts.list, rel)
+			}
+		}
+		slices.SortFunc(r.mounts.list, func(a, b string) int { return len(b) - len(a) })
+		r.mounts.read = time.Now()
 	}
-	parent, err := os.Lstat(filepath.Dir(abs))
-	return err == nil && device(parent) != device(fi)
+	return r.mounts.list
 }
 
 // removeTree removes abs and everything below it, on abs's own mount

@@ -121,22 +121,18 @@ type refBody struct {
 	Path string `json:"path"`
 	Ino  uint64 `json:"ino"`
 	// Vol is, for a file on a filesystem mounted beneath the root, the
-	// folder it is mounted at: an audit drops no reference of a volume
-	// not mounted there now.
+	// folder it is mounted at: an audit drops a reference of a volume only
+	// where it finds the site's records on it.
 	Vol     string `json:"vol,omitempty"`
 	Created string `json:"created"`
 	Owner   string `json:"owner,omitempty"`
 }
 
 // newRefBody is the body of the marker of reference ref to content sum,
-// held by the file rel (inode ino on device dev).
-func (r *Root) newRefBody(sum, ref, rel string, ino, dev uint64) (refBody, error) {
+// held by the file rel with inode ino.
+func (r *Root) newRefBody(sum, ref, rel string, ino uint64) (refBody, error) {
 	owner, err := r.refOwner(sum, ref)
-	body := refBody{Path: apiPath(rel), Ino: ino, Created: time.Now().UTC().Format(time.RFC3339), Owner: owner}
-	if dev != r.dev {
-		body.Vol = r.volumeOf(rel, dev)
-	}
-	return body, err
+	return refBody{Path: apiPath(rel), Ino: ino, Vol: r.volumeOf(rel), Created: time.Now().UTC().Format(time.RFC3339), Owner: owner}, err
 }
 
 // findRefBody reads the body of marker (sum, ref) from what its key holds:
@@ -161,7 +157,7 @@ func findRefBody(b []byte, sum, ref string) refBody {
 // a record, which keeps the content (safe) rather than a record without a
 // reference.
 func (r *Root) addRef(ctx context.Context, d targets.Driver, sum, ref, rel string, fi fs.FileInfo) error {
-	body, err := r.newRefBody(sum, ref, rel, inode(fi), device(fi))
+	body, err := r.newRefBody(sum, ref, rel, inode(fi))
 	if err != nil {
 		return err
 	}
@@ -205,7 +201,7 @@ const refsPerBody = 32
 // written by an earlier attempt, or a filesystem without unnamed files)
 // is written with a body of its own (putRef).
 func (g *refGroups) add(ctx context.Context, root *Root, d targets.Driver, sum, ref, rel string, fi fs.FileInfo) error {
-	body, err := root.newRefBody(sum, ref, rel, inode(fi), device(fi))
+	body, err := root.newRefBody(sum, ref, rel, inode(fi))
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/thehub/hub/activities/fsutil"
 )
@@ -50,9 +51,12 @@ type Root struct {
 	flushDir *os.File
 	dev      uint64 // the root's filesystem (device)
 	state    *stateStore
-	// vols remembers where the volumes beneath the root are mounted
-	// (device -> root-relative folder; see volumeOf).
-	vols sync.Map
+	// mounts caches the mount points beneath the root (mountsBeneath).
+	mounts struct {
+		sync.Mutex
+		list []string
+		read time.Time
+	}
 	// locks is fileLockFile, opened at its first use (see lockFile).
 	locks     *os.File
 	locksOnce sync.Mutex
