@@ -27,11 +27,17 @@ type GroupPermission struct {
 	Permission    *Permission `bun:"rel:belongs-to,join:permission_id=id"`
 }
 
-// Default groups created at first start.
+// Default groups, created at every start when missing (EnsureAuthData).
+// They are built in: the hub puts users in them by name (the bootstrap
+// superuser in Administrators, new users and first logins through the
+// identity provider in Users), so they are never renamed or deleted.
 const (
 	GroupAdministrators = "Administrators"
 	GroupUsers          = "Users"
 )
+
+// BuiltinGroup reports whether name is a built-in group's.
+func BuiltinGroup(name string) bool { return name == GroupAdministrators || name == GroupUsers }
 
 // GroupsQuery selects groups with permissions and users into dest.
 func GroupsQuery(db bun.IDB, dest any) *bun.SelectQuery {
@@ -77,9 +83,16 @@ func SaveGroup(ctx context.Context, db bun.IDB, g *Group, perms []string) error 
 	return nil
 }
 
-// DeleteGroup removes a group.
+// DeleteGroup removes a group; a built-in group is Refused.
 func DeleteGroup(ctx context.Context, db bun.IDB, id int64) error {
-	res, err := db.NewDelete().Model((*Group)(nil)).Where("id = ?", id).Exec(ctx)
+	var name string
+	if err := db.NewSelect().Model((*Group)(nil)).Column("name").Where("id = ?", id).Scan(ctx, &name); err != nil {
+		return dbErr(err)
+	}
+	if BuiltinGroup(name) {
+		return Refusef("Built-in groups cannot be deleted: the hub puts users in them by name.")
+	}
+	res, err := db.NewDelete().Model((*Group)(nil)).Where("id = ? AND name = ?", id, name).Exec(ctx)
 	return affected(res, err)
 }
 

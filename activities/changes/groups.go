@@ -33,6 +33,8 @@ func (s *Service) SaveGroup(ctx context.Context, id int64, in GroupInput) (*mode
 		if in.Name != nil || id == 0 {
 			v.Check(deref(in.Name) != "", "name", "This field is required.")
 			v.Check(len(deref(in.Name)) <= 150, "name", "Ensure this field has no more than 150 characters.")
+			v.Check(id == 0 || !models.BuiltinGroup(g.Name) || deref(in.Name) == g.Name, "name",
+				"Built-in groups cannot be renamed: the hub puts users in them by name.")
 			g.Name = deref(in.Name)
 		}
 		if err := v.Err(); err != nil {

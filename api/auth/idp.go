@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,6 +105,13 @@ var usernameJunk = regexp.MustCompile(`[^\w.@+-]`)
 // the preferred username or email, which is then linked; else a new active
 // user in the Users group without a usable password.
 func LinkUser(ctx context.Context, db *bun.DB, c *IDClaims) (*models.User, error) {
+	// No database stores NUL in text: a claim holding one would fail the
+	// lookup with a server error.
+	for _, claim := range []string{c.Subject, c.Email, c.GivenName, c.FamilyName} {
+		if strings.IndexByte(claim, 0) >= 0 {
+			return nil, fmt.Errorf("%w: a claim of the token holds a null character", ErrBadToken)
+		}
+	}
 	name := c.PreferredUsername
 	if name == "" {
 		name = c.Email

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/uptrace/bun"
@@ -214,6 +215,13 @@ func (s *OAuth2Server) grant(c *gin.Context) error {
 	}
 	if len(missing) > 0 {
 		return bad("Missing parameter: " + strings.Join(missing, ", ") + ".")
+	}
+	// No user name or password holds such text (the hub API refuses it
+	// when they are set), and no database takes NUL in a query.
+	for _, k := range []string{"username", "password"} {
+		if v := form.Get(k); strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
+			return bad("The parameter " + k + " holds a null character or is not valid UTF-8.")
+		}
 	}
 	done, wait := s.Tokens.Throttle.Allow(c.Request, username)
 	if wait > 0 {

@@ -191,3 +191,27 @@ func TestOAuth2TokenInfo(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, get("/tokeninfo", basic(reader)).status)
 	})
 }
+
+// TestOAuth2TokenRefusesTextNoCredentialHolds: a user name or password
+// holding NUL or invalid UTF-8 is invalid_request (400), as the hub API
+// refuses such text with 400. Before, the user name went to the database,
+// which refused NUL, and the answer was 500 server_error.
+func TestOAuth2TokenRefusesTextNoCredentialHolds(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *bun.DB) {
+		e := newOAuthEnv(t, db)
+		for _, f := range []url.Values{
+			{"username": {"wri\x00ter"}, "password": {"password-writer"}},
+			{"username": {"\xff\xfe"}, "password": {"x"}},
+			{"username": {"writer"}, "password": {"password-writer\x00"}},
+			{"username": {"writer"}, "password": {"\xffpassword"}},
+		} {
+			f.Set("grant_type", "password")
+			a := e.post(f, "application/x-www-form-urlencoded")
+			require.Equal(t, http.StatusBadRequest, a.status, "%q: %v", f, a.body)
+			require.Equal(t, "invalid_request", a.body["error"], "%q", f)
+			require.Contains(t, a.body["error_description"], "null character", "%q", f)
+		}
+		e.token("writer")
+	})
+}

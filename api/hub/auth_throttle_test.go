@@ -138,3 +138,45 @@ func TestLoginThrottleRecovers(t *testing.T) {
 		return a.login("192.0.2.1", "admin", apitest.AdminPassword).Status == http.StatusCreated
 	}, 10*time.Second, 100*time.Millisecond)
 }
+
+// TestChangePasswordIsThrottled: POST /api/users/change_password/ checks
+// old_password as a login checks a password, under the same per-account
+// throttle. Before, a stolen token or client key went on guessing there,
+// and a right guess changed the password, while the account's logins
+// answered 429.
+func TestChangePasswordIsThrottled(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, "sqlite")
+	e.API.Tokens.Throttle = auth.NewThrottle(auth.ThrottleConfig{AccountFailures: 3, AddrFailures: 1000, Window: time.Hour, MaxEntries: 100})
+	change := func(bearer, old string) apitest.Response {
+		return e.Do(http.MethodPost, "/api/users/change_password/", bearer, map[string]string{"old_password": old, "new_password": "new-password-1"})
+	}
+	login := func(user, password string) apitest.Response {
+		return e.Do(http.MethodPost, "/api/auth/token/", "", map[string]string{"username": user, "password": password})
+	}
+
+	// Wrong old passwords count as failed logins of the account ...
+	frank := apitest.Bearer(e.CreateUser("frank"))
+	for i := range 3 {
+		require.Equal(t, http.StatusBadRequest, change(frank, fmt.Sprintf("guess-%d", i)).Status)
+	}
+	requireThrottled(t, change(frank, "password-frank"), 1200)
+	requireThrottled(t, login("frank", "password-frank"), 1200)
+
+	// ... and failed logins throttle the old password's check.
+	gina := apitest.Bearer(e.CreateUser("gina"))
+	for range 3 {
+		require.Equal(t, http.StatusUnauthorized, login("gina", "wrong").Status)
+	}
+	requireThrottled(t, change(gina, "password-gina"), 1200)
+	u, err := models.GetUser(context.Background(), e.DB, "gina")
+	require.NoError(t, err)
+	require.True(t, u.CheckPassword("password-gina"), "the password is unchanged")
+
+	// Other accounts are not held up; malformed requests count nothing.
+	hank := apitest.Bearer(e.CreateUser("hank"))
+	for range 5 {
+		require.Equal(t, http.StatusBadRequest, change(hank, "").Status)
+	}
+	require.Equal(t, http.StatusCreated, change(hank, "password-hank").Status)
+}

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -78,54 +79,58 @@ func (s *Server) userGrantable(c *gin.Context, username string, groups *[]string
 
 // groupGrantable refuses a write to group id (0: a new one) that the
 // caller may not make: the permissions it holds or would grant, and the
-// users it would add or remove (each a user the caller may write).
+// users the write touches, each a user the caller may write. A write
+// touches the users it adds or removes and, when it changes the group's
+// permissions, every member, whose permissions change with the group's.
 func (s *Server) groupGrantable(c *gin.Context, id int64, in changes.GroupInput) error {
 	if auth.Current(c).User.IsSuperuser {
 		return nil
 	}
 	ctx := c.Request.Context()
-	var sets []map[string]bool
+	held := map[string]bool{}
 	members := map[string]bool{}
 	if id != 0 {
 		g, err := models.GetGroup(ctx, s.DB, id)
 		if err != nil {
 			return err
 		}
-		held, err := models.GroupsPermissionSet(ctx, s.DB, nil, []int64{id})
-		if err != nil {
+		if held, err = models.GroupsPermissionSet(ctx, s.DB, nil, []int64{id}); err != nil {
 			return err
 		}
-		sets = append(sets, held)
 		for _, u := range g.Users {
 			members[u.Username] = true
 		}
 	}
+	sets := []map[string]bool{held}
+	touched := map[string]bool{}
 	if in.Permissions != nil {
 		granted := map[string]bool{}
 		for _, p := range *in.Permissions {
 			granted[p] = true
 		}
 		sets = append(sets, granted)
+		if !maps.Equal(held, granted) {
+			maps.Copy(touched, members)
+		}
 	}
 	if err := grantable(c, sets...); err != nil {
 		return err
 	}
-	if in.Users == nil {
-		return nil
-	}
-	changed := map[string]bool{}
-	for _, u := range *in.Users {
-		changed[u] = !members[u]
-	}
-	for u := range members {
-		if _, kept := changed[u]; !kept {
-			changed[u] = true
+	if in.Users != nil {
+		kept := map[string]bool{}
+		for _, u := range *in.Users {
+			kept[u] = true
+			if !members[u] {
+				touched[u] = true
+			}
+		}
+		for u := range members {
+			if !kept[u] {
+				touched[u] = true
+			}
 		}
 	}
-	for u, moves := range changed {
-		if !moves {
-			continue
-		}
+	for _, u := range slices.Sorted(maps.Keys(touched)) {
 		if err := s.userGrantable(c, u, nil); err != nil && !errors.Is(err, models.ErrNotFound) {
 			return err
 		}

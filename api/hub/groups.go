@@ -80,9 +80,11 @@ func (s *Server) saveGroup(c *gin.Context) error {
 	return saved(c, id == 0, renderGroup(c, g))
 }
 
+// deleteGroup deletes a group, which removes each of its members from it:
+// the caller must be able to make that write (groupGrantable).
 func (s *Server) deleteGroup(c *gin.Context) error {
 	if id, err := web.PathID(c, "id"); err == nil {
-		if err := s.groupGrantable(c, id, changes.GroupInput{}); err != nil {
+		if err := s.groupGrantable(c, id, changes.GroupInput{Users: &[]string{}}); err != nil {
 			return err
 		}
 	}

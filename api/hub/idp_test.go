@@ -153,3 +153,23 @@ func TestIDPTokenExchange(t *testing.T) {
 		require.Equal(t, before+2, iss.jwksHits.Load())
 	})
 }
+
+// TestIDPClaimsHoldingNullAreRefused: an ID token whose claims hold NUL,
+// which no database stores in text, is refused (401) as the hub API
+// refuses such text with a 4xx. Before, the lookup of the subject failed
+// and the answer was 500.
+func TestIDPClaimsHoldingNullAreRefused(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		iss := newIssuer(t)
+		e.API.IDP = &auth.IDP{Issuer: iss.srv.URL, ClientID: "hub-client"}
+		for _, claim := range []string{"sub", "email", "given_name", "family_name"} {
+			tok := iss.token(t, "nul", func(c jwt.MapClaims) { c[claim] = "a\x00b" }, nil)
+			r := e.Do(http.MethodPost, "/api/auth/idp/token/", "", map[string]string{"token": tok})
+			require.Equal(t, http.StatusUnauthorized, r.Status, "%s: %s", claim, r.Body)
+			require.Contains(t, r.Map()["detail"], "null character", claim)
+		}
+		r := e.Do(http.MethodPost, "/api/auth/idp/token/", "", map[string]string{"token": iss.token(t, "nul", nil, nil)})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	})
+}

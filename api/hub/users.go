@@ -170,6 +170,7 @@ type changePasswordInput struct {
 	NewPassword string `json:"new_password"`
 }
 
+// changePassword changes the caller's own password, given the old one.
 func (s *Server) changePassword(c *gin.Context) error {
 	var in changePasswordInput
 	if err := web.Bind(c, &in); err != nil {
@@ -185,8 +186,17 @@ func (s *Server) changePassword(c *gin.Context) error {
 	if err := v.Err(); err != nil {
 		return err
 	}
+	// old_password is a password check like a login's, under the same
+	// throttle: a stolen token or client key must not guess the password
+	// here while the account's logins are throttled.
 	u := auth.Current(c).User
-	if !u.CheckPassword(in.OldPassword) {
+	done, wait := s.Tokens.Throttle.Allow(c.Request, u.Username)
+	if wait > 0 {
+		return web.TooManyRequests(c, wait)
+	}
+	wrong := !u.CheckPassword(in.OldPassword)
+	done(wrong)
+	if wrong {
 		return web.Invalid("old_password", "Your old password was entered incorrectly.")
 	}
 	if err := u.SetPassword(in.NewPassword); err != nil {
