@@ -36,6 +36,10 @@ func RemoveAllOnOneMount(dir string) error {
 	}
 	mount, err := mountOf(top)
 	if err == nil {
+		// A filesystem mounted at dir itself is not dir's to empty.
+		err = sameMountAsParent(top, dir, mount)
+	}
+	if err == nil {
 		err = removeEntries(top, dir, mount)
 	}
 	unix.Close(top)
@@ -44,6 +48,22 @@ func RemoveAllOnOneMount(dir string) error {
 	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
+	}
+	return nil
+}
+
+// sameMountAsParent fails with ErrOtherMount when the open folder top,
+// named dir, of mount, is the root of a mount of its own.
+func sameMountAsParent(top int, dir string, mount uint64) error {
+	parent, err := unix.Openat(top, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: filepath.Dir(dir), Err: err}
+	}
+	defer unix.Close(parent)
+	if m, err := mountOf(parent); err != nil {
+		return &os.PathError{Op: "statx", Path: filepath.Dir(dir), Err: err}
+	} else if m != mount {
+		return fmt.Errorf("%s: %w (at the folder itself)", dir, ErrOtherMount)
 	}
 	return nil
 }

@@ -55,6 +55,13 @@ func TestRemoveAllOnOneMount(t *testing.T) {
 			got, err := os.ReadFile(filepath.Join(shared, "keep.txt"))
 			require.NoError(t, err)
 			require.Equal(t, "shared data", string(got))
+			// Mounted at the folder itself: nothing on it is removed.
+			require.NoError(t, unix.Unmount(at, 0))
+			require.NoError(t, unix.Mount(shared, dir, "", unix.MS_BIND, ""))
+			require.ErrorIs(t, RemoveAllOnOneMount(dir), ErrOtherMount)
+			require.NoError(t, unix.Unmount(dir, 0))
+			_, err = os.Stat(filepath.Join(shared, "keep.txt"))
+			require.NoError(t, err, "a filesystem mounted at the folder itself keeps its files")
 			// The folders left keep their modes (a reviewer's finding:
 			// they were left 0700).
 			for _, p := range []string{dir, filepath.Join(dir, "a"), filepath.Join(dir, "a", "b")} {

@@ -178,6 +178,7 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 		return res, fmt.Errorf("%d files: %w", res.Unreadable, ErrUnreadableRecords)
 	}
 	dropped := 0
+	var dropErr error
 	for i := range res.Leaked {
 		l := &res.Leaked[i]
 		sum, ref, _ := parseRefKey(l.Key)
@@ -185,34 +186,37 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 			continue // its file was moved during the first walk
 		}
 		if l.Dropped, l.Kept, err = root.dropLeaked(ctx, drivers[l.Target], l.Key, sum, ref, cutoff, live.vols, again.vols); err != nil {
-			return res, fmt.Errorf("drop reference %s on target %s: %w", l.Key, l.Target, err)
+			dropErr = fmt.Errorf("drop reference %s on target %s: %w", l.Key, l.Target, err)
+			break // the references dropped so far are checked below
 		}
 		if l.Dropped {
 			dropped++
 		}
 	}
 	if dropped == 0 {
-		return res, nil
+		return res, dropErr
 	}
 	// A step retried on a file renamed since its first attempt writes the
 	// very marker being dropped, with its new path in the body, records it
 	// and relies on it; the drop read the earlier body. A last walk, once
-	// everything is dropped, finds its record wherever it is.
-	last, err := liveRefs(ctx, root, &AuditResult{})
+	// everything is dropped, finds its record wherever it is: done
+	// whatever stopped the drops, and every restore is tried.
+	last, err := liveRefs(context.WithoutCancel(ctx), root, &AuditResult{})
 	if err != nil {
-		return res, err
+		return res, errors.Join(dropErr, fmt.Errorf("the last walk, which puts back a dropped reference a record still names, failed: audit again at once: %w", err))
 	}
 	for i := range res.Leaked {
 		l := &res.Leaked[i]
 		sum, ref, _ := parseRefKey(l.Key)
 		if h, ok := last.refs[sum+"/"+ref]; ok && l.Dropped {
-			if err := root.restoreRef(ctx, drivers[l.Target], sum, ref, h); err != nil {
-				return res, fmt.Errorf("put back reference %s on target %s: %w", l.Key, l.Target, err)
+			if err := root.restoreRef(context.WithoutCancel(ctx), drivers[l.Target], sum, ref, h); err != nil {
+				dropErr = errors.Join(dropErr, fmt.Errorf("put back reference %s on target %s: %w", l.Key, l.Target, err))
+				continue
 			}
 			l.Dropped = false
 		}
 	}
-	return res, nil
+	return res, dropErr
 }
 
 // refWritten is when the marker o was written: its mtime, or where the
@@ -257,6 +261,9 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 			return false, fmt.Sprintf("its file was on the volume mounted at %s, where the audit found none of the site's records: not mounted now, or another filesystem is there", body.Vol), nil
 		}
 	}
+	if now := r.volumeOf(strings.TrimPrefix(path.Clean(body.Path), "/")); now != body.Vol {
+		return false, fmt.Sprintf("its file's folder is on another mount (%q) than when the reference was written (%q): a filesystem mounted over it, or its own not mounted now", now, body.Vol), nil
+	}
 	if vol := fsutil.UnmountedVolume(filepath.Join(r.dir, filepath.FromSlash(path.Dir(body.Path)))); vol != "" {
 		return false, fmt.Sprintf("its file was beneath %s, a mount point of /etc/fstab that is not mounted now", vol), nil
 	}
@@ -283,7 +290,11 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 		return true, "", nil
 	}
 	rec, err := r.state.get(l.path(), l.rel)
-	if err != nil || rec == nil || rec.Ref != ref || rec.Checksum != sum {
+	if err != nil {
+		// Unknown: the marker goes back (its content is still there).
+		return false, fmt.Sprintf("the record at its path could not be read (%v)", err), r.addRef(ctx, d, sum, ref, l.rel, inode(fi))
+	}
+	if rec == nil || rec.Ref != ref || rec.Checksum != sum {
 		return true, "", nil
 	}
 	return false, "", r.restoreRef(ctx, d, sum, ref, holder{rel: l.rel, ino: inode(fi), size: rec.Size})
@@ -292,11 +303,7 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 // restoreRef writes again a reference the audit dropped that a record
 // relies on, and its content if the collector took it meanwhile.
 func (r *Root) restoreRef(ctx context.Context, d targets.Driver, sum, ref string, h holder) error {
-	body, err := r.newRefBody(sum, ref, h.rel, h.ino)
-	if err != nil {
-		return err
-	}
-	if err := putRef(ctx, d, sum, ref, body); err != nil {
+	if err := r.addRef(ctx, d, sum, ref, h.rel, h.ino); err != nil {
 		return err
 	}
 	if ok, err := ensureContent(ctx, d, sum, h.size); err != nil {
@@ -315,10 +322,10 @@ type holder struct {
 	size int64 // the content's
 }
 
-// live is what a walk of the site found: the references its records
+// liveSet is what a walk of the site found: the references its records
 // name ("<sha256>/<ref>", with a file holding each), and the volumes
 // mounted beneath the root where it found records (see volumeOf).
-type live struct {
+type liveSet struct {
 	refs map[string]holder
 	vols map[string]bool
 }
@@ -335,8 +342,9 @@ type live struct {
 // its record at its old path: an index record counts too when the walk
 // finds a file of its inode anywhere (moved back, the file is its stub
 // again). One whose inode no walked file has is a file deleted.
-func liveRefs(ctx context.Context, root *Root, res *AuditResult) (live, error) {
-	found := live{refs: map[string]holder{}, vols: map[string]bool{}}
+func liveRefs(ctx context.Context, root *Root, res *AuditResult) (liveSet, error) {
+	root.forgetMounts()
+	found := liveSet{refs: map[string]holder{}, vols: map[string]bool{}}
 	unread := func(p string) {
 		res.Unreadable++
 		if len(res.UnreadablePaths) < maxUnreadablePaths {
@@ -356,7 +364,7 @@ func liveRefs(ctx context.Context, root *Root, res *AuditResult) (live, error) {
 			if it.rec != nil && it.rec.Ref != "" {
 				rel := strings.TrimPrefix(it.Path, "/")
 				found.refs[it.rec.Checksum+"/"+it.rec.Ref] = holder{rel: rel, ino: it.ino, size: it.rec.Size}
-				if vol := root.volumeOf(rel); vol != "" {
+				if vol := root.volumeOf(rel); vol != "" && !found.vols[vol] && root.owns(it.rec, it.ino, rel) {
 					found.vols[vol] = true
 				}
 			}
@@ -383,6 +391,15 @@ func liveRefs(ctx context.Context, root *Root, res *AuditResult) (live, error) {
 		return nil
 	})
 	return found, err
+}
+
+// owns tells whether rec, read for the file rel with inode ino, is a
+// record the site wrote for that very file: a volume another site's (or
+// a copy of this one's) mounted in place of the site's own holds only
+// records that are not.
+func (r *Root) owns(rec *Record, ino uint64, rel string) bool {
+	stale, err := r.state.trust(rec, ino, func() int64 { return birthTime(filepath.Join(r.dir, filepath.FromSlash(rel))) })
+	return err == nil && !stale
 }
 
 // readRefBody reads a reference marker's body (findRefBody: a body that

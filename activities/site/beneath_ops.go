@@ -155,6 +155,14 @@ func (r *Root) mountsBeneath() []string {
 	return r.mounts.list
 }
 
+// forgetMounts makes the next mountsBeneath read the mount table: an
+// audit judges by the mounts of now.
+func (r *Root) forgetMounts() {
+	r.mounts.Lock()
+	r.mounts.read = time.Time{}
+	r.mounts.Unlock()
+}
+
 // removeTree removes abs and everything below it, on abs's own mount
 // only: a filesystem mounted beneath it, even after a check of the mount
 // table, is left whole (ErrMountedBeneath).

@@ -156,8 +156,8 @@ func findRefBody(b []byte, sum, ref string) refBody {
 // written before the record, so a crash leaves at worst a reference without
 // a record, which keeps the content (safe) rather than a record without a
 // reference.
-func (r *Root) addRef(ctx context.Context, d targets.Driver, sum, ref, rel string, fi fs.FileInfo) error {
-	body, err := r.newRefBody(sum, ref, rel, inode(fi))
+func (r *Root) addRef(ctx context.Context, d targets.Driver, sum, ref, rel string, ino uint64) error {
+	body, err := r.newRefBody(sum, ref, rel, ino)
 	if err != nil {
 		return err
 	}
@@ -200,8 +200,8 @@ const refsPerBody = 32
 // target has them. A marker a shared body cannot name (one already there,
 // written by an earlier attempt, or a filesystem without unnamed files)
 // is written with a body of its own (putRef).
-func (g *refGroups) add(ctx context.Context, root *Root, d targets.Driver, sum, ref, rel string, fi fs.FileInfo) error {
-	body, err := root.newRefBody(sum, ref, rel, inode(fi))
+func (g *refGroups) add(ctx context.Context, root *Root, d targets.Driver, sum, ref, rel string, ino uint64) error {
+	body, err := root.newRefBody(sum, ref, rel, ino)
 	if err != nil {
 		return err
 	}

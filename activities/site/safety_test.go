@@ -104,8 +104,6 @@ func TestCollectorRace(t *testing.T) {
 	target := fsTarget(t)
 	tf := only("archive", target)
 	root, dir, rec := migrateOne(t, target, "payload")
-	stub, err := os.Lstat(filepath.Join(dir, "f.bin"))
-	require.NoError(t, err)
 
 	// The collector's view: no reference (hidden here), so the content goes
 	// to the trash; the stub's reference is back by the time it moved.
@@ -113,7 +111,7 @@ func TestCollectorRace(t *testing.T) {
 	cr, err := Collect(ctx, target, CollectOptions{Grace: time.Hour})
 	require.NoError(t, err)
 	require.Equal(t, 1, cr.Trashed)
-	require.NoError(t, root.addRef(ctx, target, rec.Checksum, rec.Ref, "f.bin", stub))
+	require.NoError(t, root.addRef(ctx, target, rec.Checksum, rec.Ref, "f.bin", rec.Ino))
 	require.Zero(t, countContent(t, target))
 
 	// Far enough in the future that the grace has passed: still kept,
@@ -127,7 +125,7 @@ func TestCollectorRace(t *testing.T) {
 	require.NoError(t, dropRef(ctx, target, *rec))
 	_, err = Collect(ctx, target, CollectOptions{Grace: time.Hour})
 	require.NoError(t, err)
-	require.NoError(t, root.addRef(ctx, target, rec.Checksum, rec.Ref, "f.bin", stub))
+	require.NoError(t, root.addRef(ctx, target, rec.Checksum, rec.Ref, "f.bin", rec.Ino))
 	res, err := Recall(ctx, root, []string{"/f.bin"}, tf, StepOptions{})
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, []string{"/f.bin"})

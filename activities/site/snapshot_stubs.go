@@ -89,7 +89,7 @@ func (s *snapshotCopy) copyStub(ctx context.Context, in *os.File, info os.FileIn
 			return n, err
 		}
 		finalRel := s.final + strings.TrimPrefix(srcRel, s.src)
-		if err := s.root.addRef(ctx, d, rec.Checksum, copyRec.Ref, finalRel, fi); err != nil {
+		if err := s.root.addRef(ctx, d, rec.Checksum, copyRec.Ref, finalRel, copyRec.Ino); err != nil {
 			return n, fmt.Errorf("reference the content of %s: %w", apiPath(srcRel), err)
 		}
 		s.made = append(s.made, madeRef{rec.Target, copyRec})

@@ -443,7 +443,7 @@ func (s *stepRun) dropRefUnlessRecorded(j *job, target targets.Driver, rec Recor
 		// The other attempt may have released the file already, trusting
 		// the reference it flushed, which the drop just removed: the one
 		// written back must be as durable before this returns.
-		if err := s.root.addRef(ctx, target, cur.Checksum, cur.Ref, j.rel, j.fi); err != nil {
+		if err := s.root.addRef(ctx, target, cur.Checksum, cur.Ref, j.rel, cur.Ino); err != nil {
 			return err
 		}
 		return flushTarget(ctx, target)
@@ -544,7 +544,7 @@ func (s *stepRun) keepRef(j *job, target targets.Driver) error {
 	if ok, err := hasRef(s.ctx, target, rec); err != nil || ok {
 		return err
 	}
-	if err := s.root.addRef(s.ctx, target, rec.Checksum, rec.Ref, j.rel, j.fi); err != nil {
+	if err := s.root.addRef(s.ctx, target, rec.Checksum, rec.Ref, j.rel, rec.Ino); err != nil {
 		return err
 	}
 	if ok, err := ensureContent(s.ctx, target, rec.Checksum, rec.Size); err != nil || !ok {
@@ -768,7 +768,7 @@ func (s *stepRun) stillPremigrated(j *job, target targets.Driver) (bool, error) 
 	if ok, err := hasRef(s.ctx, target, rec); err != nil {
 		return false, err
 	} else if !ok {
-		if err := s.root.addRef(s.ctx, target, rec.Checksum, rec.Ref, j.rel, j.fi); err != nil {
+		if err := s.root.addRef(s.ctx, target, rec.Checksum, rec.Ref, j.rel, rec.Ino); err != nil {
 			return false, err
 		}
 	}
@@ -841,7 +841,7 @@ func (s *stepRun) upload(j *job, target targets.Driver, targetName string) (sent
 	}
 	// The reference goes first: from then on the collector keeps the
 	// content, or puts it back, whatever it saw before.
-	if err := s.refs.add(s.ctx, s.root, target, sum, ref, j.rel, fi); err != nil {
+	if err := s.refs.add(s.ctx, s.root, target, sum, ref, j.rel, j.next.Ino); err != nil {
 		return false, err
 	}
 	fault.Point("upload.ref-added")

@@ -929,7 +929,7 @@ func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets
 		if rec.Ref, err = a.Root.refID(fi, rec.Btime, f.Checksum); err != nil {
 			return err
 		}
-		if err := a.Root.addRef(ctx, d, f.Checksum, rec.Ref, rel, fi); err != nil {
+		if err := a.Root.addRef(ctx, d, f.Checksum, rec.Ref, rel, rec.Ino); err != nil {
 			return err
 		}
 	}
