@@ -190,4 +190,3 @@ func TestAuditPutsBackWhatItDroppedWhenADropFails(t *testing.T) {
 	}
 	s.requireRecalled(t, "b", map[string]string{"f.txt": data})
 }
-
