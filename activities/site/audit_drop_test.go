@@ -130,55 +130,70 @@ func lstatDev(t *testing.T, p string) uint64 {
 	return device(fi)
 }
 
-// TestAuditFindsARetriedStepsRecordWhereverItIs: a migrate killed long
-// ago after writing its reference left no record; the user then renamed
-// the file. While the audit drops the old marker, the retried migrate of
-// the file at its new path writes the same marker (a reference is named
-// by file and content), records it and releases the file. The audit
-// looked for a record at the path of the body it read before (the killed
-// attempt's), found none, and the drop stood: the stub's content was
-// collected (a reviewer's finding). A last walk after the drops finds the
-// record wherever it is and puts the reference back.
-func TestAuditFindsARetriedStepsRecordWhereverItIs(t *testing.T) {
+// retriedMigrate sets up a migrate killed long ago after writing its
+// reference (its marker eight days old, no record), the file then renamed
+// from /a/f.txt to /b/f.txt by its user. The returned target runs the
+// retried migrate of /b/f.txt right before the audit deletes that marker
+// (a reference is named by file and content: the retry writes the very
+// marker, records it and releases the file); ran says it did.
+func retriedMigrate(t *testing.T) (s auditSite, data, key string, target *stepHook, ran *bool) {
 	ctx := context.Background()
-	dir, tdir := t.TempDir(), t.TempDir()
-	s := newAuditSite(t, dir, tdir, false)
-	root, target := s.a.Root, s.target
-	data := "data of a file whose first migrate was killed"
+	dir := t.TempDir()
+	s = newAuditSite(t, dir, t.TempDir(), false)
+	data = "data of a file whose first migrate was killed"
 	abs := filepath.Join(dir, "a", "f.txt")
 	require.NoError(t, os.MkdirAll(filepath.Dir(abs), 0o755))
 	require.NoError(t, os.WriteFile(abs, []byte(data), 0o644))
 	fi, err := os.Lstat(abs)
 	require.NoError(t, err)
 	sum := sumOf(data)
-	ref, err := root.refID(fi, birthTime(abs), sum)
+	ref, err := s.a.Root.refID(fi, birthTime(abs), sum)
 	require.NoError(t, err)
-	// The killed attempt: its marker, no record, eight days ago.
-	require.NoError(t, root.addRef(ctx, target, sum, ref, "a/f.txt", inode(fi)))
-	old := time.Now().Add(-8 * 24 * time.Hour)
-	require.NoError(t, os.Chtimes(filepath.Join(tdir, filepath.FromSlash(refKey(sum, ref))), old, old))
+	require.NoError(t, s.a.Root.addRef(ctx, s.target, sum, ref, "a/f.txt", inode(fi)))
+	key = refKey(sum, ref)
+	s.ageMarker(t, key)
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "b"), 0o755))
 	require.NoError(t, os.Rename(abs, filepath.Join(dir, "b", "f.txt")))
-
-	ran := false
-	hook := &stepHook{Driver: target, onDel: func(key string) {
-		if key != refKey(sum, ref) || ran {
+	ran = new(bool)
+	target = &stepHook{Driver: s.target, onDel: func(k string) {
+		if k != key || *ran {
 			return
 		}
-		ran = true // the retried migrate, between the audit's look and its delete
-		res, err := Migrate(ctx, root, []string{"/b/f.txt"}, target, "archive", StepOptions{})
+		*ran = true
+		res, err := Migrate(ctx, s.a.Root, []string{"/b/f.txt"}, s.target, "archive", StepOptions{})
 		require.NoError(t, err)
 		requireAll(t, res, CodeOK, []string{"/b/f.txt"})
 	}}
-	ar, err := AuditRefs(ctx, root, map[string]targets.Driver{"archive": hook}, AuditOptions{Drop: true})
-	require.NoError(t, err)
-	require.True(t, ran, "the race did not happen: %+v", ar)
-	require.Len(t, ar.Leaked, 1)
-	require.False(t, ar.Leaked[0].Dropped, "put back")
+	return s, data, key, target, ran
+}
+
+// collectTwice runs the collector with no grace twice: what frees the
+// content of a reference dropped.
+func collectTwice(t *testing.T, target targets.Driver) {
+	t.Helper()
 	for range 2 {
-		_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
+		_, err := Collect(context.Background(), target, CollectOptions{Grace: time.Nanosecond})
 		require.NoError(t, err)
 	}
+}
+
+// TestAuditFindsARetriedStepsRecordWhereverItIs: a migrate killed long
+// ago after writing its reference left no record; the user then renamed
+// the file. While the audit drops the old marker, the retried migrate of
+// the file at its new path writes the same marker, records it and
+// releases the file. The audit looked for a record at the path of the
+// body it read before (the killed attempt's), found none, and the drop
+// stood: the stub's content was collected (a reviewer's finding). A last
+// walk after the drops finds the record wherever it is and puts the
+// reference back.
+func TestAuditFindsARetriedStepsRecordWhereverItIs(t *testing.T) {
+	s, data, _, target, ran := retriedMigrate(t)
+	ar, err := AuditRefs(context.Background(), s.a.Root, map[string]targets.Driver{"archive": target}, AuditOptions{Drop: true})
+	require.NoError(t, err)
+	require.True(t, *ran, "the race did not happen: %+v", ar)
+	require.Len(t, ar.Leaked, 1)
+	require.False(t, ar.Leaked[0].Dropped, "put back")
+	collectTwice(t, s.target)
 	s.requireRecalled(t, "b", map[string]string{"f.txt": data})
 }
 

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -131,62 +130,29 @@ func (d failingDelete) Delete(ctx context.Context, key string) error {
 // walk, and the reference the stub relies on stayed dropped (a
 // reviewer's finding). The last walk runs whatever stopped the drops.
 func TestAuditPutsBackWhatItDroppedWhenADropFails(t *testing.T) {
-	ctx := context.Background()
-	dir, tdir := t.TempDir(), t.TempDir()
-	s := newAuditSite(t, dir, tdir, false)
-	root, target := s.a.Root, s.target
-	data := "data of a file whose first migrate was killed"
-	abs := filepath.Join(dir, "a", "f.txt")
-	require.NoError(t, os.MkdirAll(filepath.Dir(abs), 0o755))
-	require.NoError(t, os.WriteFile(abs, []byte(data), 0o644))
-	fi, err := os.Lstat(abs)
-	require.NoError(t, err)
-	sum := sumOf(data)
-	ref, err := root.refID(fi, birthTime(abs), sum)
-	require.NoError(t, err)
-	require.NoError(t, root.addRef(ctx, target, sum, ref, "a/f.txt", inode(fi)))
-	old := time.Now().Add(-8 * 24 * time.Hour)
-	require.NoError(t, os.Chtimes(filepath.Join(tdir, filepath.FromSlash(refKey(sum, ref))), old, old))
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "b"), 0o755))
-	require.NoError(t, os.Rename(abs, filepath.Join(dir, "b", "f.txt")))
-
+	s, data, key, target, ran := retriedMigrate(t)
+	dir, root := s.a.Root.Dir(), s.a.Root
 	// A stub deleted for good, whose marker sorts after the first.
 	other := ""
-	for i := 0; ; i++ {
+	for i := 0; other == "" || refKey(sumOf(other), "") < key; i++ {
 		other = fmt.Sprintf("deleted for good %d", i)
-		if sumOf(other) > sum {
-			break
-		}
 	}
 	s.migrateFiles(t, "c", map[string]string{"g.txt": other})
 	rec, err := root.state.get(filepath.Join(dir, "c", "g.txt"), "c/g.txt")
 	require.NoError(t, err)
 	otherKey := refKey(rec.Checksum, rec.Ref)
-	require.NoError(t, os.Chtimes(filepath.Join(tdir, filepath.FromSlash(otherKey)), old, old))
+	s.ageMarker(t, otherKey)
 	require.NoError(t, os.Remove(filepath.Join(dir, "c", "g.txt")))
 
-	ran := false
-	hook := &stepHook{Driver: target, onDel: func(key string) {
-		if key != refKey(sum, ref) || ran {
-			return
-		}
-		ran = true
-		res, err := Migrate(ctx, root, []string{"/b/f.txt"}, target, "archive", StepOptions{})
-		require.NoError(t, err)
-		requireAll(t, res, CodeOK, []string{"/b/f.txt"})
-	}}
-	d := failingDelete{Driver: hook, fail: func(key string) error {
+	d := failingDelete{Driver: target, fail: func(key string) error {
 		if key == otherKey {
 			return errors.New("503 slow down")
 		}
 		return nil
 	}}
-	ar, err := AuditRefs(ctx, root, map[string]targets.Driver{"archive": d}, AuditOptions{Drop: true})
+	ar, err := AuditRefs(context.Background(), root, map[string]targets.Driver{"archive": d}, AuditOptions{Drop: true})
 	require.ErrorContains(t, err, "503 slow down", "%+v", ar.Leaked)
-	require.True(t, ran)
-	for range 2 {
-		_, err := Collect(ctx, target, CollectOptions{Grace: time.Nanosecond})
-		require.NoError(t, err)
-	}
+	require.True(t, *ran)
+	collectTwice(t, s.target)
 	s.requireRecalled(t, "b", map[string]string{"f.txt": data})
 }

@@ -25,6 +25,7 @@ var auditSpaceFiles = map[string]string{"f.txt": "the space's first file", "sub/
 type auditSite struct {
 	a      *Activities
 	target targets.Driver
+	tdir   string // the target's folder
 }
 
 func newAuditSite(t *testing.T, dir, tdir string, index bool) auditSite {
@@ -34,7 +35,16 @@ func newAuditSite(t *testing.T, dir, tdir string, index bool) auditSite {
 	return auditSite{
 		a:      &Activities{Root: newRoot(t, dir, index), Site: "s", ConfigDir: filepath.Join(dir, hubDir, "config")},
 		target: target,
+		tdir:   tdir,
 	}
+}
+
+// ageMarker makes the marker at key eight days old: older than an
+// audit's minimum age.
+func (s auditSite) ageMarker(t *testing.T, key string) {
+	t.Helper()
+	old := time.Now().Add(-8 * 24 * time.Hour)
+	require.NoError(t, os.Chtimes(filepath.Join(s.tdir, filepath.FromSlash(key)), old, old))
 }
 
 // migrateFiles writes files (name → content) below the folder rel and
