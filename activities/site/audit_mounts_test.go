@@ -130,7 +130,7 @@ func (d failingDelete) Delete(ctx context.Context, key string) error {
 // walk, and the reference the stub relies on stayed dropped (a
 // reviewer's finding). The last walk runs whatever stopped the drops.
 func TestAuditPutsBackWhatItDroppedWhenADropFails(t *testing.T) {
-	s, data, key, target, ran := retriedMigrate(t)
+	s, data, key, target, ran := retriedMigrate(t, true)
 	dir, root := s.a.Root.Dir(), s.a.Root
 	// A stub deleted for good, whose marker sorts after the first.
 	other := ""

@@ -185,12 +185,13 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 		if _, ok := again.refs[sum+"/"+ref]; ok {
 			continue // its file was moved during the first walk
 		}
-		if l.Dropped, l.Kept, err = root.dropLeaked(ctx, drivers[l.Target], l.Key, sum, ref, cutoff, live.vols, again.vols); err != nil {
-			dropErr = fmt.Errorf("drop reference %s on target %s: %w", l.Key, l.Target, err)
-			break // the references dropped so far are checked below
-		}
+		l.Dropped, l.Kept, err = root.dropLeaked(ctx, drivers[l.Target], l.Key, sum, ref, cutoff, live.vols, again.vols)
 		if l.Dropped {
 			dropped++
+		}
+		if err != nil {
+			dropErr = fmt.Errorf("drop reference %s on target %s: %w", l.Key, l.Target, err)
+			break // the references dropped so far are checked below
 		}
 	}
 	if dropped == 0 {
@@ -256,13 +257,17 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 	if err != nil {
 		return false, "", err
 	}
-	for _, seen := range vols {
-		if body.Vol != "" && !seen[body.Vol] {
-			return false, fmt.Sprintf("its file was on the volume mounted at %s, where the audit found none of the site's records: not mounted now, or another filesystem is there", body.Vol), nil
-		}
+	now := r.volumeOf(strings.TrimPrefix(path.Clean(body.Path), "/"))
+	if body.Vol != "" && now != body.Vol {
+		return false, fmt.Sprintf("its file's folder is on another mount (%q) than its volume's (%q): a filesystem mounted over it, or its volume not mounted now", now, body.Vol), nil
 	}
-	if now := r.volumeOf(strings.TrimPrefix(path.Clean(body.Path), "/")); now != body.Vol {
-		return false, fmt.Sprintf("its file's folder is on another mount (%q) than when the reference was written (%q): a filesystem mounted over it, or its own not mounted now", now, body.Vol), nil
+	for _, seen := range vols {
+		// Its folder is on a volume (named by the marker or not, as
+		// markers written before volumes were named): one both walks
+		// found the site's records on.
+		if now != "" && !seen[now] {
+			return false, fmt.Sprintf("its file was on the volume mounted at %s, where the audit found none of the site's records: not mounted now, or another filesystem is there", now), nil
+		}
 	}
 	if vol := fsutil.UnmountedVolume(filepath.Join(r.dir, filepath.FromSlash(path.Dir(body.Path)))); vol != "" {
 		return false, fmt.Sprintf("its file was beneath %s, a mount point of /etc/fstab that is not mounted now", vol), nil
@@ -277,8 +282,13 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 	if written := refWritten(o, body); written.IsZero() || written.After(cutoff) {
 		return false, "", nil // written again: young
 	}
+	// From the delete on, the marker may be gone (a delete can fail after
+	// taking effect): the reference counts as dropped on every path, so
+	// that the audit's last walk puts it back if a record names it, and
+	// nothing here heeds a cancel.
+	ctx = context.WithoutCancel(ctx)
 	if err := d.Delete(ctx, key); err != nil && !errors.Is(err, targets.ErrNotFound) {
-		return false, "", err
+		return true, "", err
 	}
 	l, err := r.locate(body.Path)
 	if err != nil {
@@ -292,12 +302,18 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 	rec, err := r.state.get(l.path(), l.rel)
 	if err != nil {
 		// Unknown: the marker goes back (its content is still there).
-		return false, fmt.Sprintf("the record at its path could not be read (%v)", err), r.addRef(ctx, d, sum, ref, l.rel, inode(fi))
+		if err := r.addRef(ctx, d, sum, ref, l.rel, inode(fi)); err != nil {
+			return true, "", err
+		}
+		return false, fmt.Sprintf("the record at its path could not be read (%v)", err), nil
 	}
 	if rec == nil || rec.Ref != ref || rec.Checksum != sum {
 		return true, "", nil
 	}
-	return false, "", r.restoreRef(ctx, d, sum, ref, holder{rel: l.rel, ino: inode(fi), size: rec.Size})
+	if err := r.restoreRef(ctx, d, sum, ref, holder{rel: l.rel, ino: inode(fi), size: rec.Size}); err != nil {
+		return true, "", err
+	}
+	return false, "", nil
 }
 
 // restoreRef writes again a reference the audit dropped that a record
