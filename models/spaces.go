@@ -31,6 +31,16 @@ type Space struct {
 	SnapshotSchedule *SnapshotSchedule `bun:"rel:has-one,join:id=space_id"`
 }
 
+// OnSite tells whether the space is on site siteID (its links read).
+func (sp *Space) OnSite(siteID int64) bool {
+	for _, l := range sp.Links {
+		if l.SiteID == siteID {
+			return true
+		}
+	}
+	return false
+}
+
 // SpaceSite links a space to a site, with the site-specific label and usage.
 type SpaceSite struct {
 	bun.BaseModel `bun:"table:space_sites,alias:ss"`

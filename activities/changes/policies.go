@@ -245,16 +245,6 @@ func (s *Service) applyPolicy(ctx context.Context, p *models.Policy, in PolicyIn
 	return v.Err()
 }
 
-// onSite tells whether space sp is on site siteID.
-func onSite(sp *models.Space, siteID int64) bool {
-	for _, l := range sp.Links {
-		if l.SiteID == siteID {
-			return true
-		}
-	}
-	return false
-}
-
 func (s *Service) checkPolicySpaces(ctx context.Context, v models.FieldErrors, p *models.Policy) error {
 	v.Check(len(p.Spaces) > 0, "spaces", "At least one space is required: a policy scans its spaces.")
 	for i, id := range p.Spaces {
@@ -265,7 +255,7 @@ func (s *Service) checkPolicySpaces(ctx context.Context, v models.FieldErrors, p
 		} else if err != nil {
 			return err
 		}
-		v.Check(onSite(sp, p.SiteID) || p.SiteID == 0, fmt.Sprintf("spaces[%d]", i), fmt.Sprintf("Space %s is not on the policy's site.", sp.Name))
+		v.Check(sp.OnSite(p.SiteID) || p.SiteID == 0, fmt.Sprintf("spaces[%d]", i), fmt.Sprintf("Space %s is not on the policy's site.", sp.Name))
 	}
 	return nil
 }
@@ -456,7 +446,7 @@ func (s *Service) policyJob(ctx context.Context, p *models.Policy) (*models.Job,
 		} else if err != nil {
 			return nil, err
 		}
-		if !onSite(sp, p.SiteID) {
+		if !sp.OnSite(p.SiteID) {
 			continue // the site left it since: its folder there is gone
 		}
 		paths = append(paths, sp.Mountpoint)

@@ -35,9 +35,9 @@ func (a *Activities) FireSchedule(ctx context.Context, in workflows.Fire) (*work
 	if why, err := a.pausedSince(ctx, in, workflows.ScheduleTemporalID(in.ID)); why != "" || err != nil {
 		return &workflows.FireResult{Skipped: why}, err
 	}
-	paths, err := a.managedPaths(ctx, sch)
-	if err != nil {
-		return nil, err
+	paths, skip, err := a.managedPaths(ctx, sch)
+	if skip != "" || err != nil {
+		return &workflows.FireResult{Skipped: skip}, err
 	}
 	groups := [][]string{paths}
 	if sch.Discovery == "snapdiff" {
@@ -86,21 +86,27 @@ func (a *Activities) FireSchedule(ctx context.Context, in workflows.Fire) (*work
 }
 
 // managedPaths are a schedule's managed paths, in order; a schedule of a
-// space without any manages the space's folder.
-func (a *Activities) managedPaths(ctx context.Context, sch *models.Schedule) ([]string, error) {
-	var paths []string
+// space without any manages the space's folder on the schedule's site.
+// There is none (skip says why) when the space was deleted or the site
+// left it since: its folder there is gone, and a job would fail on it.
+func (a *Activities) managedPaths(ctx context.Context, sch *models.Schedule) (paths []string, skip string, err error) {
 	for p := range sch.ManagedPaths {
 		paths = append(paths, p)
 	}
 	slices.Sort(paths)
 	if len(paths) == 0 && sch.SpaceID != nil {
 		sp, err := models.GetSpace(ctx, a.DB, *sch.SpaceID, models.SpaceFilter{})
-		if err != nil {
-			return nil, err
+		switch {
+		case errors.Is(err, models.ErrNotFound):
+			return nil, "its space no longer exists", nil
+		case err != nil:
+			return nil, "", err
+		case !sp.OnSite(sch.SiteID):
+			return nil, fmt.Sprintf("its site has left its space %s", sp.Name), nil
 		}
 		paths = []string{sp.Mountpoint}
 	}
-	return paths, nil
+	return paths, "", nil
 }
 
 // waitJobsEvery is how often WaitJobs looks at its jobs.

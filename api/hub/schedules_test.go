@@ -635,3 +635,33 @@ func TestScheduleWorkflowsNeedPaths(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 	})
 }
+
+// TestAScheduleFiringSkipsASpaceItsSiteLeft: a schedule of a space, its
+// site then leaving the space (its folder there removed): each firing
+// started a job over the gone folder, which failed. The firing now starts
+// nothing and says why, as a policy passes over such a space.
+func TestAScheduleFiringSkipsASpaceItsSiteLeft(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		e.StartHubWorker()
+		s := newJobSite(t, e, "east")
+		space := policySpace(t, e, "east", s.root, "lab")
+		sch := createSchedule(t, e, map[string]any{"name": "lab-nightly", "site": "east", "space": "lab", "minute": "0", "hour": "3"})
+		r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/workflows/", sch), map[string]any{"workflow": "premigrate"})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/spaces/%d/", space), map[string]any{"sites": []any{}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+
+		run, err := e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("firing-lab-%d", sch),
+			TaskQueue: workflows.HubTaskQueue}, workflows.ScheduleWorkflowName, workflows.Fire{ID: sch})
+		require.NoError(t, err)
+		var res workflows.FireResult
+		require.NoError(t, run.Get(ctx, &res))
+		require.Empty(t, res.Jobs)
+		require.Contains(t, res.Skipped, "its site has left its space lab")
+		n, err := e.DB.NewSelect().Model((*models.Job)(nil)).Count(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "no job started")
+	})
+}
