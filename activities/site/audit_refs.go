@@ -241,14 +241,16 @@ func refWritten(o targets.Object, body refBody) time.Time {
 // wrote that record before it.
 //
 // A reference of a file on a volume mounted beneath the root (its body
-// names the folder the volume was mounted at) is kept unless both walks
-// found records of the site on a volume mounted there (vols): unmounted,
-// or with another filesystem mounted in its place, the volume's folder
-// holds none of its stubs, and all its references look leaked. (Neither
-// "something is mounted there" nor the device number would do: the
-// kernel gives a freed number to the next volume mounted.) So is one
-// whose path is beneath a mount point of /etc/fstab not mounted now
-// (bodies written before volumes were named).
+// names the folder the volume was mounted at) is kept while its file's
+// folder is on another mount (a filesystem mounted over it, or its volume
+// not mounted), and unless both walks found records the site wrote on the
+// volume its folder is on now (vols): unmounted, or with another
+// filesystem in its place, the volume's folder holds none of its stubs,
+// and all its references look leaked. (Neither "something is mounted
+// there" nor the device number would do: the kernel gives a freed number
+// to the next volume mounted.) So is one whose path is beneath a mount
+// point of /etc/fstab not mounted now (bodies written before volumes were
+// named).
 func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref string, cutoff time.Time, vols ...map[string]bool) (dropped bool, kept string, err error) {
 	body, err := readRefBody(ctx, d, key)
 	if errors.Is(err, targets.ErrNotFound) {
