@@ -73,12 +73,7 @@ func TestAuditPutsBackAMarkerWhoseRestoreFailed(t *testing.T) {
 		}
 		return nil
 	}}
-	ar, err := AuditRefs(context.Background(), s.a.Root, map[string]targets.Driver{"archive": d}, AuditOptions{Drop: true})
-	t.Logf("audit err: %v; leaked: %+v", err, ar.Leaked)
-	require.True(t, *ran)
-	require.FileExists(t, filepath.Join(s.tdir, filepath.FromSlash(key)), "the marker is back")
-	collectTwice(t, s.target)
-	s.requireRecalled(t, "a", map[string]string{"f.txt": data})
+	auditThenRecall(t, context.Background(), s, d, key, data, ran)
 }
 
 // TestAuditPutsBackAMarkerWhoseDeleteFailedAfterTakingEffect: the delete
@@ -92,12 +87,7 @@ func TestAuditPutsBackAMarkerWhoseDeleteFailedAfterTakingEffect(t *testing.T) {
 		}
 		return nil
 	}}
-	ar, err := AuditRefs(context.Background(), s.a.Root, map[string]targets.Driver{"archive": d}, AuditOptions{Drop: true})
-	t.Logf("audit err: %v; leaked: %+v", err, ar.Leaked)
-	require.True(t, *ran)
-	require.FileExists(t, filepath.Join(s.tdir, filepath.FromSlash(key)), "the marker is back")
-	collectTwice(t, s.target)
-	s.requireRecalled(t, "a", map[string]string{"f.txt": data})
+	auditThenRecall(t, context.Background(), s, d, key, data, ran)
 }
 
 // TestAuditPutsBackAMarkerWhenCancelledAfterItsDelete: the audit is
@@ -114,6 +104,14 @@ func TestAuditPutsBackAMarkerWhenCancelledAfterItsDelete(t *testing.T) {
 		}
 	}
 	d := flakyTarget{Driver: hook}
+	auditThenRecall(t, ctx, s, d, key, data, ran)
+}
+
+// auditThenRecall runs an audit with --drop through d, whose retried
+// migrate (retriedMigrate) must have run, then requires the marker at key
+// back and the file's recall whole after two collections.
+func auditThenRecall(t *testing.T, ctx context.Context, s auditSite, d targets.Driver, key, data string, ran *bool) {
+	t.Helper()
 	ar, err := AuditRefs(ctx, s.a.Root, map[string]targets.Driver{"archive": d}, AuditOptions{Drop: true})
 	t.Logf("audit err: %v; leaked: %+v", err, ar.Leaked)
 	require.True(t, *ran)

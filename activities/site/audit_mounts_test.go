@@ -49,12 +49,7 @@ func TestAuditKeepsTheReferencesOfStubsAMountHides(t *testing.T) {
 			s.a.Root.forgetMounts()
 
 			ar := s.dropLeakedAndCollect(t)
-			for _, l := range ar.Leaked {
-				t.Logf("leaked %+v", l)
-				if l.Dropped {
-					t.Errorf("dropped: %s", l.Path)
-				}
-			}
+			requireNoneDropped(t, ar)
 			require.NoError(t, unix.Unmount(inner, 0))
 			s.requireRecalled(t, base+"/inner", files)
 		})
@@ -97,12 +92,7 @@ func TestAuditKeepsAVolumesReferencesWhenAnotherWithRecordsIsInItsPlace(t *testi
 			mountOver(t, v2, mnt, "", unix.MS_BIND, "")
 			s.a.Root.forgetMounts()
 			ar := s.dropLeakedAndCollect(t)
-			for _, l := range ar.Leaked {
-				t.Logf("leaked %+v", l)
-				if l.Dropped {
-					t.Errorf("dropped: %s", l.Path)
-				}
-			}
+			requireNoneDropped(t, ar)
 			require.NoError(t, unix.Unmount(mnt, 0))
 			require.NoError(t, unix.Mount(v1, mnt, "", unix.MS_BIND, ""))
 			s.requireRecalled(t, "vol", files)
@@ -155,4 +145,12 @@ func TestAuditPutsBackWhatItDroppedWhenADropFails(t *testing.T) {
 	require.True(t, *ran)
 	collectTwice(t, s.target)
 	s.requireRecalled(t, "b", map[string]string{"f.txt": data})
+}
+
+// requireNoneDropped requires that the audit dropped no leaked reference.
+func requireNoneDropped(t *testing.T, ar AuditResult) {
+	t.Helper()
+	for _, l := range ar.Leaked {
+		require.False(t, l.Dropped, "dropped: %+v", l)
+	}
 }
