@@ -18,6 +18,7 @@ import (
 
 	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
+	"github.com/thehub/hub/internal/fault"
 )
 
 // refOwner proves that this site wrote the reference ref to content sum:
@@ -77,6 +78,10 @@ type AuditResult struct {
 	// unknown, so while there are any, nothing is dropped.
 	Unreadable      int      `json:"unreadable"`
 	UnreadablePaths []string `json:"unreadable_paths"` // the first maxUnreadablePaths of them
+	// Interrupted counts the drops an earlier audit was stopped in (see
+	// dropGuard): their content is kept, and an audit asked to drop
+	// settles them.
+	Interrupted int `json:"interrupted"`
 }
 
 // maxUnreadablePaths bounds the paths of unreadable records an audit lists.
@@ -117,6 +122,7 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 	}
 	res.Records = len(live.refs)
 	cutoff := now().Add(-opts.MinAge)
+	var guards []*guard // left by an audit stopped while it dropped
 	for _, name := range slices.Sorted(maps.Keys(drivers)) {
 		d := drivers[name]
 		err := eachObject(ctx, d, refsDir, func(o targets.Object) error {
@@ -143,6 +149,11 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 			if !hmac.Equal([]byte(body.Owner), []byte(mine)) {
 				return nil // another site's
 			}
+			if orig, ok := strings.CutSuffix(ref, dropGuard); ok {
+				guards = append(guards, &guard{target: name, sum: sum, ref: orig, pending: true})
+				res.Interrupted++
+				return nil
+			}
 			res.Ours++
 			if _, ok := live.refs[sum+"/"+ref]; ok {
 				return nil
@@ -159,7 +170,7 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 			return res, fmt.Errorf("audit references on target %s: %w", name, err)
 		}
 	}
-	if !opts.Drop || len(res.Leaked) == 0 {
+	if !opts.Drop || len(res.Leaked)+len(guards) == 0 {
 		return res, nil
 	}
 	if res.Unreadable > 0 {
@@ -177,47 +188,135 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 		res.Unreadable, res.UnreadablePaths = second.Unreadable, second.UnreadablePaths
 		return res, fmt.Errorf("%d files: %w", res.Unreadable, ErrUnreadableRecords)
 	}
-	dropped := 0
-	var dropErr error
+	return res, root.dropAll(ctx, drivers, &res, guards, cutoff, live, again)
+}
+
+// dropGuard ends the name of the guard marker an audit writes before it
+// drops a reference: refs/<aa>/<sha256>.<ref>-dropping, a marker of the
+// same content that no record names (a reference's name is hex). The
+// collector keeps the content while a guard is there. An audit settles
+// its guards once its last walk has put back what a record still names;
+// one killed before leaves them, and the next audit asked to drop
+// settles them: it puts back each reference a record names, then removes
+// the guard. Without them, a kill between a drop and the last walk lost
+// the content of a stub whose retried step had written that very
+// reference (see AuditRefs): the next audit saw no reference to put back.
+const dropGuard = "-dropping"
+
+// guard is a reference an audit drops, or one an earlier audit was
+// dropping (pending), and its guard marker.
+type guard struct {
+	target, sum, ref string
+	pending          bool       // its guard was found on the target
+	leaked           *LeakedRef // the leaked reference this audit drops
+	keep             bool       // settled badly: the guard stays
+}
+
+// dropAll drops the references the audit found leaked in both walks:
+// guards first, durable before any marker goes, then the drops
+// (dropLeaked), then a last walk that puts back every dropped reference
+// a record names, then the guards go.
+func (r *Root) dropAll(ctx context.Context, drivers map[string]targets.Driver, res *AuditResult, pending []*guard, cutoff time.Time, live, again liveSet) error {
+	byKey := map[string]*guard{}
+	for _, g := range pending {
+		byKey[g.target+"\x00"+refKey(g.sum, g.ref)] = g
+	}
+	flush := map[string]bool{}
 	for i := range res.Leaked {
 		l := &res.Leaked[i]
 		sum, ref, _ := parseRefKey(l.Key)
 		if _, ok := again.refs[sum+"/"+ref]; ok {
 			continue // its file was moved during the first walk
 		}
-		l.Dropped, l.Kept, err = root.dropLeaked(ctx, drivers[l.Target], l.Key, sum, ref, cutoff, live.vols, again.vols)
-		if l.Dropped {
-			dropped++
+		k := l.Target + "\x00" + refKey(sum, ref)
+		if byKey[k] == nil {
+			byKey[k] = &guard{target: l.Target, sum: sum, ref: ref}
 		}
+		byKey[k].leaked = l
+		body, err := r.newRefBody(sum, ref+dropGuard, strings.TrimPrefix(l.Path, "/"), 0)
+		if err == nil {
+			err = putRef(ctx, drivers[l.Target], sum, ref+dropGuard, body)
+		}
+		if err != nil {
+			// Nothing dropped yet: the guards written are settled by the next audit.
+			return fmt.Errorf("guard reference %s on target %s before its drop: %w", l.Key, l.Target, err)
+		}
+		flush[l.Target] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(flush)) {
+		if err := flushTarget(ctx, drivers[name]); err != nil {
+			return fmt.Errorf("flush the drop guards on target %s: %w", name, err)
+		}
+	}
+	fault.Point("audit.guarded")
+	var dropErr error
+	restore := false
+	for _, g := range byKey {
+		restore = restore || g.pending
+	}
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
+		g := byKey[k]
+		if g.leaked == nil {
+			continue
+		}
+		l := g.leaked
+		var err error
+		l.Dropped, l.Kept, err = r.dropLeaked(ctx, drivers[l.Target], l.Key, g.sum, g.ref, cutoff, live.vols, again.vols)
+		restore = restore || l.Dropped
 		if err != nil {
 			dropErr = fmt.Errorf("drop reference %s on target %s: %w", l.Key, l.Target, err)
 			break // the references dropped so far are checked below
 		}
 	}
-	if dropped == 0 {
-		return res, dropErr
-	}
-	// A step retried on a file renamed since its first attempt writes the
-	// very marker being dropped, with its new path in the body, records it
-	// and relies on it; the drop read the earlier body. A last walk, once
-	// everything is dropped, finds its record wherever it is: done
-	// whatever stopped the drops, and every restore is tried.
-	last, err := liveRefs(context.WithoutCancel(ctx), root, &AuditResult{})
-	if err != nil {
-		return res, errors.Join(dropErr, fmt.Errorf("the last walk, which puts back a dropped reference a record still names, failed: audit again at once: %w", err))
-	}
-	for i := range res.Leaked {
-		l := &res.Leaked[i]
-		sum, ref, _ := parseRefKey(l.Key)
-		if h, ok := last.refs[sum+"/"+ref]; ok && l.Dropped {
-			if err := root.restoreRef(context.WithoutCancel(ctx), drivers[l.Target], sum, ref, h); err != nil {
-				dropErr = errors.Join(dropErr, fmt.Errorf("put back reference %s on target %s: %w", l.Key, l.Target, err))
+	// Done whatever stopped the drops, and not heeding a cancel: a marker
+	// may be gone.
+	ctx = context.WithoutCancel(ctx)
+	if restore {
+		// A step retried on a file renamed since its first attempt writes
+		// the very marker being dropped, with its new path in the body,
+		// records it and relies on it; the drop read the earlier body. A
+		// last walk, once everything is dropped, finds its record wherever
+		// it is, and every restore is tried.
+		last, err := liveRefs(ctx, r, &AuditResult{})
+		if err != nil {
+			return errors.Join(dropErr, fmt.Errorf("the last walk, which puts back a dropped reference a record still names, failed (guards keep the content): audit again: %w", err))
+		}
+		for _, k := range slices.Sorted(maps.Keys(byKey)) {
+			g := byKey[k]
+			if !g.pending && (g.leaked == nil || !g.leaked.Dropped) {
 				continue
 			}
-			l.Dropped = false
+			h, ok := last.refs[g.sum+"/"+g.ref]
+			if !ok && g.pending { // named in an earlier walk: put back all the same
+				h, ok = again.refs[g.sum+"/"+g.ref]
+				if !ok {
+					h, ok = live.refs[g.sum+"/"+g.ref]
+				}
+			}
+			if !ok {
+				continue
+			}
+			if err := r.restoreRef(ctx, drivers[g.target], g.sum, g.ref, h); err != nil {
+				dropErr = errors.Join(dropErr, fmt.Errorf("put back reference %s on target %s (its guard stays): %w", refKey(g.sum, g.ref), g.target, err))
+				g.keep = true
+				continue
+			}
+			if g.leaked != nil {
+				g.leaked.Dropped = false
+			}
+		}
+		fault.Point("audit.restored")
+	}
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
+		g := byKey[k]
+		if g.keep {
+			continue
+		}
+		if err := drivers[g.target].Delete(ctx, refKey(g.sum, g.ref+dropGuard)); err != nil && !errors.Is(err, targets.ErrNotFound) {
+			dropErr = errors.Join(dropErr, fmt.Errorf("remove the drop guard of %s on target %s: %w", refKey(g.sum, g.ref), g.target, err))
 		}
 	}
-	return res, dropErr
+	return dropErr
 }
 
 // refWritten is when the marker o was written: its mtime, or where the
@@ -292,6 +391,7 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 	if err := d.Delete(ctx, key); err != nil && !errors.Is(err, targets.ErrNotFound) {
 		return true, "", err
 	}
+	fault.Point("audit.dropped")
 	l, err := r.locate(body.Path)
 	if err != nil {
 		return true, "", nil

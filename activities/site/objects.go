@@ -291,6 +291,14 @@ func hasRef(ctx context.Context, d targets.Driver, rec Record) (bool, error) {
 	return err == nil, err
 }
 
+// guardedRef tells whether the guard an audit writes before it drops
+// rec's reference is on the target: the audit was stopped before it
+// settled the drop (see dropGuard).
+func guardedRef(ctx context.Context, d targets.Driver, rec Record) bool {
+	_, err := d.Stat(ctx, refKey(rec.Checksum, rec.Ref+dropGuard))
+	return err == nil
+}
+
 // getContent opens the object at key, whose content is sum. Content the
 // collector moved aside (because the reference that keeps it was written
 // just after the collector looked) is read from the trash, where it stays

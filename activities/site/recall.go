@@ -210,8 +210,15 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 		if err != nil {
 			return err
 		}
-		if !ok {
+		if !ok && !guardedRef(s.ctx, driver, rec) {
 			return fmt.Errorf("%w: its reference on the target is gone (a record replayed after it was superseded?); nothing was moved", ErrUntrustedRecord)
+		}
+		if !ok {
+			// An audit stopped while it dropped it, since the record named
+			// it: it goes back, as the next audit would put it.
+			if err := s.root.addRef(s.ctx, driver, rec.Checksum, rec.Ref, j.rel, rec.Ino); err != nil {
+				return err
+			}
 		}
 	}
 	rc, err := getContent(s.ctx, driver, rec.Key, rec.Checksum)
