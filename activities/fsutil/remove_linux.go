@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/thehub/hub/internal/fault"
 )
 
 // ErrOtherMount: RemoveAllOnOneMount met a folder of another mount.
@@ -131,6 +133,7 @@ func removeEntry(fd int, path, n string, mount uint64) (gone bool, err error) {
 	err = unix.Unlinkat(fd, n, 0)
 	switch {
 	case err == nil:
+		fault.Point("remove.unlinked")
 		return true, nil
 	case errors.Is(err, unix.ENOENT):
 		return false, nil
@@ -164,6 +167,7 @@ func removeFolder(fd int, path, n string, mount uint64) error {
 	if err := unix.Unlinkat(fd, n, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 		return &os.PathError{Op: "rmdir", Path: path, Err: err}
 	}
+	fault.Point("remove.unlinked")
 	return nil
 }
 

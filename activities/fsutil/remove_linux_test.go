@@ -1,10 +1,14 @@
 package fsutil
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -96,5 +100,81 @@ func TestRemoveAllOnOneMountBesideAnother(t *testing.T) {
 		}
 		_, err := os.Lstat(dir)
 		require.ErrorIs(t, err, os.ErrNotExist)
+	}
+}
+
+// TestKillRemovingOnOneMount kills a removal at each entry it removes (a
+// worker killed mid-removal), then removes again, as the retried step
+// does: the rerun removes the rest, and a filesystem mounted beneath the
+// tree keeps everything, killed or not.
+func TestKillRemovingOnOneMount(t *testing.T) {
+	tree := func(t *testing.T) string {
+		dir := filepath.Join(t.TempDir(), "tree")
+		for _, p := range []string{"a/b/c.txt", "a/d.txt", "e.txt", "ro/f.txt"} {
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, p), []byte(p), 0o644))
+		}
+		require.NoError(t, os.Chmod(filepath.Join(dir, "ro"), 0o555))
+		return dir
+	}
+	removal := func(dir string, env ...string) (killed bool, out string) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestKillRemovingChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), append(env, "HUB_REMOVE_CHILD_DIR="+dir)...)
+		b, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+				return true, string(b)
+			}
+		}
+		return false, string(b)
+	}
+	trace := filepath.Join(t.TempDir(), "trace")
+	killed, out := removal(tree(t), "HUB_FAULT_TRACE="+trace)
+	require.False(t, killed, out)
+	b, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	points := strings.Fields(string(b))
+	require.Len(t, points, 7, "four files and three folders")
+
+	for _, point := range points {
+		t.Run(point, func(t *testing.T) {
+			dir := tree(t)
+			killed, out := removal(dir, "HUB_FAULT_POINT="+point)
+			require.True(t, killed, "killed at %s: %s", point, out)
+			require.NoError(t, RemoveAllOnOneMount(dir), "the rerun")
+			require.NoDirExists(t, dir)
+		})
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	for _, point := range points[:3] {
+		t.Run("a tmpfs beneath/"+point, func(t *testing.T) {
+			dir := tree(t)
+			at := filepath.Join(dir, "a", "mnt")
+			require.NoError(t, os.Mkdir(at, 0o755))
+			require.NoError(t, unix.Mount("tmpfs", at, "tmpfs", 0, "size=1m"))
+			t.Cleanup(func() { _ = unix.Unmount(at, unix.MNT_DETACH) })
+			require.NoError(t, os.WriteFile(filepath.Join(at, "keep.txt"), []byte("shared data"), 0o644))
+			killed, out := removal(dir, "HUB_FAULT_POINT="+point)
+			require.True(t, killed, "killed at %s: %s", point, out)
+			require.ErrorIs(t, RemoveAllOnOneMount(dir), ErrOtherMount, "the rerun")
+			got, err := os.ReadFile(filepath.Join(at, "keep.txt"))
+			require.NoError(t, err)
+			require.Equal(t, "shared data", string(got))
+		})
+	}
+}
+
+// TestKillRemovingChild removes HUB_REMOVE_CHILD_DIR for
+// TestKillRemovingOnOneMount; on its own it does nothing.
+func TestKillRemovingChild(t *testing.T) {
+	dir := os.Getenv("HUB_REMOVE_CHILD_DIR")
+	if dir == "" {
+		return
+	}
+	if err := RemoveAllOnOneMount(dir); err != nil && !errors.Is(err, ErrOtherMount) {
+		t.Fatal(err)
 	}
 }
