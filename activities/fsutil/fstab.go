@@ -59,14 +59,31 @@ func UnmountedVolume(dir string) string {
 // MountPoints lists the mount points of /proc/self/mountinfo (its fifth
 // field), which names them by their real paths.
 func MountPoints() []string {
+	var out []string
+	for _, m := range Mounts() {
+		out = append(out, m.Point)
+	}
+	return out
+}
+
+// Mount is a line of /proc/self/mountinfo: the mount's ID (as statx's
+// STATX_MNT_ID gives it: see MountIDOf) and its mount point.
+type Mount struct {
+	ID    uint64
+	Point string
+}
+
+// Mounts lists the mounts of /proc/self/mountinfo.
+func Mounts() []Mount {
 	info, err := os.ReadFile(MountTables.Mountinfo)
 	if err != nil {
 		return nil
 	}
-	var out []string
+	var out []Mount
 	for _, line := range strings.Split(string(info), "\n") {
 		if f := strings.Fields(line); len(f) >= 5 {
-			out = append(out, unescapeMount(f[4]))
+			id, _ := strconv.ParseUint(f[0], 10, 64)
+			out = append(out, Mount{ID: id, Point: unescapeMount(f[4])})
 		}
 	}
 	return out

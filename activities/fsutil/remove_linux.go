@@ -82,6 +82,17 @@ func mountOf(fd int) (uint64, error) {
 	return 1<<63 | unix.Mkdev(stx.Dev_major, stx.Dev_minor), nil
 }
 
+// MountIDOf is the ID of the mount holding the file at path (a symlink
+// itself, not what it names), as /proc/self/mountinfo's first field names
+// it; ok is false where the kernel gives none (before Linux 5.8).
+func MountIDOf(path string) (id uint64, ok bool) {
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &stx); err != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0, false
+	}
+	return stx.Mnt_id, true
+}
+
 // removeEntries removes everything in the open folder fd (named name, for
 // messages), on mount alone. A folder another process removes meanwhile is
 // removed; one whose names come back unremoved (gone at each try) fails

@@ -19,3 +19,6 @@ func RemoveAllOnOneMount(dir string) error {
 	}
 	return os.RemoveAll(dir)
 }
+
+// MountIDOf: no mount IDs here (see remove_linux.go).
+func MountIDOf(string) (uint64, bool) { return 0, false }

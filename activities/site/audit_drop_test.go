@@ -223,3 +223,50 @@ func TestANodeThatCannotReadXattrsRefusesTheRoot(t *testing.T) {
 	s.auditAndCollect(t)
 	s.requireRecalled(t, "d", files)
 }
+
+// TestAMarkerWrittenRightAfterAMountNamesItsVolume: the mount table is
+// read at most every 5 seconds, and a marker written within them after a
+// volume was mounted beneath the root named no volume: with the volume
+// not mounted, an audit took it for a file of the root's own filesystem
+// and dropped it, and the collector freed the stub's content. The file's
+// own mount ID now says when the table read is stale. Also a volume
+// unmounted and another mounted in its place within those seconds (the
+// kernel may give it the freed mount ID).
+func TestAMarkerWrittenRightAfterAMountNamesItsVolume(t *testing.T) {
+	dir := t.TempDir()
+	s := newAuditSite(t, dir, t.TempDir(), false)
+	s.migrateFiles(t, "a", map[string]string{"x.txt": "read the mount table"})
+	vol := mountTmpfs(t, t.TempDir())
+	mnt := filepath.Join(dir, "vol")
+	bindMount(t, vol, mnt)
+	files := map[string]string{"f.txt": "written right after its volume was mounted"}
+	s.migrateFiles(t, "vol", files)
+	body := markerBodyOf(t, s, "vol/f.txt")
+	require.Equal(t, "/vol", body.Vol)
+
+	other := mountTmpfs(t, t.TempDir())
+	require.NoError(t, unix.Unmount(mnt, 0))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "vol2"), 0o755))
+	require.NoError(t, unix.Mount(other, filepath.Join(dir, "vol2"), "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(filepath.Join(dir, "vol2"), unix.MNT_DETACH) })
+	s.migrateFiles(t, "vol2", map[string]string{"g.txt": "on another volume mounted right after"})
+	require.Equal(t, "/vol2", markerBodyOf(t, s, "vol2/g.txt").Vol)
+
+	ar := s.dropLeakedAndCollect(t) // vol is not mounted
+	require.Len(t, ar.Leaked, 1, "%+v", ar)
+	require.False(t, ar.Leaked[0].Dropped, "%+v", ar.Leaked[0])
+	require.NoError(t, unix.Mount(vol, mnt, "", unix.MS_BIND, ""))
+	s.requireRecalled(t, "vol", files)
+}
+
+// markerBodyOf reads the body of the marker of the file rel's record.
+func markerBodyOf(t *testing.T, s auditSite, rel string) refBody {
+	t.Helper()
+	abs := filepath.Join(s.a.Root.Dir(), filepath.FromSlash(rel))
+	rec, err := s.a.Root.state.get(abs, rel)
+	require.NoError(t, err)
+	require.NotNil(t, rec)
+	body, err := readRefBody(context.Background(), s.target, refKey(rec.Checksum, rec.Ref))
+	require.NoError(t, err)
+	return body
+}

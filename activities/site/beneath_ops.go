@@ -137,22 +137,62 @@ func (r *Root) volumeOf(rel string) string {
 }
 
 // mountsBeneath lists the mount points beneath the root (root-relative,
-// deepest first), from the mount table read at most every few seconds:
-// a marker written in that instant after a mount names no volume.
+// deepest first), from the mount table read at most every few seconds
+// (markerVolume reads it at once for a mount it does not list).
 func (r *Root) mountsBeneath() []string {
 	r.mounts.Lock()
 	defer r.mounts.Unlock()
-	if time.Since(r.mounts.read) > 5*time.Second {
-		r.mounts.list = r.mounts.list[:0]
-		for _, mp := range fsutil.MountPoints() {
-			if rel, ok := strings.CutPrefix(mp, r.dir+"/"); ok {
-				r.mounts.list = append(r.mounts.list, rel)
+	r.readMounts()
+	return r.mounts.list
+}
+
+// readMounts reads the mount table again if it was read over 5 seconds
+// ago; r.mounts is locked.
+func (r *Root) readMounts() {
+	if time.Since(r.mounts.read) <= 5*time.Second {
+		return
+	}
+	r.mounts.list = nil // a new slice: callers of mountsBeneath read the old one unlocked
+	r.mounts.ids = map[uint64]string{}
+	r.mounts.root, _ = fsutil.MountIDOf(r.dir)
+	for _, m := range fsutil.Mounts() {
+		if rel, ok := strings.CutPrefix(m.Point, r.dir+"/"); ok {
+			r.mounts.list = append(r.mounts.list, rel)
+			r.mounts.ids[m.ID] = rel
+		}
+	}
+	slices.SortFunc(r.mounts.list, func(a, b string) int { return len(b) - len(a) })
+	r.mounts.read = time.Now()
+}
+
+// markerVolume is volumeOf for the marker of the file rel being written:
+// the mount the file is on (its mount ID) is looked up in the mount table,
+// read again at once when it does not list it, so that a marker written
+// right after its volume was mounted names it. An ID is checked against
+// the mount at its mount point now (the kernel reuses the IDs of mounts
+// gone).
+func (r *Root) markerVolume(rel string) string {
+	id, ok := fsutil.MountIDOf(filepath.Join(r.dir, filepath.FromSlash(rel)))
+	if !ok {
+		return r.volumeOf(rel)
+	}
+	for range 2 {
+		r.mounts.Lock()
+		r.readMounts()
+		point, beneath := r.mounts.ids[id]
+		onRoot := id == r.mounts.root
+		r.mounts.Unlock()
+		if onRoot {
+			return "" // the root's own mount, which holds while the root is there
+		}
+		if beneath {
+			if now, ok := fsutil.MountIDOf(filepath.Join(r.dir, filepath.FromSlash(point))); ok && now == id {
+				return apiPath(point)
 			}
 		}
-		slices.SortFunc(r.mounts.list, func(a, b string) int { return len(b) - len(a) })
-		r.mounts.read = time.Now()
+		r.forgetMounts()
 	}
-	return r.mounts.list
+	return r.volumeOf(rel)
 }
 
 // forgetMounts makes the next mountsBeneath read the mount table: an

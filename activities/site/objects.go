@@ -132,7 +132,7 @@ type refBody struct {
 // held by the file rel with inode ino.
 func (r *Root) newRefBody(sum, ref, rel string, ino uint64) (refBody, error) {
 	owner, err := r.refOwner(sum, ref)
-	return refBody{Path: apiPath(rel), Ino: ino, Vol: r.volumeOf(rel), Created: time.Now().UTC().Format(time.RFC3339), Owner: owner}, err
+	return refBody{Path: apiPath(rel), Ino: ino, Vol: r.markerVolume(rel), Created: time.Now().UTC().Format(time.RFC3339), Owner: owner}, err
 }
 
 // findRefBody reads the body of marker (sum, ref) from what its key holds:

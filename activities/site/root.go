@@ -55,6 +55,8 @@ type Root struct {
 	mounts struct {
 		sync.Mutex
 		list []string
+		ids  map[uint64]string // mount ID → its entry of list
+		root uint64            // the ID of the mount holding the root folder
 		read time.Time
 	}
 	// locks is fileLockFile, opened at its first use (see lockFile).
