@@ -3,6 +3,7 @@ package fsutil
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -67,10 +68,15 @@ func MountPoints() []string {
 }
 
 // Mount is a line of /proc/self/mountinfo: the mount's ID (as statx's
-// STATX_MNT_ID gives it: see MountIDOf) and its mount point.
+// STATX_MNT_ID gives it: see MountIDOf), its mount point, and what is
+// mounted there (From).
 type Mount struct {
 	ID    uint64
 	Point string
+	// From names what is mounted: the filesystem type, its source (a
+	// device, server:/export, …) and the folder of that filesystem
+	// mounted (mountinfo's fourth field: "/" for the whole of it).
+	From string
 }
 
 // Mounts lists the mounts of /proc/self/mountinfo.
@@ -81,10 +87,16 @@ func Mounts() []Mount {
 	}
 	var out []Mount
 	for _, line := range strings.Split(string(info), "\n") {
-		if f := strings.Fields(line); len(f) >= 5 {
-			id, _ := strconv.ParseUint(f[0], 10, 64)
-			out = append(out, Mount{ID: id, Point: unescapeMount(f[4])})
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
 		}
+		id, _ := strconv.ParseUint(f[0], 10, 64)
+		m := Mount{ID: id, Point: unescapeMount(f[4])}
+		if i := slices.Index(f, "-"); i > 0 && i+2 < len(f) {
+			m.From = f[i+1] + " " + f[i+2] + " " + f[3]
+		}
+		out = append(out, m)
 	}
 	return out
 }

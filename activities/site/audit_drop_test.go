@@ -270,3 +270,36 @@ func markerBodyOf(t *testing.T, s auditSite, rel string) refBody {
 	require.NoError(t, err)
 	return body
 }
+
+// TestAuditKeepsAVolumesReferencesWhenAPartOfItIsInItsPlace: a subfolder
+// of a volume bind-mounted where the volume was (an NFS export of a
+// subdirectory is alike) holds records the site wrote for those very
+// files, so the volume counted as seen, and the references of its stubs
+// outside that part were dropped (a reviewer's scratch test, listed as
+// left by the thirty-second session). A marker now says what was mounted
+// at its volume (type, source, folder of it), and is kept while
+// something else is.
+func TestAuditKeepsAVolumesReferencesWhenAPartOfItIsInItsPlace(t *testing.T) {
+	dir := t.TempDir()
+	s := newAuditSite(t, dir, t.TempDir(), false)
+	vol := mountTmpfs(t, t.TempDir())
+	mnt := filepath.Join(dir, "vol")
+	bindMount(t, vol, mnt)
+	inPart := map[string]string{"f.txt": "in the part mounted in the volume's place"}
+	outside := map[string]string{"g.txt": "outside that part"}
+	s.migrateFiles(t, "vol/part", inPart)
+	s.migrateFiles(t, "vol", outside)
+	require.Equal(t, "tmpfs tmpfs /", markerBodyOf(t, s, "vol/g.txt").VolFrom)
+
+	require.NoError(t, unix.Unmount(mnt, 0))
+	require.NoError(t, unix.Mount(filepath.Join(vol, "part"), mnt, "", unix.MS_BIND, ""))
+	ar := s.dropLeakedAndCollect(t)
+	require.Len(t, ar.Leaked, 1, "%+v", ar) // the part's file is found at another path
+	requireNoneDropped(t, ar)
+	require.Contains(t, ar.Leaked[0].Kept, "mounted from")
+
+	require.NoError(t, unix.Unmount(mnt, 0))
+	require.NoError(t, unix.Mount(vol, mnt, "", unix.MS_BIND, ""))
+	s.requireRecalled(t, "vol", outside)
+	s.requireRecalled(t, "vol/part", inPart)
+}

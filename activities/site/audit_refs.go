@@ -362,6 +362,9 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 	if body.Vol != "" && now != body.Vol {
 		return false, fmt.Sprintf("its file's folder is on another mount (%q) than its volume's (%q): a filesystem mounted over it, or its volume not mounted now", now, body.Vol), nil
 	}
+	if from := r.mountFrom(now); body.VolFrom != "" && from != body.VolFrom {
+		return false, fmt.Sprintf("its volume %s is mounted from %q now, not from %q as when the reference was written: a part or a snapshot of it, or its device renamed", now, from, body.VolFrom), nil
+	}
 	for _, seen := range vols {
 		// Its folder is on a volume (named by the marker or not, as
 		// markers written before volumes were named): one both walks

@@ -154,45 +154,62 @@ func (r *Root) readMounts() {
 	}
 	r.mounts.list = nil // a new slice: callers of mountsBeneath read the old one unlocked
 	r.mounts.ids = map[uint64]string{}
+	r.mounts.from = map[string]string{}
 	r.mounts.root, _ = fsutil.MountIDOf(r.dir)
 	for _, m := range fsutil.Mounts() {
 		if rel, ok := strings.CutPrefix(m.Point, r.dir+"/"); ok {
 			r.mounts.list = append(r.mounts.list, rel)
 			r.mounts.ids[m.ID] = rel
+			r.mounts.from[rel] = m.From // a later mount at the point is on top
 		}
 	}
 	slices.SortFunc(r.mounts.list, func(a, b string) int { return len(b) - len(a) })
 	r.mounts.read = time.Now()
 }
 
-// markerVolume is volumeOf for the marker of the file rel being written:
-// the mount the file is on (its mount ID) is looked up in the mount table,
-// read again at once when it does not list it, so that a marker written
-// right after its volume was mounted names it. An ID is checked against
-// the mount at its mount point now (the kernel reuses the IDs of mounts
-// gone).
-func (r *Root) markerVolume(rel string) string {
+// markerVolume is volumeOf for the marker of the file rel being written,
+// with what is mounted there (see mountFrom): the mount the file is on
+// (its mount ID) is looked up in the mount table, read again at once when
+// it does not list it, so that a marker written right after its volume
+// was mounted names it. An ID is checked against the mount at its mount
+// point now (the kernel reuses the IDs of mounts gone).
+func (r *Root) markerVolume(rel string) (vol, from string) {
 	id, ok := fsutil.MountIDOf(filepath.Join(r.dir, filepath.FromSlash(rel)))
-	if !ok {
-		return r.volumeOf(rel)
-	}
-	for range 2 {
+	for try := 0; ok && try < 2; try++ {
 		r.mounts.Lock()
 		r.readMounts()
 		point, beneath := r.mounts.ids[id]
 		onRoot := id == r.mounts.root
 		r.mounts.Unlock()
 		if onRoot {
-			return "" // the root's own mount, which holds while the root is there
+			return "", "" // the root's own mount, which holds while the root is there
 		}
 		if beneath {
 			if now, ok := fsutil.MountIDOf(filepath.Join(r.dir, filepath.FromSlash(point))); ok && now == id {
-				return apiPath(point)
+				return apiPath(point), r.mountFrom(apiPath(point))
 			}
 		}
 		r.forgetMounts()
 	}
-	return r.volumeOf(rel)
+	vol = r.volumeOf(rel)
+	return vol, r.mountFrom(vol)
+}
+
+// mountFrom says what is mounted at the volume folder vol (API form, as
+// volumeOf gives it) now: its filesystem type, source and the folder of
+// it mounted (fsutil.Mount.From). An audit drops a reference of a volume
+// only while its volume is mounted from where it was when the reference
+// was written: a part of it (a subfolder bind-mounted, an NFS export of a
+// subdirectory) or a block snapshot of it mounted in its place holds
+// records the site wrote, but not all of them.
+func (r *Root) mountFrom(vol string) string {
+	if vol == "" {
+		return ""
+	}
+	r.mounts.Lock()
+	defer r.mounts.Unlock()
+	r.readMounts()
+	return r.mounts.from[strings.TrimPrefix(vol, "/")]
 }
 
 // forgetMounts makes the next mountsBeneath read the mount table: an

@@ -123,7 +123,10 @@ type refBody struct {
 	// Vol is, for a file on a filesystem mounted beneath the root, the
 	// folder it is mounted at: an audit drops a reference of a volume only
 	// where it finds the site's records on it.
-	Vol     string `json:"vol,omitempty"`
+	Vol string `json:"vol,omitempty"`
+	// VolFrom says what was mounted at Vol (see Root.mountFrom): an audit
+	// drops the reference only while the same is mounted there.
+	VolFrom string `json:"vol_from,omitempty"`
 	Created string `json:"created"`
 	Owner   string `json:"owner,omitempty"`
 }
@@ -132,7 +135,8 @@ type refBody struct {
 // held by the file rel with inode ino.
 func (r *Root) newRefBody(sum, ref, rel string, ino uint64) (refBody, error) {
 	owner, err := r.refOwner(sum, ref)
-	return refBody{Path: apiPath(rel), Ino: ino, Vol: r.markerVolume(rel), Created: time.Now().UTC().Format(time.RFC3339), Owner: owner}, err
+	vol, from := r.markerVolume(rel)
+	return refBody{Path: apiPath(rel), Ino: ino, Vol: vol, VolFrom: from, Created: time.Now().UTC().Format(time.RFC3339), Owner: owner}, err
 }
 
 // findRefBody reads the body of marker (sum, ref) from what its key holds:

@@ -56,6 +56,7 @@ type Root struct {
 		sync.Mutex
 		list []string
 		ids  map[uint64]string // mount ID → its entry of list
+		from map[string]string // entry of list → what is mounted there (fsutil.Mount.From)
 		root uint64            // the ID of the mount holding the root folder
 		read time.Time
 	}
