@@ -107,7 +107,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 	if err := toFlush.flush(s.root); err != nil {
 		for _, j := range s.jobs {
 			if j.res == nil && j.wroteBack {
-				cutBack(j)
+				s.cutBack(j)
 			}
 		}
 		s.failRest(fmt.Errorf("flush recalled data: %w", err))
@@ -140,13 +140,12 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 // stub) to the path meanwhile, and another step (a migrate's release) may
 // have recorded the file. drop: the file's reference is to be dropped.
 //
-// The lock is this process's; across processes (two workers of the site)
+// The lock (lockFile) holds across the site's worker processes too, and
 // the file is held open and leased, where the kernel grants it, from the
 // check to the record written: a migrate's release, which checks and
-// records under a lease of its own, cannot record the file in between
-// and have its stub's record overwritten by this end (the stub then read
-// as a resident file of its size 0, and the next migrate let its content
-// go). Without a lease (a file open elsewhere, NFS) that window stays.
+// records under both, cannot record the file in between and have its
+// stub's record overwritten by this end (the stub then read as a
+// resident file of its size 0, and the next migrate let its content go).
 // Another's lease that outlasts openPastLeases fails the end (a release
 // under way); any other refusal to open a file whose mtime needs no
 // setting (a running program, a read-only filesystem) leaves it checked
@@ -328,21 +327,44 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 // does), unless its user wrote it since (leased, as in restoreMtime). The
 // disk may hold other bytes than the data where the writes failed, and a
 // retry does not write over a file that is not the data's first bytes (a
-// user's, as far as it can tell).
-func cutBack(j *job) {
+// user's, as far as it can tell). Under the file's lock, and only while
+// its record is still this recall's mark: another worker's retry may
+// have found the data whole and ended the recall meanwhile (a reviewer's
+// finding: the file it had just recorded resident or premigrated was cut
+// to its stub, and its data lost). Cut back, it is recorded a stub again.
+func (s *stepRun) cutBack(j *job) {
+	unlock, err := s.root.lockFile(j.fi)
+	if err != nil {
+		return
+	}
+	defer unlock()
 	f, err := openPastLeases(j.abs, os.O_WRONLY)
 	if err != nil {
 		return
 	}
 	defer f.Close()
 	_ = exclusiveLease(f)
-	if fi, err := f.Stat(); err != nil || !j.unchanged(fi) {
+	if fi, err := f.Stat(); err != nil || !j.unchanged(fi) || s.recordStill(j, fi, j.next) != nil {
 		return
 	}
-	if f.Truncate(j.next.StubSize) == nil {
-		_ = setMtimeOf(f, timeFromNs(j.next.Mtime))
+	if cutBackChecked != nil {
+		cutBackChecked(j.abs)
 	}
+	if f.Truncate(j.next.StubSize) != nil || setMtimeOf(f, timeFromNs(j.next.Mtime)) != nil {
+		return
+	}
+	// A stub again, and recorded so: another worker's end of a recall
+	// that found the data whole before the cut (waiting for the lock)
+	// then finds the record changed, instead of taking the stub for its
+	// user's write and recording it resident.
+	rec := j.next
+	rec.Pending = ""
+	_ = s.root.state.set(j.abs, j.rel, rec)
 }
+
+// cutBackChecked, nil outside tests, is called when cutBack has checked
+// the file, right before it truncates it.
+var cutBackChecked func(abs string)
 
 // restoreMtime gives a recalled file f (see openLeased) its original
 // mtime back, unless its user wrote it since the recall did: a save keeps

@@ -367,6 +367,29 @@ func (s *stepRun) recordStill(j *job, fi fs.FileInfo, want Record) error {
 	return nil
 }
 
+// recordFirst writes rec, the first record a step writes for j's file
+// (a premigrate's record, a migrate's release mark), under the file's
+// lock (see lockFile) and only while the file is unchanged since the
+// step opened it: another worker's migrate may have released it meanwhile
+// (a reviewer's finding: the record of the whole file, written over the
+// stub's, made it read as a resident file of the stub's size, whose next
+// migrate let the content go). changed is the error of a file changed.
+func (s *stepRun) recordFirst(j *job, rec Record, changed error) error {
+	unlock, err := s.root.lockFile(j.fi)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	fi, err := os.Lstat(j.abs)
+	if err != nil {
+		return err
+	}
+	if !j.unchanged(fi) {
+		return changed
+	}
+	return s.root.state.set(j.abs, j.rel, rec)
+}
+
 // sameRecord compares two records but for their signatures and where
 // they were read from.
 func sameRecord(a, b Record) bool {
@@ -384,16 +407,7 @@ func Premigrate(ctx context.Context, root *Root, paths []string, target targets.
 	s := newRun(ctx, root, paths, opts)
 	s.transfer(target, targetName, false)
 	s.finishEach(func(j *job) {
-		fi, err := os.Lstat(j.abs)
-		if err != nil {
-			s.abandon(j, target, err)
-			return
-		}
-		if !j.unchanged(fi) {
-			s.abandon(j, target, errors.New("file changed during premigration"))
-			return
-		}
-		if err := s.root.state.set(j.abs, j.rel, j.next); err != nil {
+		if err := s.recordFirst(j, j.next, errors.New("file changed during premigration")); err != nil {
 			s.abandon(j, target, err)
 			return
 		}
@@ -486,13 +500,9 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 			marked.add(s.root, j.rel, fi) // by an attempt that may not have flushed
 			return                        // resuming: already marked, maybe already truncated
 		}
-		if !j.unchanged(fi) {
-			s.abandon(j, target, errors.New("file changed during migration"))
-			return
-		}
 		j.next.State, j.next.Pending = Migrated, pendingRelease
 		j.next.StubSize = min(max(s.opts.StubSize, 0), j.next.Size)
-		if err := s.root.state.set(j.abs, j.rel, j.next); err != nil {
+		if err := s.recordFirst(j, j.next, errors.New("file changed during migration")); err != nil {
 			s.abandon(j, target, err)
 			return
 		}
@@ -519,7 +529,7 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 			j.fail(fmt.Errorf("not released: %w", err))
 			return
 		}
-		if err := s.release(j); err != nil {
+		if err := s.release(j, target); err != nil {
 			if errors.Is(err, errChangedNotReleased) {
 				// The record is gone, so nothing refers to the copy.
 				_ = s.dropRefUnlessRecorded(j, target, j.next)
@@ -568,13 +578,19 @@ var errChangedNotReleased = errors.New("file changed during migration; not relea
 
 // release truncates the file of a job marked pendingRelease, while it is
 // still the file marked and its record still this step's mark.
-func (s *stepRun) release(j *job) error {
+func (s *stepRun) release(j *job, target targets.Driver) error {
 	unlock, err := s.root.lockFile(j.fi)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	f, err := fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow, 0)
+	// Read too where it may (see truncatedBefore): a second open of the
+	// file would break the lease taken below.
+	f, err := fsutil.OpenFile(j.abs, os.O_RDWR|openNoFollow, 0)
+	readable := err == nil
+	if errors.Is(err, fs.ErrPermission) {
+		f, err = fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow, 0)
+	}
 	if err != nil {
 		return err
 	}
@@ -600,6 +616,14 @@ func (s *stepRun) release(j *job) error {
 		return errChangedNotReleased
 	}
 	whole := fi.Size() == rec.Size
+	if !whole && rec.StubSize > 0 && readable {
+		if truncated, err := s.truncatedBefore(f, target, rec); err != nil {
+			return err
+		} else if !truncated {
+			_ = s.root.state.clear(j.abs, j.rel)
+			return errChangedNotReleased
+		}
+	}
 	switch n := links(fi); {
 	case inUse != nil && whole:
 		return s.keepWhole(j, rec, inUse)
@@ -625,6 +649,23 @@ func (s *stepRun) release(j *job) error {
 		return err
 	}
 	return f.Close()
+}
+
+// truncatedBefore tells, for a file marked for release that has its
+// stub's size, whether it holds the data's first bytes: truncated by an
+// earlier release (this step's killed attempt, or another worker's), or
+// rewritten by its user to that size since the mark (a reviewer's
+// finding: the release took the user's bytes for a stub, and the next
+// recall wrote the old data over them). An empty stub (stub_size 0) says
+// nothing: a file its user emptied after the mark becomes the stub of
+// its data before (no byte of the user's is lost; docs/remote-copies.md).
+func (s *stepRun) truncatedBefore(f *os.File, target targets.Driver, rec Record) (bool, error) {
+	rc, err := getContent(s.ctx, target, rec.Key, rec.Checksum)
+	if err != nil {
+		return false, fmt.Errorf("read the first bytes of a file marked for release that has its stub's size: %w", err)
+	}
+	defer rc.Close()
+	return sameFirstBytes(io.NewSectionReader(f, 0, rec.StubSize), rc, rec.StubSize)
 }
 
 // keepWhole leaves a file marked for release whole and premigrated, and
