@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/thehub/hub/activities/targets"
 )
@@ -151,4 +153,119 @@ func guardsOn(t *testing.T, tdir string) []string {
 		return err
 	}))
 	return found
+}
+
+// killedRetriedOnVolume: /b is a volume (a tmpfs bind-mounted beneath the
+// root) holding a stub (other.txt) and f.txt, whose migrate was killed
+// long ago after writing its marker. A child audit asked to drop is
+// killed right after deleting f.txt's marker, which the retried migrate
+// (run by TestKilledAuditChild right before that delete) had just written
+// again and recorded: the state guards are for.
+func killedRetriedOnVolume(t *testing.T) (s auditSite, vol, mnt, data string) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s = newAuditSite(t, dir, t.TempDir(), false)
+	vol = mountTmpfs(t, t.TempDir())
+	mnt = filepath.Join(dir, "b")
+	bindMount(t, vol, mnt)
+	s.migrateFiles(t, "b", map[string]string{"other.txt": "another stub on the volume"})
+	data = "data of a file whose first migrate was killed"
+	abs := filepath.Join(mnt, "f.txt")
+	require.NoError(t, os.WriteFile(abs, []byte(data), 0o644))
+	fi, err := os.Lstat(abs)
+	require.NoError(t, err)
+	sum := sumOf(data)
+	ref, err := s.a.Root.refID(fi, birthTime(abs), sum)
+	require.NoError(t, err)
+	require.NoError(t, s.a.Root.addRef(ctx, s.target, sum, ref, "b/f.txt", inode(fi)))
+	key := refKey(sum, ref)
+	ageMarkers(t, s.tdir)
+	require.True(t, runChild(t, "^TestKilledAuditChild$", "HUB_AUDIT_KILL_ROOT="+dir,
+		"HUB_AUDIT_KILL_TARGET="+s.tdir, "HUB_AUDIT_KILL_KEY="+key, "HUB_FAULT_POINT=audit.dropped@1"))
+	require.Len(t, guardsOn(t, s.tdir), 1, "the killed audit left its guard")
+	require.NoFileExists(t, filepath.Join(s.tdir, filepath.FromSlash(key)), "and the marker it dropped is gone")
+	return s, vol, mnt, data
+}
+
+// TestAGuardStaysWhileItsVolumeIsDown: an audit killed as above; the host
+// reboots, and the volume is not mounted yet when the operator audits
+// again. The volume's leaked references were kept, but the guard was
+// settled as if no record named its reference (none was found: the
+// record is on the volume), and the collector freed the stub's content
+// (a reviewer's finding). A guard now stays while its file's volume is
+// down or replaced, as a marker would; once the volume is back, the
+// audit puts the reference back.
+func TestAGuardStaysWhileItsVolumeIsDown(t *testing.T) {
+	s, vol, mnt, data := killedRetriedOnVolume(t)
+	require.NoError(t, unix.Unmount(mnt, 0))
+	ar := s.dropLeakedAndCollect(t)
+	require.Equal(t, 1, ar.Interrupted)
+	require.Len(t, ar.InterruptedKept, 1, "%+v", ar)
+	require.Contains(t, ar.InterruptedKept[0].Kept, "not mounted now")
+	require.Len(t, guardsOn(t, s.tdir), 1)
+
+	require.NoError(t, unix.Mount(vol, mnt, "", unix.MS_BIND, ""))
+	ar = s.dropLeakedAndCollect(t)
+	require.Empty(t, ar.InterruptedKept)
+	require.Empty(t, guardsOn(t, s.tdir), "settled")
+	s.requireRecalled(t, "b", map[string]string{"f.txt": data})
+}
+
+// TestAuditsThatDropTakeTurns: audit A guards a reference and, right
+// before it deletes the marker, audit B runs whole: it took A's guard
+// for one left by an audit stopped, found no record naming the
+// reference (the retried migrate had not recorded it yet), and removed
+// the guard; the migrate then recorded it, A deleted it and was killed
+// before its last walk, and nothing was left to say the reference was
+// needed (a reviewer's finding). An audit asked to drop now holds the
+// target's "audit" lock: B is refused.
+func TestAuditsThatDropTakeTurns(t *testing.T) {
+	s, data, key, _, _ := retriedMigrate(t, true)
+	require.True(t, runChild(t, "^TestConcurrentAuditChild$", "HUB_CONCURRENT_AUDIT_ROOT="+s.a.Root.Dir(),
+		"HUB_CONCURRENT_AUDIT_TARGET="+s.tdir, "HUB_CONCURRENT_AUDIT_KEY="+key), "audit A killed")
+	ar := s.dropLeakedAndCollect(t)
+	require.Equal(t, 1, ar.Interrupted, "audit A's guard was left for this audit")
+	require.Empty(t, guardsOn(t, s.tdir))
+	requireContent(t, s, "/b/f.txt", data)
+
+	// And a listing needs no lock.
+	held, release, err := s.target.(targets.Locker).TryLock(context.Background(), "audit")
+	require.NoError(t, err)
+	defer release()
+	_, err = AuditRefs(held, s.a.Root, map[string]targets.Driver{"archive": s.target}, AuditOptions{Drop: true})
+	require.ErrorIs(t, err, targets.ErrLocked)
+	_, err = AuditRefs(held, s.a.Root, map[string]targets.Driver{"archive": s.target}, AuditOptions{})
+	require.NoError(t, err)
+}
+
+// TestConcurrentAuditChild is audit A of TestAuditsThatDropTakeTurns: it
+// runs audit B, then the retried migrate, right before deleting the
+// marker HUB_CONCURRENT_AUDIT_KEY, and is killed right after that delete;
+// on its own it does nothing.
+func TestConcurrentAuditChild(t *testing.T) {
+	dir := os.Getenv("HUB_CONCURRENT_AUDIT_ROOT")
+	if dir == "" {
+		return
+	}
+	s := newAuditSite(t, dir, os.Getenv("HUB_CONCURRENT_AUDIT_TARGET"), false)
+	key := os.Getenv("HUB_CONCURRENT_AUDIT_KEY")
+	ran := false
+	hook := &stepHook{Driver: s.target, onDel: func(k string) {
+		if k != key || ran {
+			return
+		}
+		ran = true
+		_, err := AuditRefs(context.Background(), s.a.Root, map[string]targets.Driver{"archive": s.target}, AuditOptions{Drop: true})
+		t.Logf("audit B: %v", err) // refused (the parent checks what is left)
+		res, err := Migrate(context.Background(), s.a.Root, []string{"/b/f.txt"}, s.target, "archive", StepOptions{})
+		require.NoError(t, err)
+		requireAll(t, res, CodeOK, []string{"/b/f.txt"})
+	}, afterDel: func(k string) {
+		if k == key && ran {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // before the last walk
+			select {}
+		}
+	}}
+	_, _ = AuditRefs(context.Background(), s.a.Root, map[string]targets.Driver{"archive": lockingHook{hook, s.target.(targets.Locker)}}, AuditOptions{Drop: true})
+	t.Fatal("audit A was not killed")
 }

@@ -82,6 +82,9 @@ type AuditResult struct {
 	// dropGuard): their content is kept, and an audit asked to drop
 	// settles them.
 	Interrupted int `json:"interrupted"`
+	// InterruptedKept lists the guards of interrupted drops an audit kept
+	// (Kept says why): their files' volume is down or replaced.
+	InterruptedKept []LeakedRef `json:"interrupted_kept,omitempty"`
 }
 
 // maxUnreadablePaths bounds the paths of unreadable records an audit lists.
@@ -116,6 +119,20 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 		now = opts.Now
 	}
 	res := AuditResult{Leaked: []LeakedRef{}, UnreadablePaths: []string{}}
+	// One audit that drops at a time on a target: another's guards would
+	// look left by an audit stopped (see dropGuard), and be settled under it.
+	held := map[string]context.Context{}
+	for _, name := range slices.Sorted(maps.Keys(drivers)) {
+		if !opts.Drop {
+			break
+		}
+		h, release, err := lockAudit(ctx, drivers[name])
+		if err != nil {
+			return res, fmt.Errorf("target %s: %w", name, err)
+		}
+		defer release()
+		held[name] = h
+	}
 	live, err := liveRefs(ctx, root, &res)
 	if err != nil {
 		return res, err
@@ -188,7 +205,21 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 		res.Unreadable, res.UnreadablePaths = second.Unreadable, second.UnreadablePaths
 		return res, fmt.Errorf("%d files: %w", res.Unreadable, ErrUnreadableRecords)
 	}
-	return res, root.dropAll(ctx, drivers, &res, guards, cutoff, live, again)
+	return res, root.dropAll(ctx, drivers, held, &res, guards, cutoff, live, again)
+}
+
+// lockAudit takes the target's "audit" lock where it has locks
+// (targets.Locker); held ends when it is lost.
+func lockAudit(ctx context.Context, d targets.Driver) (held context.Context, release func(), err error) {
+	l, ok := d.(targets.Locker)
+	if !ok {
+		return ctx, func() {}, nil
+	}
+	held, release, err = l.TryLock(ctx, "audit")
+	if errors.Is(err, targets.ErrLocked) {
+		err = fmt.Errorf("another audit asked to drop references is running on this target (%w); the lock ends with its holder's process (on S3, a minute after a killed holder's last renewal): never remove it by hand", err)
+	}
+	return held, release, err
 }
 
 // dropGuard ends the name of the guard marker an audit writes before it
@@ -212,11 +243,30 @@ type guard struct {
 	keep             bool       // settled badly: the guard stays
 }
 
+// guardKeeps says why the guard g, left by an audit stopped while it
+// dropped g's reference, must stay though no walk found a record naming
+// that reference: the file the guard's body names is on a volume that is
+// down or replaced (see volumeKeeps); "" when it may go.
+func (r *Root) guardKeeps(ctx context.Context, d targets.Driver, g *guard, walks ...liveSet) string {
+	body, err := readRefBody(ctx, d, refKey(g.sum, g.ref+dropGuard))
+	if errors.Is(err, targets.ErrNotFound) {
+		return ""
+	}
+	if err != nil {
+		return fmt.Sprintf("its body could not be read (%v)", err)
+	}
+	var vols []map[string]bool
+	for _, w := range walks {
+		vols = append(vols, w.vols)
+	}
+	return r.volumeKeeps(body, vols...)
+}
+
 // dropAll drops the references the audit found leaked in both walks:
 // guards first, durable before any marker goes, then the drops
 // (dropLeaked), then a last walk that puts back every dropped reference
 // a record names, then the guards go.
-func (r *Root) dropAll(ctx context.Context, drivers map[string]targets.Driver, res *AuditResult, pending []*guard, cutoff time.Time, live, again liveSet) error {
+func (r *Root) dropAll(ctx context.Context, drivers map[string]targets.Driver, held map[string]context.Context, res *AuditResult, pending []*guard, cutoff time.Time, live, again liveSet) error {
 	byKey := map[string]*guard{}
 	for _, g := range pending {
 		byKey[g.target+"\x00"+refKey(g.sum, g.ref)] = g
@@ -260,6 +310,10 @@ func (r *Root) dropAll(ctx context.Context, drivers map[string]targets.Driver, r
 			continue
 		}
 		l := g.leaked
+		if err := targets.StillHeld(held[l.Target]); err != nil {
+			dropErr = fmt.Errorf("the audit lock of target %s: %w", l.Target, err)
+			break
+		}
 		var err error
 		l.Dropped, l.Kept, err = r.dropLeaked(ctx, drivers[l.Target], l.Key, g.sum, g.ref, cutoff, live.vols, again.vols)
 		restore = restore || l.Dropped
@@ -294,6 +348,14 @@ func (r *Root) dropAll(ctx context.Context, drivers map[string]targets.Driver, r
 				}
 			}
 			if !ok {
+				if g.pending && g.leaked == nil {
+					// Its marker is gone, and no walk found a record naming
+					// it: unless its file's volume is down or replaced.
+					if why := r.guardKeeps(ctx, drivers[g.target], g, live, again, last); why != "" {
+						g.keep = true
+						res.InterruptedKept = append(res.InterruptedKept, LeakedRef{Target: g.target, Key: refKey(g.sum, g.ref+dropGuard), Kept: why})
+					}
+				}
 				continue
 			}
 			if err := r.restoreRef(ctx, drivers[g.target], g.sum, g.ref, h); err != nil {
@@ -358,23 +420,8 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 	if err != nil {
 		return false, "", err
 	}
-	now := r.volumeOf(strings.TrimPrefix(path.Clean(body.Path), "/"))
-	if body.Vol != "" && now != body.Vol {
-		return false, fmt.Sprintf("its file's folder is on another mount (%q) than its volume's (%q): a filesystem mounted over it, or its volume not mounted now", now, body.Vol), nil
-	}
-	if from := r.mountFrom(now); body.VolFrom != "" && from != body.VolFrom {
-		return false, fmt.Sprintf("its volume %s is mounted from %q now, not from %q as when the reference was written: a part or a snapshot of it, or its device renamed", now, from, body.VolFrom), nil
-	}
-	for _, seen := range vols {
-		// Its folder is on a volume (named by the marker or not, as
-		// markers written before volumes were named): one both walks
-		// found the site's records on.
-		if now != "" && !seen[now] {
-			return false, fmt.Sprintf("its file was on the volume mounted at %s, where the audit found none of the site's records: not mounted now, or another filesystem is there", now), nil
-		}
-	}
-	if vol := fsutil.UnmountedVolume(filepath.Join(r.dir, filepath.FromSlash(path.Dir(body.Path)))); vol != "" {
-		return false, fmt.Sprintf("its file was beneath %s, a mount point of /etc/fstab that is not mounted now", vol), nil
+	if why := r.volumeKeeps(body, vols...); why != "" {
+		return false, why, nil
 	}
 	o, err := d.Stat(ctx, key)
 	if errors.Is(err, targets.ErrNotFound) {
@@ -419,6 +466,31 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 		return true, "", err
 	}
 	return false, "", nil
+}
+
+// volumeKeeps says why a reference whose marker (or guard) has this
+// body must be kept while its file's volume is not as when it was written
+// (see dropLeaked), or "" when it may be dropped.
+func (r *Root) volumeKeeps(body refBody, vols ...map[string]bool) string {
+	now := r.volumeOf(strings.TrimPrefix(path.Clean(body.Path), "/"))
+	if body.Vol != "" && now != body.Vol {
+		return fmt.Sprintf("its file's folder is on another mount (%q) than its volume's (%q): a filesystem mounted over it, or its volume not mounted now", now, body.Vol)
+	}
+	if from := r.mountFrom(now); body.VolFrom != "" && from != body.VolFrom {
+		return fmt.Sprintf("its volume %s is mounted from %q now, not from %q as when the reference was written: a part or a snapshot of it, or its device renamed", now, from, body.VolFrom)
+	}
+	for _, seen := range vols {
+		// Its folder is on a volume (named by the marker or not, as
+		// markers written before volumes were named): one both walks
+		// found the site's records on.
+		if now != "" && !seen[now] {
+			return fmt.Sprintf("its file was on the volume mounted at %s, where the audit found none of the site's records: not mounted now, or another filesystem is there", now)
+		}
+	}
+	if vol := fsutil.UnmountedVolume(filepath.Join(r.dir, filepath.FromSlash(path.Dir(body.Path)))); vol != "" {
+		return fmt.Sprintf("its file was beneath %s, a mount point of /etc/fstab that is not mounted now", vol)
+	}
+	return ""
 }
 
 // restoreRef writes again a reference the audit dropped that a record

@@ -298,9 +298,12 @@ func hasRef(ctx context.Context, d targets.Driver, rec Record) (bool, error) {
 // guardedRef tells whether the guard an audit writes before it drops
 // rec's reference is on the target: the audit was stopped before it
 // settled the drop (see dropGuard).
-func guardedRef(ctx context.Context, d targets.Driver, rec Record) bool {
+func guardedRef(ctx context.Context, d targets.Driver, rec Record) (bool, error) {
 	_, err := d.Stat(ctx, refKey(rec.Checksum, rec.Ref+dropGuard))
-	return err == nil
+	if errors.Is(err, targets.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // getContent opens the object at key, whose content is sum. Content the

@@ -209,10 +209,14 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 		if err != nil {
 			return err
 		}
-		if !ok && !guardedRef(s.ctx, driver, rec) {
-			return fmt.Errorf("%w: its reference on the target is gone (a record replayed after it was superseded?); nothing was moved", ErrUntrustedRecord)
-		}
 		if !ok {
+			guarded, err := guardedRef(s.ctx, driver, rec)
+			if err != nil {
+				return err
+			}
+			if !guarded {
+				return fmt.Errorf("%w: its reference on the target is gone (a record replayed after it was superseded?); nothing was moved", ErrUntrustedRecord)
+			}
 			// An audit stopped while it dropped it, since the record named
 			// it: it goes back, as the next audit would put it.
 			if err := s.root.addRef(s.ctx, driver, rec.Checksum, rec.Ref, j.rel, rec.Ino); err != nil {
