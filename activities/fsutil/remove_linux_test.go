@@ -15,21 +15,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// tree makes a tree of four files, one in a read-only folder.
+func tree(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "tree")
+	for _, p := range []string{"a/b/c.txt", "a/d.txt", "e.txt", "ro/f.txt"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, p), []byte(p), 0o644))
+	}
+	require.NoError(t, os.Chmod(filepath.Join(dir, "ro"), 0o555))
+	return dir
+}
+
 // TestRemoveAllOnOneMount: a tree with read-only folders goes whole; a
 // tree with a filesystem mounted beneath it (a tmpfs, and a bind mount of
 // a folder of the same filesystem, which has the same device) loses
 // nothing of the mounted filesystem, whatever the mount table said when
 // the removal was decided (os.RemoveAll deleted through both).
 func TestRemoveAllOnOneMount(t *testing.T) {
-	tree := func(t *testing.T) string {
-		dir := filepath.Join(t.TempDir(), "tree")
-		for _, p := range []string{"a/b/c.txt", "a/d.txt", "e.txt", "ro/f.txt"} {
-			require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(dir, p), []byte(p), 0o644))
-		}
-		require.NoError(t, os.Chmod(filepath.Join(dir, "ro"), 0o555))
-		return dir
-	}
 	t.Run("one mount", func(t *testing.T) {
 		dir := tree(t)
 		require.NoError(t, RemoveAllOnOneMount(dir))
@@ -108,15 +110,6 @@ func TestRemoveAllOnOneMountBesideAnother(t *testing.T) {
 // does: the rerun removes the rest, and a filesystem mounted beneath the
 // tree keeps everything, killed or not.
 func TestKillRemovingOnOneMount(t *testing.T) {
-	tree := func(t *testing.T) string {
-		dir := filepath.Join(t.TempDir(), "tree")
-		for _, p := range []string{"a/b/c.txt", "a/d.txt", "e.txt", "ro/f.txt"} {
-			require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(dir, p), []byte(p), 0o644))
-		}
-		require.NoError(t, os.Chmod(filepath.Join(dir, "ro"), 0o555))
-		return dir
-	}
 	removal := func(dir string, env ...string) (killed bool, out string) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKillRemovingChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), append(env, "HUB_REMOVE_CHILD_DIR="+dir)...)

@@ -141,17 +141,9 @@ func retriedMigrate(t *testing.T, renamed bool) (s auditSite, data, key string, 
 	dir := t.TempDir()
 	s = newAuditSite(t, dir, t.TempDir(), false)
 	data = "data of a file whose first migrate was killed"
-	abs := filepath.Join(dir, "a", "f.txt")
-	require.NoError(t, os.MkdirAll(filepath.Dir(abs), 0o755))
-	require.NoError(t, os.WriteFile(abs, []byte(data), 0o644))
-	fi, err := os.Lstat(abs)
-	require.NoError(t, err)
-	sum := sumOf(data)
-	ref, err := s.a.Root.refID(fi, birthTime(abs), sum)
-	require.NoError(t, err)
-	require.NoError(t, s.a.Root.addRef(ctx, s.target, sum, ref, "a/f.txt", inode(fi)))
-	key = refKey(sum, ref)
+	key = s.killedMigrate(t, "a/f.txt", data)
 	s.ageMarker(t, key)
+	abs := filepath.Join(dir, "a", "f.txt")
 	at := "/a/f.txt"
 	if renamed {
 		at = "/b/f.txt"
@@ -169,6 +161,23 @@ func retriedMigrate(t *testing.T, renamed bool) (s auditSite, data, key string, 
 		requireAll(t, res, CodeOK, []string{at})
 	}}
 	return s, data, key, target, ran
+}
+
+// killedMigrate writes the file rel with data and the marker a migrate
+// of it writes first, as one killed right after: no record. It returns
+// the marker's key.
+func (s auditSite) killedMigrate(t *testing.T, rel, data string) (key string) {
+	t.Helper()
+	abs := filepath.Join(s.a.Root.Dir(), filepath.FromSlash(rel))
+	require.NoError(t, os.MkdirAll(filepath.Dir(abs), 0o755))
+	require.NoError(t, os.WriteFile(abs, []byte(data), 0o644))
+	fi, err := os.Lstat(abs)
+	require.NoError(t, err)
+	sum := sumOf(data)
+	ref, err := s.a.Root.refID(fi, birthTime(abs), sum)
+	require.NoError(t, err)
+	require.NoError(t, s.a.Root.addRef(context.Background(), s.target, sum, ref, rel, inode(fi)))
+	return refKey(sum, ref)
 }
 
 // collectTwice runs the collector with no grace twice: what frees the

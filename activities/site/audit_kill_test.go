@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -95,7 +94,8 @@ func TestAKilledAuditLosesNothingItWasDropping(t *testing.T) {
 // TestKilledAuditChild runs an audit with drop on the site at
 // HUB_AUDIT_KILL_ROOT, whose target's marker HUB_AUDIT_KILL_KEY the
 // retried migrate of /b/f.txt writes again right before the audit deletes
-// it (see retriedMigrate); on its own it does nothing.
+// it (see retriedMigrate); with HUB_AUDIT_KILL_B set, another audit that
+// drops runs first, there. On its own it does nothing.
 func TestKilledAuditChild(t *testing.T) {
 	dir := os.Getenv("HUB_AUDIT_KILL_ROOT")
 	if dir == "" {
@@ -104,15 +104,20 @@ func TestKilledAuditChild(t *testing.T) {
 	s := newAuditSite(t, dir, os.Getenv("HUB_AUDIT_KILL_TARGET"), false)
 	key := os.Getenv("HUB_AUDIT_KILL_KEY")
 	ran := false
-	target := &stepHook{Driver: s.target, onDel: func(k string) {
+	hook := &stepHook{Driver: s.target, onDel: func(k string) {
 		if k != key || ran {
 			return
 		}
 		ran = true
+		if os.Getenv("HUB_AUDIT_KILL_B") != "" {
+			_, err := AuditRefs(context.Background(), s.a.Root, map[string]targets.Driver{"archive": s.target}, AuditOptions{Drop: true})
+			t.Logf("audit B: %v", err) // refused (the parent checks what is left)
+		}
 		res, err := Migrate(context.Background(), s.a.Root, []string{"/b/f.txt"}, s.target, "archive", StepOptions{})
 		require.NoError(t, err)
 		requireAll(t, res, CodeOK, []string{"/b/f.txt"})
 	}}
+	target := lockingHook{hook, s.target.(targets.Locker)}
 	_, err := AuditRefs(context.Background(), s.a.Root, map[string]targets.Driver{"archive": target}, AuditOptions{Drop: true})
 	require.NoError(t, err)
 	require.True(t, ran)
@@ -162,7 +167,6 @@ func guardsOn(t *testing.T, tdir string) []string {
 // (run by TestKilledAuditChild right before that delete) had just written
 // again and recorded: the state guards are for.
 func killedRetriedOnVolume(t *testing.T) (s auditSite, vol, mnt, data string) {
-	ctx := context.Background()
 	dir := t.TempDir()
 	s = newAuditSite(t, dir, t.TempDir(), false)
 	vol = mountTmpfs(t, t.TempDir())
@@ -170,15 +174,7 @@ func killedRetriedOnVolume(t *testing.T) (s auditSite, vol, mnt, data string) {
 	bindMount(t, vol, mnt)
 	s.migrateFiles(t, "b", map[string]string{"other.txt": "another stub on the volume"})
 	data = "data of a file whose first migrate was killed"
-	abs := filepath.Join(mnt, "f.txt")
-	require.NoError(t, os.WriteFile(abs, []byte(data), 0o644))
-	fi, err := os.Lstat(abs)
-	require.NoError(t, err)
-	sum := sumOf(data)
-	ref, err := s.a.Root.refID(fi, birthTime(abs), sum)
-	require.NoError(t, err)
-	require.NoError(t, s.a.Root.addRef(ctx, s.target, sum, ref, "b/f.txt", inode(fi)))
-	key := refKey(sum, ref)
+	key := s.killedMigrate(t, "b/f.txt", data)
 	ageMarkers(t, s.tdir)
 	require.True(t, runChild(t, "^TestKilledAuditChild$", "HUB_AUDIT_KILL_ROOT="+dir,
 		"HUB_AUDIT_KILL_TARGET="+s.tdir, "HUB_AUDIT_KILL_KEY="+key, "HUB_FAULT_POINT=audit.dropped@1"))
@@ -221,8 +217,8 @@ func TestAGuardStaysWhileItsVolumeIsDown(t *testing.T) {
 // target's "audit" lock: B is refused.
 func TestAuditsThatDropTakeTurns(t *testing.T) {
 	s, data, key, _, _ := retriedMigrate(t, true)
-	require.True(t, runChild(t, "^TestConcurrentAuditChild$", "HUB_CONCURRENT_AUDIT_ROOT="+s.a.Root.Dir(),
-		"HUB_CONCURRENT_AUDIT_TARGET="+s.tdir, "HUB_CONCURRENT_AUDIT_KEY="+key), "audit A killed")
+	require.True(t, runChild(t, "^TestKilledAuditChild$", "HUB_AUDIT_KILL_ROOT="+s.a.Root.Dir(), "HUB_AUDIT_KILL_TARGET="+s.tdir,
+		"HUB_AUDIT_KILL_KEY="+key, "HUB_AUDIT_KILL_B=1", "HUB_FAULT_POINT=audit.dropped@1"), "audit A killed")
 	ar := s.dropLeakedAndCollect(t)
 	require.Equal(t, 1, ar.Interrupted, "audit A's guard was left for this audit")
 	require.Empty(t, guardsOn(t, s.tdir))
@@ -236,36 +232,4 @@ func TestAuditsThatDropTakeTurns(t *testing.T) {
 	require.ErrorIs(t, err, targets.ErrLocked)
 	_, err = AuditRefs(held, s.a.Root, map[string]targets.Driver{"archive": s.target}, AuditOptions{})
 	require.NoError(t, err)
-}
-
-// TestConcurrentAuditChild is audit A of TestAuditsThatDropTakeTurns: it
-// runs audit B, then the retried migrate, right before deleting the
-// marker HUB_CONCURRENT_AUDIT_KEY, and is killed right after that delete;
-// on its own it does nothing.
-func TestConcurrentAuditChild(t *testing.T) {
-	dir := os.Getenv("HUB_CONCURRENT_AUDIT_ROOT")
-	if dir == "" {
-		return
-	}
-	s := newAuditSite(t, dir, os.Getenv("HUB_CONCURRENT_AUDIT_TARGET"), false)
-	key := os.Getenv("HUB_CONCURRENT_AUDIT_KEY")
-	ran := false
-	hook := &stepHook{Driver: s.target, onDel: func(k string) {
-		if k != key || ran {
-			return
-		}
-		ran = true
-		_, err := AuditRefs(context.Background(), s.a.Root, map[string]targets.Driver{"archive": s.target}, AuditOptions{Drop: true})
-		t.Logf("audit B: %v", err) // refused (the parent checks what is left)
-		res, err := Migrate(context.Background(), s.a.Root, []string{"/b/f.txt"}, s.target, "archive", StepOptions{})
-		require.NoError(t, err)
-		requireAll(t, res, CodeOK, []string{"/b/f.txt"})
-	}, afterDel: func(k string) {
-		if k == key && ran {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // before the last walk
-			select {}
-		}
-	}}
-	_, _ = AuditRefs(context.Background(), s.a.Root, map[string]targets.Driver{"archive": lockingHook{hook, s.target.(targets.Locker)}}, AuditOptions{Drop: true})
-	t.Fatal("audit A was not killed")
 }
