@@ -3,7 +3,6 @@ package fsutil
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -87,14 +86,17 @@ func Mounts() []Mount {
 	}
 	var out []Mount
 	for _, line := range strings.Split(string(info), "\n") {
-		f := strings.Fields(line)
+		// The fields after " - " are split on single spaces: a source
+		// may be empty (mount -t tmpfs "" …).
+		before, after, _ := strings.Cut(line, " - ")
+		f := strings.Fields(before)
 		if len(f) < 5 {
 			continue
 		}
 		id, _ := strconv.ParseUint(f[0], 10, 64)
 		m := Mount{ID: id, Point: unescapeMount(f[4])}
-		if i := slices.Index(f, "-"); i > 0 && i+2 < len(f) {
-			m.From = f[i+1] + " " + f[i+2] + " " + f[3]
+		if a := strings.SplitN(after, " ", 3); len(a) >= 2 {
+			m.From = a[0] + " " + a[1] + " " + f[3]
 		}
 		out = append(out, m)
 	}

@@ -49,3 +49,23 @@ proc /proc proc defaults 0 0
 	MountTables.Fstab = filepath.Join(dir, "missing")
 	require.Equal(t, "", UnmountedVolume("/mnt/data/deep/archive"), "no fstab, nothing to tell")
 }
+
+// TestMounts reads mountinfo's lines: the mount ID, the point (escapes
+// undone) and what is mounted (type, source, folder of it), also where
+// optional fields come before the separator and where the source is
+// empty (its super options were taken for it, and changed with them).
+func TestMounts(t *testing.T) {
+	info := filepath.Join(t.TempDir(), "mountinfo")
+	require.NoError(t, os.WriteFile(info, []byte(`22 1 8:1 / / rw shared:1 - ext4 /dev/vda rw
+40 22 0:50 /sub /mnt/my\040part rw shared:7 master:2 - xfs /dev/sdb1 rw,attr2
+41 22 0:51 / /mnt/empty rw - tmpfs  rw,size=1024k
+`), 0o644))
+	saved := MountTables
+	t.Cleanup(func() { MountTables = saved })
+	MountTables.Mountinfo = info
+	require.Equal(t, []Mount{
+		{ID: 22, Point: "/", From: "ext4 /dev/vda /"},
+		{ID: 40, Point: "/mnt/my part", From: "xfs /dev/sdb1 /sub"},
+		{ID: 41, Point: "/mnt/empty", From: "tmpfs  /"},
+	}, Mounts())
+}

@@ -21,4 +21,4 @@ func RemoveAllOnOneMount(dir string) error {
 }
 
 // MountIDOf: no mount IDs here (see remove_linux.go).
-func MountIDOf(string) (uint64, bool) { return 0, false }
+func MountIDOf(string) (id, ino uint64, ok bool) { return 0, 0, false }

@@ -224,12 +224,17 @@ func TestAuditsThatDropTakeTurns(t *testing.T) {
 	require.Empty(t, guardsOn(t, s.tdir))
 	requireContent(t, s, "/b/f.txt", data)
 
-	// And a listing needs no lock.
-	held, release, err := s.target.(targets.Locker).TryLock(context.Background(), "audit")
+	// While the site's audit lock is held: another audit of the site that
+	// drops is refused, a listing needs no lock, and another site sharing
+	// the target (whose guards are its own) drops.
+	held, release, err := s.a.Root.lockAudit(context.Background(), s.target)
 	require.NoError(t, err)
 	defer release()
 	_, err = AuditRefs(held, s.a.Root, map[string]targets.Driver{"archive": s.target}, AuditOptions{Drop: true})
 	require.ErrorIs(t, err, targets.ErrLocked)
 	_, err = AuditRefs(held, s.a.Root, map[string]targets.Driver{"archive": s.target}, AuditOptions{})
+	require.NoError(t, err)
+	other := newAuditSite(t, t.TempDir(), s.tdir, false)
+	_, err = AuditRefs(held, other.a.Root, map[string]targets.Driver{"archive": other.target}, AuditOptions{Drop: true})
 	require.NoError(t, err)
 }

@@ -126,7 +126,7 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 		if !opts.Drop {
 			break
 		}
-		h, release, err := lockAudit(ctx, drivers[name])
+		h, release, err := root.lockAudit(ctx, drivers[name])
 		if err != nil {
 			return res, fmt.Errorf("target %s: %w", name, err)
 		}
@@ -208,14 +208,20 @@ func AuditRefs(ctx context.Context, root *Root, drivers map[string]targets.Drive
 	return res, root.dropAll(ctx, drivers, held, &res, guards, cutoff, live, again)
 }
 
-// lockAudit takes the target's "audit" lock where it has locks
-// (targets.Locker); held ends when it is lost.
-func lockAudit(ctx context.Context, d targets.Driver) (held context.Context, release func(), err error) {
+// lockAudit takes the site's audit lock of the target where it has locks
+// (targets.Locker): "audit-" and a name of the site (other sites' guards
+// are not this site's to settle, so their audits need not wait). held
+// ends when the lock is lost.
+func (r *Root) lockAudit(ctx context.Context, d targets.Driver) (held context.Context, release func(), err error) {
 	l, ok := d.(targets.Locker)
 	if !ok {
 		return ctx, func() {}, nil
 	}
-	held, release, err = l.TryLock(ctx, "audit")
+	site, err := r.refOwner("", "audit lock")
+	if err != nil {
+		return nil, nil, err
+	}
+	held, release, err = l.TryLock(ctx, "audit-"+site[:12])
 	if errors.Is(err, targets.ErrLocked) {
 		err = fmt.Errorf("another audit asked to drop references is running on this target (%w); the lock ends with its holder's process (on S3, a minute after a killed holder's last renewal): never remove it by hand", err)
 	}
@@ -278,15 +284,24 @@ func (r *Root) dropAll(ctx context.Context, drivers map[string]targets.Driver, h
 		if _, ok := again.refs[sum+"/"+ref]; ok {
 			continue // its file was moved during the first walk
 		}
+		// The guard's body is the marker's (its path and volume: see
+		// guardKeeps), under an owner of its own.
+		body, err := readRefBody(ctx, drivers[l.Target], l.Key)
+		if errors.Is(err, targets.ErrNotFound) {
+			continue // dropped since the listing
+		}
+		if err == nil {
+			body.Sum, body.Ref, body.Created = "", "", time.Now().UTC().Format(time.RFC3339)
+			body.Owner, err = r.refOwner(sum, ref+dropGuard)
+		}
+		if err == nil {
+			err = putRef(ctx, drivers[l.Target], sum, ref+dropGuard, body)
+		}
 		k := l.Target + "\x00" + refKey(sum, ref)
 		if byKey[k] == nil {
 			byKey[k] = &guard{target: l.Target, sum: sum, ref: ref}
 		}
 		byKey[k].leaked = l
-		body, err := r.newRefBody(sum, ref+dropGuard, strings.TrimPrefix(l.Path, "/"), 0)
-		if err == nil {
-			err = putRef(ctx, drivers[l.Target], sum, ref+dropGuard, body)
-		}
 		if err != nil {
 			// Nothing dropped yet: the guards written are settled by the next audit.
 			return fmt.Errorf("guard reference %s on target %s before its drop: %w", l.Key, l.Target, err)
@@ -473,11 +488,24 @@ func (r *Root) dropLeaked(ctx context.Context, d targets.Driver, key, sum, ref s
 // (see dropLeaked), or "" when it may be dropped.
 func (r *Root) volumeKeeps(body refBody, vols ...map[string]bool) string {
 	now := r.volumeOf(strings.TrimPrefix(path.Clean(body.Path), "/"))
-	if body.Vol != "" && now != body.Vol {
+	switch {
+	case body.Vol == rootVolume && now != "":
+		// Another filesystem (the site's own volume, moved) mounted over
+		// a folder of stubs of the root's own: it holds records the site
+		// wrote (a reviewer's finding).
+		return fmt.Sprintf("its file was on the root's own filesystem, and its folder is on the volume mounted at %s now: a filesystem mounted over it", now)
+	case body.Vol != "" && body.Vol != rootVolume && now != body.Vol:
 		return fmt.Sprintf("its file's folder is on another mount (%q) than its volume's (%q): a filesystem mounted over it, or its volume not mounted now", now, body.Vol)
 	}
-	if from := r.mountFrom(now); body.VolFrom != "" && from != body.VolFrom {
-		return fmt.Sprintf("its volume %s is mounted from %q now, not from %q as when the reference was written: a part or a snapshot of it, or its device renamed", now, from, body.VolFrom)
+	if body.Vol != "" && body.Vol != rootVolume {
+		switch from := r.mountFrom(now); {
+		case body.VolFrom != "" && from != body.VolFrom:
+			return fmt.Sprintf("its volume %s is mounted from %q now, not from %q as when the reference was written: a part or a snapshot of it, or its device renamed", now, from, body.VolFrom)
+		case body.VolFrom == "" && !strings.HasSuffix(from, " /"):
+			// Written before markers said what was mounted: only a whole
+			// filesystem at the volume's folder can be the volume whole.
+			return fmt.Sprintf("written before markers said what was mounted, and the volume %s is a folder of a filesystem (%q): maybe a part of its volume", now, from)
+		}
 	}
 	for _, seen := range vols {
 		// Its folder is on a volume (named by the marker or not, as

@@ -147,7 +147,10 @@ func (r *Root) mountsBeneath() []string {
 }
 
 // readMounts reads the mount table again if it was read over 5 seconds
-// ago; r.mounts is locked.
+// ago; r.mounts is locked. Only a mount its point's path leads to counts:
+// one hidden by another mounted over it, or over a folder above it, is
+// not where that path goes (a reviewer's finding: such a volume counted
+// as mounted, and the references of its stubs were dropped).
 func (r *Root) readMounts() {
 	if time.Since(r.mounts.read) <= 5*time.Second {
 		return
@@ -155,44 +158,70 @@ func (r *Root) readMounts() {
 	r.mounts.list = nil // a new slice: callers of mountsBeneath read the old one unlocked
 	r.mounts.ids = map[uint64]string{}
 	r.mounts.from = map[string]string{}
-	r.mounts.root, _ = fsutil.MountIDOf(r.dir)
+	root, _, ids := fsutil.MountIDOf(r.dir)
+	r.mounts.root = root
 	for _, m := range fsutil.Mounts() {
-		if rel, ok := strings.CutPrefix(m.Point, r.dir+"/"); ok {
-			r.mounts.list = append(r.mounts.list, rel)
-			r.mounts.ids[m.ID] = rel
-			r.mounts.from[rel] = m.From // a later mount at the point is on top
+		rel, ok := strings.CutPrefix(m.Point, r.dir+"/")
+		if !ok {
+			continue
 		}
+		if id, _, ok := fsutil.MountIDOf(m.Point); ids && (!ok || id != m.ID) {
+			continue // hidden
+		}
+		r.mounts.list = append(r.mounts.list, rel)
+		r.mounts.ids[m.ID] = rel
+		r.mounts.from[rel] = m.From
 	}
 	slices.SortFunc(r.mounts.list, func(a, b string) int { return len(b) - len(a) })
 	r.mounts.read = time.Now()
 }
 
-// markerVolume is volumeOf for the marker of the file rel being written,
-// with what is mounted there (see mountFrom): the mount the file is on
-// (its mount ID) is looked up in the mount table, read again at once when
-// it does not list it, so that a marker written right after its volume
-// was mounted names it. An ID is checked against the mount at its mount
-// point now (the kernel reuses the IDs of mounts gone).
-func (r *Root) markerVolume(rel string) (vol, from string) {
-	id, ok := fsutil.MountIDOf(filepath.Join(r.dir, filepath.FromSlash(rel)))
-	for try := 0; ok && try < 2; try++ {
-		r.mounts.Lock()
-		r.readMounts()
-		point, beneath := r.mounts.ids[id]
-		onRoot := id == r.mounts.root
-		r.mounts.Unlock()
-		if onRoot {
-			return "", "" // the root's own mount, which holds while the root is there
-		}
-		if beneath {
-			if now, ok := fsutil.MountIDOf(filepath.Join(r.dir, filepath.FromSlash(point))); ok && now == id {
-				return apiPath(point), r.mountFrom(apiPath(point))
+// rootVolume is what a marker names as the volume of a file on the root's
+// own filesystem (see volumeKeeps); volumeOf says "" for it.
+const rootVolume = "/"
+
+// markerVolume says, for the marker of the file rel being written, the
+// volume it is on (rootVolume for the root's own filesystem) and what is
+// mounted there (see mountFrom). The mount of the file at (the step's
+// pinned path to it, or its path beneath the root) is looked up in the
+// mount table, read again at once when the table does not list it or its
+// mount point leads to another mount now (the kernel reuses the IDs of
+// mounts gone), so that a marker written right after a mount names it.
+// Where at does not lead to the file ino (not there yet: a snapshot's
+// stub or a received file, renamed into place after), the volume is told
+// by rel's path. strict (at is the step's own descriptor path): a file on
+// a filesystem that is not mounted beneath the root now (a volume
+// unmounted lazily under the step) fails, rather than writing a marker
+// that names no volume (a reviewer's finding: an audit dropped it while
+// the volume was down).
+func (r *Root) markerVolume(at, rel string, ino uint64, strict bool) (vol, from string, err error) {
+	if id, got, ok := fsutil.MountIDOf(at); ok && (ino == 0 || got == ino) {
+		for range 2 {
+			r.mounts.Lock()
+			r.readMounts()
+			point, beneath := r.mounts.ids[id]
+			onRoot := id == r.mounts.root
+			r.mounts.Unlock()
+			if onRoot {
+				return rootVolume, "", nil // the root's own mount, which holds while the root is there
 			}
+			if beneath {
+				if now, _, ok := fsutil.MountIDOf(filepath.Join(r.dir, filepath.FromSlash(point))); ok && now == id {
+					return apiPath(point), r.mountFrom(apiPath(point)), nil
+				}
+			}
+			r.forgetMounts()
 		}
-		r.forgetMounts()
+		if strict {
+			return "", "", fmt.Errorf("%s is on a filesystem (mount %d) that is not mounted beneath the site root now (a volume unmounted under the step?): no reference is written", apiPath(rel), id)
+		}
+	} else if strict && ok {
+		return "", "", fmt.Errorf("%s: the step's file is not the one at its path (inode %d, not %d)", apiPath(rel), got, ino)
 	}
-	vol = r.volumeOf(rel)
-	return vol, r.mountFrom(vol)
+	if vol = r.volumeOf(rel); vol == "" {
+		return rootVolume, "", nil
+	}
+	return vol, r.mountFrom(vol), nil
 }
 
 // mountFrom says what is mounted at the volume folder vol (API form, as

@@ -168,7 +168,7 @@ func TestKillAtEveryFaultPoint(t *testing.T) {
 // targetsOwnFile: a filesystem target's own bookkeeping, in its root: the
 // collector's lock file and the flush stamp.
 func targetsOwnFile(name string) bool {
-	return name == ".hub-lock-collect" || name == ".hub-lock-audit" || name == ".hub-flushed"
+	return strings.HasPrefix(name, ".hub-lock-") || name == ".hub-flushed"
 }
 
 // requireClean: files whole and resident, no temporary file anywhere, the

@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -134,8 +135,17 @@ type refBody struct {
 // newRefBody is the body of the marker of reference ref to content sum,
 // held by the file rel with inode ino.
 func (r *Root) newRefBody(sum, ref, rel string, ino uint64) (refBody, error) {
+	return r.refBodyAt(filepath.Join(r.dir, filepath.FromSlash(rel)), false, sum, ref, rel, ino)
+}
+
+// refBodyAt is newRefBody for the file a step reaches at at (strict: see
+// markerVolume).
+func (r *Root) refBodyAt(at string, strict bool, sum, ref, rel string, ino uint64) (refBody, error) {
 	owner, err := r.refOwner(sum, ref)
-	vol, from := r.markerVolume(rel)
+	if err != nil {
+		return refBody{}, err
+	}
+	vol, from, err := r.markerVolume(at, rel, ino, strict)
 	return refBody{Path: apiPath(rel), Ino: ino, Vol: vol, VolFrom: from, Created: time.Now().UTC().Format(time.RFC3339), Owner: owner}, err
 }
 
@@ -200,12 +210,13 @@ type refGroups struct {
 // whole by an audit of any one of them (a few KiB).
 const refsPerBody = 32
 
-// add is Root.addRef through one of the step's shared bodies where the
-// target has them. A marker a shared body cannot name (one already there,
-// written by an earlier attempt, or a filesystem without unnamed files)
-// is written with a body of its own (putRef).
-func (g *refGroups) add(ctx context.Context, root *Root, d targets.Driver, sum, ref, rel string, ino uint64) error {
-	body, err := root.newRefBody(sum, ref, rel, ino)
+// add is Root.addRef, for the file the step reaches at at, through one of
+// the step's shared bodies where the target has them. A marker a shared
+// body cannot name (one already there, written by an earlier attempt, or
+// a filesystem without unnamed files) is written with a body of its own
+// (putRef).
+func (g *refGroups) add(ctx context.Context, root *Root, d targets.Driver, sum, ref, at, rel string, ino uint64) error {
+	body, err := root.refBodyAt(at, true, sum, ref, rel, ino)
 	if err != nil {
 		return err
 	}

@@ -242,6 +242,13 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 	if sum := hex.EncodeToString(h.Sum(nil)); n != rec.Size || sum != rec.Checksum {
 		return fmt.Errorf("recalled data (%d bytes, sha256 %s) does not match the original (%d bytes, sha256 %s); the stub is unchanged", n, sum, rec.Size, rec.Checksum)
 	}
+	// The hash of the stub's bytes, which a cut back after a failed flush
+	// checks on disk before it records a stub (see cutBack).
+	sh := sha256.New()
+	if _, err := io.Copy(sh, io.NewSectionReader(tmp, 0, rec.StubSize)); err != nil {
+		return err
+	}
+	j.stubSum = hex.EncodeToString(sh.Sum(nil))
 	fault.Point("recall.fetched")
 	// NoAtime: the stub is read (isPrefixOf below), which is not its
 	// users' access.
@@ -335,14 +342,15 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 // its record is still this recall's mark: another worker's retry may
 // have found the data whole and ended the recall meanwhile (a reviewer's
 // finding: the file it had just recorded resident or premigrated was cut
-// to its stub, and its data lost). Cut back, it is recorded a stub again.
+// to its stub, and its data lost). Cut back, it is recorded a stub again,
+// where the disk holds the stub's bytes.
 func (s *stepRun) cutBack(j *job) {
 	unlock, err := s.root.lockFile(j.fi)
 	if err != nil {
 		return
 	}
 	defer unlock()
-	f, err := openPastLeases(j.abs, os.O_WRONLY)
+	f, err := openPastLeases(j.abs, os.O_RDWR|fsutil.NoAtime)
 	if err != nil {
 		return
 	}
@@ -357,10 +365,17 @@ func (s *stepRun) cutBack(j *job) {
 	if f.Truncate(j.next.StubSize) != nil || setMtimeOf(f, timeFromNs(j.next.Mtime)) != nil {
 		return
 	}
-	// A stub again, and recorded so: another worker's end of a recall
-	// that found the data whole before the cut (waiting for the lock)
-	// then finds the record changed, instead of taking the stub for its
-	// user's write and recording it resident.
+	// A stub again, and recorded so, where the disk holds the stub's
+	// bytes (the flush failed: it may not): another worker's end of a
+	// recall that found the data whole before the cut (waiting for the
+	// lock) then finds the record changed, instead of taking the stub for
+	// its user's write and recording it resident. Otherwise the mark
+	// stays, for a recall to look at.
+	dropCache(f)
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, j.next.StubSize)); err != nil || hex.EncodeToString(h.Sum(nil)) != j.stubSum {
+		return
+	}
 	rec := j.next
 	rec.Pending = ""
 	_ = s.root.state.set(j.abs, j.rel, rec)

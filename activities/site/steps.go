@@ -110,8 +110,10 @@ type job struct {
 	upload bool
 	// newRef is set when this run added next.Ref to the target.
 	newRef bool
-	// wroteBack is set when this run wrote the file's data back (Recall).
+	// wroteBack is set when this run wrote the file's data back (Recall),
+	// and stubSum is then the SHA-256 of the stub's bytes (see cutBack).
 	wroteBack bool
+	stubSum   string
 	// note is the message of a successful result.
 	note string
 }
@@ -579,14 +581,21 @@ var errChangedNotReleased = errors.New("file changed during migration; not relea
 // release truncates the file of a job marked pendingRelease, while it is
 // still the file marked and its record still this step's mark.
 func (s *stepRun) release(j *job, target targets.Driver) error {
+	// A file at its stub's size may be one an earlier release cut (see
+	// stubBytes): the data's first bytes are read from the target before
+	// the lock and the lease, which a slow target would hold for long.
+	stub, err := s.stubBytes(j, target)
+	if err != nil {
+		return err
+	}
 	unlock, err := s.root.lockFile(j.fi)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	// Read too where it may (see truncatedBefore): a second open of the
-	// file would break the lease taken below.
-	f, err := fsutil.OpenFile(j.abs, os.O_RDWR|openNoFollow, 0)
+	// Read too where it may (see stubBytes): a second open of the file
+	// would break the lease taken below. Not the user's access (atime).
+	f, err := fsutil.OpenFile(j.abs, os.O_RDWR|openNoFollow|fsutil.NoAtime, 0)
 	readable := err == nil
 	if errors.Is(err, fs.ErrPermission) {
 		f, err = fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow, 0)
@@ -617,9 +626,12 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 	}
 	whole := fi.Size() == rec.Size
 	if !whole && rec.StubSize > 0 && readable {
-		if truncated, err := s.truncatedBefore(f, target, rec); err != nil {
+		if stub == nil {
+			return errors.New("not released yet: the file was cut to its stub's size while the release began; the next attempt compares its bytes with the data's")
+		}
+		if same, err := sameFirstBytes(io.NewSectionReader(f, 0, rec.StubSize), bytes.NewReader(stub), rec.StubSize); err != nil {
 			return err
-		} else if !truncated {
+		} else if !same {
 			_ = s.root.state.clear(j.abs, j.rel)
 			return errChangedNotReleased
 		}
@@ -651,21 +663,30 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 	return f.Close()
 }
 
-// truncatedBefore tells, for a file marked for release that has its
-// stub's size, whether it holds the data's first bytes: truncated by an
-// earlier release (this step's killed attempt, or another worker's), or
-// rewritten by its user to that size since the mark (a reviewer's
-// finding: the release took the user's bytes for a stub, and the next
-// recall wrote the old data over them). An empty stub (stub_size 0) says
-// nothing: a file its user emptied after the mark becomes the stub of
-// its data before (no byte of the user's is lost; docs/remote-copies.md).
-func (s *stepRun) truncatedBefore(f *os.File, target targets.Driver, rec Record) (bool, error) {
+// stubBytes reads the data's first stub_size bytes from the target for
+// a file marked for release that has its stub's size now (nil for any
+// other): truncated by an earlier release (this step's killed attempt,
+// or another worker's), it holds them; rewritten by its user to that
+// size since the mark, it does not (a reviewer's finding: the release
+// took the user's bytes for a stub, and the next recall wrote the old data
+// over them). An empty stub (stub_size 0) says nothing: a file its user
+// emptied after the mark becomes the stub of its data before (no byte of
+// the user's is lost; docs/remote-copies.md).
+func (s *stepRun) stubBytes(j *job, target targets.Driver) ([]byte, error) {
+	rec := j.next
+	if fi, err := os.Lstat(j.abs); err != nil || rec.StubSize <= 0 || fi.Size() != rec.StubSize || rec.StubSize == rec.Size {
+		return nil, nil
+	}
 	rc, err := getContent(s.ctx, target, rec.Key, rec.Checksum)
 	if err != nil {
-		return false, fmt.Errorf("read the first bytes of a file marked for release that has its stub's size: %w", err)
+		return nil, fmt.Errorf("read the first bytes of a file marked for release that has its stub's size: %w", err)
 	}
 	defer rc.Close()
-	return sameFirstBytes(io.NewSectionReader(f, 0, rec.StubSize), rc, rec.StubSize)
+	b := make([]byte, rec.StubSize)
+	if _, err := io.ReadFull(rc, b); err != nil {
+		return nil, fmt.Errorf("read the first bytes of a file marked for release that has its stub's size: %w", err)
+	}
+	return b, nil
 }
 
 // keepWhole leaves a file marked for release whole and premigrated, and
@@ -705,7 +726,10 @@ func (s *stepRun) touchedStub(j *job, target targets.Driver, targetName string) 
 	return sameFirstBytes(f, rc, p.StubSize)
 }
 
-// sameFirstBytes tells whether a and b begin with the same n bytes.
+// sameFirstBytes tells whether a and b begin with the same n bytes. A b
+// that ends first differs; any other error of b's is returned (a
+// target's read that failed says nothing of the bytes: a reviewer's
+// finding, a stub's record was cleared on a reset connection).
 func sameFirstBytes(a, b io.Reader, n int64) (bool, error) {
 	x, y := make([]byte, 64<<10), make([]byte, 64<<10)
 	for n > 0 {
@@ -713,7 +737,13 @@ func sameFirstBytes(a, b io.Reader, n int64) (bool, error) {
 		if _, err := io.ReadFull(a, x[:k]); err != nil {
 			return false, err
 		}
-		if _, err := io.ReadFull(b, y[:k]); err != nil || !bytes.Equal(x[:k], y[:k]) {
+		_, err := io.ReadFull(b, y[:k])
+		switch {
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			return false, nil
+		case err != nil:
+			return false, err
+		case !bytes.Equal(x[:k], y[:k]):
 			return false, nil
 		}
 		n -= int64(k)
@@ -882,7 +912,7 @@ func (s *stepRun) upload(j *job, target targets.Driver, targetName string) (sent
 	}
 	// The reference goes first: from then on the collector keeps the
 	// content, or puts it back, whatever it saw before.
-	if err := s.refs.add(s.ctx, s.root, target, sum, ref, j.rel, j.next.Ino); err != nil {
+	if err := s.refs.add(s.ctx, s.root, target, sum, ref, j.abs, j.rel, j.next.Ino); err != nil {
 		return false, err
 	}
 	fault.Point("upload.ref-added")

@@ -3,17 +3,21 @@ package site
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/thehub/hub/activities/fsutil"
+	"github.com/thehub/hub/activities/targets"
 )
 
 // Races of two workers of one site on one file, in the steps a
@@ -179,4 +183,158 @@ func TestAUsersRewriteToTheStubsSizeIsNotReleased(t *testing.T) {
 	require.NoError(t, err)
 	requireAll(t, res, CodeOK, []string{"/f.bin"})
 	requireData(t, root, only("t", target), data)
+}
+
+// readHook is a target whose next read of content fails part-way
+// (failNext) or waits in its first Read (slowNext: reading is closed then).
+type readHook struct {
+	targets.Driver
+	failNext, slowNext atomic.Bool
+	reading            chan struct{}
+	delay              time.Duration
+}
+
+func (h *readHook) Sync(ctx context.Context) error { return flushTarget(ctx, h.Driver) }
+
+func (h *readHook) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := h.Driver.Get(ctx, key)
+	switch {
+	case err != nil:
+		return rc, err
+	case h.failNext.CompareAndSwap(true, false):
+		return readCloser{io.MultiReader(io.LimitReader(rc, 10), iotest.ErrReader(errors.New("read tcp: connection reset by peer"))), rc}, nil
+	case h.slowNext.CompareAndSwap(true, false):
+		return readCloser{io.MultiReader(readerFunc(func([]byte) (int, error) {
+			close(h.reading)
+			time.Sleep(h.delay)
+			return 0, io.EOF
+		}), rc), rc}, nil
+	}
+	return rc, nil
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// TestAReleaseWhoseTargetReadFailsKeepsTheMark: a file an earlier release
+// cut to its stub and did not record; the retried release reads the
+// data's first bytes from the target to compare, and the read fails
+// part-way. A failed read counted as bytes that differ: the user's write,
+// so the record was cleared and the reference dropped, and the collector
+// freed the content of what was a stub. The mark now stays.
+func TestAReleaseWhoseTargetReadFailsKeepsTheMark(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	abs := filepath.Join(dir, "f.bin")
+	data := bytes.Repeat([]byte("cut by a release killed before its record "), 300)
+	writeOld(t, abs, data)
+	root, fs := newRoot(t, dir, false), fsTarget(t)
+	target := &readHook{Driver: fs}
+	onSiteFlush(t, func() {
+		assert.NoError(t, os.Truncate(abs, 100)) // the earlier release's cut
+		target.failNext.Store(true)
+	})
+	res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{StubSize: 100})
+	require.NoError(t, err)
+	require.Equal(t, CodeFailed, res[0].Code)
+	require.Contains(t, res[0].Message, "connection reset")
+	collectTwice(t, fs)
+	requireData(t, root, only("t", fs), data)
+}
+
+// TestAUsersSaveDuringTheReleasesTargetReadWins: the release of a file at
+// its stub's size read the data's first bytes from the target under the
+// file's lock and lease; a slow read outlasted the lease, the user's save
+// went through, and the release then cut it to the stub's size. The bytes
+// are now read before the lock: the save comes first, and wins.
+func TestAUsersSaveDuringTheReleasesTargetReadWins(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	abs := filepath.Join(dir, "f.bin")
+	data := bytes.Repeat([]byte("released while its user saves it "), 300)
+	writeOld(t, abs, data)
+	root, fs := newRoot(t, dir, false), fsTarget(t)
+	target := &readHook{Driver: fs, reading: make(chan struct{}), delay: 300 * time.Millisecond}
+	mine := bytes.Repeat([]byte("u"), 1000)
+	saved := make(chan struct{})
+	onSiteFlush(t, func() {
+		assert.NoError(t, os.Truncate(abs, 100))
+		target.slowNext.Store(true)
+		go func() {
+			defer close(saved)
+			<-target.reading
+			assert.NoError(t, os.WriteFile(abs, mine, 0o644)) // the user's save
+		}()
+	})
+	res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{StubSize: 100})
+	require.NoError(t, err)
+	<-saved
+	t.Logf("migrate: %+v", res[0])
+	got, err := os.ReadFile(abs)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(mine, got), "the user's save is lost: the file holds %d bytes of the user's %d", len(got), len(mine))
+}
+
+// TestAReleaseKeepsTheStubsAtime: comparing a stub-sized file's bytes
+// read it, and moved its atime, which policies and analytics read as its
+// users' last access.
+func TestAReleaseKeepsTheStubsAtime(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	abs := filepath.Join(dir, "f.bin")
+	writeOld(t, abs, bytes.Repeat([]byte("whose last access is years ago "), 300))
+	root, target := newRoot(t, dir, false), fsTarget(t)
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	onSiteFlush(t, func() {
+		assert.NoError(t, os.Truncate(abs, 100))
+		fi, err := os.Stat(abs)
+		assert.NoError(t, err)
+		assert.NoError(t, os.Chtimes(abs, old, fi.ModTime()))
+	})
+	res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{StubSize: 100})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+	fi, err := os.Stat(abs)
+	require.NoError(t, err)
+	st := fi.Sys().(*syscall.Stat_t)
+	require.Equal(t, old, time.Unix(st.Atim.Sec, st.Atim.Nsec).UTC(), "the release's read moved the stub's atime")
+}
+
+// TestACutBackOverBytesTheDiskLostKeepsTheMark: a recall's flush failed,
+// and the disk holds other bytes than the data's at the stub's place; the
+// cut back recorded a stub over them (a snapshot then copies it as a
+// valid stub). It records one only where the disk holds the stub's bytes;
+// otherwise the recall's mark stays, for a recall to look at.
+func TestACutBackOverBytesTheDiskLostKeepsTheMark(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	abs := filepath.Join(dir, "f.bin")
+	writeOld(t, abs, bytes.Repeat([]byte("recalled, flush failed "), 300))
+	root, target := newRoot(t, dir, false), fsTarget(t)
+	res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{StubSize: 64})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+	var flushes atomic.Int32
+	flushSite = func(d *os.File) error {
+		if flushes.Add(1) == 1 { // what the disk holds after the failed writeback
+			fi, err := os.Stat(abs)
+			assert.NoError(t, err)
+			f, err := os.OpenFile(abs, os.O_WRONLY, 0)
+			assert.NoError(t, err)
+			_, _ = f.WriteAt([]byte("GARBAGE!"), 0)
+			assert.NoError(t, f.Close())
+			assert.NoError(t, os.Chtimes(abs, fi.ModTime(), fi.ModTime()))
+			return syscall.EIO
+		}
+		return fsutil.SyncFSOf(d)
+	}
+	t.Cleanup(func() { flushSite = fsutil.SyncFSOf })
+	res, err = Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	require.Equal(t, CodeFailed, res[0].Code)
+	rec, err := root.state.get(abs, "f.bin")
+	require.NoError(t, err)
+	require.Equal(t, pendingRecall, rec.Pending, "a stub recorded over bytes that are not the data's")
 }
