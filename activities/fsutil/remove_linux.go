@@ -85,10 +85,11 @@ func mountOf(fd int) (uint64, error) {
 // MountIDOf is the ID of the mount holding the file at path (a symlink
 // itself, not what it names), as /proc/self/mountinfo's first field names
 // it, and the file's inode number; ok is false where the path leads to
-// nothing or the kernel gives no mount ID (before Linux 5.8).
+// nothing or the kernel gives no mount ID (before Linux 5.8). An
+// automount point is not mounted by the look.
 func MountIDOf(path string) (id, ino uint64, ok bool) {
 	var stx unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID|unix.STATX_INO, &stx); err != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT, unix.STATX_MNT_ID|unix.STATX_INO, &stx); err != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
 		return 0, 0, false
 	}
 	return stx.Mnt_id, stx.Ino, true
