@@ -269,10 +269,39 @@ func (r *Root) guardKeeps(ctx context.Context, d targets.Driver, g *guard, walks
 }
 
 // dropAll drops the references the audit found leaked in both walks:
-// guards first, durable before any marker goes, then the drops
-// (dropLeaked), then a last walk that puts back every dropped reference
-// a record names, then the guards go.
+// guards first, durable before any marker goes (writeGuards), then the
+// drops (dropLeaked), then a last walk that puts back every dropped
+// reference a record names, and the guards go (settleGuards).
 func (r *Root) dropAll(ctx context.Context, drivers map[string]targets.Driver, held map[string]context.Context, res *AuditResult, pending []*guard, cutoff time.Time, live, again liveSet) error {
+	guards, err := r.writeGuards(ctx, drivers, res, pending, again)
+	if err != nil {
+		return err
+	}
+	var dropErr error
+	restore := len(pending) > 0
+	for _, g := range guards {
+		if g.leaked == nil {
+			continue
+		}
+		l := g.leaked
+		if err := targets.StillHeld(held[l.Target]); err != nil {
+			dropErr = fmt.Errorf("the audit lock of target %s: %w", l.Target, err)
+			break
+		}
+		l.Dropped, l.Kept, err = r.dropLeaked(ctx, drivers[l.Target], l.Key, g.sum, g.ref, cutoff, live.vols, again.vols)
+		restore = restore || l.Dropped
+		if err != nil {
+			dropErr = fmt.Errorf("drop reference %s on target %s: %w", l.Key, l.Target, err)
+			break // the references dropped so far are checked below
+		}
+	}
+	return errors.Join(dropErr, r.settleGuards(context.WithoutCancel(ctx), drivers, res, guards, restore, live, again))
+}
+
+// writeGuards writes the guard of every reference to drop (the leaked
+// ones missing from both walks) and flushes the targets, and returns them
+// with the guards left by an earlier audit (pending), in key order.
+func (r *Root) writeGuards(ctx context.Context, drivers map[string]targets.Driver, res *AuditResult, pending []*guard, again liveSet) ([]*guard, error) {
 	byKey := map[string]*guard{}
 	for _, g := range pending {
 		byKey[g.target+"\x00"+refKey(g.sum, g.ref)] = g
@@ -297,61 +326,46 @@ func (r *Root) dropAll(ctx context.Context, drivers map[string]targets.Driver, h
 		if err == nil {
 			err = putRef(ctx, drivers[l.Target], sum, ref+dropGuard, body)
 		}
+		if err != nil {
+			// Nothing dropped yet: the guards written are settled by the next audit.
+			return nil, fmt.Errorf("guard reference %s on target %s before its drop: %w", l.Key, l.Target, err)
+		}
 		k := l.Target + "\x00" + refKey(sum, ref)
 		if byKey[k] == nil {
 			byKey[k] = &guard{target: l.Target, sum: sum, ref: ref}
 		}
 		byKey[k].leaked = l
-		if err != nil {
-			// Nothing dropped yet: the guards written are settled by the next audit.
-			return fmt.Errorf("guard reference %s on target %s before its drop: %w", l.Key, l.Target, err)
-		}
 		flush[l.Target] = true
 	}
 	for _, name := range slices.Sorted(maps.Keys(flush)) {
 		if err := flushTarget(ctx, drivers[name]); err != nil {
-			return fmt.Errorf("flush the drop guards on target %s: %w", name, err)
+			return nil, fmt.Errorf("flush the drop guards on target %s: %w", name, err)
 		}
 	}
 	fault.Point("audit.guarded")
-	var dropErr error
-	restore := false
-	for _, g := range byKey {
-		restore = restore || g.pending
-	}
+	var guards []*guard
 	for _, k := range slices.Sorted(maps.Keys(byKey)) {
-		g := byKey[k]
-		if g.leaked == nil {
-			continue
-		}
-		l := g.leaked
-		if err := targets.StillHeld(held[l.Target]); err != nil {
-			dropErr = fmt.Errorf("the audit lock of target %s: %w", l.Target, err)
-			break
-		}
-		var err error
-		l.Dropped, l.Kept, err = r.dropLeaked(ctx, drivers[l.Target], l.Key, g.sum, g.ref, cutoff, live.vols, again.vols)
-		restore = restore || l.Dropped
-		if err != nil {
-			dropErr = fmt.Errorf("drop reference %s on target %s: %w", l.Key, l.Target, err)
-			break // the references dropped so far are checked below
-		}
+		guards = append(guards, byKey[k])
 	}
-	// Done whatever stopped the drops, and not heeding a cancel: a marker
-	// may be gone.
-	ctx = context.WithoutCancel(ctx)
+	return guards, nil
+}
+
+// settleGuards ends the drops of guards: with restore (a reference was
+// dropped, or guards were left by an earlier audit), a last walk puts
+// back every dropped or guarded reference a record names — a step
+// retried on a file renamed since its first attempt writes the very
+// marker being dropped, with its new path in the body, records it and
+// relies on it, and the drop read the earlier body; then every guard
+// goes but those whose restore failed, or whose file's volume is down
+// (guardKeeps). Every restore is tried, whatever failed before.
+func (r *Root) settleGuards(ctx context.Context, drivers map[string]targets.Driver, res *AuditResult, guards []*guard, restore bool, live, again liveSet) error {
+	var errs error
 	if restore {
-		// A step retried on a file renamed since its first attempt writes
-		// the very marker being dropped, with its new path in the body,
-		// records it and relies on it; the drop read the earlier body. A
-		// last walk, once everything is dropped, finds its record wherever
-		// it is, and every restore is tried.
 		last, err := liveRefs(ctx, r, &AuditResult{})
 		if err != nil {
-			return errors.Join(dropErr, fmt.Errorf("the last walk, which puts back a dropped reference a record still names, failed (guards keep the content): audit again: %w", err))
+			return fmt.Errorf("the last walk, which puts back a dropped reference a record still names, failed (guards keep the content): audit again: %w", err)
 		}
-		for _, k := range slices.Sorted(maps.Keys(byKey)) {
-			g := byKey[k]
+		for _, g := range guards {
 			if !g.pending && (g.leaked == nil || !g.leaked.Dropped) {
 				continue
 			}
@@ -374,7 +388,7 @@ func (r *Root) dropAll(ctx context.Context, drivers map[string]targets.Driver, h
 				continue
 			}
 			if err := r.restoreRef(ctx, drivers[g.target], g.sum, g.ref, h); err != nil {
-				dropErr = errors.Join(dropErr, fmt.Errorf("put back reference %s on target %s (its guard stays): %w", refKey(g.sum, g.ref), g.target, err))
+				errs = errors.Join(errs, fmt.Errorf("put back reference %s on target %s (its guard stays): %w", refKey(g.sum, g.ref), g.target, err))
 				g.keep = true
 				continue
 			}
@@ -384,16 +398,15 @@ func (r *Root) dropAll(ctx context.Context, drivers map[string]targets.Driver, h
 		}
 		fault.Point("audit.restored")
 	}
-	for _, k := range slices.Sorted(maps.Keys(byKey)) {
-		g := byKey[k]
+	for _, g := range guards {
 		if g.keep {
 			continue
 		}
 		if err := drivers[g.target].Delete(ctx, refKey(g.sum, g.ref+dropGuard)); err != nil && !errors.Is(err, targets.ErrNotFound) {
-			dropErr = errors.Join(dropErr, fmt.Errorf("remove the drop guard of %s on target %s: %w", refKey(g.sum, g.ref), g.target, err))
+			errs = errors.Join(errs, fmt.Errorf("remove the drop guard of %s on target %s: %w", refKey(g.sum, g.ref), g.target, err))
 		}
 	}
-	return dropErr
+	return errs
 }
 
 // refWritten is when the marker o was written: its mtime, or where the
