@@ -70,8 +70,8 @@ func MountPoints() []string {
 // STATX_MNT_ID gives it: see MountIDOf), its mount point, and what is
 // mounted there (From).
 type Mount struct {
-	ID    uint64
-	Point string
+	ID, Parent uint64 // the mount's ID and its parent's
+	Point      string
 	// From names what is mounted: the filesystem type, its source (a
 	// device, server:/export, …) and the folder of that filesystem
 	// mounted (mountinfo's fourth field: "/" for the whole of it).
@@ -94,11 +94,68 @@ func Mounts() []Mount {
 			continue
 		}
 		id, _ := strconv.ParseUint(f[0], 10, 64)
-		m := Mount{ID: id, Point: unescapeMount(f[4])}
+		parent, _ := strconv.ParseUint(f[1], 10, 64)
+		m := Mount{ID: id, Parent: parent, Point: unescapeMount(f[4])}
 		if a := strings.SplitN(after, " ", 3); len(a) >= 2 {
 			m.From = a[0] + " " + a[1] + " " + f[3]
 		}
 		out = append(out, m)
+	}
+	return out
+}
+
+// Visible keeps the mounts of the table a path can reach: not one with
+// another mounted over it at its point (a child of it there), nor one
+// beneath a folder another mount of its parent covers, nor one in a
+// mount that is not reached. Told from the table alone: a look at each
+// mount point would hang on a network volume whose server is down.
+func Visible(mounts []Mount) []Mount {
+	children := map[uint64][]Mount{}
+	byID := map[uint64]Mount{}
+	for _, m := range mounts {
+		children[m.Parent] = append(children[m.Parent], m)
+		byID[m.ID] = m
+	}
+	under := func(p, folder string) bool { return strings.HasPrefix(p, strings.TrimSuffix(folder, "/")+"/") }
+	// atPoint: the path to m's point leads to where m is mounted (no
+	// sibling over a folder above it, and its parent reached there);
+	// reached: and nothing is mounted over m.
+	atPoint, reached := map[uint64]bool{}, map[uint64]bool{}
+	var isAtPoint, isReached func(m Mount, depth int) bool
+	isAtPoint = func(m Mount, depth int) bool {
+		if v, ok := atPoint[m.ID]; ok {
+			return v
+		}
+		v := true
+		for _, sib := range children[m.Parent] {
+			v = v && (sib.ID == m.ID || !under(m.Point, sib.Point))
+		}
+		if p, ok := byID[m.Parent]; v && ok && p.ID != m.ID && depth < len(mounts) {
+			if p.Point == m.Point {
+				v = isAtPoint(p, depth+1)
+			} else {
+				v = isReached(p, depth+1)
+			}
+		}
+		atPoint[m.ID] = v
+		return v
+	}
+	isReached = func(m Mount, depth int) bool {
+		if v, ok := reached[m.ID]; ok {
+			return v
+		}
+		v := isAtPoint(m, depth)
+		for _, c := range children[m.ID] {
+			v = v && (c.ID == m.ID || c.Point != m.Point)
+		}
+		reached[m.ID] = v
+		return v
+	}
+	var out []Mount
+	for _, m := range mounts {
+		if isReached(m, 0) {
+			out = append(out, m)
+		}
 	}
 	return out
 }

@@ -64,8 +64,31 @@ func TestMounts(t *testing.T) {
 	t.Cleanup(func() { MountTables = saved })
 	MountTables.Mountinfo = info
 	require.Equal(t, []Mount{
-		{ID: 22, Point: "/", From: "ext4 /dev/vda /"},
-		{ID: 40, Point: "/mnt/my part", From: "xfs /dev/sdb1 /sub"},
-		{ID: 41, Point: "/mnt/empty", From: "tmpfs  /"},
+		{ID: 22, Parent: 1, Point: "/", From: "ext4 /dev/vda /"},
+		{ID: 40, Parent: 22, Point: "/mnt/my part", From: "xfs /dev/sdb1 /sub"},
+		{ID: 41, Parent: 22, Point: "/mnt/empty", From: "tmpfs  /"},
 	}, Mounts())
+}
+
+// TestVisible tells from the table alone the mounts a path reaches: one
+// with another mounted over it at its point, one beneath a folder
+// another mount of its parent covers, and those mounted in a hidden one
+// are not.
+func TestVisible(t *testing.T) {
+	mounts := []Mount{
+		{ID: 1, Parent: 0, Point: "/"},
+		{ID: 2, Parent: 1, Point: "/v"},         // covered by 4
+		{ID: 3, Parent: 2, Point: "/v/sub"},     // in 2: hidden
+		{ID: 4, Parent: 2, Point: "/v"},         // over 2
+		{ID: 5, Parent: 1, Point: "/a/b"},       // its folder /a covered by 6
+		{ID: 6, Parent: 1, Point: "/a"},         // a sibling over /a
+		{ID: 7, Parent: 6, Point: "/a/c"},       // in 6: reached
+		{ID: 8, Parent: 1, Point: "/ab"},        // not beneath /a
+		{ID: 9, Parent: 1, Point: "/mnt/x y/z"}, // as is
+	}
+	var ids []uint64
+	for _, m := range Visible(mounts) {
+		ids = append(ids, m.ID)
+	}
+	require.Equal(t, []uint64{1, 4, 6, 7, 8, 9}, ids)
 }

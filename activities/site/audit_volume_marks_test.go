@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -119,4 +120,36 @@ func TestAMarkerOfAFileOnADetachedVolumeIsRefused(t *testing.T) {
 	require.NoError(t, unix.Unmount(mnt, unix.MNT_DETACH))
 	_, err = s.a.Root.refBodyAt(l.path(), true, sumOf("on a volume"), "r", "vol/f.txt", inode(fi))
 	require.ErrorContains(t, err, "not mounted beneath the site root")
+}
+
+// TestAStubReceivedRightAfterItsVolumesMountNamesIt: a received stub's
+// marker is written before the stub is at its path; the volume was then
+// told by the path from the mount table read up to 5 seconds before, and
+// one mounted since was missed: the marker named the root's filesystem,
+// an audit while the volume was down dropped it, and the stub's recall
+// failed (a reviewer's finding). The mount of the folder it goes to is
+// looked up instead.
+func TestAStubReceivedRightAfterItsVolumesMountNamesIt(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := newAuditSite(t, dir, t.TempDir(), false)
+	s.migrateFiles(t, "d", map[string]string{"a.txt": "reads the mount table"})
+	vol := mountTmpfs(t, t.TempDir())
+	mnt := filepath.Join(dir, "v")
+	bindMount(t, vol, mnt)
+	data := "received onto a volume mounted a moment ago"
+	sum := putContent(t, s.tdir, []byte(data))
+	l, err := s.a.Root.locate("/v/f.txt")
+	require.NoError(t, err)
+	f := SentFile{Path: "/v/f.txt", Type: TypeFile, Target: "archive", Key: contentKey(sum),
+		Size: int64(len(data)), Mtime: time.Now().UnixNano(), Checksum: sum}
+	require.NoError(t, s.a.makeStub(ctx, l, f, s.target))
+	l.close()
+	require.Equal(t, "/v", markerBodyOf(t, s, "v/f.txt").Vol)
+
+	require.NoError(t, unix.Unmount(mnt, 0))
+	ar := s.dropLeakedAndCollect(t)
+	requireNoneDropped(t, ar)
+	require.NoError(t, unix.Mount(vol, mnt, "", unix.MS_BIND, ""))
+	s.requireRecalled(t, "v", map[string]string{"f.txt": data})
 }

@@ -147,10 +147,11 @@ func (r *Root) mountsBeneath() []string {
 }
 
 // readMounts reads the mount table again if it was read over 5 seconds
-// ago; r.mounts is locked. Only a mount its point's path leads to counts:
-// one hidden by another mounted over it, or over a folder above it, is
-// not where that path goes (a reviewer's finding: such a volume counted
-// as mounted, and the references of its stubs were dropped).
+// ago; r.mounts is locked. Only a mount a path can reach counts
+// (fsutil.Visible): one hidden by another mounted over it, or over a
+// folder above it, is not where its point's path goes (a reviewer's
+// finding: such a volume counted as mounted, and the references of its
+// stubs were dropped).
 func (r *Root) readMounts() {
 	if time.Since(r.mounts.read) <= 5*time.Second {
 		return
@@ -158,15 +159,11 @@ func (r *Root) readMounts() {
 	r.mounts.list = nil // a new slice: callers of mountsBeneath read the old one unlocked
 	r.mounts.ids = map[uint64]string{}
 	r.mounts.from = map[string]string{}
-	root, _, ids := fsutil.MountIDOf(r.dir)
-	r.mounts.root = root
-	for _, m := range fsutil.Mounts() {
+	r.mounts.root, _, _ = fsutil.MountIDOf(r.dir)
+	for _, m := range fsutil.Visible(fsutil.Mounts()) {
 		rel, ok := strings.CutPrefix(m.Point, r.dir+"/")
 		if !ok {
 			continue
-		}
-		if id, _, ok := fsutil.MountIDOf(m.Point); ids && (!ok || id != m.ID) {
-			continue // hidden
 		}
 		r.mounts.list = append(r.mounts.list, rel)
 		r.mounts.ids[m.ID] = rel
@@ -187,15 +184,34 @@ const rootVolume = "/"
 // mount table, read again at once when the table does not list it or its
 // mount point leads to another mount now (the kernel reuses the IDs of
 // mounts gone), so that a marker written right after a mount names it.
-// Where at does not lead to the file ino (not there yet: a snapshot's
-// stub or a received file, renamed into place after), the volume is told
-// by rel's path. strict (at is the step's own descriptor path): a file on
-// a filesystem that is not mounted beneath the root now (a volume
-// unmounted lazily under the step) fails, rather than writing a marker
-// that names no volume (a reviewer's finding: an audit dropped it while
-// the volume was down).
+// Where at does not lead to the file ino, the mount of the nearest folder
+// above rel that exists is looked up instead; without mount IDs (Linux
+// before 5.8), the volume is told by rel's path. strict (at is the step's
+// own descriptor path): a file on a filesystem that is not mounted
+// beneath the root now (a volume unmounted lazily under the step) fails,
+// rather than writing a marker that names no volume (a reviewer's
+// finding: an audit dropped it while the volume was down).
 func (r *Root) markerVolume(at, rel string, ino uint64, strict bool) (vol, from string, err error) {
-	if id, got, ok := fsutil.MountIDOf(at); ok && (ino == 0 || got == ino) {
+	id, got, ok := fsutil.MountIDOf(at)
+	if ok && ino != 0 && got != ino {
+		if strict {
+			return "", "", fmt.Errorf("%s: the step's file is not the one at its path (inode %d, not %d)", apiPath(rel), got, ino)
+		}
+		ok = false
+	}
+	if !ok && !strict {
+		// Not there (yet: a snapshot's stub, a received file, renamed into
+		// place after): the mount of the nearest folder above it that is
+		// (a reviewer's finding: one received right after its volume's
+		// mount named no volume).
+		for dir := path.Dir(rel); !ok; dir = path.Dir(dir) {
+			id, _, ok = fsutil.MountIDOf(filepath.Join(r.dir, filepath.FromSlash(dir)))
+			if dir == "." || dir == "/" {
+				break
+			}
+		}
+	}
+	if ok {
 		for range 2 {
 			r.mounts.Lock()
 			r.readMounts()
@@ -215,8 +231,6 @@ func (r *Root) markerVolume(at, rel string, ino uint64, strict bool) (vol, from 
 		if strict {
 			return "", "", fmt.Errorf("%s is on a filesystem (mount %d) that is not mounted beneath the site root now (a volume unmounted under the step?): no reference is written", apiPath(rel), id)
 		}
-	} else if strict && ok {
-		return "", "", fmt.Errorf("%s: the step's file is not the one at its path (inode %d, not %d)", apiPath(rel), got, ino)
 	}
 	if vol = r.volumeOf(rel); vol == "" {
 		return rootVolume, "", nil

@@ -584,7 +584,7 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 	// A file at its stub's size may be one an earlier release cut (see
 	// stubBytes): the data's first bytes are read from the target before
 	// the lock and the lease, which a slow target would hold for long.
-	stub, err := s.stubBytes(j, target)
+	stub, err := s.stubSum(j, target)
 	if err != nil {
 		return err
 	}
@@ -593,7 +593,7 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 		return err
 	}
 	defer unlock()
-	// Read too where it may (see stubBytes): a second open of the file
+	// Read too where it may (see stubSum): a second open of the file
 	// would break the lease taken below. Not the user's access (atime).
 	f, err := fsutil.OpenFile(j.abs, os.O_RDWR|openNoFollow|fsutil.NoAtime, 0)
 	readable := err == nil
@@ -626,12 +626,14 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 	}
 	whole := fi.Size() == rec.Size
 	if !whole && rec.StubSize > 0 && readable {
-		if stub == nil {
+		if stub == "" {
 			return errors.New("not released yet: the file was cut to its stub's size while the release began; the next attempt compares its bytes with the data's")
 		}
-		if same, err := sameFirstBytes(io.NewSectionReader(f, 0, rec.StubSize), bytes.NewReader(stub), rec.StubSize); err != nil {
+		h := sha256.New()
+		if _, err := io.Copy(h, io.NewSectionReader(f, 0, rec.StubSize)); err != nil {
 			return err
-		} else if !same {
+		}
+		if hex.EncodeToString(h.Sum(nil)) != stub {
 			_ = s.root.state.clear(j.abs, j.rel)
 			return errChangedNotReleased
 		}
@@ -663,8 +665,8 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 	return f.Close()
 }
 
-// stubBytes reads the data's first stub_size bytes from the target for
-// a file marked for release that has its stub's size now (nil for any
+// stubSum hashes the data's first stub_size bytes, read from the target,
+// for a file marked for release that has its stub's size now ("" for any
 // other): truncated by an earlier release (this step's killed attempt,
 // or another worker's), it holds them; rewritten by its user to that
 // size since the mark, it does not (a reviewer's finding: the release
@@ -672,21 +674,25 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 // over them). An empty stub (stub_size 0) says nothing: a file its user
 // emptied after the mark becomes the stub of its data before (no byte of
 // the user's is lost; docs/remote-copies.md).
-func (s *stepRun) stubBytes(j *job, target targets.Driver) ([]byte, error) {
+func (s *stepRun) stubSum(j *job, target targets.Driver) (string, error) {
 	rec := j.next
 	if fi, err := os.Lstat(j.abs); err != nil || rec.StubSize <= 0 || fi.Size() != rec.StubSize || rec.StubSize == rec.Size {
-		return nil, nil
+		return "", nil
 	}
 	rc, err := getContent(s.ctx, target, rec.Key, rec.Checksum)
 	if err != nil {
-		return nil, fmt.Errorf("read the first bytes of a file marked for release that has its stub's size: %w", err)
+		return "", fmt.Errorf("read the first bytes of a file marked for release that has its stub's size: %w", err)
 	}
 	defer rc.Close()
-	b := make([]byte, rec.StubSize)
-	if _, err := io.ReadFull(rc, b); err != nil {
-		return nil, fmt.Errorf("read the first bytes of a file marked for release that has its stub's size: %w", err)
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(rc, rec.StubSize))
+	if err == nil && n != rec.StubSize {
+		err = io.ErrUnexpectedEOF
 	}
-	return b, nil
+	if err != nil {
+		return "", fmt.Errorf("read the first bytes of a file marked for release that has its stub's size: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // keepWhole leaves a file marked for release whole and premigrated, and
