@@ -108,8 +108,13 @@ func Mounts() []Mount {
 // another mounted over it at its point (a child of it there), nor one
 // beneath a folder another mount of its parent covers, nor one in a
 // mount that is not reached. Told from the table alone: a look at each
-// mount point would hang on a network volume whose server is down.
-func Visible(mounts []Mount) []Mount {
+// mount point would hang on a network volume whose server is down. root
+// is the mount the process's root is on (0: unknown): a path starts
+// there and does not follow a filesystem mounted over "/" since, which
+// neither is reached nor hides anything (a reviewer's finding: every
+// mount looked hidden).
+func Visible(mounts []Mount, root uint64) []Mount {
+	overRoot := func(m Mount) bool { return root != 0 && m.Point == "/" && m.ID != root }
 	children := map[uint64][]Mount{}
 	byID := map[uint64]Mount{}
 	for _, m := range mounts {
@@ -126,9 +131,9 @@ func Visible(mounts []Mount) []Mount {
 		if v, ok := atPoint[m.ID]; ok {
 			return v
 		}
-		v := true
+		v := !overRoot(m)
 		for _, sib := range children[m.Parent] {
-			v = v && (sib.ID == m.ID || !under(m.Point, sib.Point))
+			v = v && (sib.ID == m.ID || overRoot(sib) || !under(m.Point, sib.Point))
 		}
 		if p, ok := byID[m.Parent]; v && ok && p.ID != m.ID && depth < len(mounts) {
 			if p.Point == m.Point {
@@ -146,7 +151,7 @@ func Visible(mounts []Mount) []Mount {
 		}
 		v := isAtPoint(m, depth)
 		for _, c := range children[m.ID] {
-			v = v && (c.ID == m.ID || c.Point != m.Point)
+			v = v && (c.ID == m.ID || c.Point != m.Point || overRoot(c))
 		}
 		reached[m.ID] = v
 		return v

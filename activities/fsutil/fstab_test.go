@@ -86,9 +86,17 @@ func TestVisible(t *testing.T) {
 		{ID: 8, Parent: 1, Point: "/ab"},        // not beneath /a
 		{ID: 9, Parent: 1, Point: "/mnt/x y/z"}, // as is
 	}
-	var ids []uint64
-	for _, m := range Visible(mounts) {
-		ids = append(ids, m.ID)
+	visible := func(mounts []Mount, root uint64) []uint64 {
+		var ids []uint64
+		for _, m := range Visible(mounts, root) {
+			ids = append(ids, m.ID)
+		}
+		return ids
 	}
-	require.Equal(t, []uint64{1, 4, 6, 7, 8, 9}, ids)
+	require.Equal(t, []uint64{1, 4, 6, 7, 8, 9}, visible(mounts, 1))
+	require.Equal(t, []uint64{1, 4, 6, 7, 8, 9}, visible(mounts, 0), "the process's root not known")
+	// A filesystem mounted over "/" after the process's root was set: a
+	// path starts on the process's root, below it; nothing is hidden.
+	over := append(mounts, Mount{ID: 10, Parent: 1, Point: "/"})
+	require.Equal(t, []uint64{1, 4, 6, 7, 8, 9}, visible(over, 1))
 }

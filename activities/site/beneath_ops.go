@@ -160,7 +160,8 @@ func (r *Root) readMounts() {
 	r.mounts.ids = map[uint64]string{}
 	r.mounts.from = map[string]string{}
 	r.mounts.root, _, _ = fsutil.MountIDOf(r.dir)
-	for _, m := range fsutil.Visible(fsutil.Mounts()) {
+	processRoot, _, _ := fsutil.MountIDOf("/")
+	for _, m := range fsutil.Visible(fsutil.Mounts(), processRoot) {
 		rel, ok := strings.CutPrefix(m.Point, r.dir+"/")
 		if !ok {
 			continue
