@@ -217,14 +217,14 @@ func (r *Root) markerVolume(at, rel string, ino uint64, strict bool) (vol, from 
 			r.mounts.Lock()
 			r.readMounts()
 			point, beneath := r.mounts.ids[id]
-			onRoot := id == r.mounts.root
+			onRoot, from := id == r.mounts.root, r.mounts.from[point]
 			r.mounts.Unlock()
 			if onRoot {
 				return rootVolume, "", nil // the root's own mount, which holds while the root is there
 			}
 			if beneath {
 				if now, _, ok := fsutil.MountIDOf(filepath.Join(r.dir, filepath.FromSlash(point))); ok && now == id {
-					return apiPath(point), r.mountFrom(apiPath(point)), nil
+					return apiPath(point), from, nil
 				}
 			}
 			r.forgetMounts()
