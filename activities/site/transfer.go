@@ -188,6 +188,16 @@ func (a *Activities) destPath(in ReceiveInput, p string) string {
 }
 
 func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile, drivers *driverSet, beat func(int)) (msg string, err error) {
+	// The list comes from another site: a path that is not clean would
+	// leave the destination path (path.Join drops a "..").
+	for _, p := range []string{f.Path, f.OldPath} {
+		if p != "" && (p[0] != '/' || path.Clean(p) != p || p == "/") {
+			return "", fmt.Errorf("refused the sent path %q: not a clean absolute path of a file", p)
+		}
+	}
+	if f.Path == "" {
+		return "", errors.New("refused a sent file without a path")
+	}
 	if (f.Change == Deleted || f.Change == Moved) && !sentType(f.Type) {
 		// Never sent, so whatever the destination has there is its own.
 		return "kept the destination's entry: only files and directories are synced", nil

@@ -974,3 +974,33 @@ func TestStubOfContentNotYetDurable(t *testing.T) {
 	require.ErrorContains(t, err, "not yet flushed by the host that wrote it")
 	require.NoFileExists(t, fx.abs("/f.txt"))
 }
+
+// TestASentPathNeverLeavesTheDestinationPath: the list a destination
+// receives comes from another site. A path with ".." was joined under
+// destination_path (path.Join drops it): a send replaced a file outside
+// it, a move took one from outside it (a reviewer's scratch tests).
+// Such paths are refused, the files outside untouched.
+func TestASentPathNeverLeavesTheDestinationPath(t *testing.T) {
+	fx := newTransferFixture(t, false)
+	mine := time.Now().Add(-time.Hour)
+	fx.write(t, "/victim.txt", "the destination's own file outside /inbox", mine)
+	fx.write(t, "/private/secret.txt", "outside /inbox", mine)
+	require.NoError(t, os.MkdirAll(fx.abs("/inbox"), 0o755))
+
+	sent := fx.sent
+	sent.Path = "/../victim.txt"
+	_, err := fx.receive(ReceiveInput{Step: "send", DestPath: "/inbox", Hydrate: true}, sent, nil)
+	require.ErrorContains(t, err, "not a clean absolute path")
+	fx.requireFile(t, "/victim.txt", "the destination's own file outside /inbox", mine)
+
+	for _, old := range []string{"/../private/secret.txt", "private/secret.txt", "/inbox/../private/secret.txt"} {
+		mv := SentFile{Path: "/x.txt", Type: TypeFile, Change: Moved, OldPath: old}
+		_, err = fx.receive(ReceiveInput{Step: "site_sync", DestPath: "/inbox", Preference: "newest"}, mv, nil)
+		require.ErrorContains(t, err, "not a clean absolute path", old)
+		fx.requireFile(t, "/private/secret.txt", "outside /inbox", mine)
+	}
+	del := SentFile{Path: "/../victim.txt", Type: TypeFile, Change: Deleted, Size: 41, Mtime: mine.UnixNano()}
+	_, err = fx.receive(ReceiveInput{Step: "site_sync", DestPath: "/inbox", Preference: "ignore"}, del, nil)
+	require.ErrorContains(t, err, "not a clean absolute path")
+	fx.requireFile(t, "/victim.txt", "the destination's own file outside /inbox", mine)
+}
