@@ -153,3 +153,37 @@ func TestAStubReceivedRightAfterItsVolumesMountNamesIt(t *testing.T) {
 	require.NoError(t, unix.Mount(vol, mnt, "", unix.MS_BIND, ""))
 	s.requireRecalled(t, "v", map[string]string{"f.txt": data})
 }
+
+// TestRemovingASpaceWhoseVolumeIsNotMountedKeepsItsStubsRecords: a space
+// whose folder is the mount point of a volume (records in the root's state
+// index, stubs on the volume), removed while the volume is not mounted.
+// The bare mount point is empty, so it went, and every record of the
+// volume's stubs was dropped with it: mounted again, the stubs read as
+// empty resident files (a reviewer's scratch test). Their records stay,
+// the removal says so, and an audit meanwhile drops nothing the stubs need.
+func TestRemovingASpaceWhoseVolumeIsNotMountedKeepsItsStubsRecords(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	ctx := context.Background()
+	dir, vol := t.TempDir(), t.TempDir()
+	s := newAuditSite(t, dir, t.TempDir(), true)
+	_, err := s.a.cjSpace(ctx, &CJSpace{Name: "lab"}, false)
+	require.NoError(t, err)
+	mp := filepath.Join(dir, "spaces", "lab")
+	require.NoError(t, unix.Mount(vol, mp, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(mp, unix.MNT_DETACH) })
+	s.migrateFiles(t, "spaces/lab", auditSpaceFiles)
+	s.migrateFiles(t, "spaces/other", map[string]string{"h.txt": "a file of another space"})
+	require.NoError(t, unix.Unmount(mp, 0))
+
+	msg, err := s.a.cjSpace(ctx, &CJSpace{Name: "lab"}, true)
+	require.NoError(t, err)
+	require.Contains(t, msg, "keeps the records of 2 stubs")
+	requireNoneDropped(t, s.dropLeakedAndCollect(t))
+
+	require.NoError(t, os.Mkdir(mp, 0o755))
+	require.NoError(t, unix.Mount(vol, mp, "", unix.MS_BIND, ""))
+	s.requireRecalled(t, "spaces/lab", auditSpaceFiles)
+	s.requireRecalled(t, "spaces/other", map[string]string{"h.txt": "a file of another space"})
+}

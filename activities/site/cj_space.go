@@ -36,8 +36,12 @@ func (a *Activities) cjSpace(ctx context.Context, s *CJSpace, del bool) (string,
 		case err == nil, isNotExist(err) && !errors.Is(err, syscall.ENOTDIR):
 			// Gone: index records left below it by a removal killed after
 			// its move to the trash go to their files there.
-			if err := a.Root.settleTrashedRecords(ctx, rel, s.Name); err != nil {
+			kept, err := a.Root.settleTrashedRecords(ctx, rel, s.Name)
+			if err != nil {
 				return "", fmt.Errorf("remove %s: %w", rel, err)
+			}
+			if kept > 0 {
+				moved = fmt.Sprintf(" (the state index keeps the records of %d stubs below it that are not there: a volume not mounted?)", kept)
 			}
 		case (errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST)) && s.KeepNonEmpty:
 			moved = " (kept in place: not empty, its data stays where it is)"
@@ -140,45 +144,63 @@ func (r *Root) trashWithRecords(ctx context.Context, rel, name string) (string, 
 // Records copied before the move are there already; a record written at
 // rel during the move by a step that still saw the file there (a migrate
 // that made it a stub) was not, and dropping it lost the stub's data.
-func (r *Root) settleTrashedRecords(ctx context.Context, rel, space string) error {
-	if !r.state.xattr {
-		unlock, err := r.lockMoves(ctx)
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		entries, err := os.ReadDir(filepath.Join(r.Dir(), filepath.FromSlash(trashFolder)))
-		if err != nil && !absent(err) {
-			return err
-		}
-		err = r.eachRecord(rel, func(p string, rec Record) error {
-			// The newest entry first: the removal's own. An older one may
-			// be on another filesystem, where inode numbers repeat.
-			for i := len(entries) - 1; i >= 0; i-- {
-				e := entries[i]
-				if ns, ok := strings.CutPrefix(e.Name(), space+"-"); !ok || !isDigits(ns) {
-					continue // another space's (lab-2-<ns>), or not a space's
-				}
-				to := path.Join(trashFolder, e.Name()) + strings.TrimPrefix(p, rel)
-				abs := filepath.Join(r.Dir(), filepath.FromSlash(to))
-				fi, err := os.Lstat(abs)
-				if err != nil || rec.Ino == 0 || inode(fi) != rec.Ino {
-					continue
-				}
-				if stale, err := r.state.trust(&rec, inode(fi), func() int64 { return birthTime(abs) }); err == nil && !stale {
-					return r.state.index.set(to, rec)
-				}
+// A stub's record that goes to no entry stays at rel, and kept counts
+// them: the folder removed may have been the empty mount point of a
+// volume not mounted then, whose stubs, mounted again, need their records
+// (a reviewer's finding: they were dropped, and the stubs read as empty
+// resident files). The index keeps a record of a deleted stub likewise.
+func (r *Root) settleTrashedRecords(ctx context.Context, rel, space string) (kept int, err error) {
+	if r.state.xattr {
+		return 0, r.state.forgetTree(rel)
+	}
+	unlock, err := r.lockMoves(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	entries, err := os.ReadDir(filepath.Join(r.Dir(), filepath.FromSlash(trashFolder)))
+	if err != nil && !absent(err) {
+		return 0, err
+	}
+	var settled []string
+	err = r.eachRecord(rel, func(p string, rec Record) error {
+		// The newest entry first: the removal's own. An older one may
+		// be on another filesystem, where inode numbers repeat.
+		for i := len(entries) - 1; i >= 0; i-- {
+			e := entries[i]
+			if ns, ok := strings.CutPrefix(e.Name(), space+"-"); !ok || !isDigits(ns) {
+				continue // another space's (lab-2-<ns>), or not a space's
 			}
-			return nil
-		})
-		if err == nil {
-			err = r.state.sync()
+			to := path.Join(trashFolder, e.Name()) + strings.TrimPrefix(p, rel)
+			abs := filepath.Join(r.Dir(), filepath.FromSlash(to))
+			fi, err := os.Lstat(abs)
+			if err != nil || rec.Ino == 0 || inode(fi) != rec.Ino {
+				continue
+			}
+			if stale, err := r.state.trust(&rec, inode(fi), func() int64 { return birthTime(abs) }); err == nil && !stale {
+				settled = append(settled, p)
+				return r.state.index.set(to, rec)
+			}
 		}
-		if err != nil {
-			return err
+		if rec.State == Migrated {
+			kept++
+		} else {
+			settled = append(settled, p) // no stub: its file's data was its own
+		}
+		return nil
+	})
+	if err == nil {
+		err = r.state.sync()
+	}
+	if err != nil || kept == 0 {
+		return kept, errors.Join(err, r.state.forgetTree(rel))
+	}
+	for _, p := range settled {
+		if err := r.state.index.remove(p); err != nil {
+			return kept, err
 		}
 	}
-	return r.state.forgetTree(rel)
+	return kept, nil
 }
 
 // RestoreFromTrash moves the site trash's entry name (a removed C+J space,
