@@ -123,7 +123,7 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		}
 		// Index records of its stubs (those in attributes went with the
 		// files).
-		if err := a.Root.state.forgetTree(rel); err != nil {
+		if err := a.Root.forgetRemovedSnapshot(ctx, rel); err != nil {
 			return "", fmt.Errorf("remove %s: %w", rel, err)
 		}
 		_ = a.Root.removeDir(parentRel) // only when empty: other snapshots of the space stay
@@ -247,6 +247,23 @@ func (a *Activities) snapshot(ctx context.Context, srcRel string, s *CJSnapshot,
 		return "", fmt.Errorf("snapshot %s: %w", rel, err)
 	}
 	return fmt.Sprintf("took %s: %d files, %d bytes copied from %s%s", rel, files, bytes, srcRel, sc.summary()), nil
+}
+
+// forgetRemovedSnapshot drops the index records of the removed snapshot
+// rel, under the moves lock and only while no snapshot is there: one
+// placed there anew (its placement moves records under the same lock)
+// after a stale attempt of the removal emptied the trash would lose its
+// stubs' records.
+func (r *Root) forgetRemovedSnapshot(ctx context.Context, rel string) error {
+	unlock, err := r.lockMoves(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := r.lstat(rel); !isNotExist(err) {
+		return err // placed anew (nil), or unknown
+	}
+	return r.state.forgetTree(rel)
 }
 
 // placedSnapshot tells whether snapshot name is in place in parent. One

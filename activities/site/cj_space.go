@@ -2,6 +2,8 @@ package site
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -214,7 +216,10 @@ func (r *Root) RestoreFromTrash(ctx context.Context, name, p string) error {
 	if err := checkTrashEntry(name); err != nil {
 		return err
 	}
-	from := path.Join(trashFolder, name)
+	if strings.HasPrefix(name, purgingPrefix) {
+		return fmt.Errorf("%s: being purged (purge it again to finish), not restored", path.Join(trashFolder, name))
+	}
+	from, records := path.Join(trashFolder, name), trashRecordsAt(name)
 	to, err := r.locateCreating(p)
 	if err != nil {
 		return err
@@ -228,7 +233,7 @@ func (r *Root) RestoreFromTrash(ctx context.Context, name, p string) error {
 	if _, err := fstatat(fdOf(trash), name); errors.Is(err, syscall.ENOENT) {
 		if _, err := os.Lstat(to.path()); err == nil {
 			// Moved back by a run killed before it dropped these.
-			return r.state.forgetTree(from)
+			return r.state.forgetTree(records)
 		}
 		return fmt.Errorf("%s: %w", from, fs.ErrNotExist)
 	} else if err != nil {
@@ -242,7 +247,7 @@ func (r *Root) RestoreFromTrash(ctx context.Context, name, p string) error {
 	case !isNotExist(err):
 		return err
 	}
-	return r.moveWithRecords(ctx, from, to.rel, []*loc{to}, func() error {
+	return r.moveWithRecords(ctx, records, to.rel, []*loc{to}, func() error {
 		fault.Point("trash.restore.records-copied")
 		if err := renameBeneath(&loc{rel: from, parent: trash, name: name}, to, false); err != nil {
 			return err
@@ -255,22 +260,46 @@ func (r *Root) RestoreFromTrash(ctx context.Context, name, p string) error {
 // PurgeTrash removes the site trash's entry name (a removed C+J space, or
 // a snapshot's entry), for good, with its index records, which rm -rf
 // would leave behind. The references of its stubs are then leaked: a
-// references audit drops them and the collector frees their content. Run
-// again after a crash, it finishes.
-func (r *Root) PurgeTrash(name string) error {
+// references audit drops them and the collector frees their content.
+//
+// The entry is first claimed, under the site's moves lock: renamed in the
+// trash to purgingName(name), with its records. A restore of the entry
+// (under the same lock) then finds it gone, or took it first and the purge
+// finds nothing: before, a restore in the midst of a purge moved the
+// folder the purge was emptying, and both reported success over a restored
+// space emptied (a reviewer's finding). Run again after a crash, with the
+// entry's name or the claimed one, it finishes.
+func (r *Root) PurgeTrash(ctx context.Context, name string) error {
 	if err := checkTrashEntry(name); err != nil {
 		return err
 	}
-	rel := path.Join(trashFolder, name)
+	claimed := name
+	if !strings.HasPrefix(name, purgingPrefix) {
+		claimed = purgingName(name)
+	}
+	rel := path.Join(trashFolder, claimed)
 	if !r.state.xattr {
 		// As a delete step: a stub with other names has its data led to
-		// by this entry's record only.
-		_, linked, err := r.trashedRecords(rel, rel)
+		// by this entry's record only. Checked before the claim, so that
+		// the entry can be restored.
+		entry, records := rel, rel
+		if _, err := os.Lstat(filepath.Join(r.Dir(), filepath.FromSlash(trashFolder), name)); err == nil {
+			entry, records = path.Join(trashFolder, name), trashRecordsAt(name)
+		}
+		_, linked, err := r.trashedRecords(entry, records)
 		if err != nil {
 			return err
 		}
 		if n := countState(linked, Migrated); n > 0 {
-			return fmt.Errorf("%s: not purged: %d stubs here have other names (hard links), which this site's state index does not know, so purging would leave their data reachable from none; restore the entry (hub site restore-space) and recall them, or remove their other names, first", rel, n)
+			return fmt.Errorf("%s: not purged: %d stubs here have other names (hard links), which this site's state index does not know, so purging would leave their data reachable from none; restore the entry (hub site restore-space) and recall them, or remove their other names, first", entry, n)
+		}
+	}
+	if claimed != name {
+		switch err := r.claimTrashEntry(ctx, name, claimed); {
+		case isNotExist(err):
+			return r.state.forgetTree(rel) // purged already (by a run killed before it dropped these?)
+		case err != nil:
+			return err
 		}
 	}
 	if err := cjRemoveTree(filepath.Join(r.Dir(), filepath.FromSlash(rel))); err != nil {
@@ -278,6 +307,56 @@ func (r *Root) PurgeTrash(name string) error {
 	}
 	fault.Point("trash.purged")
 	return r.state.forgetTree(rel)
+}
+
+// purgingPrefix starts the name of a trash entry a purge has claimed:
+// with a dot, which neither a space's entry (<space>-<ns>) nor another
+// has in that place.
+const purgingPrefix = "purging."
+
+// purgingName is the name entry is claimed under: a hash of it, as a
+// snapshot's entry is too long for a prefix more.
+func purgingName(entry string) string {
+	sum := sha256.Sum256([]byte(entry))
+	return purgingPrefix + hex.EncodeToString(sum[:16])
+}
+
+// claimTrashEntry renames the trash entry name to claimed, with its
+// records (trashRecordsAt), under the moves lock. An entry already
+// claimed (a purge killed after its claim) is left to finish; neither
+// there is fs.ErrNotExist.
+func (r *Root) claimTrashEntry(ctx context.Context, name, claimed string) error {
+	trash, err := openBeneath(r.f, trashFolder, oDirPath, 0)
+	if err != nil {
+		return fmt.Errorf("open the site trash: %w", err)
+	}
+	defer trash.Close()
+	err = r.moveWithRecords(ctx, trashRecordsAt(name), path.Join(trashFolder, claimed), nil, func() error {
+		return renameBeneath(&loc{rel: path.Join(trashFolder, name), parent: trash, name: name},
+			&loc{rel: path.Join(trashFolder, claimed), parent: trash, name: claimed}, false)
+	})
+	fault.Point("trash.claimed")
+	if !isNotExist(err) {
+		return err
+	}
+	if _, err := fstatat(fdOf(trash), claimed); err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", path.Join(trashFolder, name), fs.ErrNotExist)
+}
+
+// trashRecordsAt is where the state index keeps the records of the files
+// of the trash entry name: at the entry, as trashWithRecords moves them,
+// but a snapshot's entry (snapshot.<space>.<name>.<ns>, moved there
+// without them) has them at the snapshot's path, as its removal's retry
+// reads them. Restored or purged by the entry's path, such a snapshot's
+// stubs had no record (a reviewer's finding).
+func trashRecordsAt(name string) string {
+	parts := strings.Split(name, ".")
+	if len(parts) == 4 && parts[0] == "snapshot" && parts[1] != "" && parts[2] != "" && isDigits(parts[3]) {
+		return path.Join(cjSnapshotsDir, parts[1], parts[2])
+	}
+	return path.Join(trashFolder, name)
 }
 
 // checkTrashEntry refuses a name that is no entry of the site trash.

@@ -112,14 +112,16 @@ func purgeTrashCmd() *cobra.Command {
 		Long: `purge-trash removes the site trash's entry ENTRY and, on a site without extended attributes,
 the migration records kept for it by path, which rm -rf would leave behind. The references its
 stubs held on the targets are then leaked: hub site audit-refs --drop removes them and the
-collector frees their content. See docs/cj-api.md.`,
+collector frees their content. The entry is first renamed purging.<hash> in the trash (a
+restore-space of it then finds it gone); run again after a crash, with either name, it
+finishes. See docs/cj-api.md.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := openSiteRoot(root)
 			if err != nil {
 				return err
 			}
-			if err := r.PurgeTrash(args[0]); err != nil {
+			if err := r.PurgeTrash(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "purged %s\n", args[0])
