@@ -96,6 +96,12 @@ func (r *Root) moveWithRecords(ctx context.Context, oldRel, newRel string, pinne
 		return err
 	}
 	defer unlock()
+	return r.moveWithRecordsLocked(oldRel, newRel, pinned, rename)
+}
+
+// moveWithRecordsLocked is moveWithRecords for a caller holding the moves
+// lock.
+func (r *Root) moveWithRecordsLocked(oldRel, newRel string, pinned []*loc, rename func() error) error {
 	if err := r.stillAt(pinned); err != nil {
 		return err
 	}

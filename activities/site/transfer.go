@@ -218,6 +218,21 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 		return "", err
 	}
 	defer l.close()
+	if f.Change == Deleted || f.Change == Moved {
+		// Under the site's moves lock, as a replacement's exchange: a
+		// replayed move that found nothing at its old path dropped the
+		// records there, those of a stub another sync's deletion had set
+		// aside for an instant, which it then put back (a reviewer's
+		// finding).
+		if moveLocking != nil {
+			moveLocking(l.rel)
+		}
+		unlock, err := a.Root.lockMoves(ctx)
+		if err != nil {
+			return "", err
+		}
+		defer unlock()
+	}
 	abs := l.path()
 	if f.Type != TypeDirectory {
 		// What a killed sync left at this name is settled first: a file
@@ -303,7 +318,14 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 	// the destination's newer copy.
 	var put func(*os.File) error
 	if in.Step == "site_sync" && in.Preference != "ignore" {
-		put = func(tmp *os.File) error { return a.Root.replaceIfUnchanged(l, tmp, existing) }
+		put = func(tmp *os.File) error {
+			unlock, err := a.Root.lockMoves(ctx)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+			return a.Root.replaceIfUnchanged(l, tmp, existing)
+		}
 	}
 	err = copyIn(ctx, a.Root, l, io.TeeReader(r, h), f.Size, time.Unix(0, f.Mtime), beat, func() error {
 		if got := hex.EncodeToString(h.Sum(nil)); got != f.Checksum {
@@ -547,6 +569,10 @@ var receiveRace func(rel string)
 // download and the destination's file were exchanged (replaceIfUnchanged).
 var exchangeRace func(rel string)
 
+// deletionAside, nil outside tests, is called while a replayed deletion
+// has the file set aside (removeIfUnchanged).
+var deletionAside func(rel string)
+
 // replayDeletion removes what the source deleted, never recursively: a
 // file with unlink (a folder swapped in for it stays), a directory only
 // when empty. A file goes only while it is the version the source deleted
@@ -619,6 +645,9 @@ func (r *Root) removeIfUnchanged(l *loc, before os.FileInfo) (kept string, err e
 		return "", err
 	}
 	fault.Point("sync.delete.aside")
+	if deletionAside != nil {
+		deletionAside(l.rel)
+	}
 	why, done := leaseUnchanged(aside, before, "it changed during the deletion")
 	defer done()
 	if why == "" {
@@ -831,8 +860,21 @@ func (a *Activities) replayMove(ctx context.Context, in ReceiveInput, f SentFile
 	if err != nil && !isNotExist(err) {
 		return "", err
 	}
+	also := ""
 	if err == nil {
 		defer old.close()
+		// What a killed sync left at the old path is settled first, as
+		// at the new one: its records would move away from it.
+		if kept, err := a.Root.restoreExchanged(old); err != nil {
+			return "", err
+		} else if kept != "" {
+			also = "; the file an interrupted sync set aside at the old path is kept as " + kept
+		}
+		if _, kept, err := a.Root.settleAside(old, true); err != nil {
+			return "", err
+		} else if kept != "" {
+			also += "; the file an interrupted deletion set aside at the old path is kept as " + kept
+		}
 		_, err = os.Lstat(old.path())
 	}
 	if err != nil {
@@ -842,20 +884,20 @@ func (a *Activities) replayMove(ctx context.Context, in ReceiveInput, f SentFile
 		// Nothing is at the old path: records left there (by a worker
 		// killed after its rename) describe no file.
 		if rel, err := cleanRel(oldDst); err == nil && rel != "" {
-			return "already moved", a.Root.state.forgetTree(rel)
+			return "already moved" + also, a.Root.state.forgetTree(rel)
 		}
-		return "already moved", nil
+		return "already moved" + also, nil
 	}
 	replace := in.Preference == "ignore"
 	if exists && !replace {
-		return keptAtNewPath, nil
+		return keptAtNewPath + also, nil
 	}
 	if fi, err := os.Lstat(l.path()); exists && err == nil {
 		if linked, err := a.linkedStub(l, fi); err != nil || linked {
 			return keptLinkedStub, err
 		}
 	}
-	err = a.Root.moveWithRecords(ctx, old.rel, l.rel, []*loc{old, l}, func() error {
+	err = a.Root.moveWithRecordsLocked(old.rel, l.rel, []*loc{old, l}, func() error {
 		if marks := a.Root.state.marks; marks != nil {
 			// The folder a stub moves into is marked as holding records
 			// (folder_marks.go), or policy scans would read it as resident.
@@ -874,11 +916,11 @@ func (a *Activities) replayMove(ctx context.Context, in ReceiveInput, f SentFile
 		return nil
 	})
 	if errors.Is(err, fs.ErrExist) {
-		return keptAtNewPath, nil
+		return keptAtNewPath + also, nil
 	} else if err != nil {
 		return "", err
 	}
-	return "moved", nil
+	return "moved" + also, nil
 }
 
 // makeStub creates a migrated stub at l whose data is the sent object: an

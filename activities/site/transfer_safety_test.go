@@ -310,34 +310,49 @@ func TestSyncMoveNeverReplaces(t *testing.T) {
 	}
 }
 
-// TestMoveThroughAFolderMovedMeanwhile: a replayed move locates the old
-// path (its folder's descriptor) and then moves the file with its records,
-// found by path. Another move of that folder completing in between took
-// the file from the folder's new place while the records stayed there:
-// the moved stub had no record (its data then freed by an audit). Now the
-// move finds its folder moved and fails for a retry. (Not parallel: the
-// hook is the package's.)
+// TestMoveThroughAFolderMovedMeanwhile: a replayed move locates its
+// paths (their folders' descriptors) and then moves the file with its
+// records, found by path. Another move of the old path's folder
+// completing in between took the file from the folder's new place while
+// the records stayed there: the moved stub had no record (its data then
+// freed by an audit). The old path is now located under the moves lock,
+// so such a move comes before it (the file is not found there), and one
+// of the new path's folder is found by the move, which fails for a retry.
+// (Not parallel: the hook is the package's.)
 func TestMoveThroughAFolderMovedMeanwhile(t *testing.T) {
-	fx := newTransferFixture(t, true)
-	require.NoError(t, os.Mkdir(fx.abs("/d"), 0o755))
-	fx.write(t, "/d/old.txt", string(fx.data), time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC))
-	_, err := Migrate(context.Background(), fx.root, []string{"/d/old.txt"}, fx.target, "t", StepOptions{})
-	require.NoError(t, err)
-	moveLocking = func(oldRel string) {
-		if oldRel == "d/old.txt" {
-			moveLocking = nil
-			require.NoError(t, fx.root.moveWithRecords(context.Background(), "d", "e", nil, func() error {
-				return os.Rename(fx.abs("/d"), fx.abs("/e"))
-			}))
-		}
+	for _, moved := range []string{"old", "new"} {
+		t.Run(moved, func(t *testing.T) {
+			fx := newTransferFixture(t, true)
+			require.NoError(t, os.Mkdir(fx.abs("/d"), 0o755))
+			require.NoError(t, os.Mkdir(fx.abs("/n"), 0o755))
+			fx.write(t, "/d/old.txt", string(fx.data), time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC))
+			_, err := Migrate(context.Background(), fx.root, []string{"/d/old.txt"}, fx.target, "t", StepOptions{})
+			require.NoError(t, err)
+			folder := map[string]string{"old": "d", "new": "n"}[moved]
+			moveLocking = func(rel string) {
+				if rel == "n/new.txt" {
+					moveLocking = nil
+					require.NoError(t, fx.root.moveWithRecords(context.Background(), folder, "e", nil, func() error {
+						return os.Rename(fx.abs(folder), fx.abs("/e"))
+					}))
+				}
+			}
+			defer func() { moveLocking = nil }()
+			move := SentFile{Path: "/n/new.txt", Type: TypeFile, Change: Moved, OldPath: "/d/old.txt"}
+			_, err = fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, move, nil)
+			at := "/d/old.txt"
+			if moved == "old" {
+				require.ErrorContains(t, err, "which the destination does not have")
+				at = "/e/old.txt"
+			} else {
+				require.ErrorContains(t, err, "moved while it was located")
+			}
+			require.NoFileExists(t, fx.abs("/n/new.txt"))
+			require.NoFileExists(t, fx.abs("/e/new.txt"))
+			require.NotNil(t, fx.record(t, at))
+			fx.requireRecall(t, at, fx.data)
+		})
 	}
-	defer func() { moveLocking = nil }()
-	move := SentFile{Path: "/new.txt", Type: TypeFile, Change: Moved, OldPath: "/d/old.txt"}
-	_, err = fx.receive(ReceiveInput{Step: "site_sync", Preference: "newest"}, move, nil)
-	require.ErrorContains(t, err, "moved while it was located")
-	require.NoFileExists(t, fx.abs("/new.txt"))
-	require.NotNil(t, fx.record(t, "/e/old.txt"))
-	fx.requireRecall(t, "/e/old.txt", fx.data)
 }
 
 // TestRenameCheckFirst: the rename used where RENAME_NOREPLACE is refused
@@ -1003,4 +1018,70 @@ func TestASentPathNeverLeavesTheDestinationPath(t *testing.T) {
 	_, err = fx.receive(ReceiveInput{Step: "site_sync", DestPath: "/inbox", Preference: "ignore"}, del, nil)
 	require.ErrorContains(t, err, "not a clean absolute path")
 	fx.requireFile(t, "/victim.txt", "the destination's own file outside /inbox", mine)
+}
+
+// TestAMoveNeverDropsTheRecordOfAStubSetAside: on a site keeping records
+// by path, sync 1 replays a deletion of the stub /a.txt and sets it aside
+// for an instant; sync 2 replays its source's move /a.txt → /b.txt, finds
+// nothing at /a.txt and drops the records there as describing no file.
+// Sync 1 then puts the stub back (open in another program), without its
+// record: an empty resident file whose data an audit frees (a reviewer's
+// scratch test). Replayed moves and deletions take the moves lock now,
+// and a move settles what a killed sync left at its old path first.
+// (Not parallel: the hooks are the package's.)
+func TestAMoveNeverDropsTheRecordOfAStubSetAside(t *testing.T) {
+	for _, killed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "live", true: "killed"}[killed], func(t *testing.T) {
+			fx := newTransferFixture(t, true)
+			data := "the destination's data"
+			fx.write(t, "/a.txt", data, time.Now().Add(-time.Hour))
+			res, err := Migrate(t.Context(), fx.root, []string{"/a.txt"}, fx.target, "t", StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeOK, res[0].Code, res[0].Message)
+			fx.write(t, "/b.txt", "sync 2's copy, synced earlier", time.Now().Add(-time.Hour))
+			fi, err := os.Lstat(fx.abs("/a.txt"))
+			require.NoError(t, err)
+			deletion := SentFile{Path: "/a.txt", Type: TypeFile, Change: Deleted, Size: fi.Size(), Mtime: fi.ModTime().UnixNano()}
+			move := SentFile{Path: "/b.txt", Type: TypeFile, Change: Moved, OldPath: "/a.txt"}
+			sync := ReceiveInput{Step: "site_sync", Preference: "newest"}
+
+			if killed {
+				// Sync 1 killed at sync.delete.aside: the stub is aside.
+				l, err := fx.root.locate("/a.txt")
+				require.NoError(t, err)
+				require.NoError(t, renameBeneath(l, asideOf(l), false))
+				l.close()
+				msg, err := fx.receive(sync, move, nil)
+				require.NoError(t, err)
+				require.Equal(t, keptAtNewPath, msg)
+			} else {
+				// Sync 1 finds the stub open in another program, and puts
+				// it back; sync 2's move comes while it is aside.
+				open, err := os.Open(fx.abs("/a.txt"))
+				require.NoError(t, err)
+				defer open.Close()
+				moved := make(chan error, 1)
+				deletionAside = func(string) {
+					deletionAside = nil
+					go func() {
+						_, err := fx.receive(sync, move, nil)
+						moved <- err
+					}()
+					select {
+					case err := <-moved:
+						moved <- err
+					case <-time.After(300 * time.Millisecond): // waiting for the lock, as it should
+					}
+				}
+				defer func() { deletionAside = nil }()
+				msg, err := fx.receive(sync, deletion, nil)
+				require.NoError(t, err)
+				require.Contains(t, msg, "open in another program")
+				require.NoError(t, <-moved)
+				require.NoError(t, open.Close())
+			}
+			require.NotNil(t, fx.record(t, "/a.txt"), "the stub at /a.txt lost its record")
+			fx.requireRecall(t, "/a.txt", []byte(data))
+		})
+	}
 }
