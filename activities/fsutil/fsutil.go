@@ -123,7 +123,7 @@ func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 			_ = f.Close()
 			continue
 		}
-		if !created && !ours(f, held) {
+		if !created && (!ours(f, held) || legacyExchangeAt(dst)) {
 			_ = f.Close()
 			return openFresh(dst)
 		}
@@ -176,6 +176,20 @@ var errGone = errors.New("temporary file gone")
 // behind if the writer is killed.
 func openFresh(dst string) (*os.File, error) {
 	return os.CreateTemp(filepath.Dir(dst), filepath.Base(TempName(dst))+".*")
+}
+
+// legacyExchangeAt tells whether dst carries the exchange mark of a
+// version before exchanges parked files under a private name: its
+// temporary name then holds the destination's former file (which may
+// carry a stale marker), for the sync's rerun to keep, never a write's
+// to reuse and empty (a reviewer's finding).
+func legacyExchangeAt(dst string) bool {
+	f, err := OpenFile(dst, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return LegacyExchanged(f)
 }
 
 // ours tells whether an existing temporary file may be reused: a plain

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -194,6 +195,33 @@ func (ix *index) get(rel string) (*Record, error) {
 		return nil, fmt.Errorf("state index: %s: %w: its index file holds the record of %q", apiPath(rel), ErrUntrustedRecord, l.Path)
 	}
 	return l.Record, nil
+}
+
+// namesIn returns the names of the files of the folder dir ("" for the
+// root) that the index holds records of.
+func (ix *index) namesIn(dir string) []string {
+	folder := ix.dir
+	if dir != "" {
+		_, f, err := ix.paths(dir)
+		if err != nil {
+			return nil
+		}
+		folder = f
+	}
+	entries, err := os.ReadDir(folder)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), recordPrefix) && !strings.HasPrefix(e.Name(), hashedRecordPrefix) {
+			continue
+		}
+		if l, err := readRecordFile(filepath.Join(folder, e.Name())); err == nil && path.Dir("/"+l.Path) == "/"+dir {
+			names = append(names, path.Base(l.Path))
+		}
+	}
+	return names
 }
 
 // readRecordFile reads one record file, never through a symlink nor

@@ -123,10 +123,32 @@ func leftoverKind(abs, name string, fi fs.FileInfo) string {
 	switch {
 	case strings.HasPrefix(name, xchgPrefix) && !fsutil.ExchangedUntouched(f):
 		return LeftoverParked // the destination's file, or a save into the download
+	case legacyParked(abs, f):
+		return LeftoverParked
 	case marked:
 		return LeftoverTemporary // a download parked before its exchange too
 	}
 	return LeftoverUnknown
+}
+
+// legacyParked tells whether f, at abs, is the destination's former file
+// an exchange of a version before exchangeOf left under the download's
+// temporary name (TmpPrefix+<name>), the download at <name> carrying that
+// version's mark: the sync's rerun keeps it beside <name> (restoreExchanged),
+// whatever marker it carries, a stale temporary one included, unless a
+// write holds it. Removed as a temporary file, it was lost (a reviewer's
+// finding).
+func legacyParked(abs string, f *os.File) bool {
+	dir, name := filepath.Split(abs)
+	if strings.HasPrefix(name, fsutil.TmpPrefix+fsutil.TmpPrefix) || fsutil.InUse(f) {
+		return false
+	}
+	download, err := fsutil.OpenFile(filepath.Join(dir, strings.TrimPrefix(name, fsutil.TmpPrefix)), os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer download.Close()
+	return fsutil.LegacyExchanged(download)
 }
 
 // The private names of parked and set-aside files (see exchangeOf, asideOf).
@@ -135,8 +157,7 @@ var (
 	delPrefix  = fsutil.PrivatePrefix("del")
 )
 
-// settleLeftover settles one leftover; see Leftovers. A user's file parked
-// under a hashed name (its own was too long) comes back under the hash.
+// settleLeftover settles one leftover; see Leftovers.
 func (r *Root) settleLeftover(lo Leftover, abs string) (string, error) {
 	at, err := r.locateReserved(lo.Path)
 	if err != nil {
@@ -150,15 +171,53 @@ func (r *Root) settleLeftover(lo Leftover, abs string) (string, error) {
 		}
 		return "removed", unlinkBeneath(at, false)
 	case LeftoverSetAside:
-		l := sibling(at, strings.TrimPrefix(at.name, delPrefix))
+		l := sibling(at, r.ownerName(at, "del"))
 		if err := renameBeneath(at, l, false); err == nil {
 			return "restored to " + l.name, nil
 		}
 		return r.keepLeftover(at, l)
 	case LeftoverParked:
-		return r.keepLeftover(at, sibling(at, strings.TrimPrefix(at.name, xchgPrefix)))
+		if !strings.HasPrefix(at.name, xchgPrefix) { // an earlier version's exchange (legacyParked)
+			l := sibling(at, strings.TrimPrefix(at.name, fsutil.TmpPrefix))
+			kept, err := r.keepLeftover(at, l)
+			if err == nil {
+				fileSays(l, func(f *os.File) bool { fsutil.ClearMark(f); return true }) // a file like any other now
+			}
+			return kept, err
+		}
+		return r.keepLeftover(at, sibling(at, r.ownerName(at, "xchg")))
 	}
 	return "", nil
+}
+
+// ownerName is the name whose private name of kind (fsutil.PrivateName)
+// the leftover at has: its own name without the prefix, but for a name
+// too long to take one, which is hashed. That name is then looked for in
+// the folder (a download at it) and among the state index's records of
+// the folder's files (a stub set aside has its record at its name). Put
+// back under the hash, a stub kept by path lost its record, and an audit
+// then its data (a reviewer's finding). Found nowhere (records in the
+// files' attributes, which follow them), the file comes back under the
+// hash.
+func (r *Root) ownerName(at *loc, kind string) string {
+	prefix := fsutil.PrivatePrefix(kind)
+	name := strings.TrimPrefix(at.name, prefix)
+	if len(name) != 32 || strings.Trim(name, "0123456789abcdef") != "" {
+		return name
+	}
+	owns := func(n string) bool { return n != name && filepath.Base(fsutil.PrivateName(kind, n)) == at.name }
+	dir := path.Dir(at.rel)
+	if dir == "." {
+		dir = ""
+	}
+	names, _ := namesIn(r.f, dir)
+	names = append(names, r.state.index.namesIn(dir)...)
+	for _, n := range names {
+		if owns(n) {
+			return n
+		}
+	}
+	return name
 }
 
 func (r *Root) keepLeftover(at, l *loc) (string, error) {

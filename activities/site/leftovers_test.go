@@ -2,9 +2,11 @@ package site
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,4 +108,91 @@ func TestLeftoversAreListedAndSettled(t *testing.T) {
 	}
 	sort.Strings(left)
 	require.Equal(t, []string{"/" + fsutil.TmpPrefix + "delete-1-2-abc", "/" + fsutil.TmpPrefix + "k.txt"}, left)
+}
+
+// TestALongNamedStubSettledKeepsItsRecord: a stub whose name is too long
+// for a private prefix (hashed: fsutil.PrivateName), set aside by a
+// deletion or parked by an exchange that a kill left, on a site keeping
+// records by path. Settled, it came back under the hash while its record
+// stayed at its name: read as resident, its reference dropped by an audit
+// once a new file took the name (a reviewer's scratch tests). The name is
+// found (the download at it, or the index's record of it) and the stub
+// comes back to it, or beside it, with its record.
+func TestALongNamedStubSettledKeepsItsRecord(t *testing.T) {
+	for _, kind := range []string{"del", "xchg"} {
+		for _, long := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/long=%v", kind, long), func(t *testing.T) {
+				ctx := context.Background()
+				dir := t.TempDir()
+				s := newAuditSite(t, dir, t.TempDir(), true)
+				name := strings.Repeat("n", map[bool]int{false: 20, true: 240}[long]) + ".dat"
+				data := strings.Repeat("precious user data ", 100)
+				s.migrateFiles(t, "d", map[string]string{name: data})
+				// What a kill right after the hub's rename leaves.
+				abs := filepath.Join(dir, "d", name)
+				require.NoError(t, os.Rename(abs, filepath.Join(dir, "d", filepath.Base(fsutil.PrivateName(kind, name)))))
+				if kind == "xchg" {
+					require.NoError(t, os.WriteFile(abs, []byte("the download"), 0o644))
+				}
+				found, err := Leftovers(ctx, s.a.Root, LeftoverOptions{Settle: true})
+				require.NoError(t, err)
+				require.Len(t, found, 1)
+				require.Empty(t, found[0].Error)
+				at := name
+				if kind == "xchg" {
+					kept, ok := strings.CutPrefix(found[0].Action, "kept as ")
+					require.True(t, ok, found[0].Action)
+					require.True(t, strings.HasPrefix(kept, name[:min(len(name), 200)]), kept)
+					at = kept
+				} else {
+					require.Equal(t, "restored to "+name, found[0].Action)
+				}
+				if kind == "xchg" {
+					// The download at the name is migrated in its turn.
+					s.migrateFiles(t, "d", map[string]string{name: "a new file"})
+				}
+				requireNoneDropped(t, s.dropLeakedAndCollect(t))
+				s.requireRecalled(t, "d", map[string]string{at: data})
+			})
+		}
+	}
+}
+
+// TestLeftoversKeepALegacyExchangesFormerFile: an exchange of a version
+// before exchangeOf, killed, left the destination's former file under the
+// download's temporary name (.hub-tmp-<name>), maybe with a stale
+// temporary marker, and the download at the name with that version's
+// mark. The sync's rerun keeps the former file beside the name; Leftovers
+// removed it as a temporary file, and the next write of the name reused
+// and emptied it (a reviewer's findings). Both leave it now, and settled,
+// it is kept beside the name.
+func TestLeftoversKeepALegacyExchangesFormerFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	root := newRoot(t, dir, false)
+	former := "the destination's own file, saved in that instant"
+	at, temp := filepath.Join(dir, "f.txt"), filepath.Join(dir, fsutil.TmpPrefix+"f.txt")
+	require.NoError(t, os.WriteFile(at, []byte("the download"), 0o644))
+	require.NoError(t, unix.Setxattr(at, "user.hub.tmp", []byte("exchange"), 0)) // that version's mark
+	require.NoError(t, os.WriteFile(temp, []byte(former), 0o644))
+	require.NoError(t, unix.Setxattr(temp, "user.hub.tmp", []byte("1"), 0)) // a stale marker
+
+	f, err := fsutil.OpenTemp(ctx, at) // another write of the name
+	require.NoError(t, err)
+	require.NotEqual(t, temp, f.Name(), "the write took the former file for its temporary file")
+	require.NoError(t, f.Close())
+	require.NoError(t, os.Remove(f.Name()))
+	got, err := os.ReadFile(temp)
+	require.NoError(t, err)
+	require.Equal(t, former, string(got))
+
+	found, err := Leftovers(ctx, root, LeftoverOptions{Settle: true, RemoveTemporaries: true})
+	require.NoError(t, err)
+	require.Len(t, found, 1)
+	require.Equal(t, LeftoverParked, found[0].Kind)
+	kept, ok := strings.CutPrefix(found[0].Action, "kept as ")
+	require.True(t, ok, found[0].Action)
+	got, err = os.ReadFile(filepath.Join(dir, kept))
+	require.NoError(t, err)
+	require.Equal(t, former, string(got))
 }
