@@ -123,7 +123,20 @@ func OpenTemp(ctx context.Context, dst string) (*os.File, error) {
 			_ = f.Close()
 			continue
 		}
-		if !created && (!ours(f, held) || legacyExchangeAt(dst)) {
+		if !created && legacyExchangeAt(dst) {
+			// The destination's former file, parked by an exchange of an
+			// earlier version: moved to the private name exchanges park
+			// files under now, where no write takes it and a sync's rerun
+			// or a settling of leftovers keeps it beside dst, whatever
+			// becomes of dst's mark (a reviewer's finding: the next write
+			// but one emptied it).
+			_ = f.Close()
+			if err := renameNoReplace(name, PrivateName("xchg", dst)); err != nil {
+				return openFresh(dst)
+			}
+			continue
+		}
+		if !created && !ours(f, held) {
 			_ = f.Close()
 			return openFresh(dst)
 		}

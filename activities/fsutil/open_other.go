@@ -26,3 +26,11 @@ func OpenUnnamed(string) (*os.File, error) { return nil, errors.ErrUnsupported }
 func Link(*os.File, string) error { return errors.ErrUnsupported }
 
 func rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+// renameNoReplace renames from to to unless to exists (checked first).
+func renameNoReplace(from, to string) error {
+	if _, err := os.Lstat(to); err == nil {
+		return os.ErrExist
+	}
+	return os.Rename(from, to)
+}

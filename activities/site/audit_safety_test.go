@@ -523,7 +523,11 @@ func purgeKilledAt(t *testing.T, index bool, point string) {
 			"HUB_AUDIT_CHILD_INDEX="+idx, "HUB_AUDIT_CHILD_PURGE="+entry)...)
 	}
 	require.True(t, purge("HUB_FAULT_POINT="+point), "killed")
-	require.ErrorContains(t, s.a.Root.RestoreFromTrash(context.Background(), purgingName(entry), "/spaces/lab"), "being purged")
+	for _, name := range []string{purgingName(entry), entry} {
+		if err := s.a.Root.RestoreFromTrash(context.Background(), name, "/spaces/lab"); point == "trash.claimed@1" || name != entry {
+			require.ErrorContains(t, err, "being purged", name)
+		}
+	}
 	require.False(t, purge(), "run again")
 	require.NoDirExists(t, filepath.Join(dir, filepath.FromSlash(trashFolder), entry))
 	require.NoDirExists(t, filepath.Join(dir, filepath.FromSlash(trashFolder), purgingName(entry)))
@@ -758,7 +762,9 @@ func TestAPurgeRacingARestoreLosesNothing(t *testing.T) {
 		require.Equal(t, restored, files(filepath.Join(dir, "spaces", "lab")), "the purge removed restored files")
 		return
 	}
-	require.ErrorIs(t, restoreErr, fs.ErrNotExist)
+	if !errors.Is(restoreErr, fs.ErrNotExist) {
+		require.ErrorContains(t, restoreErr, "being purged")
+	}
 	require.NoDirExists(t, filepath.Join(dir, "spaces", "lab"))
 }
 
@@ -767,8 +773,11 @@ func TestAPurgeRacingARestoreLosesNothing(t *testing.T) {
 // records at the snapshot's path (its removal's retry reads them there).
 // A restore-space of that entry moved no records, so its stubs were read
 // as resident and their content freed; a purge left the records behind (a
-// reviewer's scratch test). Both take the records from the snapshot's
-// path now.
+// reviewer's scratch test). A purge takes the records from the snapshot's
+// path now. A restore is refused: the removal's retry drops the stubs'
+// references before it removes the entry, and a restore in between (or
+// one run again after the snapshot was taken anew, or to the snapshot's
+// own path) lost data (a second reviewer's scratch tests).
 func TestASnapshotsTrashEntryTakesItsRecords(t *testing.T) {
 	for _, purge := range []bool{false, true} {
 		t.Run(map[bool]string{false: "restore", true: "purge"}[purge], func(t *testing.T) {
@@ -785,10 +794,17 @@ func TestASnapshotsTrashEntryTakesItsRecords(t *testing.T) {
 				requireNoIndexRecordsBelow(t, s.a.Root, trashFolder)
 				return
 			}
-			require.NoError(t, s.a.Root.RestoreFromTrash(context.Background(), entry, "/spaces/kept"))
+			for _, to := range []string{"/spaces/kept", "/.snapshots/lab/s1"} {
+				require.ErrorContains(t, s.a.Root.RestoreFromTrash(context.Background(), entry, to), "a removed snapshot's copy, not restored")
+			}
+			// The removal again finishes; the stubs' content stays with
+			// the space's own stubs.
+			_, err = s.a.cjSnapshot(context.Background(), snapshotOfLab(tdir), true)
+			require.NoError(t, err)
 			requireNoIndexRecordsBelow(t, s.a.Root, ".snapshots")
-			s.dropSpaceStubsAndCollect(t) // the space's own stubs go, as a user may
-			s.requireRecalled(t, "spaces/kept", auditSpaceFiles)
+			requireNoIndexRecordsBelow(t, s.a.Root, trashFolder)
+			s.dropLeakedAndCollect(t)
+			s.requireRecalled(t, "spaces/lab", auditSpaceFiles)
 		})
 	}
 }

@@ -216,10 +216,19 @@ func (r *Root) RestoreFromTrash(ctx context.Context, name, p string) error {
 	if err := checkTrashEntry(name); err != nil {
 		return err
 	}
-	if strings.HasPrefix(name, purgingPrefix) {
-		return fmt.Errorf("%s: being purged (purge it again to finish), not restored", path.Join(trashFolder, name))
+	from := path.Join(trashFolder, name)
+	switch {
+	case strings.HasPrefix(name, purgingPrefix):
+		return fmt.Errorf("%s: being purged (purge it again to finish), not restored", from)
+	case trashRecordsAt(name) != from:
+		// Its removal drops its stubs' references before it removes the
+		// entry: restored in between, the stubs led to content being
+		// freed (a reviewer's finding). The user removed that snapshot.
+		return fmt.Errorf("%s: a removed snapshot's copy, not restored (its removal may have dropped its stubs' references already); remove the snapshot again to finish", from)
 	}
-	from, records := path.Join(trashFolder, name), trashRecordsAt(name)
+	if _, err := os.Lstat(filepath.Join(r.Dir(), filepath.FromSlash(trashFolder), purgingName(name))); err == nil {
+		return fmt.Errorf("%s: being purged (purge it again to finish), not restored", from)
+	}
 	to, err := r.locateCreating(p)
 	if err != nil {
 		return err
@@ -233,7 +242,7 @@ func (r *Root) RestoreFromTrash(ctx context.Context, name, p string) error {
 	if _, err := fstatat(fdOf(trash), name); errors.Is(err, syscall.ENOENT) {
 		if _, err := os.Lstat(to.path()); err == nil {
 			// Moved back by a run killed before it dropped these.
-			return r.state.forgetTree(records)
+			return r.state.forgetTree(from)
 		}
 		return fmt.Errorf("%s: %w", from, fs.ErrNotExist)
 	} else if err != nil {
@@ -247,7 +256,7 @@ func (r *Root) RestoreFromTrash(ctx context.Context, name, p string) error {
 	case !isNotExist(err):
 		return err
 	}
-	return r.moveWithRecords(ctx, records, to.rel, []*loc{to}, func() error {
+	return r.moveWithRecords(ctx, from, to.rel, []*loc{to}, func() error {
 		fault.Point("trash.restore.records-copied")
 		if err := renameBeneath(&loc{rel: from, parent: trash, name: name}, to, false); err != nil {
 			return err
@@ -295,6 +304,11 @@ func (r *Root) PurgeTrash(ctx context.Context, name string) error {
 		}
 	}
 	if claimed != name {
+		// A mount in the entry is refused before the claim would carry it
+		// away from where its operator finds it.
+		if err := mountedBeneath(filepath.Join(r.Dir(), filepath.FromSlash(trashFolder), name)); err != nil && !isNotExist(err) {
+			return err
+		}
 		switch err := r.claimTrashEntry(ctx, name, claimed); {
 		case isNotExist(err):
 			return r.state.forgetTree(rel) // purged already (by a run killed before it dropped these?)
@@ -331,6 +345,12 @@ func (r *Root) claimTrashEntry(ctx context.Context, name, claimed string) error 
 		return fmt.Errorf("open the site trash: %w", err)
 	}
 	defer trash.Close()
+	if _, err := fstatat(fdOf(trash), name); err != nil {
+		if _, err := fstatat(fdOf(trash), claimed); err == nil {
+			return nil
+		}
+		return fmt.Errorf("%s: %w", path.Join(trashFolder, name), fs.ErrNotExist)
+	}
 	err = r.moveWithRecords(ctx, trashRecordsAt(name), path.Join(trashFolder, claimed), nil, func() error {
 		return renameBeneath(&loc{rel: path.Join(trashFolder, name), parent: trash, name: name},
 			&loc{rel: path.Join(trashFolder, claimed), parent: trash, name: claimed}, false)

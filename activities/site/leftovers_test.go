@@ -164,35 +164,44 @@ func TestALongNamedStubSettledKeepsItsRecord(t *testing.T) {
 // temporary marker, and the download at the name with that version's
 // mark. The sync's rerun keeps the former file beside the name; Leftovers
 // removed it as a temporary file, and the next write of the name reused
-// and emptied it (a reviewer's findings). Both leave it now, and settled,
-// it is kept beside the name.
+// and emptied it, or the write after that one, once the first had replaced
+// the marked download (reviewers' findings). Leftovers keep it beside the
+// name, and a write moves it to the private name exchanges park files
+// under now, where no write takes it and the settling keeps it.
 func TestLeftoversKeepALegacyExchangesFormerFile(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	root := newRoot(t, dir, false)
 	former := "the destination's own file, saved in that instant"
-	at, temp := filepath.Join(dir, "f.txt"), filepath.Join(dir, fsutil.TmpPrefix+"f.txt")
-	require.NoError(t, os.WriteFile(at, []byte("the download"), 0o644))
-	require.NoError(t, unix.Setxattr(at, "user.hub.tmp", []byte("exchange"), 0)) // that version's mark
-	require.NoError(t, os.WriteFile(temp, []byte(former), 0o644))
-	require.NoError(t, unix.Setxattr(temp, "user.hub.tmp", []byte("1"), 0)) // a stale marker
-
-	f, err := fsutil.OpenTemp(ctx, at) // another write of the name
-	require.NoError(t, err)
-	require.NotEqual(t, temp, f.Name(), "the write took the former file for its temporary file")
-	require.NoError(t, f.Close())
-	require.NoError(t, os.Remove(f.Name()))
-	got, err := os.ReadFile(temp)
-	require.NoError(t, err)
-	require.Equal(t, former, string(got))
-
-	found, err := Leftovers(ctx, root, LeftoverOptions{Settle: true, RemoveTemporaries: true})
-	require.NoError(t, err)
-	require.Len(t, found, 1)
-	require.Equal(t, LeftoverParked, found[0].Kind)
-	kept, ok := strings.CutPrefix(found[0].Action, "kept as ")
-	require.True(t, ok, found[0].Action)
-	got, err = os.ReadFile(filepath.Join(dir, kept))
-	require.NoError(t, err)
-	require.Equal(t, former, string(got))
+	for _, write := range []bool{false, true} {
+		t.Run(map[bool]string{false: "settled", true: "written twice, then settled"}[write], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			root := newRoot(t, dir, false)
+			at, temp := filepath.Join(dir, "f.txt"), filepath.Join(dir, fsutil.TmpPrefix+"f.txt")
+			require.NoError(t, os.WriteFile(at, []byte("the download"), 0o644))
+			require.NoError(t, unix.Setxattr(at, "user.hub.tmp", []byte("exchange"), 0)) // that version's mark
+			require.NoError(t, os.WriteFile(temp, []byte(former), 0o644))
+			require.NoError(t, unix.Setxattr(temp, "user.hub.tmp", []byte("1"), 0)) // a stale marker
+			if write {
+				for _, data := range []string{"a first write", "a second write"} {
+					f, err := fsutil.OpenTemp(ctx, at)
+					require.NoError(t, err)
+					_, err = f.WriteString(data)
+					require.NoError(t, err)
+					require.NoError(t, f.Close())
+					require.NoError(t, os.Rename(f.Name(), at)) // in place: the mark at the name goes
+				}
+				got, err := os.ReadFile(fsutil.PrivateName("xchg", at))
+				require.NoError(t, err, "the former file is at the exchanges' private name")
+				require.Equal(t, former, string(got))
+			}
+			found, err := Leftovers(ctx, root, LeftoverOptions{Settle: true, RemoveTemporaries: true})
+			require.NoError(t, err)
+			require.Len(t, found, 1)
+			require.Equal(t, LeftoverParked, found[0].Kind)
+			kept, ok := strings.CutPrefix(found[0].Action, "kept as ")
+			require.True(t, ok, found[0].Action)
+			got, err := os.ReadFile(filepath.Join(dir, kept))
+			require.NoError(t, err)
+			require.Equal(t, former, string(got))
+		})
+	}
 }

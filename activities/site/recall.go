@@ -492,15 +492,6 @@ func isPrefixOf(f, data io.ReadSeeker) (bool, error) {
 	}
 }
 
-func (s *stepRun) hashFile(name string) (string, error) {
-	f, err := fsutil.OpenFile(name, os.O_RDONLY|openNoFollow, 0)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	return s.hash(f)
-}
-
 // hashOnDisk hashes the file as the disk holds it: its cached pages that
 // are not waiting to be written are dropped first (dropCache). Where a
 // filesystem keeps a page whose writeback failed cached, clean and whole

@@ -102,6 +102,11 @@ func (r *Root) moveWithRecords(ctx context.Context, oldRel, newRel string, pinne
 // moveWithRecordsLocked is moveWithRecords for a caller holding the moves
 // lock.
 func (r *Root) moveWithRecordsLocked(oldRel, newRel string, pinned []*loc, rename func() error) error {
+	// Records copied onto themselves, or into the tree they come from,
+	// would all be dropped with the old path's (a reviewer's finding).
+	if within(oldRel, newRel) || within(newRel, oldRel) {
+		return fmt.Errorf("%s: cannot be moved to %s, at or below itself", apiPath(oldRel), apiPath(newRel))
+	}
 	if err := r.stillAt(pinned); err != nil {
 		return err
 	}

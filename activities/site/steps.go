@@ -116,6 +116,11 @@ type job struct {
 	stubSum   string
 	// note is the message of a successful result.
 	note string
+	// ctime is the change time (ns) of the file as this step last knew
+	// it unchanged: when it read the content it records, then right after
+	// its own release mark. 0: not known (a release resumed, a system
+	// without change times), and the release reads the content again.
+	ctime int64
 }
 
 func (j *job) finish(code Code, format string, args ...any) {
@@ -389,7 +394,29 @@ func (s *stepRun) recordFirst(j *job, rec Record, changed error) error {
 	if !j.unchanged(fi) {
 		return changed
 	}
-	return s.root.state.set(j.abs, j.rel, rec)
+	if j.ctime != 0 && changeTime(fi) != j.ctime {
+		// Changed since it was read, or only touched (another worker's
+		// record of it, a chmod): read again.
+		ctime, same, err := s.contentIs(j, rec.Checksum)
+		if err != nil {
+			return err
+		}
+		if !same {
+			return changed
+		}
+		j.ctime = ctime
+	}
+	if err := s.root.state.set(j.abs, j.rel, rec); err != nil {
+		return err
+	}
+	// The record in the file's attributes moved its change time: the one
+	// after it is what the release holds the file to. Changed already, the
+	// file's content is read again by the release.
+	j.ctime = 0
+	if fi, err := os.Lstat(j.abs); err == nil && j.unchanged(fi) {
+		j.ctime = changeTime(fi)
+	}
+	return nil
 }
 
 // sameRecord compares two records but for their signatures and where
@@ -625,6 +652,29 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 		return errChangedNotReleased
 	}
 	whole := fi.Size() == rec.Size
+	if whole {
+		// Still the content uploaded, by its change time since this step
+		// read it, or (resumed, or the time unknown) read again, under the
+		// lease: a save of the same size, its mtime set back, has the
+		// size and the mtime of the upload (a reviewer's finding).
+		// A file this worker cannot read (root_squash) keeps to its size
+		// and mtime when the time is unknown, as before.
+		same := j.ctime != 0 && changeTime(fi) == j.ctime
+		switch {
+		case !same && readable:
+			sum, err := sha256Of(io.NewSectionReader(f, 0, fi.Size()))
+			if err != nil {
+				return err
+			}
+			same = sum == rec.Checksum
+		case !same:
+			same = j.ctime == 0
+		}
+		if !same {
+			_ = s.root.state.clear(j.abs, j.rel)
+			return errChangedNotReleased
+		}
+	}
 	if !whole && rec.StubSize > 0 && readable {
 		if stub == "" {
 			return errors.New("not released yet: the file was cut to its stub's size while the release began; the next attempt compares its bytes with the data's")
@@ -836,10 +886,11 @@ func (s *stepRun) transfer(target targets.Driver, targetName string, migrate boo
 // the content. false means the file must be uploaded again.
 func (s *stepRun) stillPremigrated(j *job, target targets.Driver) (bool, error) {
 	rec := *j.rec
-	sum, err := s.hashFile(j.abs)
-	if err != nil || sum != rec.Checksum {
-		return false, err
+	ctime, same, err := s.contentIs(j, rec.Checksum)
+	if err != nil || !same {
+		return false, err // changed: uploaded again, which looks again
 	}
+	j.ctime = ctime
 	// The reference may have been dropped by an interrupted step; it is
 	// named by file and content, so writing it again is harmless.
 	if ok, err := hasRef(s.ctx, target, rec); err != nil {
@@ -850,6 +901,29 @@ func (s *stepRun) stillPremigrated(j *job, target targets.Driver) (bool, error) 
 		}
 	}
 	return ensureContent(s.ctx, target, rec.Checksum, rec.Size)
+}
+
+// contentIs tells whether j's file holds the content sum, read whole
+// through one descriptor while neither its size, its mtime nor its change
+// time moved (see upload); ctime is its change time then.
+func (s *stepRun) contentIs(j *job, sum string) (ctime int64, same bool, err error) {
+	f, err := fsutil.OpenFile(j.abs, os.O_RDONLY|openNoFollow, 0)
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	before, err := f.Stat()
+	if err != nil || !j.unchanged(before) {
+		return 0, false, err
+	}
+	if got, err := s.hash(f); err != nil || got != sum {
+		return 0, false, err
+	}
+	after, err := f.Stat()
+	if err != nil || changed(after, before) || changeTime(after) != changeTime(before) {
+		return 0, false, err
+	}
+	return changeTime(before), true, nil
 }
 
 // remoteHas reports whether the target holds the object with the given
@@ -896,7 +970,26 @@ func (s *stepRun) upload(j *job, target targets.Driver, targetName string) (sent
 	if !j.unchanged(fi) {
 		return false, errors.New("file changed while opening")
 	}
+	// The content hashed is the file's while its change time holds too: a
+	// save in place of the same size, its mtime set back (touch -r, rsync
+	// -t), keeps the others (a reviewer's finding: the release then cut
+	// the saved bytes).
+	read := changeTime(fi)
+	stillRead := func() error {
+		after, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if !j.unchanged(after) || changeTime(after) != read {
+			return errors.New("file changed during upload")
+		}
+		j.ctime = read
+		return nil
+	}
 	sum, err := s.hash(f)
+	if err == nil {
+		err = stillRead()
+	}
 	if err != nil {
 		return false, err
 	}
@@ -944,14 +1037,7 @@ func (s *stepRun) upload(j *job, target targets.Driver, targetName string) (sent
 	if err := s.verify(target, j.next.Key, fi.Size(), sum); err != nil {
 		return false, err
 	}
-	after, err := f.Stat()
-	if err != nil {
-		return false, err
-	}
-	if !j.unchanged(after) {
-		return false, errors.New("file changed during upload")
-	}
-	return true, nil
+	return true, stillRead()
 }
 
 // verify checks the stored object against the local checksum, reading it

@@ -666,3 +666,105 @@ func TestDeleteOnAnotherFilesystem(t *testing.T) {
 	require.NoError(t, eachObject(ctx, target, refsDir, func(targets.Object) error { refs++; return nil }))
 	require.Zero(t, refs)
 }
+
+// userAt wraps a target and plays a user's action once: at the flush a
+// migrate makes after it read (and uploaded) the files and before it marks
+// them (atSync), or at its first look at a reference after that flush,
+// which comes after the marks (keepRef).
+type userAt struct {
+	targets.Driver
+	atSync bool
+	synced bool
+	act    func()
+}
+
+func (u *userAt) run() {
+	if u.act != nil {
+		u.act()
+		u.act = nil
+	}
+}
+
+func (u *userAt) Sync(ctx context.Context) error {
+	u.synced = true
+	if u.atSync {
+		u.run()
+	}
+	return u.Driver.(targets.Syncer).Sync(ctx)
+}
+
+func (u *userAt) Stat(ctx context.Context, key string) (targets.Object, error) {
+	if u.synced && !u.atSync && strings.HasPrefix(key, refsDir) {
+		u.run()
+	}
+	return u.Driver.Stat(ctx, key)
+}
+
+// TestASameSizeSaveWithItsMtimeSetBackIsNeverReleased: a user saves a
+// file in place, same size, while a migrate runs, and sets its mtime back
+// (touch -r, rsync -t, a program that keeps mtimes). A release compared
+// only size and mtime, and cut the saved bytes: the recall then gave the
+// old data back (a reviewer's scratch test). The file's change time, which
+// no user sets, holds it now from the read to the release, or the release
+// reads the content again (resumed after a kill).
+func TestASameSizeSaveWithItsMtimeSetBackIsNeverReleased(t *testing.T) {
+	t.Parallel()
+	data := bytes.Repeat([]byte("version one of the database "), 300)
+	edit := sameSizeEdit(data)
+	for _, when := range []string{"before the mark", "after the mark", "resumed"} {
+		for _, premigrated := range []bool{false, true} {
+			for _, index := range []bool{false, true} {
+				if when == "resumed" && premigrated {
+					continue
+				}
+				name := fmt.Sprintf("%s/premigrated=%v/%s", when, premigrated, map[bool]string{false: "xattr", true: "index"}[index])
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					ctx := context.Background()
+					dir, tdir := t.TempDir(), t.TempDir()
+					abs := filepath.Join(dir, "f.bin")
+					writeOld(t, abs, data)
+					old, err := os.Stat(abs)
+					require.NoError(t, err)
+					save := func() {
+						f, err := os.OpenFile(abs, os.O_WRONLY, 0)
+						require.NoError(t, err)
+						_, err = f.WriteAt(edit, 0)
+						require.NoError(t, err)
+						require.NoError(t, f.Close())
+						require.NoError(t, os.Chtimes(abs, old.ModTime(), old.ModTime()))
+					}
+					target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+					require.NoError(t, err)
+					if when == "resumed" {
+						require.True(t, runChild(t, "^TestInterruptedReleaseChild$", "HUB_FAULT_POINT=migrate.marked@1",
+							"HUB_RELEASE_CHILD_ROOT="+dir, "HUB_RELEASE_CHILD_TARGET="+tdir,
+							"HUB_RELEASE_CHILD_INDEX="+map[bool]string{false: "0", true: "1"}[index]), "killed at migrate.marked")
+						save()
+					}
+					root := newRoot(t, dir, index)
+					if premigrated {
+						res, err := Premigrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
+						require.NoError(t, err)
+						require.Equal(t, CodeOK, res[0].Code, res[0].Message)
+					}
+					user := &userAt{Driver: target, atSync: when == "before the mark", act: save}
+					if when == "resumed" {
+						user.act = nil
+					}
+					res, err := Migrate(ctx, root, []string{"/f.bin"}, user, "t", StepOptions{})
+					require.NoError(t, err)
+					require.Nil(t, user.act, "the user's save was played")
+					got, err := os.ReadFile(abs)
+					require.NoError(t, err)
+					require.True(t, bytes.Equal(edit, got), "the release cut the user's save (%+v)", res[0])
+					_, err = Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
+					require.NoError(t, err)
+					got, err = os.ReadFile(abs)
+					require.NoError(t, err)
+					require.True(t, bytes.Equal(edit, got), "the recall wrote the old data over the user's save")
+				})
+			}
+		}
+	}
+}

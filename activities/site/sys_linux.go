@@ -119,6 +119,14 @@ func birthTime(path string) int64 {
 }
 
 // accessChangeTimes returns a file's access and status change times.
+// changeTime is fi's change time in ns (0 where unknown).
+func changeTime(fi os.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ctim.Nano()
+	}
+	return 0
+}
+
 func accessChangeTimes(st *syscall.Stat_t) (atime, ctime time.Time) {
 	return time.Unix(st.Atim.Sec, st.Atim.Nsec).UTC(), time.Unix(st.Ctim.Sec, st.Ctim.Nsec).UTC()
 }

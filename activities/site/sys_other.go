@@ -43,6 +43,9 @@ func birthTime(string) int64 { return 0 }
 // accessChangeTimes is unknown here: the Stat_t fields differ per platform.
 func accessChangeTimes(*syscall.Stat_t) (atime, ctime time.Time) { return time.Time{}, time.Time{} }
 
+// changeTime: unknown here (0); a release reads the content again.
+func changeTime(os.FileInfo) int64 { return 0 }
+
 var errOpenElsewhere = errors.New("the file is open in another program")
 
 // exclusiveLease: no leases here; see sys_linux.go.

@@ -202,6 +202,9 @@ func (a *Activities) receiveOne(ctx context.Context, in ReceiveInput, f SentFile
 		// Never sent, so whatever the destination has there is its own.
 		return "kept the destination's entry: only files and directories are synced", nil
 	}
+	if f.Change == Moved && (f.OldPath == "" || within(f.OldPath, f.Path) || within(f.Path, f.OldPath)) {
+		return "", fmt.Errorf("refused a move from %q to %q: not from another path", f.OldPath, f.Path)
+	}
 	dst := a.destPath(in, f.Path)
 	// The destination's folder is pinned and the final name never
 	// followed: a link at the destination is replaced or removed itself,

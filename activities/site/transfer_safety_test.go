@@ -1014,6 +1014,19 @@ func TestASentPathNeverLeavesTheDestinationPath(t *testing.T) {
 		require.ErrorContains(t, err, "not a clean absolute path", old)
 		fx.requireFile(t, "/private/secret.txt", "outside /inbox", mine)
 	}
+	// A move onto itself, or into or out of its own tree, carried the
+	// stub's records onto themselves and dropped them (a second reviewer's
+	// scratch test); refused.
+	for _, mv := range []SentFile{{Path: "/private/secret.txt", OldPath: "/private/secret.txt"},
+		{Path: "/private/secret.txt/x", OldPath: "/private/secret.txt"}, {Path: "/private", OldPath: "/private/secret.txt"}, {Path: "/x.txt"}} {
+		mv.Type, mv.Change = TypeFile, Moved
+		_, err = fx.receive(ReceiveInput{Step: "site_sync", Preference: "ignore"}, mv, nil)
+		require.ErrorContains(t, err, "not from another path", mv.OldPath)
+	}
+	fx.requireFile(t, "/private/secret.txt", "outside /inbox", mine)
+	for _, to := range []string{"private", "private/x"} { // and whoever else moves records
+		require.ErrorContains(t, fx.root.moveWithRecords(context.Background(), "private", to, nil, func() error { return nil }), "at or below itself")
+	}
 	del := SentFile{Path: "/../victim.txt", Type: TypeFile, Change: Deleted, Size: 41, Mtime: mine.UnixNano()}
 	_, err = fx.receive(ReceiveInput{Step: "site_sync", DestPath: "/inbox", Preference: "ignore"}, del, nil)
 	require.ErrorContains(t, err, "not a clean absolute path")
