@@ -649,9 +649,10 @@ func TestRestoreCopiesWhatItChecked(t *testing.T) {
 
 // TestCollectorLeavesADamagedCopy: an unreferenced copy under objects/
 // whose bytes do not match its name is not moved over the trash's good
-// copy of that content: it is counted damaged and left for the scrub, and
-// the collection goes on. Before, the move replaced the good trash copy
-// with it, then failed its check and the whole collection.
+// copy of that content: it is counted damaged and quarantined (left for the
+// scrub where that fails), and the collection goes on. Before, the move
+// replaced the good trash copy with it, then failed its check and the
+// whole collection.
 func TestCollectorLeavesADamagedCopy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -665,7 +666,17 @@ func TestCollectorLeavesADamagedCopy(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, CollectResult{Objects: 1, Damaged: 1}, res)
 	requireObject(t, target, trashKey(sum), good)
-	requireObject(t, target, contentKey(sum), bad)
+	// Out of the key, where a step would have taken it for the content
+	// (TestADamagedUnreferencedCopyIsNeverTakenForTheContent).
+	_, err = target.Stat(ctx, contentKey(sum))
+	require.ErrorIs(t, err, targets.ErrNotFound)
+	var quarantined []string
+	require.NoError(t, eachObject(ctx, target, quarantineDir, func(o targets.Object) error {
+		quarantined = append(quarantined, o.Key)
+		return nil
+	}))
+	require.Len(t, quarantined, 1)
+	requireObject(t, target, quarantined[0], bad)
 }
 
 // notDurable is a target whose objects are all another host's, not yet
@@ -819,4 +830,66 @@ func TestATargetWhoseVolumeIsNotMountedIsRefused(t *testing.T) {
 	other := &Activities{Root: newRoot(t, t.TempDir(), false), Site: "o"}
 	_, err = other.drivers(specs).get("t")
 	require.NoError(t, err)
+}
+
+// TestADamagedUnreferencedCopyIsNeverTakenForTheContent: an unreferenced
+// copy under objects/ has rotted (its size, mtime and stored checksum
+// kept), and a good copy of the content waits in the trash. The collector
+// counted the damaged one and left it at its key, then deleted the good
+// one after its grace; a migrate of a file of that content took the
+// damaged copy for it (by its stored checksum) and released the file: its
+// recall failed the checksum (a reviewer's scratch test). The damaged copy
+// is quarantined, the trash copy kept while a copy is at the key, and the
+// migrate uploads the content again.
+func TestADamagedUnreferencedCopyIsNeverTakenForTheContent(t *testing.T) {
+	ctx := context.Background()
+	dir, tdir := t.TempDir(), t.TempDir()
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	root := newRoot(t, dir, false)
+	data := []byte("content X: common to many users' files")
+	sum := sha(data)
+	for _, key := range []string{trashKey(sum), contentKey(sum)} {
+		require.NoError(t, target.Put(ctx, key, bytes.NewReader(data), int64(len(data))))
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	require.NoError(t, os.Chtimes(filepath.Join(tdir, trashKey(sum)), old, old))
+	flipBit(t, filepath.Join(tdir, filepath.FromSlash(contentKey(sum))))
+
+	cr, err := Collect(ctx, target, CollectOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, 1, cr.Damaged)
+	require.NoFileExists(t, filepath.Join(tdir, filepath.FromSlash(contentKey(sum))), "the damaged copy is quarantined")
+
+	writeOld(t, filepath.Join(dir, "f.bin"), data)
+	res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+	requireRecallsIntact(t, root, "/f.bin", only("t", target), data)
+}
+
+// TestAGoodTrashCopyStaysWhileADamagedOneHoldsTheKey: as above, where the
+// damaged copy cannot be quarantined (here quarantine/ is taken by a
+// file): the good trash copy, perhaps the only one, is not deleted while a
+// copy is at the content's key.
+func TestAGoodTrashCopyStaysWhileADamagedOneHoldsTheKey(t *testing.T) {
+	ctx := context.Background()
+	tdir := t.TempDir()
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	data := []byte("content X: common to many users' files")
+	sum := sha(data)
+	for _, key := range []string{trashKey(sum), contentKey(sum)} {
+		require.NoError(t, target.Put(ctx, key, bytes.NewReader(data), int64(len(data))))
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	require.NoError(t, os.Chtimes(filepath.Join(tdir, trashKey(sum)), old, old))
+	flipBit(t, filepath.Join(tdir, filepath.FromSlash(contentKey(sum))))
+	require.NoError(t, os.WriteFile(filepath.Join(tdir, "quarantine"), nil, 0o644))
+
+	cr, err := Collect(ctx, target, CollectOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, 1, cr.Damaged)
+	require.Zero(t, cr.Deleted)
+	require.FileExists(t, filepath.Join(tdir, trashKey(sum)), "the good copy is kept")
 }

@@ -536,7 +536,13 @@ func collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 		}
 		err = moveObject(ctx, d, o.Key, trashKey(sum), sum, o.Size)
 		if errors.Is(err, errDamagedCopy) {
-			res.Damaged++ // left for hub site scrub-target; a good trash copy stays
+			// A good trash copy stays (see below). Left at its key, the
+			// damaged one would be taken by a step for the content (by
+			// its stored checksum) and a file released onto it (a
+			// reviewer's finding): quarantined, as a scrub does.
+			// Where that fails, it is left for hub site scrub-target.
+			res.Damaged++
+			_ = quarantineDamaged(ctx, d, o, sum)
 			return nil
 		}
 		if err != nil {
@@ -586,6 +592,15 @@ func collect(ctx context.Context, d targets.Driver, opts CollectOptions) (Collec
 			if err == nil {
 				var kept bool
 				if kept, err = markerOf(ctx, d, sum); kept {
+					return nil
+				}
+			}
+			// Nor while a copy is at the content's key: a damaged one
+			// that could not be quarantined, or one a killed pass put
+			// back; this may be the only good copy. The next pass over
+			// objects/ moves a good one here.
+			if err == nil {
+				if _, serr := d.Stat(ctx, contentKey(sum)); serr == nil {
 					return nil
 				}
 			}
@@ -723,4 +738,23 @@ func moveObject(ctx context.Context, d targets.Driver, from, to, sum string, siz
 		return err
 	}
 	return d.Delete(ctx, from)
+}
+
+// quarantineDamaged moves the object o, found not to hold the content sum
+// its key names, to quarantine/ where the target can pin it (see Scrub),
+// or copies it there; read again first, it stays if it is good now (a
+// step uploaded the content since).
+func quarantineDamaged(ctx context.Context, d targets.Driver, o targets.Object, sum string) error {
+	rc, pin, err := getPinned(ctx, d, o.Key)
+	if errors.Is(err, targets.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	defer rc.Close()
+	got, _, err := hashReader(rc)
+	if err != nil || got == sum {
+		return err
+	}
+	return quarantine(ctx, d, o, pin, &BadContent{Key: o.Key, SHA256: got})
 }
