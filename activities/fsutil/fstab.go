@@ -76,6 +76,8 @@ type Mount struct {
 	// device, server:/export, …) and the folder of that filesystem
 	// mounted (mountinfo's fourth field: "/" for the whole of it).
 	From string
+	// Super is the filesystem's own options (mountinfo's last field).
+	Super string
 }
 
 // Mounts lists the mounts of /proc/self/mountinfo.
@@ -98,6 +100,9 @@ func Mounts() []Mount {
 		m := Mount{ID: id, Parent: parent, Point: unescapeMount(f[4])}
 		if a := strings.SplitN(after, " ", 3); len(a) >= 2 {
 			m.From = a[0] + " " + a[1] + " " + f[3]
+			if len(a) == 3 {
+				m.Super = a[2]
+			}
 		}
 		out = append(out, m)
 	}
@@ -196,4 +201,26 @@ func unescapeMount(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// LocksAreLocal tells whether the locks taken on files of the folder dir
+// exclude only this host's processes: an NFS mount with nolock, or with
+// local_lock=flock or all, where flock succeeds on every host at once
+// (nfs(5)).
+func LocksAreLocal(dir string) bool {
+	id, _, ok := MountIDOf(dir)
+	if !ok {
+		return false
+	}
+	for _, m := range Mounts() {
+		if m.ID != id {
+			continue
+		}
+		for _, o := range strings.Split(m.Super, ",") {
+			if o == "nolock" || o == "local_lock=flock" || o == "local_lock=all" {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -1002,6 +1002,11 @@ var flock = syscall.Flock
 // names the file locked, and a holder stops (ErrLockLost) at the first
 // step after someone removed or replaced it.
 func (f *Filesystem) TryLock(ctx context.Context, name string) (held context.Context, release func(), err error) {
+	if f.network && fsutil.LocksAreLocal(f.dir) {
+		// flock succeeds there on each host alone (a reviewer's finding:
+		// two hosts' collectors would run at once).
+		return nil, nil, fmt.Errorf("lock %s: this filesystem's locks hold on its own host only (mounted nolock, or local_lock=flock or all): mount it with locking to collect it", name)
+	}
 	path := filepath.Join(f.dir, lockPrefix+name)
 	lf, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
 	if err != nil {

@@ -2,12 +2,15 @@ package targets
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/thehub/hub/activities/fsutil"
 )
 
 // TestFilesystemLockSeesRecordLocks: an NFS server takes its clients'
@@ -31,4 +34,42 @@ func TestFilesystemLockSeesRecordLocks(t *testing.T) {
 	_, release, err := d.TryLock(context.Background(), "collect")
 	require.NoError(t, err)
 	release()
+}
+
+// TestNoCollectionWhereLocksAreTheHostsOnly: on NFS mounted nolock (or
+// with local_lock=flock or all) flock succeeds on every host at once
+// (nfs(5)), so two hosts' collectors of one target would both hold its
+// lock (a reviewer's finding). Such a mount, told by its options in the
+// mount table, is refused; one whose locks the server keeps is not.
+func TestNoCollectionWhereLocksAreTheHostsOnly(t *testing.T) {
+	dir := t.TempDir()
+	id, _, ok := fsutil.MountIDOf(dir)
+	if !ok {
+		t.Skip("no mount IDs on this kernel")
+	}
+	real := networkFS
+	t.Cleanup(func() { networkFS = real })
+	networkFS = func(string) bool { return true }
+	saved := fsutil.MountTables
+	t.Cleanup(func() { fsutil.MountTables = saved })
+	for opts, refused := range map[string]bool{
+		"rw,vers=3,nolock,proto=tcp,local_lock=all": true,
+		"rw,vers=4.2,local_lock=flock":              true,
+		"rw,vers=4.2,local_lock=none":               false,
+		"rw,vers=3,local_lock=posix":                false,
+	} {
+		info := filepath.Join(t.TempDir(), "mountinfo")
+		line := fmt.Sprintf("%d 1 0:99 / / rw,relatime shared:1 - nfs server:/export %s\n", id, opts)
+		require.NoError(t, os.WriteFile(info, []byte(line), 0o644))
+		fsutil.MountTables.Mountinfo = info
+		d, err := NewFilesystem(Config{MigrationTargetFolder: dir})
+		require.NoError(t, err)
+		_, release, err := d.TryLock(context.Background(), "collect")
+		if refused {
+			require.ErrorContains(t, err, "hold on its own host only", opts)
+			continue
+		}
+		require.NoError(t, err, opts)
+		release()
+	}
 }
