@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/thehub/hub/activities/targets"
 )
@@ -892,4 +893,51 @@ func TestAGoodTrashCopyStaysWhileADamagedOneHoldsTheKey(t *testing.T) {
 	require.Equal(t, 1, cr.Damaged)
 	require.Zero(t, cr.Deleted)
 	require.FileExists(t, filepath.Join(tdir, trashKey(sum)), "the good copy is kept")
+}
+
+// TestAVolumeBeneathATargetThatIsNotMountedIsRefused: a filesystem target
+// whose refs/ is a volume of its own. With that volume not mounted the
+// target still opened (its own marker was there): the collector saw no
+// marker and freed every content, and a migrate wrote its marker into the
+// empty mountpoint, hidden once the volume was back, and released its
+// file (a reviewer's scratch tests). A site remembers the volumes beneath
+// a target it used and refuses the target while one is missing; a driver
+// made while it was mounted refuses to write where it is not any more.
+func TestAVolumeBeneathATargetThatIsNotMountedIsRefused(t *testing.T) {
+	ctx := context.Background()
+	dir, tdir, vol := t.TempDir(), t.TempDir(), t.TempDir()
+	a := &Activities{Root: newRoot(t, dir, false), Site: "s"}
+	specs := []TargetSpec{{Name: "t", Config: targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir}}}
+	refs := filepath.Join(tdir, "refs")
+	bindMount(t, vol, refs)
+	data := []byte("the only copy, released to a stub")
+	writeOld(t, filepath.Join(dir, "f.bin"), data)
+	d, err := a.drivers(specs).get("t")
+	require.NoError(t, err)
+	res, err := Migrate(ctx, a.Root, []string{"/f.bin"}, d, "t", StepOptions{})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+
+	require.NoError(t, unix.Unmount(refs, 0))
+	_, err = a.drivers(specs).get("t")
+	require.ErrorIs(t, err, targets.ErrTargetNotMounted)
+	require.ErrorContains(t, err, "the volume mounted at "+refs)
+	// The driver made before: nothing is written into the mountpoint.
+	writeOld(t, filepath.Join(dir, "g.bin"), []byte("migrated while the volume is away"))
+	res, err = Migrate(ctx, a.Root, []string{"/g.bin"}, d, "t", StepOptions{})
+	require.NoError(t, err)
+	require.Equal(t, CodeFailed, res[0].Code)
+	require.Contains(t, res[0].Message, "is not mounted now")
+	require.NoError(t, filepath.WalkDir(refs, func(p string, e fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		require.True(t, e.IsDir(), "written into the empty mountpoint: %s", p)
+		return nil
+	}))
+
+	require.NoError(t, unix.Mount(vol, refs, "", unix.MS_BIND, ""))
+	d, err = a.drivers(specs).get("t")
+	require.NoError(t, err)
+	_, err = Collect(ctx, d, CollectOptions{Grace: time.Nanosecond})
+	require.NoError(t, err)
+	requireRecallsIntact(t, a.Root, "/f.bin", only("t", d), data)
 }

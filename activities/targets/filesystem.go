@@ -47,6 +47,8 @@ type Filesystem struct {
 	// did, since the stamp speaks for every object.
 	mu     sync.Mutex
 	mounts map[uint64]*os.File
+	// volumes are the mount points beneath dir when the driver was made.
+	volumes []string
 	// network: dir is on a filesystem other hosts write to (see
 	// onNetworkFS). Another host's unflushed objects are then NotDurable,
 	// this host's own are written through a flushed temporary name, and
@@ -136,6 +138,7 @@ func NewFilesystem(cfg Config) (*Filesystem, error) {
 		// One that cannot be opened (another user's FUSE mount) cannot be
 		// flushed: the driver works, and stamps nothing.
 		f.unflushable = f.unflushable || f.addMount(m) != nil
+		f.volumes = append(f.volumes, m)
 	}
 	return f, nil
 }
@@ -265,6 +268,9 @@ func (f *Filesystem) Create(ctx context.Context, key string, data []byte) error 
 	if err != nil {
 		return err
 	}
+	if err := f.volumeThere(filepath.Dir(p)); err != nil {
+		return err // before the name is made
+	}
 	var file *os.File
 	err = inFolder(p, func() (err error) {
 		file, err = fsutil.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
@@ -318,6 +324,9 @@ func (g *fsGroup) Add(ctx context.Context, key string, line []byte) error {
 	}
 	g.n++
 	fault.Point("group.written")
+	if err := g.fs.volumeThere(filepath.Dir(p)); err != nil {
+		return err
+	}
 	if err := inFolder(p, func() error { return fsutil.Link(g.file, p) }); err != nil {
 		return fmt.Errorf("add %s: %w", key, err)
 	}
@@ -683,10 +692,34 @@ func (f *Filesystem) onDevice(tmp *os.File) error {
 	f.mu.Lock()
 	_, known := f.mounts[dev]
 	f.mu.Unlock()
+	if err := f.volumeThere(filepath.Dir(tmp.Name())); err != nil {
+		return err
+	}
 	if dev == f.dev || known {
 		return nil
 	}
 	return f.addMount(filepath.Dir(tmp.Name())) // a filesystem mounted beneath dir
+}
+
+// volumeThere fails when folder is in a folder a volume was mounted at
+// when the driver was made, and is not now: the volume would hide what is
+// written there once it is back (a reviewer's finding: markers went there,
+// and their content was collected).
+func (f *Filesystem) volumeThere(folder string) error {
+	for _, p := range f.volumes {
+		if in, err := filepath.Rel(p, folder); err == nil && !strings.HasPrefix(in, "..") && !mountedAt(p) {
+			return fmt.Errorf("filesystem target %s %w: the volume mounted at %s is not mounted now", f.dir, ErrTargetNotMounted, p)
+		}
+	}
+	return nil
+}
+
+// mountedAt tells whether something is mounted at the folder p: its
+// mount is not its parent's (true where mount IDs are unknown).
+func mountedAt(p string) bool {
+	id, _, ok := fsutil.MountIDOf(p)
+	parent, _, pok := fsutil.MountIDOf(filepath.Dir(p))
+	return !ok || !pok || id != parent
 }
 
 // sameFolder says whether dir's path still leads to the folder the driver

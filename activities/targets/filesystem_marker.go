@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -33,6 +34,59 @@ var ErrTargetNotMounted = errors.New("is not the folder this site used before (i
 func checkMarker(dir, seen string) error {
 	sum := sha256.Sum256([]byte(dir))
 	memo := filepath.Join(seen, hex.EncodeToString(sum[:12]))
+	if err := checkMarkerAt(dir, seen, memo); err != nil {
+		return err
+	}
+	return checkVolumesBeneath(dir, memo+".mounts")
+}
+
+// checkVolumesBeneath applies the same rule to the volumes mounted beneath
+// dir (a refs/ or objects/ on a volume of its own): the site remembers
+// them, in memo, one folder (relative to dir) a line, and refuses the
+// target while one it remembers is not mounted there: written to, the
+// empty mountpoint would take markers the volume hides once it is back;
+// collected, it would show none, and every content would go (a reviewer's
+// finding). A volume removed on purpose is forgotten once its line goes.
+func checkVolumesBeneath(dir, memo string) error {
+	b, err := os.ReadFile(memo)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("filesystem target %s: %w", dir, err)
+	}
+	base := dir
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		base = real // as mountsBeneath gives them
+	}
+	now := map[string]bool{}
+	for _, p := range mountsBeneath(dir) {
+		if rel, err := filepath.Rel(base, p); err == nil {
+			now[rel] = true
+		}
+	}
+	remembered := map[string]bool{}
+	for _, rel := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if rel == "" {
+			continue
+		}
+		if !now[rel] {
+			return fmt.Errorf("filesystem target %s %w: the volume mounted at %s beneath it when this site last used it is not mounted now; a volume removed on purpose is forgotten once its line is removed from %s",
+				dir, ErrTargetNotMounted, filepath.Join(dir, rel), memo)
+		}
+		remembered[rel] = true
+	}
+	var all []string
+	for rel := range now {
+		all = append(all, rel)
+	}
+	if len(all) == len(remembered) {
+		return nil
+	}
+	sort.Strings(all)
+	return fsutil.WriteFile(memo, []byte(strings.Join(all, "\n")+"\n"), 0o644)
+}
+
+// checkMarkerAt is checkMarker's rule for the folder itself, memo the
+// site's memory of it.
+func checkMarkerAt(dir, seen, memo string) error {
 	remembered, err := os.ReadFile(memo)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("filesystem target %s: %w", dir, err)
