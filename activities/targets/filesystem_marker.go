@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -42,7 +43,7 @@ func checkMarker(dir, seen string) error {
 
 // checkVolumesBeneath applies the same rule to the volumes mounted beneath
 // dir (a refs/ or objects/ on a volume of its own): the site remembers
-// them, in memo, one folder (relative to dir) a line, and refuses the
+// them, in memo, one folder (relative to dir, quoted) a line, and refuses the
 // target while one it remembers is not mounted there: written to, the
 // empty mountpoint would take markers the volume hides once it is back;
 // collected, it would show none, and every content would go (a reviewer's
@@ -63,9 +64,10 @@ func checkVolumesBeneath(dir, memo string) error {
 		}
 	}
 	remembered := map[string]bool{}
-	for _, rel := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if rel == "" {
-			continue
+	for _, line := range strings.Split(string(b), "\n") {
+		rel, err := strconv.Unquote(line)
+		if err != nil {
+			continue // an empty line, or one an operator left
 		}
 		if !now[rel] {
 			return fmt.Errorf("filesystem target %s %w: the volume mounted at %s beneath it when this site last used it is not mounted now; a volume removed on purpose is forgotten once its line is removed from %s",
@@ -75,7 +77,7 @@ func checkVolumesBeneath(dir, memo string) error {
 	}
 	var all []string
 	for rel := range now {
-		all = append(all, rel)
+		all = append(all, strconv.Quote(rel)) // any name, a space or a newline in it
 	}
 	if len(all) == len(remembered) {
 		return nil

@@ -73,3 +73,31 @@ func TestNoCollectionWhereLocksAreTheHostsOnly(t *testing.T) {
 		release()
 	}
 }
+
+// TestVolumesBeneathATargetAreRememberedByAnyName: the site's memory of
+// the volumes beneath a target was trimmed whole before its lines were
+// split, so a name starting or ending with a space (or holding a newline)
+// was remembered wrong and the target refused for ever from its second
+// use on (a reviewer's scratch test). Names are quoted; unmounted, each
+// such volume is told missing.
+func TestVolumesBeneathATargetAreRememberedByAnyName(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "target")
+	seen := t.TempDir()
+	for _, name := range []string{" objects", "refs ", "a\nb"} {
+		vol := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(vol, 0o755))
+		require.NoError(t, unix.Mount("tmpfs", vol, "tmpfs", 0, "size=1m"))
+		t.Cleanup(func() { _ = unix.Unmount(vol, unix.MNT_DETACH) })
+	}
+	for range 2 {
+		_, err := NewFilesystem(Config{MigrationTargetFolder: dir, Seen: seen})
+		require.NoError(t, err)
+	}
+	require.NoError(t, unix.Unmount(filepath.Join(dir, "refs "), unix.MNT_DETACH))
+	_, err := NewFilesystem(Config{MigrationTargetFolder: dir, Seen: seen})
+	require.ErrorIs(t, err, ErrTargetNotMounted)
+	require.ErrorContains(t, err, "refs ")
+}
