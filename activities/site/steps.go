@@ -601,6 +601,10 @@ var flushTarget = func(ctx context.Context, target targets.Driver) error {
 	return nil
 }
 
+// beforeCut, nil outside tests, is called right before a release's last
+// look at the file and its truncation.
+var beforeCut func(abs string)
+
 // errChangedNotReleased: the user wrote to a file being migrated; their
 // data wins and the file is resident again.
 var errChangedNotReleased = errors.New("file changed during migration; not released")
@@ -614,6 +618,28 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 	stub, err := s.stubSum(j, target)
 	if err != nil {
 		return err
+	}
+	// A whole file whose change time since this step read it is unknown
+	// (a resumed release) or moved (a chmod, another worker's record) is
+	// read again, before the lock and the lease: nothing long runs under
+	// them (a reviewer's finding: a user's write during a hash under them
+	// was then cut, or held up to the lease break time).
+	differs := false
+	if fi, err := os.Lstat(j.abs); err == nil && fi.Size() == j.next.Size && changeTime(fi) != j.ctime {
+		ctime, same, err := s.contentIs(j, j.next.Checksum)
+		switch {
+		case errors.Is(err, fs.ErrPermission):
+			// Unreadable to this worker (root_squash): by size and
+			// mtime, as before.
+		case err != nil:
+			return err
+		case same:
+			j.ctime = ctime
+		case ctime != 0:
+			differs = true // read whole: another content, the user's
+		default:
+			return errors.New("not released yet: the file changed while it was read again; the next attempt reads it again")
+		}
 	}
 	unlock, err := s.root.lockFile(j.fi)
 	if err != nil {
@@ -636,6 +662,7 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 	// no write can come between the check below and the truncation, nor
 	// through a descriptor opened before.
 	inUse := exclusiveLease(f)
+	leased := inUse == nil && leaseHeld(f) // none where the kernel grants none
 	fi, err := f.Stat()
 	if err != nil {
 		return err
@@ -653,26 +680,15 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 	}
 	whole := fi.Size() == rec.Size
 	if whole {
-		// Still the content uploaded, by its change time since this step
-		// read it, or (resumed, or the time unknown) read again, under the
-		// lease: a save of the same size, its mtime set back, has the
-		// size and the mtime of the upload (a reviewer's finding).
-		// A file this worker cannot read (root_squash) keeps to its size
-		// and mtime when the time is unknown, as before.
-		same := j.ctime != 0 && changeTime(fi) == j.ctime
+		// Still the content uploaded: a save of the same size, its mtime
+		// set back, has the size and the mtime of the upload (a
+		// reviewer's finding); its change time moved (see job.ctime).
 		switch {
-		case !same && readable:
-			sum, err := sha256Of(io.NewSectionReader(f, 0, fi.Size()))
-			if err != nil {
-				return err
-			}
-			same = sum == rec.Checksum
-		case !same:
-			same = j.ctime == 0
-		}
-		if !same {
+		case differs:
 			_ = s.root.state.clear(j.abs, j.rel)
 			return errChangedNotReleased
+		case j.ctime != 0 && changeTime(fi) != j.ctime:
+			return errors.New("not released yet: the file changed while the release began; the next attempt reads it again")
 		}
 	}
 	if !whole && rec.StubSize > 0 && readable {
@@ -697,6 +713,14 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 		// Truncating would make a stub of every name, and only this one
 		// is known to the hub.
 		return s.keepWhole(j, rec, fmt.Errorf("the file has %d names (hard links), and releasing it would turn every one into a stub", n))
+	}
+	// Nothing of the checks above may have moved since (with no lease, a
+	// write could come; a lease broken by the kernel lets it through).
+	if beforeCut != nil {
+		beforeCut(j.abs)
+	}
+	if now, err := f.Stat(); err != nil || changed(now, fi) || changeTime(now) != changeTime(fi) || (leased && !leaseHeld(f)) {
+		return errors.New("not released yet: the file changed while the release checked it; the next attempt reads it again")
 	}
 	if err := f.Truncate(rec.StubSize); err != nil {
 		return err
@@ -905,7 +929,9 @@ func (s *stepRun) stillPremigrated(j *job, target targets.Driver) (bool, error) 
 
 // contentIs tells whether j's file holds the content sum, read whole
 // through one descriptor while neither its size, its mtime nor its change
-// time moved (see upload); ctime is its change time then.
+// time moved (see upload); ctime is its change time then, 0 when the file
+// changed since the step opened it or while it was read (then same is
+// false, and says nothing of its content).
 func (s *stepRun) contentIs(j *job, sum string) (ctime int64, same bool, err error) {
 	f, err := fsutil.OpenFile(j.abs, os.O_RDONLY|openNoFollow, 0)
 	if err != nil {
@@ -916,14 +942,15 @@ func (s *stepRun) contentIs(j *job, sum string) (ctime int64, same bool, err err
 	if err != nil || !j.unchanged(before) {
 		return 0, false, err
 	}
-	if got, err := s.hash(f); err != nil || got != sum {
+	got, err := s.hash(f)
+	if err != nil {
 		return 0, false, err
 	}
 	after, err := f.Stat()
 	if err != nil || changed(after, before) || changeTime(after) != changeTime(before) {
 		return 0, false, err
 	}
-	return changeTime(before), true, nil
+	return changeTime(before), got == sum, nil
 }
 
 // remoteHas reports whether the target holds the object with the given

@@ -768,3 +768,50 @@ func TestASameSizeSaveWithItsMtimeSetBackIsNeverReleased(t *testing.T) {
 		}
 	}
 }
+
+// TestAReleaseLooksAgainRightBeforeItCuts: where the kernel grants no
+// lease, nothing holds a user's write back during a release's checks; a
+// release that read the whole file again under its lease (its change time
+// had moved: a chmod after the mark) then cut without looking again, and a
+// write made meanwhile was lost (a reviewer's scratch test). The content
+// is read again before the lock and the lease now, and the file looked at
+// once more right before the cut. A chmod alone does not keep the file
+// from being released. (Not parallel: the hooks are the package's.)
+func TestAReleaseLooksAgainRightBeforeItCuts(t *testing.T) {
+	withoutLeases(t)
+	for _, write := range []bool{false, true} {
+		t.Run(map[bool]string{false: "chmod", true: "chmod, then a write"}[write], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			data := bytes.Repeat([]byte("0123456789abcdef"), 4096)
+			writeOld(t, abs, data)
+			target := fsTarget(t)
+			root := newRoot(t, dir, false)
+			user := &userAt{Driver: target, act: func() { require.NoError(t, os.Chmod(abs, 0o640)) }}
+			if write {
+				beforeCut = func(string) {
+					beforeCut = nil
+					f, err := os.OpenFile(abs, os.O_WRONLY, 0)
+					require.NoError(t, err)
+					_, err = f.WriteAt([]byte("USER EDIT!!"), 0)
+					require.NoError(t, err)
+					require.NoError(t, f.Close())
+				}
+				t.Cleanup(func() { beforeCut = nil })
+			}
+			res, err := Migrate(ctx, root, []string{"/f.bin"}, user, "t", StepOptions{})
+			require.NoError(t, err)
+			require.Nil(t, user.act)
+			if !write {
+				require.Equal(t, CodeOK, res[0].Code, res[0].Message)
+				requireRecallsIntact(t, root, "/f.bin", only("t", target), data)
+				return
+			}
+			require.NotEqual(t, CodeOK, res[0].Code)
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			require.Equal(t, "USER EDIT!!", string(got[:11]), "the release cut the user's write")
+		})
+	}
+}
