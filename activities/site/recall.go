@@ -82,6 +82,9 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		// is on disk, not pages whose writeback failed (see hashOnDisk).
 		if rec.Pending != "" && j.fi.Size() == rec.Size {
 			if sum, err := s.hashOnDisk(j.abs); err == nil && sum == rec.Checksum {
+				if fi, err := os.Lstat(j.abs); err == nil && !changed(fi, j.fi) && changeTime(fi) == changeTime(j.fi) {
+					j.ctime = changeTime(fi) // read as it was opened (see recallOne)
+				}
 				j.note = "data was local"
 				toFlush.add(s.root, j.rel, j.fi)
 				return
@@ -173,17 +176,20 @@ func (s *stepRun) endRecall(j *job, rec Record, resident bool) (drop bool, err e
 	if recallEndChecked != nil {
 		recallEndChecked(j.abs)
 	}
+	kept := false
 	if rec.State == Migrated {
-		kept, err := restoreMtime(j, f, timeFromNs(rec.Mtime))
-		if err != nil {
+		if kept, err = restoreMtime(j, f, timeFromNs(rec.Mtime)); err != nil {
 			return false, err
 		}
 		if kept {
-			j.note += "; written since by its user, whose mtime it keeps"
+			// Not the data any more, maybe: recorded premigrated, its
+			// user's save would be taken for the remote copy (a
+			// reviewer's finding: a send then carried the old data).
+			j.note += "; written since by its user, whose mtime it keeps, and resident"
 		}
 		fault.Point("recall.mtime-restored")
 	}
-	if !resident && rec.contentAddressed() {
+	if !resident && !kept && rec.contentAddressed() {
 		rec.State, rec.Pending, rec.StubSize = Premigrated, "", 0
 		return false, s.root.state.set(j.abs, j.rel, rec)
 	}
@@ -326,10 +332,13 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 		recallWritten(j.abs)
 	}
 	fault.Point("recall.written")
-	// What the recall left, which restoreMtime compares with.
+	// What the recall left, which restoreMtime and cutBack compare with:
+	// its change time too (a save of the same size, its mtime kept, has
+	// the others; see job.ctime).
 	if j.fi, err = f.Stat(); err != nil {
 		return err
 	}
+	j.ctime = changeTime(j.fi)
 	return f.Close()
 }
 
@@ -356,8 +365,8 @@ func (s *stepRun) cutBack(j *job) {
 	}
 	defer f.Close()
 	_ = exclusiveLease(f)
-	if fi, err := f.Stat(); err != nil || !j.unchanged(fi) || s.recordStill(j, fi, j.next) != nil {
-		return
+	if fi, err := f.Stat(); err != nil || !j.unchanged(fi) || changeTime(fi) != j.ctime || s.recordStill(j, fi, j.next) != nil {
+		return // its user's since (a reviewer's finding: a save of the same size was cut)
 	}
 	if cutBackChecked != nil {
 		cutBackChecked(j.abs)
@@ -390,7 +399,7 @@ var cutBackChecked func(abs string)
 // its own mtime (set back, it would look older than it is to a sync
 // choosing the newest version).
 func restoreMtime(j *job, f *os.File, mtime time.Time) (kept bool, err error) {
-	if fi, err := f.Stat(); err != nil || !j.unchanged(fi) {
+	if fi, err := f.Stat(); err != nil || !j.unchanged(fi) || (j.ctime != 0 && changeTime(fi) != j.ctime) {
 		return true, err
 	}
 	return false, setMtimeOf(f, mtime)

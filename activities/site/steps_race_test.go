@@ -7,6 +7,7 @@ package site
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -812,6 +813,155 @@ func TestAReleaseLooksAgainRightBeforeItCuts(t *testing.T) {
 			got, err := os.ReadFile(abs)
 			require.NoError(t, err)
 			require.Equal(t, "USER EDIT!!", string(got[:11]), "the release cut the user's write")
+		})
+	}
+}
+
+// keepMtimeSave writes edit over abs in place and sets its mtime back to
+// what it was before the write (a program that keeps mtimes, touch -r).
+func keepMtimeSave(t *testing.T, abs string, edit []byte) {
+	t.Helper()
+	fi, err := os.Stat(abs)
+	require.NoError(t, err)
+	f, err := os.OpenFile(abs, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(edit, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, os.Chtimes(abs, fi.ModTime(), fi.ModTime()))
+}
+
+// TestACutBackLeavesAUsersSave: a recall whose batch flush fails cuts
+// back to the stub the files it wrote back; a user's save made after the
+// write back, of the same size, its mtime kept, was cut (a reviewer's
+// scratch test). The file's change time since the write back says so.
+func TestACutBackLeavesAUsersSave(t *testing.T) {
+	for _, index := range []bool{false, true} {
+		t.Run(map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			data := bytes.Repeat([]byte("original content "), 300)
+			edit := sameSizeEdit(data)
+			writeOld(t, abs, data)
+			root := newRoot(t, dir, index)
+			target := fsTarget(t)
+			res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeOK, res[0].Code, res[0].Message)
+
+			played := false
+			orig := flushSite
+			flushSite = func(f *os.File) error {
+				if !played {
+					played = true
+					keepMtimeSave(t, abs, edit) // the user's save, after the write back
+					return errors.New("EIO (scratch)")
+				}
+				return orig(f)
+			}
+			t.Cleanup(func() { flushSite = orig })
+			res, err = Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			flushSite = orig
+			require.True(t, played)
+			t.Logf("recall: %v %s", res[0].Code, res[0].Message)
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(edit, got), "the user's save was cut back to the stub: now %d bytes", len(got))
+		})
+	}
+}
+
+// TestARecallsEndNeverRecordsAUsersSaveAsItsData: a recall's end recorded
+// as premigrated (the old checksum), and set the old mtime on, a file its
+// user saved (same size, mtime kept) between the write back and the end;
+// a later premigrate said "already premigrated" though the target held
+// only the old content (a reviewer's scratch test). By its change time,
+// the file is its user's: resident, its mtime kept.
+func TestARecallsEndNeverRecordsAUsersSaveAsItsData(t *testing.T) {
+	for _, index := range []bool{false, true} {
+		t.Run(map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			data := bytes.Repeat([]byte("original content "), 300)
+			edit := sameSizeEdit(data)
+			writeOld(t, abs, data)
+			root := newRoot(t, dir, index)
+			target := fsTarget(t)
+			res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeOK, res[0].Code, res[0].Message)
+
+			played := false
+			orig := flushSite
+			flushSite = func(f *os.File) error {
+				if !played {
+					played = true
+					keepMtimeSave(t, abs, edit)
+				}
+				return orig(f)
+			}
+			t.Cleanup(func() { flushSite = orig })
+			res, err = Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
+			require.NoError(t, err)
+			flushSite = orig
+			require.True(t, played)
+			t.Logf("recall: %v %s", res[0].Code, res[0].Message)
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(edit, got))
+			_, rec, err := root.Stat("/f.bin")
+			require.NoError(t, err)
+			if rec != nil {
+				t.Logf("record: state %s checksum %s (file's %s, data's %s)", rec.State, rec.Checksum[:12], sha(edit)[:12], sha(data)[:12])
+			}
+			if rec != nil {
+				require.Equal(t, sha(edit), rec.Checksum, "the user's save is recorded %s with the old data's checksum", rec.State)
+			}
+			fi, err := os.Stat(abs)
+			require.NoError(t, err)
+			require.NotEqual(t, 2019, fi.ModTime().Year(), "the old data's mtime was set on the user's save")
+		})
+	}
+}
+
+// TestASendNeverCarriesAStaleRemoteCopy: a premigrated file saved in
+// place (same size, mtime set back) still matches its record: a send
+// reused the remote copy, the old content, and reported the file sent; a
+// delete after the send then lost the save (a reviewer's scratch test).
+// An already premigrated file's content is read again.
+func TestASendNeverCarriesAStaleRemoteCopy(t *testing.T) {
+	for _, index := range []bool{false, true} {
+		t.Run(map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			data := bytes.Repeat([]byte("version one of the database "), 300)
+			edit := sameSizeEdit(data)
+			writeOld(t, abs, data)
+			root := newRoot(t, dir, index)
+			target := fsTarget(t)
+			res, err := Premigrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeOK, res[0].Code, res[0].Message)
+			time.Sleep(10 * time.Millisecond)
+			keepMtimeSave(t, abs, edit)
+
+			ctx = context.WithValue(ctx, stepReporterKey{}, &stepReporter{ctx: ctx, beat: func(context.Context, ...any) {}, every: time.Hour})
+			a := &Activities{Root: root, Site: "src"}
+			ds := newDriverSet(nil, nil)
+			ds.opened["t"] = target
+			outs, err := a.sendChunk(StepInput{Targets: []TargetSpec{{Name: "t"}}}, ds)(ctx,
+				[]batchEntry{{Path: "/f.bin", Type: TypeFile, Change: Updated}})
+			require.NoError(t, err)
+			require.Len(t, outs, 1)
+			t.Logf("send outcome: %s %q", outs[0].State, outs[0].Message)
+			if outs[0].State == OutcomeSuccess {
+				require.NotNil(t, outs[0].Sent)
+				require.Equal(t, sha(edit), outs[0].Sent.Checksum, "the send carries the old content (sha %s) for a file that holds the user's save", outs[0].Sent.Checksum[:12])
+			}
 		})
 	}
 }
