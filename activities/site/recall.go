@@ -82,9 +82,7 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		// is on disk, not pages whose writeback failed (see hashOnDisk).
 		if rec.Pending != "" && j.fi.Size() == rec.Size {
 			if sum, err := s.hashOnDisk(j.abs); err == nil && sum == rec.Checksum {
-				if fi, err := os.Lstat(j.abs); err == nil && !changed(fi, j.fi) && changeTime(fi) == changeTime(j.fi) {
-					j.ctime = changeTime(fi) // read as it was opened (see recallOne)
-				}
+				j.ctime = changeTime(j.fi) // as opened, before the hash: a save since leaves it resident (see restoreMtime)
 				j.note = "data was local"
 				toFlush.add(s.root, j.rel, j.fi)
 				return
@@ -154,6 +152,15 @@ func recall(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 // setting (a running program, a read-only filesystem) leaves it checked
 // and recorded by path, as before leases were taken here.
 func (s *stepRun) endRecall(j *job, rec Record, resident bool) (drop bool, err error) {
+	// Only its change time moved since the recall wrote it (a chmod, a tag
+	// in its attributes): its content read again before the lock, so that
+	// it stays the data, premigrated with its mtime, where it is (a
+	// reviewer's finding: it was left resident, its reference dropped).
+	if fi, err := os.Lstat(j.abs); err == nil && rec.State == Migrated && j.ctime != 0 && !changed(fi, j.fi) && changeTime(fi) != j.ctime {
+		if ctime, same, err := s.contentIs(j, rec.Checksum); err == nil && same {
+			j.ctime = ctime
+		}
+	}
 	unlock, err := s.root.lockFile(j.fi)
 	if err != nil {
 		return false, err

@@ -406,16 +406,35 @@ func (s *stepRun) recordFirst(j *job, rec Record, changed error) error {
 		}
 		j.ctime = ctime
 	}
+	// The record written under a lease where the kernel grants one: no
+	// save can come between the look at the change time before it and the
+	// one after it (a record in the file's attributes moves it), which the
+	// release then holds the file to. Without one (another program has the
+	// file open, NFS), the time after is unknown, and the release reads the
+	// content again (a reviewer's finding: a save during the mark was
+	// taken into the time after it, and cut).
+	f, err := fsutil.OpenFile(j.abs, os.O_RDWR|openNoFollow|fsutil.NoAtime, 0)
+	leased := false
+	if err == nil {
+		defer f.Close()
+		if exclusiveLease(f) == nil && leaseHeld(f) {
+			now, err := f.Stat()
+			if err != nil || !j.unchanged(now) || (j.ctime != 0 && changeTime(now) != j.ctime) {
+				return changed
+			}
+			leased = true
+		}
+	}
 	if err := s.root.state.set(j.abs, j.rel, rec); err != nil {
 		return err
 	}
-	// The record in the file's attributes moved its change time: the one
-	// after it is what the release holds the file to. Changed already, the
-	// file's content is read again by the release.
-	j.ctime = 0
-	if fi, err := os.Lstat(j.abs); err == nil && j.unchanged(fi) {
-		j.ctime = changeTime(fi)
+	after := int64(0)
+	if leased {
+		if now, err := f.Stat(); err == nil && j.unchanged(now) && leaseHeld(f) {
+			after = changeTime(now)
+		}
 	}
+	j.ctime = after
 	return nil
 }
 
@@ -624,13 +643,14 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 	// read again, before the lock and the lease: nothing long runs under
 	// them (a reviewer's finding: a user's write during a hash under them
 	// was then cut, or held up to the lease break time).
-	differs := false
+	differs, unreadable := false, false
 	if fi, err := os.Lstat(j.abs); err == nil && fi.Size() == j.next.Size && changeTime(fi) != j.ctime {
 		ctime, same, err := s.contentIs(j, j.next.Checksum)
 		switch {
 		case errors.Is(err, fs.ErrPermission):
 			// Unreadable to this worker (root_squash): by size and
 			// mtime, as before.
+			unreadable = true
 		case err != nil:
 			return err
 		case same:
@@ -687,7 +707,10 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 		case differs:
 			_ = s.root.state.clear(j.abs, j.rel)
 			return errChangedNotReleased
-		case j.ctime != 0 && changeTime(fi) != j.ctime:
+		case !unreadable && changeTime(fi) != j.ctime:
+			// Changed since it was read, or never read (a resumed release
+			// whose file was being rewritten at the look before the
+			// lock: a reviewer's finding).
 			return errors.New("not released yet: the file changed while the release began; the next attempt reads it again")
 		}
 	}
@@ -856,10 +879,11 @@ func (s *stepRun) transfer(target targets.Driver, targetName string, migrate boo
 					// Its content read again: a save of the same size, its
 					// mtime set back, still matches the record, and a send
 					// carried the old data for it (a reviewer's finding).
-					if _, same, err := s.contentIs(j, rec.Checksum); err != nil {
+					if _, same, err := s.contentIs(j, rec.Checksum); err != nil && !errors.Is(err, fs.ErrPermission) {
 						j.fail(err)
 						return
-					} else if same {
+					} else if same || err != nil { // unreadable to this worker (root_squash): by its record, as before
+
 						j.finish(CodeSkipped, "already premigrated")
 						return
 					}

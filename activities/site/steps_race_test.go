@@ -965,3 +965,189 @@ func TestASendNeverCarriesAStaleRemoteCopy(t *testing.T) {
 		})
 	}
 }
+
+// TestAResumedReleaseLeavesARewriteInProgress: a resumed release (its
+// change time unknown) found the user's truncate-then-rewrite (same size,
+// mtime set back) short at its look before the lock, so it read nothing,
+// and cut the rewrite, complete by the time it took the lease (a
+// reviewer's scratch test). A time it never established refuses the cut.
+func TestAResumedReleaseLeavesARewriteInProgress(t *testing.T) {
+	data := bytes.Repeat([]byte("version one of the database "), 300)
+	edit := sameSizeEdit(data)
+	for _, index := range []bool{false, true} {
+		t.Run(map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
+			ctx := context.Background()
+			dir, tdir := t.TempDir(), t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			writeOld(t, abs, data)
+			old, err := os.Stat(abs)
+			require.NoError(t, err)
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			require.True(t, runChild(t, "^TestInterruptedReleaseChild$", "HUB_FAULT_POINT=migrate.marked@1",
+				"HUB_RELEASE_CHILD_ROOT="+dir, "HUB_RELEASE_CHILD_TARGET="+tdir, "HUB_RELEASE_CHILD_INDEX="+idx), "killed at migrate.marked")
+			target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+			require.NoError(t, err)
+			root := newRoot(t, dir, index)
+			done := make(chan struct{})
+			user := &userAt{Driver: target, act: func() {
+				// open(O_TRUNC) and the first bytes written, closed
+				require.NoError(t, os.WriteFile(abs, edit[:10], 0o644))
+				m := &fileLocks[inode(old)%uint64(len(fileLocks))]
+				m.Lock() // the release waits for the lock after its re-read
+				go func() {
+					defer close(done)
+					time.Sleep(300 * time.Millisecond)
+					f, err := os.OpenFile(abs, os.O_WRONLY, 0)
+					if err == nil {
+						_, err = f.WriteAt(edit, 0)
+						f.Close()
+					}
+					if err == nil {
+						err = os.Chtimes(abs, old.ModTime(), old.ModTime())
+					}
+					m.Unlock()
+					if err != nil {
+						t.Error(err)
+					}
+				}()
+			}}
+			res, err := Migrate(ctx, root, []string{"/f.bin"}, user, "t", StepOptions{})
+			require.NoError(t, err)
+			<-done
+			t.Logf("migrate: %v %s", res[0].Code, res[0].Message)
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(edit, got), "the release cut the user's rewrite: now %d bytes", len(got))
+		})
+	}
+}
+
+// TestASaveDuringARecallsHashStaysTheUsers: a recall finds the data
+// local (a release killed after its mark); the user's save (same size,
+// mtime kept) lands while the recall hashes it: the end recorded the
+// user's bytes premigrated with the old checksum (a reviewer's scratch
+// test). The change time from before the hash leaves it resident.
+func TestASaveDuringARecallsHashStaysTheUsers(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB: one progress tick, at the end
+	edit := sameSizeEdit(data)
+	for _, index := range []bool{false, true} {
+		t.Run(map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
+			ctx := context.Background()
+			dir, tdir := t.TempDir(), t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			writeOld(t, abs, data)
+			idx := map[bool]string{false: "0", true: "1"}[index]
+			require.True(t, runChild(t, "^TestInterruptedReleaseChild$", "HUB_FAULT_POINT=migrate.marked@1",
+				"HUB_RELEASE_CHILD_ROOT="+dir, "HUB_RELEASE_CHILD_TARGET="+tdir, "HUB_RELEASE_CHILD_INDEX="+idx), "killed at migrate.marked")
+			target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+			require.NoError(t, err)
+			root := newRoot(t, dir, index)
+			played := false
+			res, err := Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{Progress: func(int) {
+				if !played {
+					played = true
+					keepMtimeSave(t, abs, edit)
+				}
+			}})
+			require.NoError(t, err)
+			require.True(t, played)
+			t.Logf("recall: %v %s", res[0].Code, res[0].Message)
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(edit, got))
+			_, rec, err := root.Stat("/f.bin")
+			require.NoError(t, err)
+			if rec != nil {
+				require.Equal(t, sha(edit), rec.Checksum, "the user's save is recorded %s with the old data's checksum", rec.State)
+			}
+		})
+	}
+}
+
+// TestASaveDuringTheMarkIsNotTakenIntoItsTime: the user's save (same
+// size, mtime kept) came while a migrate wrote its release mark (here in
+// the state index: indexRecordWriting); the change time taken after the
+// mark included it, and the release cut the save (a reviewer's scratch
+// test). The mark is written under a lease, which holds the save back
+// until the time after it is taken; where none is granted, the release
+// reads the content again. (Not parallel: the hooks are the package's.)
+func TestASaveDuringTheMarkIsNotTakenIntoItsTime(t *testing.T) {
+	for _, leases := range []bool{true, false} {
+		t.Run(map[bool]string{false: "no-leases", true: "leases"}[leases], func(t *testing.T) {
+			if !leases {
+				withoutLeases(t)
+			}
+			ctx := context.Background()
+			dir := t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			data := bytes.Repeat([]byte("original content "), 300)
+			edit := sameSizeEdit(data)
+			writeOld(t, abs, data)
+			root := newRoot(t, dir, true)
+			target := fsTarget(t)
+			saved := make(chan struct{})
+			indexRecordWriting = func(rel string) {
+				indexRecordWriting = nil
+				go func() { // held back by the lease, if any, until the mark is done
+					defer close(saved)
+					keepMtimeSave(t, abs, edit)
+				}()
+				if !leases {
+					<-saved
+				}
+			}
+			t.Cleanup(func() { indexRecordWriting = nil })
+			res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			<-saved
+			t.Logf("migrate: %v %s", res[0].Code, res[0].Message)
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(edit, got), "the release cut the user's save: now %d bytes", len(got))
+		})
+	}
+}
+
+// TestAChmodDuringARecallKeepsItsData: a chmod (not a save) between a
+// recall's write back and its end moved the file's change time: the end
+// took it for its user's save, left it resident with the recall's mtime,
+// and dropped its reference (a reviewer's scratch test). Only the time
+// having moved, the content is read again: the data, premigrated, with its
+// mtime.
+func TestAChmodDuringARecallKeepsItsData(t *testing.T) {
+	for _, index := range []bool{false, true} {
+		t.Run(map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			abs := filepath.Join(dir, "f.bin")
+			data := bytes.Repeat([]byte("original content "), 300)
+			writeOld(t, abs, data)
+			root := newRoot(t, dir, index)
+			target := fsTarget(t)
+			res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{})
+			require.NoError(t, err)
+			require.Equal(t, CodeOK, res[0].Code, res[0].Message)
+			played := false
+			orig := flushSite
+			flushSite = func(f *os.File) error {
+				if !played {
+					played = true
+					require.NoError(t, os.Chmod(abs, 0o640))
+				}
+				return orig(f)
+			}
+			t.Cleanup(func() { flushSite = orig })
+			res, err = Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
+			flushSite = orig
+			require.NoError(t, err)
+			t.Logf("recall: %v %s", res[0].Code, res[0].Message)
+			e, rec, err := root.Stat("/f.bin")
+			require.NoError(t, err)
+			fi, err := os.Stat(abs)
+			require.NoError(t, err)
+			t.Logf("state %s record %v mtime %v", e.State, rec != nil, fi.ModTime())
+			require.NotNil(t, rec, "recalled data after a chmod is resident: its remote copy's reference dropped")
+			require.Equal(t, 2019, fi.ModTime().Year(), "recall-time mtime left on the data")
+		})
+	}
+}
