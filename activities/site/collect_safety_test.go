@@ -833,6 +833,25 @@ func TestATargetWhoseVolumeIsNotMountedIsRefused(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// damagedBesideTrash is a filesystem target (at tdir) holding a content
+// of data twice, unreferenced: a good copy in the trash, past a grace of
+// an hour, and a damaged one (a bit flipped) at its key.
+func damagedBesideTrash(t *testing.T) (target targets.Driver, tdir string, data []byte) {
+	t.Helper()
+	tdir = t.TempDir()
+	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
+	require.NoError(t, err)
+	data = []byte("content X: common to many users' files")
+	sum := sha(data)
+	for _, key := range []string{trashKey(sum), contentKey(sum)} {
+		require.NoError(t, target.Put(context.Background(), key, bytes.NewReader(data), int64(len(data))))
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	require.NoError(t, os.Chtimes(filepath.Join(tdir, trashKey(sum)), old, old))
+	flipBit(t, filepath.Join(tdir, filepath.FromSlash(contentKey(sum))))
+	return target, tdir, data
+}
+
 // TestADamagedUnreferencedCopyIsNeverTakenForTheContent: an unreferenced
 // copy under objects/ has rotted (its size, mtime and stored checksum
 // kept), and a good copy of the content waits in the trash. The collector
@@ -844,18 +863,10 @@ func TestATargetWhoseVolumeIsNotMountedIsRefused(t *testing.T) {
 // migrate uploads the content again.
 func TestADamagedUnreferencedCopyIsNeverTakenForTheContent(t *testing.T) {
 	ctx := context.Background()
-	dir, tdir := t.TempDir(), t.TempDir()
-	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
-	require.NoError(t, err)
+	dir := t.TempDir()
 	root := newRoot(t, dir, false)
-	data := []byte("content X: common to many users' files")
+	target, tdir, data := damagedBesideTrash(t)
 	sum := sha(data)
-	for _, key := range []string{trashKey(sum), contentKey(sum)} {
-		require.NoError(t, target.Put(ctx, key, bytes.NewReader(data), int64(len(data))))
-	}
-	old := time.Now().Add(-2 * time.Hour)
-	require.NoError(t, os.Chtimes(filepath.Join(tdir, trashKey(sum)), old, old))
-	flipBit(t, filepath.Join(tdir, filepath.FromSlash(contentKey(sum))))
 
 	cr, err := Collect(ctx, target, CollectOptions{Grace: time.Hour})
 	require.NoError(t, err)
@@ -875,17 +886,8 @@ func TestADamagedUnreferencedCopyIsNeverTakenForTheContent(t *testing.T) {
 // copy is at the content's key.
 func TestAGoodTrashCopyStaysWhileADamagedOneHoldsTheKey(t *testing.T) {
 	ctx := context.Background()
-	tdir := t.TempDir()
-	target, err := targets.Open(targets.Config{StorageType: "filesystem", MigrationTargetFolder: tdir})
-	require.NoError(t, err)
-	data := []byte("content X: common to many users' files")
+	target, tdir, data := damagedBesideTrash(t)
 	sum := sha(data)
-	for _, key := range []string{trashKey(sum), contentKey(sum)} {
-		require.NoError(t, target.Put(ctx, key, bytes.NewReader(data), int64(len(data))))
-	}
-	old := time.Now().Add(-2 * time.Hour)
-	require.NoError(t, os.Chtimes(filepath.Join(tdir, trashKey(sum)), old, old))
-	flipBit(t, filepath.Join(tdir, filepath.FromSlash(contentKey(sum))))
 	require.NoError(t, os.WriteFile(filepath.Join(tdir, "quarantine"), nil, 0o644))
 
 	cr, err := Collect(ctx, target, CollectOptions{Grace: time.Hour})

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/activities/targets"
@@ -121,6 +122,9 @@ type job struct {
 	// its own release mark. 0: not known (a release resumed, a system
 	// without change times), and the release reads the content again.
 	ctime int64
+	// heldElsewhere: another program had the file open when its release
+	// was marked; the release keeps it whole, and need not read it again.
+	heldElsewhere bool
 }
 
 func (j *job) finish(code Code, format string, args ...any) {
@@ -381,7 +385,7 @@ func (s *stepRun) recordStill(j *job, fi fs.FileInfo, want Record) error {
 // (a reviewer's finding: the record of the whole file, written over the
 // stub's, made it read as a resident file of the stub's size, whose next
 // migrate let the content go). changed is the error of a file changed.
-func (s *stepRun) recordFirst(j *job, rec Record, changed error) error {
+func (s *stepRun) recordFirst(j *job, rec Record, changed error, mark bool) error {
 	unlock, err := s.root.lockFile(j.fi)
 	if err != nil {
 		return err
@@ -406,18 +410,35 @@ func (s *stepRun) recordFirst(j *job, rec Record, changed error) error {
 		}
 		j.ctime = ctime
 	}
-	// The record written under a lease where the kernel grants one: no
-	// save can come between the look at the change time before it and the
-	// one after it (a record in the file's attributes moves it), which the
-	// release then holds the file to. Without one (another program has the
-	// file open, NFS), the time after is unknown, and the release reads the
-	// content again (a reviewer's finding: a save during the mark was
-	// taken into the time after it, and cut).
-	f, err := fsutil.OpenFile(j.abs, os.O_RDWR|openNoFollow|fsutil.NoAtime, 0)
+	if !mark || !s.root.state.xattr {
+		// A premigrate's record: no release holds the file to a time.
+		// One in the state index leaves the file's change time alone: the
+		// same time before and after it says that no save came between.
+		before := changeTime(fi)
+		if err := s.root.state.set(j.abs, j.rel, rec); err != nil {
+			return err
+		}
+		if now, err := os.Lstat(j.abs); err != nil || !j.unchanged(now) || changeTime(now) != before {
+			j.ctime = 0
+		}
+		return nil
+	}
+	// A release mark in the file's attributes, which moves its change
+	// time, is written under a lease where the kernel grants one (taken on
+	// a read-only descriptor: no close-after-write event for watchers): no
+	// save can come between the look at the time before it and the one
+	// after it, which the release then holds the file to. Without one (NFS;
+	// another program has the file open, and the release keeps it whole),
+	// the time after is unknown (a reviewer's finding: a save during the
+	// mark was taken into the time after it, and cut).
+	f, err := fsutil.OpenFile(j.abs, os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
 	leased := false
 	if err == nil {
 		defer f.Close()
-		if exclusiveLease(f) == nil && leaseHeld(f) {
+		switch err := exclusiveLease(f); {
+		case errors.Is(err, errOpenElsewhere):
+			j.heldElsewhere = true
+		case err == nil && leaseHeld(f):
 			now, err := f.Stat()
 			if err != nil || !j.unchanged(now) || (j.ctime != 0 && changeTime(now) != j.ctime) {
 				return changed
@@ -428,13 +449,12 @@ func (s *stepRun) recordFirst(j *job, rec Record, changed error) error {
 	if err := s.root.state.set(j.abs, j.rel, rec); err != nil {
 		return err
 	}
-	after := int64(0)
+	j.ctime = 0
 	if leased {
 		if now, err := f.Stat(); err == nil && j.unchanged(now) && leaseHeld(f) {
-			after = changeTime(now)
+			j.ctime = changeTime(now)
 		}
 	}
-	j.ctime = after
 	return nil
 }
 
@@ -455,7 +475,7 @@ func Premigrate(ctx context.Context, root *Root, paths []string, target targets.
 	s := newRun(ctx, root, paths, opts)
 	s.transfer(target, targetName, false)
 	s.finishEach(func(j *job) {
-		if err := s.recordFirst(j, j.next, errors.New("file changed during premigration")); err != nil {
+		if err := s.recordFirst(j, j.next, errors.New("file changed during premigration"), false); err != nil {
 			s.abandon(j, target, err)
 			return
 		}
@@ -550,7 +570,7 @@ func Migrate(ctx context.Context, root *Root, paths []string, target targets.Dri
 		}
 		j.next.State, j.next.Pending = Migrated, pendingRelease
 		j.next.StubSize = min(max(s.opts.StubSize, 0), j.next.Size)
-		if err := s.recordFirst(j, j.next, errors.New("file changed during migration")); err != nil {
+		if err := s.recordFirst(j, j.next, errors.New("file changed during migration"), true); err != nil {
 			s.abandon(j, target, err)
 			return
 		}
@@ -644,7 +664,7 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 	// them (a reviewer's finding: a user's write during a hash under them
 	// was then cut, or held up to the lease break time).
 	differs, unreadable := false, false
-	if fi, err := os.Lstat(j.abs); err == nil && fi.Size() == j.next.Size && changeTime(fi) != j.ctime {
+	if fi, err := os.Lstat(j.abs); err == nil && fi.Size() == j.next.Size && changeTime(fi) != j.ctime && !j.heldElsewhere {
 		ctime, same, err := s.contentIs(j, j.next.Checksum)
 		switch {
 		case errors.Is(err, fs.ErrPermission):
@@ -707,7 +727,7 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 		case differs:
 			_ = s.root.state.clear(j.abs, j.rel)
 			return errChangedNotReleased
-		case !unreadable && changeTime(fi) != j.ctime:
+		case !unreadable && changeTime(fi) != j.ctime && inUse == nil: // open elsewhere: kept whole below
 			// Changed since it was read, or never read (a resumed release
 			// whose file was being rewritten at the look before the
 			// lock: a reviewer's finding).
