@@ -371,12 +371,19 @@ func (s *stepRun) cutBack(j *job) {
 		return
 	}
 	defer f.Close()
-	_ = exclusiveLease(f)
-	if fi, err := f.Stat(); err != nil || !j.unchanged(fi) || changeTime(fi) != j.ctime || s.recordStill(j, fi, j.next) != nil {
+	if exclusiveLease(f) != nil {
+		return // open elsewhere: a write through it after the look below would be cut; the mark stays
+	}
+	leased := leaseHeld(f)
+	fi, err := f.Stat()
+	if err != nil || !j.unchanged(fi) || changeTime(fi) != j.ctime || s.recordStill(j, fi, j.next) != nil {
 		return // its user's since (a reviewer's finding: a save of the same size was cut)
 	}
 	if cutBackChecked != nil {
 		cutBackChecked(j.abs)
+	}
+	if now, err := f.Stat(); err != nil || changed(now, fi) || changeTime(now) != changeTime(fi) || (leased && !leaseHeld(f)) {
+		return
 	}
 	if f.Truncate(j.next.StubSize) != nil || setMtimeOf(f, timeFromNs(j.next.Mtime)) != nil {
 		return

@@ -664,6 +664,16 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 	// them (a reviewer's finding: a user's write during a hash under them
 	// was then cut, or held up to the lease break time).
 	differs, unreadable := false, false
+	if j.heldElsewhere {
+		// Closed since the mark (a brief open: an indexer, a backup agent)?
+		// Then it is read again, as a free file, rather than failed.
+		if p, err := fsutil.OpenFile(j.abs, os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0); err == nil {
+			if !errors.Is(exclusiveLease(p), errOpenElsewhere) {
+				j.heldElsewhere = false
+			}
+			p.Close()
+		}
+	}
 	if fi, err := os.Lstat(j.abs); err == nil && fi.Size() == j.next.Size && changeTime(fi) != j.ctime && !j.heldElsewhere {
 		ctime, same, err := s.contentIs(j, j.next.Checksum)
 		switch {
