@@ -371,19 +371,22 @@ func (s *stepRun) cutBack(j *job) {
 		return
 	}
 	defer f.Close()
-	if exclusiveLease(f) != nil {
-		return // open elsewhere: a write through it after the look below would be cut; the mark stays
+	if exclusiveLease(f) != nil || !leaseHeld(f) {
+		// Open elsewhere, or no lease here (NFS, leases off): nothing
+		// keeps a write out of the cut (a reviewer's finding: one through
+		// a descriptor the user's editor had opened was cut). The mark
+		// stays, for the next recall to look at.
+		return
 	}
-	leased := leaseHeld(f)
 	fi, err := f.Stat()
 	if err != nil || !j.unchanged(fi) || changeTime(fi) != j.ctime || s.recordStill(j, fi, j.next) != nil {
 		return // its user's since (a reviewer's finding: a save of the same size was cut)
 	}
+	if now, err := f.Stat(); err != nil || changed(now, fi) || changeTime(now) != changeTime(fi) || !leaseHeld(f) {
+		return
+	}
 	if cutBackChecked != nil {
 		cutBackChecked(j.abs)
-	}
-	if now, err := f.Stat(); err != nil || changed(now, fi) || changeTime(now) != changeTime(fi) || (leased && !leaseHeld(f)) {
-		return
 	}
 	if f.Truncate(j.next.StubSize) != nil || setMtimeOf(f, timeFromNs(j.next.Mtime)) != nil {
 		return
@@ -405,7 +408,8 @@ func (s *stepRun) cutBack(j *job) {
 }
 
 // cutBackChecked, nil outside tests, is called when cutBack has checked
-// the file, right before it truncates it.
+// the file, right before it truncates it (a write there, through a
+// descriptor opened before the lease, is what the lease keeps out).
 var cutBackChecked func(abs string)
 
 // restoreMtime gives a recalled file f (see openLeased) its original

@@ -1195,8 +1195,16 @@ func TestAPremigrateOpensNoFileForWriting(t *testing.T) {
 // keeps its recall mark, for a recall to look at, and the file is looked
 // at once more right before the cut.
 func TestACutBackLeavesAWriteThroughAnOpenDescriptor(t *testing.T) {
-	for _, index := range []bool{false, true} {
-		t.Run(map[bool]string{false: "xattr", true: "index"}[index], func(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		index  bool
+		leases bool
+	}{{"xattr", false, true}, {"index", true, true}, {"no leases", false, false}} {
+		index := c.index
+		t.Run(c.name, func(t *testing.T) {
+			if !c.leases {
+				withoutLeases(t) // where nothing can keep the write out, nothing is cut
+			}
 			abs := filepath.Join(t.TempDir(), "f.bin")
 			data := bytes.Repeat([]byte("original content "), 300)
 			edit := bytes.Repeat([]byte("USER'S NEW WORK!!"), 400) // any size

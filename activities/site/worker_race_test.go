@@ -117,7 +117,6 @@ func TestACutBackLeavesAnotherWorkersRecallEnd(t *testing.T) {
 			res, err := Migrate(ctx, first, []string{"/f.bin"}, target, "t", StepOptions{})
 			require.NoError(t, err)
 			requireAll(t, res, CodeOK, []string{"/f.bin"})
-			withoutLeases(t)
 
 			var flushes atomic.Int32
 			flushSite = func(d *os.File) error {
