@@ -913,7 +913,6 @@ func (s *stepRun) transfer(target targets.Driver, targetName string, migrate boo
 						j.fail(err)
 						return
 					} else if same || err != nil { // unreadable to this worker (root_squash): by its record, as before
-
 						j.finish(CodeSkipped, "already premigrated")
 						return
 					}
