@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1267,4 +1268,66 @@ func TestAFileOpenOnlyAtItsMarkIsReleased(t *testing.T) {
 	require.Equal(t, CodeOK, res[0].Code, res[0].Message)
 	flushSite = orig
 	requireRecallsIntact(t, root, "/f.bin", only("t", target), data)
+}
+
+// TestARecallStopsWritingBeforeItsLeaseBreakEnds: a program opens a file
+// whose data a recall writes back; its open starts breaking the recall's
+// lease and, past the kernel's lease-break time, goes through and writes
+// where the copy has not come yet. A copy longer than that went on over
+// those bytes, its read-back saw the data, and the recall recorded
+// success: the write was gone (a reviewer's scratch test). The copy stops
+// half the break time after the break begins, the file left marked (the
+// data's first bytes) for a recall to finish. (Not parallel: the hook is
+// the package's; the lease-break time, a host-wide setting, is shortened
+// while it runs.)
+func TestARecallStopsWritingBeforeItsLeaseBreakEnds(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("setting the lease-break time needs root")
+	}
+	const sysctl = "/proc/sys/fs/lease-break-time"
+	was, err := os.ReadFile(sysctl)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(sysctl, []byte("2"), 0o644))
+	t.Cleanup(func() { _ = os.WriteFile(sysctl, was, 0o644) })
+
+	ctx := context.Background()
+	dir := t.TempDir()
+	root := newRoot(t, dir, false)
+	target := fsTarget(t)
+	abs := filepath.Join(dir, "f.bin")
+	writeOld(t, abs, bytes.Repeat([]byte("D"), 2<<20))
+	res, err := Migrate(ctx, root, []string{"/f.bin"}, target, "t", StepOptions{StubSize: 4096})
+	require.NoError(t, err)
+	requireAll(t, res, CodeOK, []string{"/f.bin"})
+
+	user, at := []byte("USER-SAVE"), int64(2<<20-64<<10)
+	wrote := make(chan error, 1)
+	first := true
+	t.Cleanup(func() { recallChunk = nil })
+	recallChunk = func() {
+		if first { // a slow copy, and a program's open during it
+			first = false
+			_, err := os.OpenFile(abs, os.O_RDWR|syscall.O_NONBLOCK, 0)
+			require.ErrorIs(t, err, syscall.EWOULDBLOCK) // the break begins
+			go func() {
+				time.Sleep(2300 * time.Millisecond) // past the break time
+				w, err := os.OpenFile(abs, os.O_RDWR, 0)
+				if err == nil {
+					_, err = w.WriteAt(user, at) // where the copy has not come yet
+					err = errors.Join(err, w.Close())
+				}
+				wrote <- err
+			}()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	res, err = Recall(ctx, root, []string{"/f.bin"}, only("t", target), StepOptions{})
+	require.NoError(t, err)
+	recallChunk = nil
+	require.NoError(t, <-wrote)
+	require.NotEqual(t, CodeOK, res[0].Code, "recorded recalled over the program's write")
+	time.Sleep(1500 * time.Millisecond) // a copy that went on would have reached it by now
+	got, err := os.ReadFile(abs)
+	require.NoError(t, err)
+	require.Contains(t, string(got), string(user), "the program's write is gone")
 }
