@@ -504,16 +504,19 @@ func (a *Activities) FinishJob(ctx context.Context, e workflows.JobEnd) (workflo
 		}
 	}
 	reason = shorten(vocab.CleanErrorText(reason), maxJobError)
-	err = models.UpdateJob(ctx, a.DB, e.JobID, models.JobUpdate{InRun: e.Run, State: out.State, Completed: true,
-		HasFailures: &out.HasFailures, Leftover: &leftover, Cancelled: &cancelled, Aborted: &aborted, Error: &reason,
-		SnapdiffPending: &e.Snapdiff})
+	err = a.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		err := models.UpdateJob(ctx, tx, e.JobID, models.JobUpdate{InRun: e.Run, State: out.State, Completed: true,
+			HasFailures: &out.HasFailures, Leftover: &leftover, Cancelled: &cancelled, Aborted: &aborted, Error: &reason,
+			SnapdiffPending: &e.Snapdiff})
+		if err != nil {
+			return err
+		}
+		return jobEndAlerts(ctx, tx, e.JobID)
+	})
 	if inAnotherRun(err, e.Run) {
 		return workflows.JobOutcome{State: j.State, Superseded: true}, nil
 	}
-	if err != nil {
-		return out, err
-	}
-	return out, a.jobEndAlerts(ctx, e.JobID)
+	return out, err
 }
 
 // maxJobError bounds the error recorded on a job, in bytes.

@@ -40,34 +40,36 @@ func alertWanted(conf models.Configuration, j *models.Job) bool {
 
 // raiseJobAlert records an alert about job j unless the same alert for it
 // exists already (activities may be retried).
-func (a *Activities) raiseJobAlert(ctx context.Context, j *models.Job, name, severity, summary string) error {
+func raiseJobAlert(ctx context.Context, db bun.IDB, j *models.Job, name, severity, summary string) error {
 	summary = fmt.Sprintf("job %d (%s on %s): %s", j.ID, j.Workflow, j.Site, summary)
-	n, err := a.DB.NewSelect().Model((*models.Alert)(nil)).Where("name = ? AND summary = ?", name, summary).Count(ctx)
+	n, err := db.NewSelect().Model((*models.Alert)(nil)).Where("name = ? AND summary = ?", name, summary).Count(ctx)
 	if err != nil || n > 0 {
 		return err
 	}
-	_, err = models.RaiseAlert(ctx, a.DB, models.Alert{Name: name, Severity: severity, Site: j.Site, Queue: j.Queue, Summary: summary})
+	_, err = models.RaiseAlert(ctx, db, models.Alert{Name: name, Severity: severity, Site: j.Site, Queue: j.Queue, Summary: summary})
 	return err
 }
 
-// jobEndAlerts raises the alert the configuration asks for when a job ends.
-func (a *Activities) jobEndAlerts(ctx context.Context, jobID int64) error {
-	conf, err := models.GetConfiguration(ctx, a.DB)
+// jobEndAlerts raises the alert the configuration asks for when a job
+// ends, in the transaction (db) that records its end: nobody sees a job
+// finished without its alert.
+func jobEndAlerts(ctx context.Context, db bun.IDB, jobID int64) error {
+	conf, err := models.GetConfiguration(ctx, db)
 	if err != nil {
 		return err
 	}
-	j, err := models.GetJob(ctx, a.DB, jobID)
+	j, err := models.GetJob(ctx, db, jobID)
 	if err != nil || !alertWanted(conf, j) {
 		return err
 	}
 	switch {
 	case j.State == vocab.JobFailure && conf.AlertCompletedFailedJobs:
-		return a.raiseJobAlert(ctx, j, alertJobFailed, models.SeverityError, "failed")
+		return raiseJobAlert(ctx, db, j, alertJobFailed, models.SeverityError, "failed")
 	case j.State == vocab.JobSuccess && j.HasFailures && conf.AlertCompletedHasFailuresJobs:
-		return a.raiseJobAlert(ctx, j, alertJobHasFailures, models.SeverityWarning,
+		return raiseJobAlert(ctx, db, j, alertJobHasFailures, models.SeverityWarning,
 			fmt.Sprintf("finished with %d failed, %d aborted, %d cancelled paths", j.NumFailedFiles, j.NumAbortedFiles, j.NumCancelledFiles))
 	case j.State == vocab.JobSuccess && !j.HasFailures && conf.AlertCompletedSuccessJobs:
-		return a.raiseJobAlert(ctx, j, alertJobSucceeded, models.SeverityInfo, "succeeded")
+		return raiseJobAlert(ctx, db, j, alertJobSucceeded, models.SeverityInfo, "succeeded")
 	}
 	return nil
 }
@@ -82,7 +84,7 @@ func (a *Activities) failingAlert(ctx context.Context, jobID int64) error {
 	if err != nil || !alertWanted(conf, j) {
 		return err
 	}
-	return a.raiseJobAlert(ctx, j, alertJobFailing, models.SeverityWarning, fmt.Sprintf("paths are failing (run %d)", j.Run))
+	return raiseJobAlert(ctx, a.DB, j, alertJobFailing, models.SeverityWarning, fmt.Sprintf("paths are failing (run %d)", j.Run))
 }
 
 // purgePerPass bounds the jobs one maintenance pass purges, so its
@@ -131,7 +133,7 @@ func (a *Activities) Maintain(ctx context.Context) (workflows.MaintenanceResult,
 			if !alertWanted(conf, &stuck[i]) {
 				continue
 			}
-			if err := a.raiseJobAlert(ctx, &stuck[i], name, models.SeverityWarning, what); err != nil {
+			if err := raiseJobAlert(ctx, a.DB, &stuck[i], name, models.SeverityWarning, what); err != nil {
 				return err
 			}
 			*count++
