@@ -417,8 +417,10 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 			break
 		}
 		j.c.FailedAfter = paths[len(paths)-1]
+		// The globs go along: a policy's folder that failed is scanned
+		// again, and the site's excludes are files no job may touch.
 		out, err := discover(site.DiscoverInput{JobID: j.jobID, Run: p.Run, FirstBatch: first, Paths: paths, Rules: p.Rules,
-			BatchSize: p.BatchSize, Skip: p.Leftover, Policy: p.Policy})
+			Include: p.Include, Exclude: p.Exclude, BatchSize: p.BatchSize, Skip: p.Leftover, Policy: p.Policy})
 		if err != nil {
 			return err
 		}

@@ -190,6 +190,35 @@ func TestJobWorkflowRunsALeftoverBatchInItsOwnRun(t *testing.T) {
 	require.Equal(t, 2, leftover[0].BatchAttempt, "a leftover batch is read under the name its discovery gave it")
 }
 
+// TestJobWorkflowResubmitKeepsTheGlobs: a resubmit discovers its failed
+// paths with the plan's include and exclude globs (the site's and the
+// job's). Without them a policy's folder that failed in the first run was
+// scanned unfiltered, and the files the site excludes were migrated or
+// deleted (a reviewer's finding; TestPolicyResubmitKeepsTheSitesGlobs
+// shows the site's side).
+func TestJobWorkflowResubmitKeepsTheGlobs(t *testing.T) {
+	t.Parallel()
+	je := newJobEnv(t, 1)
+	je.plan.Run, je.plan.Resubmit, je.plan.Discovery = 2, true, "policy"
+	je.plan.Policy = &site.PolicySelect{States: []string{"resident", "premigrated"}}
+	je.plan.Include, je.plan.Exclude = []string{"**"}, []string{"**/*.keep"}
+	failed := []string{"/space"}
+	je.env.OnActivity((&hubact.Activities{}).FailedPathsPage, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(context.Context, int64, string, int) ([]string, error) {
+			page := failed
+			failed = nil
+			return page, nil
+		})
+	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1})
+	require.NoError(t, je.env.GetWorkflowError())
+	require.NotEmpty(t, je.discoveries)
+	for _, in := range je.discoveries {
+		require.Equal(t, []string{"/space"}, in.Paths)
+		require.Equal(t, je.plan.Include, in.Include)
+		require.Equal(t, je.plan.Exclude, in.Exclude)
+	}
+}
+
 // TestJobWorkflowReadsTheBatchOfTheAttemptThatWroteIt: discovery is asked
 // to name its batches by attempt, and each step reads the batch of the
 // attempt whose output the workflow got (a stalled attempt's late write
