@@ -3,8 +3,10 @@ package targets
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -176,6 +178,7 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) error
 		Key:           aws.String(k),
 		Body:          bytes.NewReader(buf),
 		ContentLength: aws.Int64(n),
+		ContentMD5:    contentMD5(buf),
 		Metadata:      meta,
 	}, withPayloadHash(sum))
 	if err != nil {
@@ -201,9 +204,10 @@ func (s *S3) putMultipart(ctx context.Context, key, k string, body io.ReadSeeker
 		}
 	}()
 	// Each part is read once and hashed as it is sent: S3 checks each
-	// part's own hash, never the whole object's, so only the bytes actually
-	// uploaded can be checked against the checksum the object is labelled
-	// with. A file that changed since it was hashed is not stored.
+	// part's own MD5 (Content-MD5), never the whole object's, so only the
+	// bytes actually uploaded can be checked against the checksum the
+	// object is labelled with. A file that changed since it was hashed is
+	// not stored.
 	buf := make([]byte, partSize)
 	h := sha256.New()
 	var parts []types.CompletedPart
@@ -216,6 +220,7 @@ func (s *S3) putMultipart(ctx context.Context, key, k string, body io.ReadSeeker
 		out, err := s.client.UploadPart(ctx, &s3.UploadPartInput{
 			Bucket: aws.String(s.bucket), Key: aws.String(k), UploadId: up.UploadId,
 			PartNumber: aws.Int32(num), Body: bytes.NewReader(part), ContentLength: aws.Int64(int64(len(part))),
+			ContentMD5: contentMD5(part),
 		})
 		if err != nil {
 			return fmt.Errorf("put %s: part %d: %w", key, num, err)
@@ -233,6 +238,15 @@ func (s *S3) putMultipart(ctx context.Context, key, k string, body io.ReadSeeker
 		return fmt.Errorf("put %s: complete: %w", key, err)
 	}
 	return nil
+}
+
+// contentMD5 is the Content-MD5 of b, which S3 servers check against
+// what they received (a part sent unsigned over TLS, a single put to a
+// server that does not check the signed payload hash): the bytes stored
+// are those sent, or the request fails.
+func contentMD5(b []byte) *string {
+	sum := md5.Sum(b)
+	return aws.String(base64.StdEncoding.EncodeToString(sum[:]))
 }
 
 // seekable returns r as a ReadSeeker positioned at the start of the
