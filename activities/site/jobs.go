@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -226,11 +227,33 @@ type batchWriter struct {
 	// writes encodes and writes full batches while discovery goes on,
 	// two at a time.
 	writes errgroup.Group
+	// unnamable counts the paths not taken for their names (add).
+	unnamable int
 }
+
+// maxUnnamable bounds the paths a discovery reports skipped for their
+// names (DiscoverOutput.Failed travels in one activity result).
+const maxUnnamable = 1000
 
 func (w *batchWriter) add(rule int, e batchEntry) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !utf8.ValidString(e.Path) || !utf8.ValidString(e.OldPath) {
+		// Paths travel as JSON text (batch files, Temporal, the hub),
+		// which turns each invalid byte into U+FFFD: the step would act
+		// on another file, one whose name holds that character (a
+		// reviewer's finding: a delete policy removed a file it had not
+		// selected). Skipped, not failed: a resubmit of the failures
+		// would act on that other name too.
+		if w.unnamable++; w.unnamable <= maxUnnamable {
+			msg := "not taken: its name is not valid UTF-8, and the hub carries paths as text (rename it)"
+			if w.unnamable == maxUnnamable {
+				msg += "; later paths so named are skipped without a line of their own"
+			}
+			w.out.Failed = append(w.out.Failed, Outcome{Path: strings.ToValidUTF8(e.Path, "\uFFFD"), State: OutcomeSkipped, Message: msg})
+		}
+		return nil
+	}
 	if w.open == nil {
 		w.open, w.openSz = map[int][]batchEntry{}, map[int]int64{}
 	}

@@ -766,6 +766,10 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 		// Truncating would make a stub of every name, and only this one
 		// is known to the hub.
 		return s.keepWhole(j, rec, fmt.Errorf("the file has %d names (hard links), and releasing it would turn every one into a stub", n))
+	case whole && hasCapabilities(f):
+		// The kernel drops them at the truncation (and at a recall's
+		// write), even for root: a reviewer's finding.
+		return s.keepWhole(j, rec, errors.New("the file carries capabilities (security.capability), which cutting its data would drop"))
 	}
 	// Nothing of the checks above may have moved since (with no lease, a
 	// write could come; a lease broken by the kernel lets it through).
@@ -859,10 +863,12 @@ func (s *stepRun) touchedStub(j *job, target targets.Driver, targetName string) 
 	return sameFirstBytes(f, rc, p.StubSize)
 }
 
-// sameFirstBytes tells whether a and b begin with the same n bytes. A b
-// that ends first differs; any other error of b's is returned (a
-// target's read that failed says nothing of the bytes: a reviewer's
-// finding, a stub's record was cleared on a reset connection).
+// sameFirstBytes tells whether a and b begin with the same n bytes. An
+// error of b's, the target's copy, is returned, an early end included:
+// a read that failed says nothing of the bytes (reviewers' findings: a
+// stub's record was cleared on a reset connection, and an S3 read cut
+// short made a touched stub its own data, the data then collected), and
+// a copy of the data shorter than its stub is damaged.
 func sameFirstBytes(a, b io.Reader, n int64) (bool, error) {
 	x, y := make([]byte, 64<<10), make([]byte, 64<<10)
 	for n > 0 {
@@ -873,7 +879,7 @@ func sameFirstBytes(a, b io.Reader, n int64) (bool, error) {
 		_, err := io.ReadFull(b, y[:k])
 		switch {
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-			return false, nil
+			return false, fmt.Errorf("the target's copy of its data ended early (cut short, or damaged): whether its bytes are still the data's first is not known: %w", err)
 		case err != nil:
 			return false, err
 		case !bytes.Equal(x[:k], y[:k]):

@@ -203,3 +203,10 @@ func byteLock(f *os.File, off int64) error {
 func byteUnlock(f *os.File, off int64) {
 	_ = unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_UNLCK, Start: off, Len: 1})
 }
+
+// hasCapabilities tells whether f carries file capabilities, which the
+// kernel drops whenever the file is written or truncated.
+func hasCapabilities(f *os.File) bool {
+	b, err := fgetxattr(f, "security.capability")
+	return err == nil && len(b) > 0
+}

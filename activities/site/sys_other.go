@@ -62,3 +62,5 @@ func byteLock(*os.File, int64) error { return nil }
 
 // byteUnlock: see byteLock.
 func byteUnlock(*os.File, int64) {}
+
+func hasCapabilities(*os.File) bool { return false }

@@ -84,13 +84,16 @@ func (a *Activities) sendChunk(in StepInput, drivers *driverSet) chunkFunc {
 		if err != nil {
 			return nil, err
 		}
+		if afterSendsPremigrate != nil {
+			afterSendsPremigrate()
+		}
 		changes := map[string]Change{}
 		for _, e := range chunk {
 			changes[e.Path] = e.Change
 		}
 		for _, o := range toOutcomes(res) {
 			if o.State == OutcomeSuccess {
-				e, rec, err := a.Root.Stat(o.Path)
+				e, rec, err := a.Root.sentRecord(o.Path)
 				switch {
 				case err != nil:
 					o = Outcome{Path: o.Path, State: OutcomeFailure, Message: err.Error()}
@@ -107,6 +110,42 @@ func (a *Activities) sendChunk(in StepInput, drivers *driverSet) chunkFunc {
 		}
 		return outs, nil
 	}
+}
+
+// afterSendsPremigrate, nil outside tests, is called when a send's
+// premigrate is done, before the records are read.
+var afterSendsPremigrate func()
+
+// sentRecord is the file at p with its record, which the site wrote for
+// this very file, or an error (ErrUntrustedRecord): the record's key and
+// checksum are what the destination fetches, and a file's user can write
+// its attributes. A record forged after the premigrate had the
+// destination receive another content than the file's, one its user may
+// not read (a reviewer's finding). The record is nil when the file is
+// resident (changed since it was premigrated).
+func (r *Root) sentRecord(p string) (Entry, *Record, error) {
+	l, err := r.locate(p)
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	defer l.close()
+	fi, err := os.Lstat(l.path())
+	if err != nil {
+		return Entry{}, nil, fmt.Errorf("stat %s: %w", apiPath(l.rel), err)
+	}
+	e := Entry{Path: apiPath(l.rel), Type: typeOf(fi.Mode())}
+	rec, err := r.state.get(l.path(), l.rel)
+	if err != nil || rec == nil {
+		return e, nil, err
+	}
+	stale, err := r.state.trust(rec, inode(fi), func() int64 { return birthTime(l.path()) })
+	if err != nil {
+		return Entry{}, nil, fmt.Errorf("%s: %w", apiPath(l.rel), err)
+	}
+	if stale || rec.effective(fi) == Resident {
+		return e, nil, nil
+	}
+	return e, rec, nil
 }
 
 // sentType tells whether entries of type t are sent (files and
