@@ -418,8 +418,14 @@ func (j *jobRun) prepare(ctx workflow.Context) error {
 		}
 		j.c.FailedAfter = paths[len(paths)-1]
 		// The globs go along: a policy's folder that failed is scanned
-		// again, and the site's excludes are files no job may touch.
-		out, err := discover(site.DiscoverInput{JobID: j.jobID, Run: p.Run, FirstBatch: first, Paths: paths, Rules: p.Rules,
+		// again, and the site's excludes are files no job may touch. A
+		// recursive job's folder that failed (refused by its first walk)
+		// is walked; other paths are taken as they are.
+		mode := ""
+		if p.Discovery == "recursive" {
+			mode = p.Discovery
+		}
+		out, err := discover(site.DiscoverInput{JobID: j.jobID, Run: p.Run, FirstBatch: first, Mode: mode, Retry: true, Paths: paths, Rules: p.Rules,
 			Include: p.Include, Exclude: p.Exclude, BatchSize: p.BatchSize, Skip: p.Leftover, Policy: p.Policy})
 		if err != nil {
 			return err

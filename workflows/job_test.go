@@ -216,7 +216,31 @@ func TestJobWorkflowResubmitKeepsTheGlobs(t *testing.T) {
 		require.Equal(t, []string{"/space"}, in.Paths)
 		require.Equal(t, je.plan.Include, in.Include)
 		require.Equal(t, je.plan.Exclude, in.Exclude)
+		require.Equal(t, "", in.Mode, "a policy's paths are scanned by its policy")
 	}
+}
+
+// TestJobWorkflowResubmitWalksARecursiveJobsFolders: a recursive job's
+// resubmit walks its failed paths, so a folder its first walk refused
+// (not mounted then) is walked now; taken as an exact path it was one
+// folder entry, which no file rule matched: the job ended SUCCESS
+// without its files (a reviewer's suspicion, confirmed).
+func TestJobWorkflowResubmitWalksARecursiveJobsFolders(t *testing.T) {
+	t.Parallel()
+	je := newJobEnv(t, 1)
+	je.plan.Run, je.plan.Resubmit, je.plan.Discovery = 2, true, "recursive"
+	failed := []string{"/data/volume"}
+	je.env.OnActivity((&hubact.Activities{}).FailedPathsPage, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(context.Context, int64, string, int) ([]string, error) {
+			page := failed
+			failed = nil
+			return page, nil
+		})
+	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1})
+	require.NoError(t, je.env.GetWorkflowError())
+	require.Len(t, je.discoveries, 1)
+	require.Equal(t, "recursive", je.discoveries[0].Mode)
+	require.Equal(t, []string{"/data/volume"}, je.discoveries[0].Paths)
 }
 
 // TestJobWorkflowReadsTheBatchOfTheAttemptThatWroteIt: discovery is asked

@@ -62,6 +62,10 @@ type DiscoverInput struct {
 	BatchSize  int
 	BatchBytes int64
 	AutoBatch  bool
+	// Retry: Paths failed in an earlier run (a resubmit). A given folder
+	// walked now is reported skipped ("walked"), which replaces its
+	// earlier failure; its files are the job's paths.
+	Retry bool `json:",omitempty"`
 	// Skip names batches whose paths are already queued (a resubmit's
 	// leftover batches): explicitly given paths found in them are left out.
 	Skip []vocab.BatchRef
@@ -227,8 +231,8 @@ type batchWriter struct {
 	// writes encodes and writes full batches while discovery goes on,
 	// two at a time.
 	writes errgroup.Group
-	// unnamable counts the paths not taken for their names (add).
-	unnamable int
+	// unnamed counts the paths not taken for their names (unnamable).
+	unnamed int
 }
 
 // maxUnnamable bounds the paths a discovery reports skipped for their
@@ -239,19 +243,7 @@ func (w *batchWriter) add(rule int, e batchEntry) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !utf8.ValidString(e.Path) || !utf8.ValidString(e.OldPath) {
-		// Paths travel as JSON text (batch files, Temporal, the hub),
-		// which turns each invalid byte into U+FFFD: the step would act
-		// on another file, one whose name holds that character (a
-		// reviewer's finding: a delete policy removed a file it had not
-		// selected). Skipped, not failed: a resubmit of the failures
-		// would act on that other name too.
-		if w.unnamable++; w.unnamable <= maxUnnamable {
-			msg := "not taken: its name is not valid UTF-8, and the hub carries paths as text (rename it)"
-			if w.unnamable == maxUnnamable {
-				msg += "; later paths so named are skipped without a line of their own"
-			}
-			w.out.Failed = append(w.out.Failed, Outcome{Path: strings.ToValidUTF8(e.Path, "\uFFFD"), State: OutcomeSkipped, Message: msg})
-		}
+		w.noteUnnamable(e.Path)
 		return nil
 	}
 	if w.open == nil {
@@ -275,6 +267,35 @@ func (w *batchWriter) add(rule int, e batchEntry) error {
 		return w.flush(rule)
 	}
 	return nil
+}
+
+// unnamable tells whether path p cannot be taken for its name, and then
+// reports it. Paths travel as JSON text (batch files, Temporal, the hub),
+// which turns each byte that is not UTF-8 into U+FFFD: the step would act
+// on another file, one whose name holds that character (a reviewer's
+// finding: a delete policy removed a file it had not selected).
+func (w *batchWriter) unnamable(p string) bool {
+	if utf8.ValidString(p) {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.noteUnnamable(p)
+	return true
+}
+
+// noteUnnamable reports path p not taken for its name (w.mu held):
+// skipped, not failed, since a resubmit of the failures would act on the
+// other name too.
+func (w *batchWriter) noteUnnamable(p string) {
+	if w.unnamed++; w.unnamed > maxUnnamable {
+		return
+	}
+	msg := "not taken: its name is not valid UTF-8, and the hub carries paths as text (rename it)"
+	if w.unnamed == maxUnnamable {
+		msg += "; later paths so named are skipped without a line of their own"
+	}
+	w.out.Failed = append(w.out.Failed, Outcome{Path: strings.ToValidUTF8(p, "\uFFFD"), State: OutcomeSkipped, Message: msg})
 }
 
 func (w *batchWriter) flush(rule int) error {
@@ -390,13 +411,26 @@ func (a *Activities) discoverInto(ctx context.Context, in DiscoverInput, w *batc
 				continue
 			}
 			walk = append(walk, p)
+			if e, _, err := a.Root.Stat(p); in.Retry && err == nil && e.Type == TypeDirectory {
+				w.out.Failed = append(w.out.Failed, Outcome{Path: p, State: OutcomeSkipped, Message: "walked: the paths in it are the job's"})
+			}
 		}
 		if len(walk) == 0 {
 			break
 		}
+		// A resubmit walks its failed paths again (a folder refused in
+		// the first run, not mounted then, is walked now), leaving out
+		// the paths a left-over batch already holds.
+		queued, err2 := a.batchPaths(ctx, in.JobID, in.Skip)
+		if err2 != nil {
+			return err2
+		}
 		err = Walk(ctx, a.Root, walk, WalkOptions{Include: in.Include, Exclude: in.Exclude,
 			BatchSize: size, BatchBytes: in.BatchBytes, AutoBatch: in.AutoBatch}, func(batch []Entry) error {
 			for _, e := range batch {
+				if queued[e.Path] {
+					continue
+				}
 				if r := matchRule(in.Rules, e.Type, e.State); r >= 0 {
 					if err := w.add(r, batchEntry{Path: e.Path, Type: e.Type, State: e.State, Size: e.Size}); err != nil {
 						return err

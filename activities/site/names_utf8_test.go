@@ -1,6 +1,7 @@
 package site
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -46,4 +47,82 @@ func TestANameThatIsNotUTF8IsNeverTakenForAnother(t *testing.T) {
 			require.Contains(t, o.Message, "not valid UTF-8", mode)
 		}
 	}
+}
+
+// TestASyncNeverTurnsANameThatIsNotUTF8IntoAnother: the snapdiff manifest
+// is JSON too. It kept a Latin-1 name as U+FFFD, and once the file was
+// deleted (or renamed, as the skip's message asks) the next diff sent the
+// deletion (or the move) of the other name: the destination deleted (or
+// moved) its own file of that name (a reviewer's finding). Such names are
+// kept out of the manifest, and a manifest of the earlier version is read
+// without the names it may have changed.
+func TestASyncNeverTurnsANameThatIsNotUTF8IntoAnother(t *testing.T) {
+	t.Parallel()
+	for _, rename := range []bool{false, true} {
+		dir := t.TempDir()
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "proj"), 0o755))
+		latin := filepath.Join(dir, "proj", "caf\xe9.txt")
+		require.NoError(t, os.WriteFile(latin, []byte("latin-1 named, source only"), 0o644))
+		a := &Activities{Root: newRoot(t, dir, false), Site: "src"}
+		job := int64(0)
+		run := func() (entries []batchEntry, skipped []Outcome) {
+			job++
+			in := DiscoverInput{JobID: job, Run: 1, Mode: "snapdiff", Paths: []string{"/proj"}, BatchSize: 100,
+				Rules: []RuleFilter{{Type: TypeFile}, {Type: TypeDirectory}}}
+			out, err := discover(t, a, in)
+			require.NoError(t, err)
+			for _, b := range out.Batches {
+				batch, err := readBatch(batchFile(a.jobDir(in.JobID, in.Run), b.Index, b.Attempt))
+				require.NoError(t, err)
+				entries = append(entries, batch...)
+			}
+			require.NoError(t, CommitSnapdiff(out.Snapdiff))
+			return entries, out.Failed
+		}
+		entries, skipped := run()
+		require.Len(t, entries, 1)
+		require.Equal(t, "/proj", entries[0].Path, "the folder alone is sent")
+		require.Len(t, skipped, 1)
+		if rename {
+			require.NoError(t, os.Rename(latin, filepath.Join(dir, "proj", "cafe.txt")))
+		} else {
+			require.NoError(t, os.Remove(latin))
+		}
+		entries, _ = run()
+		for _, e := range entries {
+			require.NotContains(t, e.Path+e.OldPath, "\uFFFD", "%+v", e)
+		}
+		if rename {
+			require.Len(t, entries, 1)
+			require.Equal(t, Created, entries[0].Change, "the renamed file is new to the sync")
+		} else {
+			require.Empty(t, entries)
+		}
+	}
+}
+
+// TestAnEarlierManifestIsReadWithoutTheNamesItMayHaveChanged: a manifest
+// of version 2 holds U+FFFD where a name was not UTF-8; its entries so
+// named are left out (a file truly so named is found created again),
+// never diffed as deleted.
+func TestAnEarlierManifestIsReadWithoutTheNamesItMayHaveChanged(t *testing.T) {
+	t.Parallel()
+	name := filepath.Join(t.TempDir(), "m")
+	want := manifestHeader{Version: manifestVersion, Root: "/r", Path: "/p"}
+	earlier := want
+	earlier.Version = 2
+	body := func(h manifestHeader) string {
+		b, err := json.Marshal(h)
+		require.NoError(t, err)
+		return string(b) + "\n" + `{"p":"/p/caf\ufffd.txt","t":"file"}` + "\n" + `{"p":"/p/ok.txt","t":"file"}` + "\n"
+	}
+	require.NoError(t, os.WriteFile(name, []byte(body(earlier)), 0o600))
+	old, err := readManifest(name, want, nil)
+	require.NoError(t, err)
+	require.Len(t, old, 1)
+	require.Contains(t, old, "/p/ok.txt")
+	require.NoError(t, os.WriteFile(name, []byte(body(want)), 0o600))
+	old, err = readManifest(name, want, nil)
+	require.NoError(t, err)
+	require.Len(t, old, 2, "the current version's names are its own")
 }

@@ -584,7 +584,7 @@ func (a *Activities) discoverPolicy(ctx context.Context, in DiscoverInput, w *ba
 	err = walkTree(ctx, a.Root, walk, walkConfig{workers: cmp.Or(in.Policy.Threads, policyWalkers()), filter: f, skipFile: p.cannotMatch, useMarks: true}, func(items []item) error {
 		for i := range items {
 			it := &items[i]
-			if p.matches(it) {
+			if p.matches(it) && !w.unnamable(it.Path) { // not counted toward the trigger's need either
 				sel.add(policyFile{path: it.Path, key: p.key(it), size: it.Size, state: it.State})
 			}
 		}

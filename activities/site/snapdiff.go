@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/thehub/hub/activities/fsutil"
 )
@@ -63,8 +64,10 @@ func (r *SnapdiffResult) Discard() error { return DiscardSnapdiff(r.Pending) }
 const snapdiffBatch = 1000
 
 // manifestVersion is bumped when the manifest line format changes; a
-// manifest of another version is treated as absent (full rescan).
-const manifestVersion = 2
+// manifest of another version is treated as absent (full rescan), but
+// for version 2, read without the names it may have changed (3 holds no
+// name that is not valid UTF-8; see readManifest).
+const manifestVersion = 3
 
 type manifestHeader struct {
 	Version int    `json:"v"`
@@ -131,6 +134,16 @@ func Snapdiff(ctx context.Context, root *Root, managedPath, manifestDir string, 
 	cfg := walkConfig{filter: all, missingOK: true, btime: true}
 	err = walkTree(ctx, root, []string{apiPath(rel)}, cfg, func(items []item) error {
 		for _, it := range items {
+			if !utf8.ValidString(it.Path) {
+				// Not in the manifest (JSON would change its name into
+				// another's: a reviewer's finding, a sync deleted the
+				// destination's file of that other name): reported by
+				// discovery, as not taken, each time.
+				if err := out.add(DiffEntry{Entry: it.Entry, Change: Created}); err != nil {
+					return err
+				}
+				continue
+			}
 			me := manifestEntry{Path: it.Path, Type: it.Type, Size: it.Size, Mtime: it.Mtime.UnixNano(), Ino: it.ino, Dev: it.dev, Btime: it.btime}
 			if err := pending.add(me); err != nil {
 				return err
@@ -384,13 +397,22 @@ func readManifest(name string, want manifestHeader, prog *walkProgress) (map[str
 		return old, sc.Err()
 	}
 	var hdr manifestHeader
-	if err := json.Unmarshal(sc.Bytes(), &hdr); err != nil || hdr != want {
+	earlier := want
+	earlier.Version = 2
+	if err := json.Unmarshal(sc.Bytes(), &hdr); err != nil || (hdr != want && hdr != earlier) {
 		return old, nil
 	}
 	for sc.Scan() {
 		var e manifestEntry
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return nil, fmt.Errorf("snapdiff: manifest %s: %w", name, err)
+		}
+		if hdr == earlier && strings.ContainsRune(e.Path, utf8.RuneError) {
+			// Version 2 wrote a name that is not UTF-8 with U+FFFD (JSON):
+			// such an entry may stand for a file whose name is another,
+			// and would be diffed as that name's deletion or move. Left
+			// out, a file truly so named is found created again.
+			continue
 		}
 		old[e.Path] = e
 		if len(old)%4096 == 0 {

@@ -296,6 +296,39 @@ func TestJobMissingPathFailsAlone(t *testing.T) {
 	})
 }
 
+// TestResubmitWalksAFolderThatFailed: a recursive job's folder that its
+// first walk refused (missing: a volume not mounted yet) is walked by the
+// resubmit once it is there. Taken as one exact path, the folder matched
+// no rule of the job's files and the resubmit ended SUCCESS without them.
+func TestResubmitWalksAFolderThatFailed(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		e.StartHubWorker()
+		s := newJobSite(t, e, "late")
+		files := makeTree(t, s.root, 20)
+		job := runJob(t, e, "late", "premigrate", []string{"/data", "/later"}, nil)
+		require.Equal(t, "SUCCESS", job["state"], job)
+		require.Equal(t, float64(1), job["numfailedfiles"], job)
+
+		later := map[string][]byte{}
+		for i := range 3 {
+			p := fmt.Sprintf("/later/v/f%d.bin", i)
+			later[p] = []byte(fmt.Sprintf("mounted late, file %d", i))
+			abs := filepath.Join(s.root, filepath.FromSlash(p))
+			require.NoError(t, os.MkdirAll(filepath.Dir(abs), 0o755))
+			require.NoError(t, os.WriteFile(abs, later[p], 0o644))
+		}
+		id := int64(job["id"].(float64))
+		r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/jobs/%d/resubmit/", id), nil)
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		job = waitJob(t, e, id)
+		require.Equal(t, "SUCCESS", job["state"], job)
+		require.Equal(t, false, job["has_failures"], job)
+		requireTargetMatches(t, s, later)
+		requireTargetMatches(t, s, files)
+	})
+}
+
 // TestJobStartDeliveredAgain: a job's start delivered again once its run
 // has ended (the hub may deliver a start twice: it crashed between
 // starting the workflow and recording that it did) runs nothing and
