@@ -575,7 +575,7 @@ func isPrefixOf(f, data io.ReadSeeker) (bool, error) {
 // retried recall drop the record and the reference of a file the disk
 // does not hold.
 func (s *stepRun) hashOnDisk(name string) (string, error) {
-	f, err := fsutil.OpenFile(name, os.O_RDONLY|openNoFollow, 0)
+	f, _, err := openUserFile(name)
 	if err != nil {
 		return "", err
 	}
