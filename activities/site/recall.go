@@ -249,8 +249,18 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 		return err
 	}
 	defer release()
+	// The scratch file is written sparse (see sparseWriter), so a sparse
+	// file's holes take no room there either; it must be empty for that
+	// (OpenScratch's is: unnamed and new, or a temporary file truncated).
+	if fi, err := tmp.Stat(); err != nil || fi.Size() != 0 {
+		return fmt.Errorf("the recall's scratch file is not empty (%v); the stub is unchanged", err)
+	}
 	h := sha256.New()
-	n, err := copyBuffer(tmp, io.TeeReader(&countingReader{ctx: s.ctx, r: rc, prog: s.prog}, h))
+	sw := &sparseWriter{f: tmp}
+	n, err := copyBuffer(sw, io.TeeReader(&countingReader{ctx: s.ctx, r: rc, prog: s.prog}, h))
+	if err == nil {
+		err = sw.finish()
+	}
 	if err != nil {
 		return err
 	}
@@ -345,17 +355,30 @@ func (s *stepRun) recallOne(j *job, driver targets.Driver, rec Record) error {
 	return f.Close()
 }
 
-// copyWhileLeased copies the data from tmp to f a chunk at a time. Where
-// f is leased, another program's open breaks the lease: that program
-// waits the kernel's lease-break time, and then goes through and may
-// write. The copy goes on for half that time after it sees the break
-// begin, and stops there: going on, it would write over that program's
-// bytes, which no read-back could tell from the data (a reviewer's
-// finding). What was written is the data's first bytes, left marked for a
-// recall to finish.
+// copyWhileLeased copies the data from tmp to f a chunk at a time, from
+// f's offset. Where f is leased, another program's open breaks the lease:
+// that program waits the kernel's lease-break time, and then goes through
+// and may write. The copy goes on for half that time after it sees the
+// break begin, and stops there: going on, it would write over that
+// program's bytes, which no read-back could tell from the data (a
+// reviewer's finding). What was written is the data's first bytes, left
+// marked for a recall to finish.
+//
+// Under the lease a chunk of zeros is not written: a recall wrote every
+// byte, and a sparse file (a disk image, `truncate -s 1T`) came back
+// allocated whole, which could fill the volume (a reviewer's finding).
+// Nobody else writes f then, and its bytes are the data's first bytes
+// (isPrefixOf, under the lease): within them such a chunk is there
+// already; past f's end it reads as zeros once a later chunk is written
+// past it (a hole), or once f is extended to the data's size at the end.
+// So f is the data's first bytes at every moment, as before, and a hole
+// only where the data is zeros. Without a lease (NFS, leases off) every
+// chunk is written, as before: a user's write there would stay under the
+// data's record.
 func copyWhileLeased(f *os.File, tmp io.Reader, leased bool) error {
 	buf := make([]byte, 128<<10)
 	var breaking time.Time
+	skipped := false // the last chunk, not written
 	for {
 		if leased && !leaseHeld(f) {
 			if breaking.IsZero() {
@@ -367,7 +390,13 @@ func copyWhileLeased(f *os.File, tmp io.Reader, leased bool) error {
 		}
 		n, err := io.ReadFull(tmp, buf)
 		if n > 0 {
-			if _, werr := f.Write(buf[:n]); werr != nil {
+			var werr error
+			if skipped = leased && allZero(buf[:n]); skipped {
+				_, werr = f.Seek(int64(n), io.SeekCurrent)
+			} else {
+				_, werr = f.Write(buf[:n])
+			}
+			if werr != nil {
 				return werr
 			}
 			if recallChunk != nil {
@@ -376,12 +405,65 @@ func copyWhileLeased(f *os.File, tmp io.Reader, leased bool) error {
 		}
 		switch {
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			if skipped {
+				return extendTo(f)
+			}
 			return nil
 		case err != nil:
 			return err
 		}
 	}
 }
+
+// extendTo extends f with zeros (a hole) to its offset, the data's end,
+// where the data's last chunks were zeros and not written. It never
+// shortens f.
+func extendTo(f *os.File) error {
+	end, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Size() >= end {
+		return err
+	}
+	return f.Truncate(end)
+}
+
+// zeros is compared with by allZero.
+var zeros = make([]byte, 64<<10)
+
+// allZero tells whether b holds only zero bytes.
+func allZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeros))
+		if !bytes.Equal(b[:n], zeros[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+// sparseWriter writes to the empty file f from its start, leaving a hole
+// where a write is all zeros; finish then gives f the size of all that
+// was written, so that it reads back exactly so.
+type sparseWriter struct {
+	f   *os.File
+	off int64
+}
+
+func (w *sparseWriter) Write(p []byte) (int, error) {
+	if allZero(p) {
+		w.off += int64(len(p))
+		return len(p), nil
+	}
+	n, err := w.f.WriteAt(p, w.off)
+	w.off += int64(n)
+	return n, err
+}
+
+func (w *sparseWriter) finish() error { return w.f.Truncate(w.off) }
 
 // recallChunk, nil outside tests, is called after each chunk a recall
 // writes back.
@@ -576,7 +658,7 @@ func isPrefixOf(f, data io.ReadSeeker) (bool, error) {
 // retried recall drop the record and the reference of a file the disk
 // does not hold.
 func (s *stepRun) hashOnDisk(name string) (string, error) {
-	f, err := fsutil.OpenFile(name, os.O_RDONLY|openNoFollow, 0)
+	f, _, err := openUserFile(name)
 	if err != nil {
 		return "", err
 	}

@@ -701,7 +701,13 @@ func (s *stepRun) release(j *job, target targets.Driver) error {
 	f, err := fsutil.OpenFile(j.abs, os.O_RDWR|openNoFollow|fsutil.NoAtime, 0)
 	readable := err == nil
 	if errors.Is(err, fs.ErrPermission) {
-		f, err = fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow, 0)
+		// Without blocking: a FIFO swapped in would wait for a reader
+		// (ENXIO instead; see openUserFile), and another program's lease
+		// says so at once.
+		f, err = fsutil.OpenFile(j.abs, os.O_WRONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			err = errOpenElsewhere
+		}
 	}
 	if err != nil {
 		return err
@@ -850,7 +856,7 @@ func (s *stepRun) touchedStub(j *job, target targets.Driver, targetName string) 
 	if p.Target != targetName {
 		return false, fmt.Errorf("a stub whose mtime changed since it was migrated to target %s: whether its bytes are still the data's first is read there, and this step writes to %s; recall it first", p.Target, targetName)
 	}
-	f, err := fsutil.OpenFile(j.abs, os.O_RDONLY|openNoFollow|fsutil.NoAtime, 0)
+	f, _, err := openUserFile(j.abs)
 	if err != nil {
 		return false, err
 	}
@@ -995,20 +1001,46 @@ func (s *stepRun) stillPremigrated(j *job, target targets.Driver) (bool, error) 
 	return ensureContent(s.ctx, target, rec.Checksum, rec.Size)
 }
 
+// openUserFile opens a user's file at name for reading, never through a
+// symlink, and returns it with its Fstat. The open does not block: a FIFO
+// swapped in for the file since its lstat kept a plain open waiting for a
+// writer, past the step's cancellation, for ever (a reviewer's finding).
+// Anything but a regular file (a FIFO, a device, a folder) is refused,
+// with errNotRegular; only that path fails. A lease another program holds
+// on the file (Samba, the NFS server) is waited out as by a plain open
+// (see openPastLease).
+func openUserFile(name string) (*os.File, fs.FileInfo, error) {
+	f, err := fsutil.OpenFile(name, os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		f, err = openPastLease(name)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (%s)", errNotRegular, typeName(fi.Mode()))}
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
 // contentIs tells whether j's file holds the content sum, read whole
 // through one descriptor while neither its size, its mtime nor its change
 // time moved (see upload); ctime is its change time then, 0 when the file
 // changed since the step opened it or while it was read (then same is
 // false, and says nothing of its content).
 func (s *stepRun) contentIs(j *job, sum string) (ctime int64, same bool, err error) {
-	f, err := fsutil.OpenFile(j.abs, os.O_RDONLY|openNoFollow, 0)
+	f, before, err := openUserFile(j.abs)
 	if err != nil {
 		return 0, false, err
 	}
 	defer f.Close()
-	before, err := f.Stat()
-	if err != nil || !j.unchanged(before) {
-		return 0, false, err
+	if !j.unchanged(before) {
+		return 0, false, nil
 	}
 	got, err := s.hash(f)
 	if err != nil {
@@ -1053,15 +1085,11 @@ func remoteHas(ctx context.Context, target targets.Driver, key string, size int6
 // verifies the stored object. It sets j.next; sent reports whether data
 // was transferred.
 func (s *stepRun) upload(j *job, target targets.Driver, targetName string) (sent bool, err error) {
-	f, err := fsutil.OpenFile(j.abs, os.O_RDONLY|openNoFollow, 0)
+	f, fi, err := openUserFile(j.abs)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return false, err
-	}
 	if !j.unchanged(fi) {
 		return false, errors.New("file changed while opening")
 	}

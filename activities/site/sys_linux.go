@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/thehub/hub/activities/fsutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -159,6 +160,40 @@ func writeLease(f *os.File) error {
 			return errOpenElsewhere
 		}
 		time.Sleep(wait)
+	}
+}
+
+// openPastLease opens for reading the file at name, which another
+// program leases (a non-blocking open of it said EWOULDBLOCK), waiting
+// for the lease's break as a plain open does. The file is reached first
+// by an O_PATH descriptor, whose open waits for nothing (no lease, no
+// FIFO's writer), and checked to be a regular file; then that very file
+// is opened through /proc/self/fd (see openUserFile).
+func openPastLease(name string) (*os.File, error) {
+	fd, err := unix.Open(name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: name, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, &os.PathError{Op: "open", Path: name, Err: errNotRegular}
+	}
+	flag := unix.O_RDONLY | unix.O_CLOEXEC | fsutil.NoAtime
+	for {
+		rfd, err := unix.Open(fdName(fd), flag, 0)
+		switch {
+		case err == nil:
+			return os.NewFile(uintptr(rfd), name), nil
+		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.EPERM) && flag&fsutil.NoAtime != 0:
+			flag &^= fsutil.NoAtime
+		default:
+			return nil, &os.PathError{Op: "open", Path: name, Err: err}
+		}
 	}
 }
 

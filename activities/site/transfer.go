@@ -712,10 +712,17 @@ func leaseUnchanged(aside *loc, before os.FileInfo, changedWhy string) (why stri
 	if !before.Mode().IsRegular() {
 		return "", done
 	}
-	f, err := fsutil.OpenFile(aside.path(), os.O_WRONLY|openNoFollow, 0)
+	// Without blocking: a FIFO swapped in would wait for a reader (ENXIO
+	// instead), and another program's lease for its break (see
+	// openUserFile).
+	f, err := fsutil.OpenFile(aside.path(), os.O_WRONLY|openNoFollow|syscall.O_NONBLOCK, 0)
 	switch {
 	case errors.Is(err, syscall.ETXTBSY):
 		return "it is being run", done
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return "it is open in another program", done
+	case errors.Is(err, syscall.ENXIO):
+		return changedWhy, done // not a regular file: another than before
 	case err != nil:
 		// Any other refusal to open it (a read-only file of another user):
 		// compared by name only, as where the kernel grants no lease.
@@ -1066,7 +1073,7 @@ func (a *Activities) makeStub(ctx context.Context, l *loc, f SentFile, d targets
 }
 
 func fileSHA256(name string) (string, error) {
-	fh, err := fsutil.OpenFile(name, os.O_RDONLY|openNoFollow, 0)
+	fh, _, err := openUserFile(name)
 	if err != nil {
 		return "", err
 	}
