@@ -566,7 +566,8 @@ func (j *jobRun) runBatch(ctx workflow.Context, b vocab.BatchRef) error {
 			targets = step.Shared
 		}
 		in := site.StepInput{JobID: j.jobID, Run: b.Run, Batch: b.Index, BatchAttempt: b.Attempt,
-			Step: k, Name: step.Name, Params: step.Params, Targets: targets, FailedAtDestination: failedAtDest}
+			Step: k, Name: step.Name, Params: step.Params, Targets: targets, FailedAtDestination: failedAtDest,
+			Include: p.Include, Exclude: p.Exclude}
 		if j.rerunState {
 			in.InRun = p.Run
 		}

@@ -243,6 +243,24 @@ func TestJobWorkflowResubmitWalksARecursiveJobsFolders(t *testing.T) {
 	require.Equal(t, []string{"/data/volume"}, je.discoveries[0].Paths)
 }
 
+// TestJobWorkflowPassesTheGlobsToItsSteps: every step gets the plan's
+// include and exclude globs (the site's and the job's), which discovery
+// used: a delete handed a folder by a rule of type "all" removed it whole,
+// with the files the globs keep out of the job (a reviewer's finding; the
+// delete now checks the folder with them, TestADeleteNeverRemovesWhatTheGlobsKeepOut).
+func TestJobWorkflowPassesTheGlobsToItsSteps(t *testing.T) {
+	t.Parallel()
+	je := newJobEnv(t, 2)
+	je.plan.Include, je.plan.Exclude = []string{"data/**"}, []string{"**/*.keep"}
+	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1})
+	require.NoError(t, je.env.GetWorkflowError())
+	require.NotEmpty(t, je.stepInputs)
+	for _, in := range je.stepInputs {
+		require.Equal(t, je.plan.Include, in.Include)
+		require.Equal(t, je.plan.Exclude, in.Exclude)
+	}
+}
+
 // TestJobWorkflowReadsTheBatchOfTheAttemptThatWroteIt: discovery is asked
 // to name its batches by attempt, and each step reads the batch of the
 // attempt whose output the workflow got (a stalled attempt's late write

@@ -569,6 +569,12 @@ type StepInput struct {
 	// left out as failures of that step are: a delete after a send must
 	// not remove a file the destination does not have.
 	FailedAtDestination []string `json:",omitempty"`
+	// Include and Exclude are the job's globs, the site's and the job's,
+	// as its discovery used them: a delete removes no folder that holds
+	// a path they keep out of the job (a rule of type "all" hands it the
+	// folders a recursive discovery found).
+	Include []string `json:",omitempty"`
+	Exclude []string `json:",omitempty"`
 }
 
 // StepOutput has one outcome per path the step handled.
@@ -671,6 +677,8 @@ func (a *Activities) stepFunc(in StepInput) (chunkFunc, error) {
 		StubSize:       int64(numParam(in.Params, "stub_size")),
 		DeleteOnRecall: boolParam(in.Params, "delete_on_recall"),
 		DeleteRemote:   boolParam(in.Params, "remote"),
+		Include:        in.Include,
+		Exclude:        in.Exclude,
 	}
 	drivers := a.drivers(in.Targets)
 	heartbeat := stepBeat

@@ -699,6 +699,13 @@ func (c *driverCache) get(name string) (targets.Driver, error) {
 // dropped afterwards, so the collector frees their remote copies unless
 // another record refers to them. Absent paths are skipped.
 func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFunc, opts StepOptions) ([]Result, error) {
+	globs, err := newFilter(WalkOptions{Include: opts.Include, Exclude: opts.Exclude})
+	if err != nil {
+		return nil, err
+	}
+	if len(globs.include) == 0 && len(globs.exclude) == 0 {
+		globs = nil // none in force: nothing is kept out
+	}
 	s := newRun(ctx, root, paths, opts)
 	drivers := &driverCache{fn: targetsFn}
 	s.each(func(j *job) {
@@ -721,6 +728,18 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		fi, err := os.Lstat(abs)
 		if err != nil {
 			if isNotExist(err) {
+				if globs != nil {
+					// A run killed before it put back a folder it had
+					// moved aside left it in the site trash.
+					if back, err := s.putBackKeptOut(globs, l); err != nil || back != "" {
+						if err != nil {
+							j.fail(err)
+						} else {
+							j.finish(CodeFailed, "%s", back)
+						}
+						return
+					}
+				}
 				_ = s.root.state.forgetTree(rel)
 				j.finish(CodeSkipped, "not found")
 				return
@@ -728,10 +747,30 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			j.fail(err)
 			return
 		}
+		if globs != nil && (globs.excluded(rel) || !globs.wants(rel, typeOf(fi.Mode()))) {
+			// Given as it is (a discovery of exact paths), not walked.
+			j.finish(CodeFailed, "not deleted: the job's include/exclude globs keep it out of the job")
+			return
+		}
 		if fi.IsDir() {
 			if err := mountedBeneath(abs); err != nil {
 				j.fail(err)
 				return
+			}
+			if globs != nil {
+				// Checked here first, so that a folder that stays is not
+				// moved aside (the deletes of the files the job selected
+				// in it, running meanwhile, would find them gone), and
+				// again before it is removed.
+				n, first, err := keptOut(s.ctx, globs, abs, rel)
+				if err != nil {
+					j.fail(err)
+					return
+				}
+				if n > 0 {
+					j.finish(CodeFailed, "%s", keptOutMessage(n, first, rel, rel))
+					return
+				}
 			}
 		}
 		// Where records are kept by path (the state index), a stub with
@@ -767,8 +806,37 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			}
 			fault.Point("delete.moved-aside")
 			abs = filepath.Join(s.root.dir, filepath.FromSlash(rel))
+			if fi.IsDir() && globs != nil {
+				// Checked again where no user adds a file meanwhile; a
+				// folder that holds one now goes back.
+				n, first, err := keptOut(s.ctx, globs, abs, l.rel)
+				if err != nil || n > 0 {
+					where, perr := s.root.putBackAside(s.ctx, rel, l)
+					switch {
+					case perr != nil:
+						j.fail(fmt.Errorf("not deleted, and not put back: %w (it is kept in the site trash as %s)", errors.Join(err, perr), path.Base(rel)))
+					case err != nil:
+						j.fail(err)
+					default:
+						j.finish(CodeFailed, "%s", keptOutMessage(n, first, l.rel, where))
+					}
+					return
+				}
+			}
 			if recs, linked, err = s.root.trashedRecords(rel, rel); err != nil {
 				j.fail(err)
+				return
+			}
+		} else if fi.IsDir() && globs != nil {
+			// Checked again right before the removal (nothing moved
+			// aside: a file a user adds in this instant is removed).
+			n, first, err := keptOut(s.ctx, globs, abs, rel)
+			if err != nil {
+				j.fail(err)
+				return
+			}
+			if n > 0 {
+				j.finish(CodeFailed, "%s", keptOutMessage(n, first, rel, rel))
 				return
 			}
 		}
@@ -804,6 +872,137 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		}
 	})
 	return s.results()
+}
+
+// keptOut counts the paths in the folder at abs (the folder of
+// root-relative path rel, or where a delete moved it aside) that the
+// job's globs keep out of the job: those a discovery's walk with the same
+// globs does not report (filter.excluded, filter.wants), each matched by
+// its root-relative path at rel, without a leading "/", as readDir forms
+// it. An excluded folder counts once, for all it holds. first is the
+// first of them, as an API path.
+func keptOut(ctx context.Context, f *filter, abs, rel string) (n int, first string, err error) {
+	err = filepath.WalkDir(abs, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if absent(err) {
+				return nil
+			}
+			return err
+		}
+		if p == abs {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sub, err := filepath.Rel(abs, p)
+		if err != nil {
+			return err
+		}
+		r := path.Join(rel, filepath.ToSlash(sub))
+		excluded := f.excluded(r)
+		if !excluded && f.wants(r, typeOf(e.Type())) {
+			return nil
+		}
+		if n++; first == "" {
+			first = apiPath(r)
+		}
+		if excluded && e.IsDir() {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return n, first, err
+}
+
+// keptOutMessage is the message of a folder rel that a delete left, with
+// n paths the globs keep out (first among them), at where (rel, or the
+// name it was put back under).
+func keptOutMessage(n int, first, rel, where string) string {
+	paths := "paths"
+	if n == 1 {
+		paths = "path"
+	}
+	msg := fmt.Sprintf("not deleted: it holds %d %s the job's include/exclude globs keep out of the job, e.g. %s; its other files are deleted by their own entries (a recursive discovery lists them)",
+		n, paths, first)
+	if where != rel {
+		msg += fmt.Sprintf("; a folder took its name while it was set aside, so it is kept as %s", apiPath(where))
+	}
+	return msg
+}
+
+// putBackAside returns the entry a delete moved aside to asideRel
+// (moveAside) to l, with its records, and returns its root-relative path:
+// l's, or a name of its own beside it (keptName) when an entry took l's
+// name meanwhile (checked before the records are copied, which would
+// replace that entry's).
+func (r *Root) putBackAside(ctx context.Context, asideRel string, l *loc) (string, error) {
+	aside := sibling(l, path.Base(asideRel)) // beside l (moveAside, another filesystem)
+	if path.Dir(asideRel) != path.Dir(l.rel) {
+		parent, err := openBeneath(r.f, path.Dir(asideRel), oDirPath, 0)
+		if err != nil {
+			return "", err
+		}
+		defer parent.Close()
+		aside = &loc{rel: asideRel, parent: parent, name: path.Base(asideRel)}
+	}
+	to := l
+	if _, err := os.Lstat(to.path()); !isNotExist(err) {
+		if err != nil {
+			return "", err
+		}
+		to = sibling(l, keptName(l.name, time.Now().UnixNano()))
+		if _, err := os.Lstat(to.path()); !isNotExist(err) {
+			return "", fmt.Errorf("%s: cannot be put back, its name is taken", apiPath(l.rel))
+		}
+	}
+	err := r.moveWithRecords(ctx, asideRel, to.rel, []*loc{to}, func() error {
+		fault.Point("delete.putting-back")
+		return renameBeneath(aside, to, false)
+	})
+	if err != nil {
+		return "", err
+	}
+	return to.rel, nil
+}
+
+// putBackKeptOut looks, for the path of l, which is not found, for a
+// folder a delete killed before it put it back left in the site trash (or
+// beside l, see moveAside), and puts back one that holds paths the globs
+// keep out of the job; back is then the path's message. Such an entry is
+// named by the path (moveAside's name ends with its hash).
+func (s *stepRun) putBackKeptOut(globs *filter, l *loc) (back string, err error) {
+	sum := sha256.Sum256([]byte(l.rel))
+	name := fmt.Sprintf("delete-*-*-%x", sum[:6])
+	var asides []string
+	for _, dir := range []struct{ rel, pattern string }{{trashFolder, name}, {path.Dir(l.rel), tmpPrefix + name}} {
+		found, err := filepath.Glob(filepath.Join(s.root.dir, filepath.FromSlash(dir.rel), dir.pattern))
+		if err != nil {
+			return "", err
+		}
+		for _, f := range found {
+			asides = append(asides, path.Join(dir.rel, filepath.Base(f)))
+		}
+	}
+	for _, rel := range asides {
+		abs := filepath.Join(s.root.dir, filepath.FromSlash(rel))
+		if fi, err := os.Lstat(abs); err != nil || !fi.IsDir() {
+			continue
+		}
+		n, first, err := keptOut(s.ctx, globs, abs, l.rel)
+		if err != nil {
+			return "", err
+		}
+		if n == 0 {
+			continue // the delete's own: kept for hub site purge-trash
+		}
+		where, err := s.root.putBackAside(s.ctx, rel, l)
+		if err != nil {
+			return "", fmt.Errorf("%w (the folder is kept in the site trash as %s)", err, path.Base(rel))
+		}
+		return keptOutMessage(n, first, l.rel, where) + "; put back after an interrupted delete", nil
+	}
+	return "", nil
 }
 
 // records returns the trusted, content-addressed records at or below a

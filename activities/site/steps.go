@@ -59,6 +59,10 @@ type StepOptions struct {
 	// DeleteRemote drops the references to remote copies in the same way
 	// (ReverseStub, Delete).
 	DeleteRemote bool
+	// Include and Exclude are the job's globs (the site's and the job's,
+	// as discovery used them: WalkOptions): Delete removes no path they
+	// keep out of the job, nor a folder that holds one.
+	Include, Exclude []string
 	// Workers is the number of paths processed in parallel; default 4.
 	Workers int
 	// Progress, if set, is called with the number of paths whose data
