@@ -170,10 +170,21 @@ func TestAKilledDeleteKeepsWhatTheGlobsKeepOut(t *testing.T) {
 				opts := StepOptions{DeleteRemote: true, Exclude: []string{"**/*.keep"}}
 				res, err = Delete(ctx, root, []string{"/data/sub"}, only("t", target), opts)
 				require.NoError(t, err)
-				require.Equal(t, CodeFailed, res[0].Code, "run again after a kill at %s: %s", point, res[0].Message)
-				require.Contains(t, res[0].Message, "e.g. /data/sub/b.keep")
-				if point != "" {
-					require.Contains(t, res[0].Message, "put back after an interrupted delete")
+				if point == "" {
+					require.Equal(t, CodeFailed, res[0].Code, res[0].Message)
+					require.Contains(t, res[0].Message, "e.g. /data/sub/b.keep")
+				} else {
+					// Killed in the instant between the move aside and the
+					// put back, after a user's save in the instant before
+					// the move: the entry stays in the site trash with its
+					// records and references, as any killed delete's, for
+					// an operator (hub site restore-space); the rerun does
+					// not search the trash (docs/jobs.md, delete).
+					require.Equal(t, CodeSkipped, res[0].Code, res[0].Message)
+					entries, err := os.ReadDir(filepath.Join(dir, filepath.FromSlash(trashFolder)))
+					require.NoError(t, err)
+					require.Len(t, entries, 1)
+					require.NoError(t, root.RestoreFromTrash(ctx, entries[0].Name(), "/data/sub"))
 				}
 				require.FileExists(t, filepath.Join(dir, "data", "sub", "b.keep"), "killed at %s", point)
 				requireTrashEmpty(t, dir)

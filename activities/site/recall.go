@@ -417,7 +417,10 @@ func copyWhileLeased(f *os.File, tmp io.Reader, leased bool) error {
 
 // extendTo extends f with zeros (a hole) to its offset, the data's end,
 // where the data's last chunks were zeros and not written. It never
-// shortens f.
+// shortens f. What was written is flushed first: the journal records the
+// new size at once, and after a power cut the writes still in memory
+// would read as zeros below it, a file neither the data's first bytes nor
+// its user's (a reviewer's finding, on ext4 shut down by its ioctl).
 func extendTo(f *os.File) error {
 	end, err := f.Seek(0, io.SeekCurrent)
 	if err != nil {
@@ -425,6 +428,9 @@ func extendTo(f *os.File) error {
 	}
 	fi, err := f.Stat()
 	if err != nil || fi.Size() >= end {
+		return err
+	}
+	if err := f.Sync(); err != nil {
 		return err
 	}
 	return f.Truncate(end)
@@ -728,18 +734,6 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 		fi, err := os.Lstat(abs)
 		if err != nil {
 			if isNotExist(err) {
-				if globs != nil {
-					// A run killed before it put back a folder it had
-					// moved aside left it in the site trash.
-					if back, err := s.putBackKeptOut(globs, l); err != nil || back != "" {
-						if err != nil {
-							j.fail(err)
-						} else {
-							j.finish(CodeFailed, "%s", back)
-						}
-						return
-					}
-				}
 				_ = s.root.state.forgetTree(rel)
 				j.finish(CodeSkipped, "not found")
 				return
@@ -747,9 +741,11 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 			j.fail(err)
 			return
 		}
-		if globs != nil && (globs.excluded(rel) || !globs.wants(rel, typeOf(fi.Mode()))) {
-			// Given as it is (a discovery of exact paths), not walked.
-			j.finish(CodeFailed, "not deleted: the job's include/exclude globs keep it out of the job")
+		if globs != nil && globs.excluded(rel) {
+			// Given as it is (a discovery of exact paths), not walked: the
+			// excludes are what no job touches; the includes select what a
+			// walk finds, and a path given is the user's choice.
+			j.finish(CodeFailed, "not deleted: the job's exclude globs keep it out of the job")
 			return
 		}
 		if fi.IsDir() {
@@ -964,45 +960,6 @@ func (r *Root) putBackAside(ctx context.Context, asideRel string, l *loc) (strin
 		return "", err
 	}
 	return to.rel, nil
-}
-
-// putBackKeptOut looks, for the path of l, which is not found, for a
-// folder a delete killed before it put it back left in the site trash (or
-// beside l, see moveAside), and puts back one that holds paths the globs
-// keep out of the job; back is then the path's message. Such an entry is
-// named by the path (moveAside's name ends with its hash).
-func (s *stepRun) putBackKeptOut(globs *filter, l *loc) (back string, err error) {
-	sum := sha256.Sum256([]byte(l.rel))
-	name := fmt.Sprintf("delete-*-*-%x", sum[:6])
-	var asides []string
-	for _, dir := range []struct{ rel, pattern string }{{trashFolder, name}, {path.Dir(l.rel), tmpPrefix + name}} {
-		found, err := filepath.Glob(filepath.Join(s.root.dir, filepath.FromSlash(dir.rel), dir.pattern))
-		if err != nil {
-			return "", err
-		}
-		for _, f := range found {
-			asides = append(asides, path.Join(dir.rel, filepath.Base(f)))
-		}
-	}
-	for _, rel := range asides {
-		abs := filepath.Join(s.root.dir, filepath.FromSlash(rel))
-		if fi, err := os.Lstat(abs); err != nil || !fi.IsDir() {
-			continue
-		}
-		n, first, err := keptOut(s.ctx, globs, abs, l.rel)
-		if err != nil {
-			return "", err
-		}
-		if n == 0 {
-			continue // the delete's own: kept for hub site purge-trash
-		}
-		where, err := s.root.putBackAside(s.ctx, rel, l)
-		if err != nil {
-			return "", fmt.Errorf("%w (the folder is kept in the site trash as %s)", err, path.Base(rel))
-		}
-		return keptOutMessage(n, first, l.rel, where) + "; put back after an interrupted delete", nil
-	}
-	return "", nil
 }
 
 // records returns the trusted, content-addressed records at or below a
