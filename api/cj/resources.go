@@ -198,6 +198,9 @@ type validator struct {
 	ctx  context.Context
 	db   bun.IDB
 	site string
+	// lock: the checks run in the write's transaction, and the items
+	// they find stay locked until it ends (models.FindCJItemForUpdate).
+	lock bool
 	errs []cjdoc.FieldError
 }
 
@@ -215,7 +218,11 @@ func (v *validator) err() error {
 
 // exists reports whether a visible item of typ is named name.
 func (v *validator) exists(typ, scope, name string) (bool, error) {
-	_, err := models.FindCJItem(v.ctx, v.db, v.site, typ, scope, name)
+	find := models.FindCJItem
+	if v.lock {
+		find = models.FindCJItemForUpdate
+	}
+	_, err := find(v.ctx, v.db, v.site, typ, scope, name)
 	switch {
 	case errors.Is(err, models.ErrNotFound):
 		return false, nil
