@@ -147,6 +147,36 @@ func FindCJItem(ctx context.Context, db bun.IDB, site, typ, scope, name string) 
 	return it, dbErr(err)
 }
 
+// FindCJItemForUpdate is FindCJItem that, on PostgreSQL, also locks the
+// item's row until the transaction db ends: a deletion of it (which takes
+// the same lock, LockCJItem) waits, and one that committed first leaves
+// it not found. On sqlite every transaction already holds the database's
+// write lock from its start (_txlock=immediate, one connection), so the
+// plain read is enough. A write that checks "the item it refers to still
+// exists" with it cannot commit beside the referred item's deletion.
+func FindCJItemForUpdate(ctx context.Context, db bun.IDB, site, typ, scope, name string) (*CJItem, error) {
+	it := new(CJItem)
+	q := db.NewSelect().Model(it).
+		Where("ci.site = ? AND ci.type = ? AND ci.scope = ? AND ci.name = ? AND NOT ci.deleted", site, typ, scope, name)
+	if IsPostgres(db) {
+		q = q.For("UPDATE")
+	}
+	return it, dbErr(q.Scan(ctx))
+}
+
+// LockCJItem takes, on PostgreSQL, the row lock of item id until the
+// transaction db ends (see FindCJItemForUpdate); a deletion takes it
+// before checking that nothing refers to the item, so that it sees every
+// reference committed by a write that held the lock before it. On sqlite
+// it does nothing: the transaction holds the write lock already.
+func LockCJItem(ctx context.Context, db bun.IDB, id int64) error {
+	if !IsPostgres(db) {
+		return nil
+	}
+	_, err := db.ExecContext(ctx, `SELECT 1 FROM cj_items WHERE id = ? FOR UPDATE`, id)
+	return dbErr(err)
+}
+
 // UpdateCJItem stores it.Name, Data, Comment and Extras if the item's etag is
 // still etag (compare-and-swap in the UPDATE itself, so concurrent writers
 // cannot both win), with a new etag, the next generation and status PENDING.

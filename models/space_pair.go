@@ -238,7 +238,11 @@ func DropSpaceCJItem(ctx context.Context, db bun.IDB, sp *Space, site string) (*
 	if name == "" {
 		return nil, nil
 	}
-	it, err := FindCJItem(ctx, db, site, CJSpaces, "", name)
+	// The item's row is locked before its users are listed: a C+J
+	// exposer or snapshot created at the same moment locks it too
+	// (FindCJItemForUpdate), so it either committed before and is listed
+	// here, or finds the space gone.
+	it, err := FindCJItemForUpdate(ctx, db, site, CJSpaces, "", name)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	} else if err != nil {

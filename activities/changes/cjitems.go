@@ -3,6 +3,8 @@ package changes
 import (
 	"context"
 
+	"github.com/uptrace/bun"
+
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
@@ -21,10 +23,27 @@ type HubSpaceError struct{ Err error }
 func (e *HubSpaceError) Error() string { return e.Err.Error() }
 func (e *HubSpaceError) Unwrap() error { return e.Err }
 
+// CJCheck checks a C+J write again inside its transaction, before
+// anything is stored: the items it refers to still exist (create, update)
+// or nothing refers to the item any more (delete). The API checked the
+// same before, outside the transaction, where a concurrent write could
+// change the answer before this one committed; run here, on PostgreSQL
+// with the rows it relies on locked (models.FindCJItemForUpdate,
+// LockCJItem) and on sqlite under the write lock every transaction takes
+// at its start, the two writes cannot both pass. Its error is returned as
+// it is. nil checks nothing.
+type CJCheck func(ctx context.Context, tx bun.IDB) error
+
 // CreateCJItems stores a new item with its sub-items (NEW) and owes their
-// changes; a space joins or makes the hub API space of its folder.
-func (s *Service) CreateCJItems(ctx context.Context, it *models.CJItem, subs []*models.CJItem) error {
+// changes; a space joins or makes the hub API space of its folder. check
+// runs first, in the transaction.
+func (s *Service) CreateCJItems(ctx context.Context, it *models.CJItem, subs []*models.CJItem, check CJCheck) error {
 	return s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
+		if check != nil {
+			if err := check(ctx, tx.Tx); err != nil {
+				return err
+			}
+		}
 		if it.Type == models.CJSpaces {
 			ch, err := models.JoinHubSpace(ctx, tx, it)
 			if err != nil {
@@ -48,9 +67,15 @@ func (s *Service) CreateCJItems(ctx context.Context, it *models.CJItem, subs []*
 
 // UpdateCJItem stores an edited item whose etag the client named and owes
 // its change; a space's quota and profile become the hub API space's, and
-// those of its items on the space's other sites.
-func (s *Service) UpdateCJItem(ctx context.Context, it *models.CJItem, etag string) error {
+// those of its items on the space's other sites. check runs first, in
+// the transaction.
+func (s *Service) UpdateCJItem(ctx context.Context, it *models.CJItem, etag string, check CJCheck) error {
 	return s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
+		if check != nil {
+			if err := check(ctx, tx.Tx); err != nil {
+				return err
+			}
+		}
 		if err := models.UpdateCJItem(ctx, tx, it, etag); err != nil {
 			return err
 		}
@@ -70,9 +95,20 @@ func (s *Service) UpdateCJItem(ctx context.Context, it *models.CJItem, etag stri
 // DeleteCJItem hides an item whose etag the client named and owes the
 // change that undoes its effect and then deletes it; a space's site
 // leaves the hub API space, which goes when no site is left (unless the
-// hub API still uses it).
-func (s *Service) DeleteCJItem(ctx context.Context, it *models.CJItem, etag string) error {
+// hub API still uses it). check runs in the transaction once the item's
+// row is locked (models.LockCJItem), before it is marked: a write that
+// refers to the item and locked the row first has committed, and check
+// sees it.
+func (s *Service) DeleteCJItem(ctx context.Context, it *models.CJItem, etag string, check CJCheck) error {
 	return s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
+		if check != nil {
+			if err := models.LockCJItem(ctx, tx, it.ID); err != nil {
+				return err
+			}
+			if err := check(ctx, tx.Tx); err != nil {
+				return err
+			}
+		}
 		if err := models.MarkCJItemDeleted(ctx, tx, it, etag); err != nil {
 			return err
 		}

@@ -90,6 +90,14 @@ func (a *Activities) cjExposer(e *CJExposer, del bool) (string, error) {
 		if len(clients) == 0 {
 			clients = []string{"*"}
 		}
+		// exportfs reads a double quote as the end of the quoted path
+		// (strconv.Quote's escapes mean nothing to it): a path holding
+		// one would add a client entry with options of its own
+		// (*(rw,no_root_squash)), as a reviewer showed. Refused for good,
+		// as the cifs branch and the hub API's NFS shares refuse it.
+		if err := CheckSharePath(dir); err != nil {
+			return "", cjPermanent(err)
+		}
 		b.WriteString(strconv.Quote(dir))
 		for _, c := range clients {
 			if why := vocab.NFSClientError(c); why != "" {

@@ -203,3 +203,35 @@ func TestCJSMBExposerNamesAreSambaSafe(t *testing.T) {
 	requirePermanent(t, smb("subst", "s1", "a%m"), "%")
 	require.NoError(t, smb("Data", "s1", ""), "written again, the exposer is its own twin")
 }
+
+// TestCJNFSExposerPathCannotInjectExportOptions checks that an nfs
+// exposer whose folder name holds a double quote is refused for good
+// (CheckSharePath, as the cifs branch does) rather than written: exportfs
+// reads the quote as the end of the quoted path, so the rest of the name
+// became a client entry with options the site otherwise refuses
+// (*(rw,no_root_squash,insecure)). A reviewer's finding. Folder names
+// with spaces and non-ASCII letters are still exported, quoted.
+func TestCJNFSExposerPathCannotInjectExportOptions(t *testing.T) {
+	t.Parallel()
+	a := newCJActivities(t)
+	ctx := context.Background()
+	_, err := a.CJApply(ctx, CJChange{Type: CJSpaces, Name: "s1", Space: &CJSpace{Name: "s1"}})
+	require.NoError(t, err)
+	nfs := func(name, p string) error {
+		_, err := a.CJApply(ctx, CJChange{Type: CJExposers, Name: name, Exposer: &CJExposer{Name: name, Kind: CJNFS,
+			Space: "s1", Path: p, Clients: []string{"10.0.0.0/8"}, Options: "ro,root_squash"}})
+		return err
+	}
+	for _, bad := range []string{`x" *(rw,no_root_squash,insecure) "y`, `back\slash`, "tab\there"} {
+		require.NoError(t, os.Mkdir(filepath.Join(a.Root.Dir(), "spaces", "s1", bad), 0o755))
+		requirePermanent(t, nfs("evil", bad), "quotes, backslashes")
+		_, err := os.Stat(filepath.Join(a.ConfigDir, "exports.d", "evil.exports"))
+		require.True(t, os.IsNotExist(err), "no exports file is written for %q", bad)
+	}
+	good := "with space/ünïcødé"
+	require.NoError(t, os.MkdirAll(filepath.Join(a.Root.Dir(), "spaces", "s1", good), 0o755))
+	require.NoError(t, nfs("fine", good))
+	b, err := os.ReadFile(filepath.Join(a.ConfigDir, "exports.d", "fine.exports"))
+	require.NoError(t, err)
+	require.Contains(t, string(b), `/spaces/s1/with space/ünïcødé" 10.0.0.0/8(ro,root_squash)`)
+}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/uptrace/bun"
+
 	"github.com/thehub/hub/activities/changes"
 	"github.com/thehub/hub/api/auth"
 	"github.com/thehub/hub/api/cj/cjdoc"
@@ -109,7 +111,10 @@ func (s *Server) create(k *call) error {
 		return err
 	}
 	it, subs := newItems(k, doc)
-	if err := writeError(s.Changes.CreateCJItems(ctx, it, subs)); err != nil {
+	if s.checked != nil {
+		s.checked("create", it)
+	}
+	if err := writeError(s.Changes.CreateCJItems(ctx, it, subs, s.recheck(k, doc, nil))); err != nil {
 		return err
 	}
 	k.c.Header("Location", itemHref(k, it.ID))
@@ -155,7 +160,7 @@ func (s *Server) update(k *call) error {
 	if it.Extras == nil {
 		it.Extras = map[string]any{}
 	}
-	if err := writeError(s.Changes.UpdateCJItem(ctx, it, etag)); err != nil {
+	if err := writeError(s.Changes.UpdateCJItem(ctx, it, etag, s.recheck(k, edits, it))); err != nil {
 		return err
 	}
 	return s.writeItem(k, http.StatusAccepted, it)
@@ -173,19 +178,39 @@ func (s *Server) remove(k *call) error {
 	if err != nil {
 		return err
 	}
-	if k.res.inUse != nil {
-		msg, err := k.res.inUse(ctx, s.DB, k.site, it)
-		if err != nil {
-			return err
-		}
-		if msg != "" {
-			return conflict("%s %q cannot be deleted while %s; delete that first.", strings.TrimSuffix(k.res.name, "s"), it.Name, msg)
-		}
+	// Checked here for a quick answer, and again in the deletion's
+	// transaction (recheckUnused), where no write referring to the item
+	// can commit unseen.
+	if err := inUseError(ctx, k, s.DB, it); err != nil {
+		return err
 	}
-	if err := writeError(s.Changes.DeleteCJItem(ctx, it, etag)); err != nil {
+	if s.checked != nil {
+		s.checked("delete", it)
+	}
+	var check changes.CJCheck
+	if k.res.inUse != nil {
+		check = func(ctx context.Context, tx bun.IDB) error { return inUseError(ctx, k, tx, it) }
+	}
+	if err := writeError(s.Changes.DeleteCJItem(ctx, it, etag, check)); err != nil {
 		return err
 	}
 	k.c.Status(http.StatusNoContent)
+	return nil
+}
+
+// inUseError is the 409 for an item that something still refers to
+// (resource.inUse), or nil.
+func inUseError(ctx context.Context, k *call, db bun.IDB, it *models.CJItem) error {
+	if k.res.inUse == nil {
+		return nil
+	}
+	msg, err := k.res.inUse(ctx, db, k.site, it)
+	if err != nil {
+		return err
+	}
+	if msg != "" {
+		return conflict("%s %q cannot be deleted while %s; delete that first.", strings.TrimSuffix(k.res.name, "s"), it.Name, msg)
+	}
 	return nil
 }
 
@@ -261,6 +286,26 @@ func (s *Server) check(k *call, doc map[string]any, cur *models.CJItem) error {
 		return err
 	}
 	return v.err()
+}
+
+// recheck returns the write's database checks (resource.check) to run
+// again in its transaction (changes.CJCheck), on a copy of the checked
+// doc: what it refers to may have been deleted since s.check ran, and
+// only the transaction's answer holds (a reviewer showed a snapshot
+// accepted for a space whose deletion was accepted at the same moment).
+// Its references are looked up with their rows locked (validator.lock).
+func (s *Server) recheck(k *call, doc map[string]any, cur *models.CJItem) changes.CJCheck {
+	if k.res.check == nil {
+		return nil
+	}
+	doc, _ = cloneJSON(doc).(map[string]any)
+	return func(ctx context.Context, tx bun.IDB) error {
+		v := &validator{ctx: ctx, db: tx, site: k.site, lock: true}
+		if err := k.res.check(v, doc, cur); err != nil {
+			return err
+		}
+		return v.err()
+	}
 }
 
 // newItems turns a checked create into its item and, for a space that

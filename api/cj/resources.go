@@ -26,7 +26,13 @@ const (
 	kindRegex    = `^(placement|migration)\Z`
 	ruleRegex    = `^[^\r\n;]*\Z`
 	optionsRegex = `^[\w=,:./\-]*\Z`
-	pathRegex    = `^[^\x00\r\n]*\Z`
+	// pathRegex: an exposer's path goes into the site's exports line or
+	// share section as it is (site.CheckSharePath refuses the same): a
+	// double quote would end the quoted path of an exports line and let
+	// the rest add a client with options of its own (a reviewer's
+	// finding); backslashes escape, % is a Samba substitution.
+	pathRegex = `^[^\x00-\x1f\x7f"\\%]*\Z`
+	pathHint  = "no double quotes, backslashes, % or control characters (the path is written into the site's export and share files as it is)"
 )
 
 // Patterns of list elements, which template data cannot advertise.
@@ -77,7 +83,7 @@ func nameField(immutable bool) cjdoc.Field {
 var exposerSchema = cjdoc.Schema{Type: models.CJExposers, Fields: metaFields(
 	nameField(true),
 	cjdoc.Field{Name: "space", Prompt: "Space name", Type: cjdoc.TypeString, Required: true, Regex: nameRegex, Immutable: true},
-	cjdoc.Field{Name: "path", Prompt: "Folder inside the space (empty: all of it)", Type: cjdoc.TypeString, Regex: pathRegex, Default: ""},
+	cjdoc.Field{Name: "path", Prompt: "Folder inside the space (empty: all of it)", Type: cjdoc.TypeString, Regex: pathRegex, RegexHint: pathHint, Default: ""},
 ), Polymorphic: map[string][]cjdoc.Field{
 	"nfs": {
 		{Name: "clients", Prompt: "Clients (hosts, networks, *)", Type: cjdoc.TypeList, Default: []any{"*"}},
@@ -192,6 +198,9 @@ type validator struct {
 	ctx  context.Context
 	db   bun.IDB
 	site string
+	// lock: the checks run in the write's transaction, and the items
+	// they find stay locked until it ends (models.FindCJItemForUpdate).
+	lock bool
 	errs []cjdoc.FieldError
 }
 
@@ -209,7 +218,11 @@ func (v *validator) err() error {
 
 // exists reports whether a visible item of typ is named name.
 func (v *validator) exists(typ, scope, name string) (bool, error) {
-	_, err := models.FindCJItem(v.ctx, v.db, v.site, typ, scope, name)
+	find := models.FindCJItem
+	if v.lock {
+		find = models.FindCJItemForUpdate
+	}
+	_, err := find(v.ctx, v.db, v.site, typ, scope, name)
 	switch {
 	case errors.Is(err, models.ErrNotFound):
 		return false, nil

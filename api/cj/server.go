@@ -42,6 +42,12 @@ type Server struct {
 
 	mu        sync.Mutex
 	refreshed map[string]time.Time // site -> last datastores refresh
+
+	// checked, when tests set it, runs when a create or delete has passed
+	// its checks and before its transaction (op is "create" or "delete";
+	// it the item, not yet stored on create): what a concurrent request
+	// does there, the transaction's own checks must catch.
+	checked func(op string, it *models.CJItem)
 }
 
 // maxBody bounds write bodies; a C+J template is small.

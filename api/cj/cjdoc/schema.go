@@ -34,6 +34,9 @@ type Field struct {
 	// be written in Python's dialect as the spec does (`^[\w\-]+\Z`): \Z is read as
 	// Go's \z. Go's \w and \d are ASCII-only, so they are stricter than Python's.
 	Regex string
+	// RegexHint, when set, says in words what Regex refuses; a value that
+	// does not match is answered "must match <Regex>: <RegexHint>".
+	RegexHint string
 	// Immutable fields may be set on create but never changed by an update.
 	Immutable bool
 	// Default is stored when a create omits the field; it is copied, never shared.

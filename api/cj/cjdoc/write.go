@@ -308,6 +308,9 @@ func checkValue(f Field, v any) (any, string) {
 			return nil, "cannot be checked: the server's pattern for it is invalid"
 		}
 		if !re.MatchString(s) {
+			if f.RegexHint != "" {
+				return nil, "must match " + f.Regex + ": " + f.RegexHint
+			}
 			return nil, "must match " + f.Regex
 		}
 	}
