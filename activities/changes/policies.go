@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/uptrace/bun"
+
 	"github.com/thehub/hub/activities/site"
 	"github.com/thehub/hub/models"
 	"github.com/thehub/hub/workflows"
@@ -133,6 +135,9 @@ func (s *Service) SavePolicy(ctx context.Context, id int64, in PolicyInput) (p *
 		}
 		numberPolicy(p)
 		if err := models.SavePolicy(ctx, tx, p); err != nil {
+			return err
+		}
+		if err := cancelUnscannedFirings(ctx, tx, p.ID); err != nil {
 			return err
 		}
 		return oweSync(ctx, tx, p.ID, workflows.PolicyTemporalID(p.ID))
@@ -390,9 +395,39 @@ func filetypeExt(given string) string {
 	return strings.ToLower(strings.TrimPrefix(strings.TrimSpace(given), "."))
 }
 
+// cancelUnscannedFirings cancels, in tx, the jobs of policy id's firings
+// that have not finished their scan, as the policy is changed, disabled
+// or deleted: a job carries the policy as it was when it fired (a
+// reviewer's finding: a policy disabled and narrowed while its firing's
+// job waited for the site's worker then migrated everything the old
+// conditions selected). A run asked for now (POST …/run/: no firing key)
+// is the operator's, and goes on; so does a job past its scan.
+func cancelUnscannedFirings(ctx context.Context, tx *Tx, id int64) error {
+	var jobs []int64
+	err := tx.NewSelect().Model((*models.Job)(nil)).Column("id").
+		Where("policy_id = ? AND idempotency_key IS NOT NULL AND NOT dir_walk_complete", id).
+		Where("state NOT IN (?)", bun.In([]string{vocab.JobCancelling, vocab.JobSuccess, vocab.JobFailure, vocab.JobCancelled})).
+		Scan(ctx, &jobs)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if err := models.MarkCancelling(ctx, tx, j); err != nil {
+			return err
+		}
+		if err := tx.Owe(ctx, KindJobCancel, j, struct{}{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // DeletePolicy removes policy id and its Temporal Schedule.
 func (s *Service) DeletePolicy(ctx context.Context, id int64) error {
 	return s.Commit(ctx, func(ctx context.Context, tx *Tx) error {
+		if err := cancelUnscannedFirings(ctx, tx, id); err != nil {
+			return err
+		}
 		if err := models.DeletePolicy(ctx, tx, id); err != nil {
 			return err
 		}

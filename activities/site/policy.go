@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -581,10 +582,23 @@ func (a *Activities) discoverPolicy(ctx context.Context, in DiscoverInput, w *ba
 		return errPolicy("%v", err)
 	}
 	sel := &selection{p: p, bounded: len(in.Policy.Triggers) > 0, need: c.premigrate}
+	// Triggers measure the pool of the site root's filesystem: a file on
+	// a volume mounted beneath the root frees nothing there. Counted, the
+	// pool never fell below its threshold, and each check took another
+	// slice of that volume until all of it was migrated (a reviewer's
+	// finding); such files are left to a policy without triggers.
+	var poolDev uint64
+	if sel.bounded {
+		fi, err := os.Stat(a.Root.Dir())
+		if err != nil {
+			return err
+		}
+		poolDev = device(fi)
+	}
 	err = walkTree(ctx, a.Root, walk, walkConfig{workers: cmp.Or(in.Policy.Threads, policyWalkers()), filter: f, skipFile: p.cannotMatch, useMarks: true}, func(items []item) error {
 		for i := range items {
 			it := &items[i]
-			if p.matches(it) && !w.unnamable(it.Path) { // not counted toward the trigger's need either
+			if p.matches(it) && (!sel.bounded || it.dev == poolDev) && !w.unnamable(it.Path) { // not counted toward the trigger's need either
 				sel.add(policyFile{path: it.Path, key: p.key(it), size: it.Size, state: it.State})
 			}
 		}

@@ -418,3 +418,52 @@ func TestAPolicyScansOnlyTheSpacesStillOnItsSite(t *testing.T) {
 		require.Contains(t, r.Map(), "spaces", string(r.Body))
 	})
 }
+
+// TestAChangedPolicysUnscannedFiringsAreCancelled: a firing's job carries
+// the policy as it was when it fired. One created while the site's worker
+// was away ran, once it was back, with the old conditions, although the
+// policy had been disabled and narrowed to select nothing since: it
+// migrated every file (a reviewer's finding). Changing, disabling or
+// deleting a policy now cancels its firings' jobs that have not finished
+// their scan; a run an operator asked for goes on.
+func TestAChangedPolicysUnscannedFiringsAreCancelled(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		e.StartHubWorker()
+		s := newJobSite(t, e, "east")
+		site, err := models.GetSiteByName(ctx, e.DB, "east")
+		require.NoError(t, err)
+		space := policySpace(t, e, "east", s.root, "lab")
+		for i := range 5 {
+			require.NoError(t, os.WriteFile(filepath.Join(s.root, "spaces", "lab", fmt.Sprintf("f%d.bin", i)), make([]byte, 1000), 0o644))
+		}
+		r := e.AsAdmin(http.MethodPost, "/api/policies/", map[string]any{"name": "tidy", "site": site.ID, "spaces": []int64{space},
+			"policy_type": "migration", "schedule": map[string]any{"minute": "0", "hour": "4"},
+			"condition_groups": []any{map[string]any{"name": "all", "filesize_conditions": []any{map[string]any{"greater_or_less": "greater", "size": 0}}}}})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		policy := recordID(t, r)
+
+		s.stopWorker() // the site's worker is away
+		_, err = e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "policy-firing-1", TaskQueue: workflows.HubTaskQueue},
+			workflows.PolicyWorkflowName, workflows.Fire{ID: policy})
+		require.NoError(t, err)
+		var fired models.Job
+		require.Eventually(t, func() bool {
+			return e.DB.NewSelect().Model(&fired).Where("policy_id = ?", policy).Scan(ctx) == nil
+		}, time.Minute, 100*time.Millisecond)
+		now := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/policies/%d/run/", policy), nil)
+		require.Equal(t, http.StatusAccepted, now.Status, string(now.Body))
+
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", policy), map[string]any{"enabled": false,
+			"condition_groups": []any{map[string]any{"name": "none", "filesize_conditions": []any{map[string]any{"greater_or_less": "greater", "size": int64(1) << 50}}}}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		s.startWorker()
+
+		j := waitJob(t, e, fired.ID)
+		require.Equal(t, "CANCELLED", j["state"], j)
+		asked := waitJob(t, e, int64(now.Map()["id"].(float64)))
+		require.Equal(t, "SUCCESS", asked["state"], "the run an operator asked for goes on: %v", asked)
+		require.Equal(t, float64(5), asked["numprocessedfiles"], asked)
+	})
+}
