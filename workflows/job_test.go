@@ -202,13 +202,7 @@ func TestJobWorkflowResubmitKeepsTheGlobs(t *testing.T) {
 	je.plan.Run, je.plan.Resubmit, je.plan.Discovery = 2, true, "policy"
 	je.plan.Policy = &site.PolicySelect{States: []string{"resident", "premigrated"}}
 	je.plan.Include, je.plan.Exclude = []string{"**"}, []string{"**/*.keep"}
-	failed := []string{"/space"}
-	je.env.OnActivity((&hubact.Activities{}).FailedPathsPage, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
-		func(context.Context, int64, string, int) ([]string, error) {
-			page := failed
-			failed = nil
-			return page, nil
-		})
+	failedOnce(je, "/space")
 	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1})
 	require.NoError(t, je.env.GetWorkflowError())
 	require.NotEmpty(t, je.discoveries)
@@ -220,6 +214,16 @@ func TestJobWorkflowResubmitKeepsTheGlobs(t *testing.T) {
 	}
 }
 
+// failedOnce has the job's failed paths be paths, in one page.
+func failedOnce(je *jobEnv, paths ...string) {
+	je.env.OnActivity((&hubact.Activities{}).FailedPathsPage, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(context.Context, int64, string, int) ([]string, error) {
+			page := paths
+			paths = nil
+			return page, nil
+		})
+}
+
 // TestJobWorkflowResubmitWalksARecursiveJobsFolders: a recursive job's
 // resubmit walks its failed paths, so a folder its first walk refused
 // (not mounted then) is walked now; taken as an exact path it was one
@@ -229,13 +233,7 @@ func TestJobWorkflowResubmitWalksARecursiveJobsFolders(t *testing.T) {
 	t.Parallel()
 	je := newJobEnv(t, 1)
 	je.plan.Run, je.plan.Resubmit, je.plan.Discovery = 2, true, "recursive"
-	failed := []string{"/data/volume"}
-	je.env.OnActivity((&hubact.Activities{}).FailedPathsPage, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
-		func(context.Context, int64, string, int) ([]string, error) {
-			page := failed
-			failed = nil
-			return page, nil
-		})
+	failedOnce(je, "/data/volume")
 	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1})
 	require.NoError(t, je.env.GetWorkflowError())
 	require.Len(t, je.discoveries, 1)
@@ -293,13 +291,7 @@ func TestJobWorkflowCommitsTheManifestOfTheRunItRetries(t *testing.T) {
 	const pending = "m.manifest.pending-0123456789abcdef"
 	je := newJobEnv(t, 1)
 	je.plan.Run, je.plan.Resubmit, je.plan.Discovery, je.plan.Snapdiff = 2, true, "", pending
-	failed := []string{"/f"} // the first run's failure, then no more
-	je.env.OnActivity((&hubact.Activities{}).FailedPathsPage, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
-		func(context.Context, int64, string, int) ([]string, error) {
-			page := failed
-			failed = nil
-			return page, nil
-		})
+	failedOnce(je, "/f")
 	je.env.ExecuteWorkflow(workflows.JobWorkflow, workflows.JobInput{JobID: 1})
 	require.NoError(t, je.env.GetWorkflowError())
 	require.Equal(t, vocab.JobSuccess, je.outcome)

@@ -753,20 +753,12 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 				j.fail(err)
 				return
 			}
-			if globs != nil {
-				// Checked here first, so that a folder that stays is not
-				// moved aside (the deletes of the files the job selected
-				// in it, running meanwhile, would find them gone), and
-				// again before it is removed.
-				n, first, err := keptOut(s.ctx, globs, abs, rel)
-				if err != nil {
-					j.fail(err)
-					return
-				}
-				if n > 0 {
-					j.finish(CodeFailed, "%s", keptOutMessage(n, first, rel, rel))
-					return
-				}
+			// Checked here first, so that a folder that stays is not
+			// moved aside (the deletes of the files the job selected in
+			// it, running meanwhile, would find them gone), and again
+			// before it is removed.
+			if globs != nil && s.keepsOut(j, globs, abs, rel) {
+				return
 			}
 		}
 		// Where records are kept by path (the state index), a stub with
@@ -823,18 +815,10 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 				j.fail(err)
 				return
 			}
-		} else if fi.IsDir() && globs != nil {
+		} else if fi.IsDir() && globs != nil && s.keepsOut(j, globs, abs, rel) {
 			// Checked again right before the removal (nothing moved
 			// aside: a file a user adds in this instant is removed).
-			n, first, err := keptOut(s.ctx, globs, abs, rel)
-			if err != nil {
-				j.fail(err)
-				return
-			}
-			if n > 0 {
-				j.finish(CodeFailed, "%s", keptOutMessage(n, first, rel, rel))
-				return
-			}
+			return
 		}
 		if err := removeTree(abs); err != nil {
 			j.fail(err)
@@ -909,6 +893,20 @@ func keptOut(ctx context.Context, f *filter, abs, rel string) (n int, first stri
 		return nil
 	})
 	return n, first, err
+}
+
+// keepsOut tells whether the folder at abs (of root-relative path rel)
+// holds a path the globs keep out of the job, and then finishes j saying
+// so (or fails it when the folder cannot be read).
+func (s *stepRun) keepsOut(j *job, globs *filter, abs, rel string) bool {
+	n, first, err := keptOut(s.ctx, globs, abs, rel)
+	switch {
+	case err != nil:
+		j.fail(err)
+	case n > 0:
+		j.finish(CodeFailed, "%s", keptOutMessage(n, first, rel, rel))
+	}
+	return err != nil || n > 0
 }
 
 // keptOutMessage is the message of a folder rel that a delete left, with
