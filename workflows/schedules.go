@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -37,13 +38,32 @@ type Fire struct {
 	// whatever the record's state; a Temporal Schedule's firing fires
 	// only while its record and the hub leave it unpaused.
 	Now bool `json:",omitempty"`
+	// At is the time a Temporal Schedule's firing was scheduled for
+	// (scheduledAt); zero for a run started otherwise. The firing's
+	// activity skips a firing that daylight saving made (a local time
+	// repeated, or one the cron does not name).
+	At time.Time `json:",omitzero"`
+}
+
+// scheduledAt is the nominal time of the Temporal Schedule's firing that
+// started this workflow: its TemporalScheduledStartTime search attribute,
+// which Temporal's scheduler sets on the workflows it starts (part of the
+// start event, so replays read the same); zero when there is none.
+func scheduledAt(ctx workflow.Context) time.Time {
+	var at time.Time
+	p := workflow.GetInfo(ctx).SearchAttributes.GetIndexedFields()["TemporalScheduledStartTime"]
+	if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &at) != nil {
+		return time.Time{}
+	}
+	return at
 }
 
 // FireResult is what a firing started.
 type FireResult struct {
 	Jobs []int64
-	// Skipped says why a policy's firing started nothing (no trigger
-	// above its upper threshold).
+	// Skipped says why a firing started nothing (a policy's trigger not
+	// above its upper threshold, a record paused since, a time a
+	// daylight-saving change repeated or the cron does not name).
 	Skipped string `json:",omitempty"`
 }
 
@@ -76,6 +96,7 @@ func waitJobs(ctx workflow.Context, jobs []int64) error {
 // to end, so that the schedule's next firing, while they run, is skipped.
 func ScheduleWorkflow(ctx workflow.Context, in Fire) (*FireResult, error) {
 	in.Key = workflow.GetInfo(ctx).WorkflowExecution.ID
+	in.At = scheduledAt(ctx)
 	var res FireResult
 	if err := workflow.ExecuteActivity(hubCtx(ctx), actFireSchedule, in).Get(ctx, &res); err != nil {
 		return nil, err
@@ -97,6 +118,7 @@ type PolicyPlan struct {
 // runs on the site) and waits for it to end.
 func PolicyWorkflow(ctx workflow.Context, in Fire) (*FireResult, error) {
 	in.Key = workflow.GetInfo(ctx).WorkflowExecution.ID
+	in.At = scheduledAt(ctx)
 	hub := hubCtx(ctx)
 	var plan PolicyPlan
 	if err := workflow.ExecuteActivity(hub, actPolicyPlan, in.ID).Get(ctx, &plan); err != nil {

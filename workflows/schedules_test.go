@@ -59,6 +59,51 @@ func TestScheduleWorkflowWithNothingToStart(t *testing.T) {
 	env.AssertNotCalled(t, "WaitJobs", mock.Anything, mock.Anything)
 }
 
+// TestFiringsPassTheirScheduledTime: a schedule's and a policy's firing
+// pass the time Temporal's scheduler scheduled them for (its
+// TemporalScheduledStartTime search attribute, from the start event, so
+// replays read the same) to the activity that starts their jobs, which
+// skips a firing daylight saving made (a local time repeated, or one the
+// cron does not name: a reviewer's finding, each ran the jobs again).
+// A workflow started otherwise passes no time.
+func TestFiringsPassTheirScheduledTime(t *testing.T) {
+	t.Parallel()
+	nominal := time.Date(2026, 11, 1, 6, 30, 0, 0, time.UTC)
+	for _, wf := range []string{workflows.ScheduleWorkflowName, workflows.PolicyWorkflowName} {
+		for _, scheduled := range []bool{true, false} {
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			hub := &hubact.Activities{}
+			env.RegisterActivity(hub)
+			if scheduled {
+				require.NoError(t, env.SetSearchAttributesOnStart(map[string]any{"TemporalScheduledStartTime": nominal}))
+			}
+			var got workflows.Fire
+			fire := func(_ context.Context, in workflows.Fire) (*workflows.FireResult, error) {
+				got = in
+				return &workflows.FireResult{Skipped: "daylight saving"}, nil
+			}
+			if wf == workflows.ScheduleWorkflowName {
+				env.OnActivity(hub.FireSchedule, mock.Anything, mock.Anything).Return(fire).Once()
+				env.ExecuteWorkflow(workflows.ScheduleWorkflow, workflows.Fire{ID: 5})
+			} else {
+				env.OnActivity(hub.PolicyPlan, mock.Anything, int64(5)).Return(&workflows.PolicyPlan{Found: true, Site: "west"}, nil)
+				env.OnActivity(hub.FirePolicy, mock.Anything, mock.Anything).Return(fire).Once()
+				env.ExecuteWorkflow(workflows.PolicyWorkflow, workflows.Fire{ID: 5})
+			}
+			require.True(t, env.IsWorkflowCompleted())
+			require.NoError(t, env.GetWorkflowError())
+			require.EqualValues(t, 5, got.ID)
+			if scheduled {
+				require.True(t, nominal.Equal(got.At), "%s: %v", wf, got.At)
+			} else {
+				require.True(t, got.At.IsZero(), "%s: %v", wf, got.At)
+			}
+			env.AssertExpectations(t)
+		}
+	}
+}
+
 // TestPolicyWorkflowFiresOnlyAboveItsTrigger: a policy with triggers
 // measures its site's pools first and starts no job unless one is above
 // its upper threshold.

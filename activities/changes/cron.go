@@ -13,9 +13,9 @@ import (
 	"github.com/thehub/hub/models"
 )
 
-// cronParser reads one cron line as the schedules' fields make it. The
-// drift check (cronNext) reads lines with it; Temporal reads them with its
-// own parser (temporalSpec): a line must pass both.
+// cronParser reads one cron line as the schedules' fields make it;
+// Temporal reads them with its own parser (temporalSpec): a line must
+// pass both. Times are computed with Temporal's calendar only.
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
 
 // CheckCron adds an error for each cron field of c that is not valid
@@ -71,9 +71,13 @@ func CheckTemporalCron(line string) error {
 // temporalSpec compiles cron line in timezone tz as Temporal's scheduler
 // does when the hub writes it into a Temporal Schedule (recurring.spec).
 func temporalSpec(line, tz string) (*scheduler.CompiledSpec, error) {
+	return compileSpec(&schedulepb.ScheduleSpec{CronString: []string{line}, TimezoneName: tz})
+}
+
+// compileSpec compiles spec as Temporal's scheduler does.
+func compileSpec(spec *schedulepb.ScheduleSpec) (*scheduler.CompiledSpec, error) {
 	defaults := dynamicconfig.GetIntPropertyFn(0) // Temporal's own iteration limits
-	return scheduler.NewSpecBuilder(defaults, defaults).NewCompiledSpec(
-		&schedulepb.ScheduleSpec{CronString: []string{line}, TimezoneName: tz})
+	return scheduler.NewSpecBuilder(defaults, defaults).NewCompiledSpec(spec)
 }
 
 // nextStart is the first time after t that c fires in timezone tz, by

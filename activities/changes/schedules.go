@@ -127,6 +127,22 @@ func (s *Service) PausedWhy(ctx context.Context, id string) (string, error) {
 	return "", nil
 }
 
+// ClockWhy says why the firing of Temporal Schedule id scheduled for at
+// (its nominal time) should start nothing because of a daylight-saving
+// change ("" when it may): the local wall-clock time came twice and it is
+// the second, or the record's cron does not name it (recurring.clockWhy).
+// A zero at (a run asked for now) always may.
+func (s *Service) ClockWhy(ctx context.Context, id string, at time.Time) (string, error) {
+	if at.IsZero() {
+		return "", nil
+	}
+	r, err := s.wanted(ctx, id)
+	if r == nil || err != nil {
+		return "", err
+	}
+	return r.clockWhy(at), nil
+}
+
 // wanted is what Temporal Schedule id should be now; nil: there should be
 // none (no record, or a policy with nothing to run it).
 func (s *Service) wanted(ctx context.Context, id string) (*recurring, error) {

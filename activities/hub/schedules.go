@@ -148,15 +148,23 @@ func (a *Activities) PolicyPlan(ctx context.Context, id int64) (*workflows.Polic
 
 // pausedSince says why a Temporal Schedule's firing of record in.ID
 // (Temporal Schedule id) starts nothing: the record, or the hub, paused
-// it since the firing began (it may wait long for a worker). A run asked
-// for now always fires, and so does the retry of an attempt that started
-// jobs.
+// it since the firing began (it may wait long for a worker); or, around
+// a daylight-saving change, its time (in.At) is the second of a local
+// time the clocks went back over, or a local time the record's cron does
+// not name (changes.Service.ClockWhy). A run asked for now always fires,
+// and so does the retry of an attempt that started jobs.
 func (a *Activities) pausedSince(ctx context.Context, in workflows.Fire, id string) (string, error) {
 	if in.Now {
 		return "", nil
 	}
-	why, err := a.changes(ctx).PausedWhy(ctx, id)
-	if why == "" || err != nil {
+	svc := a.changes(ctx)
+	why, err := svc.PausedWhy(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if why != "" {
+		why = "not fired: " + why
+	} else if why, err = svc.ClockWhy(ctx, id, in.At); why == "" || err != nil {
 		return "", err
 	}
 	// An attempt after one that started jobs goes on: a retry finds them
@@ -164,7 +172,8 @@ func (a *Activities) pausedSince(ctx context.Context, in workflows.Fire, id stri
 	if started, err := models.FiringStarted(ctx, a.DB, in.Key); started || err != nil {
 		return "", err
 	}
-	return "not fired: " + why, nil
+	activity.GetLogger(ctx).Info("firing starts nothing", "schedule", id, "firing", in.Key, "why", why)
+	return why, nil
 }
 
 // FirePolicy starts the job of one firing of a policy (changes.RunPolicy),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -465,6 +466,63 @@ func TestScheduleFiresByItself(t *testing.T) {
 			return err == nil && d != nil && len(d.Schedule.Spec.Intervals) == 0 && len(d.Info.NextActionTimes) > 0 &&
 				d.Info.NextActionTimes[0].UTC().Minute() == 30
 		}, 30*time.Second, 500*time.Millisecond)
+	})
+}
+
+// TestARepeatedHourFiresOnce: on the autumn daylight-saving change a
+// daily schedule in the repeated hour (America/New_York, 01:30 on
+// 2026-11-01) is fired twice by Temporal's calendar, at 01:30 EDT and at
+// 01:30 EST, each firing with its own workflow ID and job keys, so the
+// second ran the schedule's jobs again (a reviewer's finding). Temporal
+// backfills the day here (the firings carry their scheduled times as a
+// real schedule's do): the first starts the job, the second starts
+// nothing and says why.
+func TestARepeatedHourFiresOnce(t *testing.T) {
+	t.Parallel()
+	apitest.Each(t, func(t *testing.T, e *apitest.Env) {
+		ctx := context.Background()
+		e.StartHubWorker()
+		s := newJobSite(t, e, "east")
+		makeTree(t, s.root, 3)
+		st, err := models.GetSiteByName(ctx, e.DB, "east")
+		require.NoError(t, err)
+		st.Timezone = "America/New_York"
+		_, err = e.DB.NewUpdate().Model(st).Column("timezone").WherePK().Exec(ctx)
+		require.NoError(t, err)
+		id := createSchedule(t, e, map[string]any{"name": "nightly", "site": "east", "minute": "30", "hour": "1",
+			"managed_paths": map[string]any{"/data": map[string]any{}}})
+		r := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/workflows/", id), map[string]any{"workflow": "premigrate"})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		d := describeSchedule(t, e, workflows.ScheduleTemporalID(id))
+		require.NotNil(t, d)
+		require.Equal(t, "America/New_York", d.Schedule.Spec.TimeZoneName)
+
+		h := e.Temporal.ScheduleClient().GetHandle(ctx, workflows.ScheduleTemporalID(id))
+		require.NoError(t, h.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{{
+			Start: time.Date(2026, 11, 1, 4, 0, 0, 0, time.UTC), End: time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC),
+			Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL}}}))
+		results := map[string]workflows.FireResult{}
+		require.Eventually(t, func() bool {
+			resp, err := e.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Namespace: e.Namespace, Query: "WorkflowType = 'ScheduleWorkflow' AND ExecutionStatus = 'Completed'"})
+			if err != nil || len(resp.GetExecutions()) < 2 {
+				return false
+			}
+			for _, x := range resp.GetExecutions() {
+				var res workflows.FireResult
+				require.NoError(t, e.Temporal.GetWorkflow(ctx, x.GetExecution().GetWorkflowId(), x.GetExecution().GetRunId()).Get(ctx, &res))
+				results[x.GetExecution().GetWorkflowId()] = res
+			}
+			return true
+		}, time.Minute, 200*time.Millisecond, "both firings end")
+		first := results[workflows.ScheduleTemporalID(id)+"-fire-2026-11-01T05:30:00Z"]  // 01:30 EDT
+		second := results[workflows.ScheduleTemporalID(id)+"-fire-2026-11-01T06:30:00Z"] // 01:30 EST
+		require.Len(t, first.Jobs, 1, "%v", results)
+		require.Empty(t, first.Skipped)
+		require.Empty(t, second.Jobs, "%v", results)
+		require.Contains(t, second.Skipped, "came twice", "%v", results)
+		jobs := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/?schedule_ids=%d", id), nil).Map()
+		require.EqualValues(t, 1, jobs["count"], "one job for the day: %v", jobs)
 	})
 }
 
