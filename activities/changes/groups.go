@@ -66,7 +66,12 @@ func setGroupUsers(ctx context.Context, tx bun.IDB, g *models.Group, usernames [
 	if _, err := tx.NewDelete().Model((*models.UserGroup)(nil)).Where("group_id = ?", g.ID).Exec(ctx); err != nil {
 		return err
 	}
+	seen := map[string]bool{}
 	for _, name := range usernames {
+		if seen[name] {
+			continue // named twice: a member once (a 500 before)
+		}
+		seen[name] = true
 		u, err := models.GetUser(ctx, tx, name)
 		if errors.Is(err, models.ErrNotFound) {
 			return models.Invalid("users", "Object with username="+name+" does not exist.")

@@ -48,7 +48,7 @@ func (s *Service) CreateJob(ctx context.Context, j *models.Job) (existed bool, e
 }
 
 // ResubmitJob starts a new run of finished job j over what it left undone.
-// A job whose site is gone, or whose queue is no longer a known queue of
+// A job whose site is gone, whose queue is no longer a known queue of
 // its site, is refused (models.FieldErrors).
 func (s *Service) ResubmitJob(ctx context.Context, j *models.Job) error {
 	site, err := models.GetJobSite(ctx, s.DB, j)
@@ -60,6 +60,20 @@ func (s *Service) ResubmitJob(ctx context.Context, j *models.Job) error {
 	v := models.FieldErrors{}
 	if err := CheckQueue(ctx, s.DB, v, "queue", site, j.Queue); err != nil {
 		return err
+	}
+	if !j.IsSettingsJob {
+		// As a new job of its workflow would be (a reviewer's finding: a
+		// resubmit ran a workflow an administrator had disabled since).
+		wf, err := models.GetWorkflowByName(ctx, s.DB, j.Workflow)
+		switch {
+		case errors.Is(err, models.ErrNotFound):
+			v.Add("workflow", fmt.Sprintf("Workflow %q no longer exists.", j.Workflow))
+		case err != nil:
+			return err
+		default:
+			v.Check(wf.Enabled, "workflow", "This workflow is disabled.")
+			v.Check(!wf.ScheduleOnly || j.ScheduleID != nil, "workflow", "This workflow can only run inside a schedule.")
+		}
 	}
 	if err := v.Err(); err != nil {
 		return err

@@ -229,8 +229,15 @@ func renderSettingsTaskDetail(c *gin.Context, t *models.SettingsTask) settingsTa
 		r := t.Completed.Sub(*t.Started).Seconds()
 		runtime = &r
 	}
-	return settingsTaskDetailResponse{settingsTaskResponse: renderSettingsTask(c, t), Completed: t.Completed,
-		FriendlyName: t.FriendlyName, Runtime: runtime, Request: settingsRaw(t.Request), Results: settingsRaw(t.Results)}
+	d := settingsTaskDetailResponse{settingsTaskResponse: renderSettingsTask(c, t), Completed: t.Completed,
+		FriendlyName: t.FriendlyName, Runtime: runtime, Request: json.RawMessage(`{}`), Results: json.RawMessage(`{}`)}
+	// A task's request and results carry setting values: shown to those
+	// who may read settings only (a reviewer's finding: a user without
+	// view_setting read a secret setting here).
+	if p := auth.Current(c); p != nil && p.Can("view_setting") {
+		d.Request, d.Results = settingsRaw(t.Request), settingsRaw(t.Results)
+	}
+	return d
 }
 
 // settingsRaw is a settings task's request or results as clients see
