@@ -2,6 +2,7 @@ package changes
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -116,9 +117,11 @@ func (s *Service) SavePolicy(ctx context.Context, id int64, in PolicyInput) (p *
 			return nil, nil, err
 		}
 	}
+	before := policyChoice(p)
 	if err := s.applyPolicy(ctx, p, in, id == 0); err != nil {
 		return nil, nil, err
 	}
+	changed := id != 0 && policyChoice(p) != before
 	if id == 0 && in.RunImmediately {
 		// Refused before anything is stored: a 400 after the policy was
 		// created would make a client's retry a name conflict.
@@ -137,8 +140,10 @@ func (s *Service) SavePolicy(ctx context.Context, id int64, in PolicyInput) (p *
 		if err := models.SavePolicy(ctx, tx, p); err != nil {
 			return err
 		}
-		if err := cancelUnscannedFirings(ctx, tx, p.ID); err != nil {
-			return err
+		if changed {
+			if err := cancelUnscannedFirings(ctx, tx, p.ID); err != nil {
+				return err
+			}
 		}
 		return oweSync(ctx, tx, p.ID, workflows.PolicyTemporalID(p.ID))
 	})
@@ -395,17 +400,27 @@ func filetypeExt(given string) string {
 	return strings.ToLower(strings.TrimPrefix(strings.TrimSpace(given), "."))
 }
 
+// policyChoice is what of policy p a firing's job carries or acts by:
+// a change of it cancels the jobs of earlier firings not yet scanned.
+func policyChoice(p *models.Policy) string {
+	b, _ := json.Marshal([]any{p.Enabled, p.PolicyType, p.SiteID, p.Spaces, p.OrderBy, p.OrderReverse, p.Threads,
+		p.Triggers, p.ConditionGroups})
+	return string(b)
+}
+
 // cancelUnscannedFirings cancels, in tx, the jobs of policy id's firings
-// that have not finished their scan, as the policy is changed, disabled
-// or deleted: a job carries the policy as it was when it fired (a
+// that have not finished their scan, as the policy's choice changes (its
+// conditions, spaces, triggers, order, type; disabled) or the policy is
+// deleted: a job carries the policy as it was when it fired (a
 // reviewer's finding: a policy disabled and narrowed while its firing's
 // job waited for the site's worker then migrated everything the old
 // conditions selected). A run asked for now (POST …/run/: no firing key)
-// is the operator's, and goes on; so does a job past its scan.
+// and a resubmit (run 2 on) are an operator's, and go on; so does a job
+// past its scan.
 func cancelUnscannedFirings(ctx context.Context, tx *Tx, id int64) error {
 	var jobs []int64
 	err := tx.NewSelect().Model((*models.Job)(nil)).Column("id").
-		Where("policy_id = ? AND idempotency_key IS NOT NULL AND NOT dir_walk_complete", id).
+		Where("policy_id = ? AND idempotency_key IS NOT NULL AND NOT dir_walk_complete AND run = 1", id).
 		Where("state NOT IN (?)", bun.In([]string{vocab.JobCancelling, vocab.JobSuccess, vocab.JobFailure, vocab.JobCancelled})).
 		Scan(ctx, &jobs)
 	if err != nil {

@@ -2,6 +2,7 @@ package changes
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	schedulepb "go.temporal.io/api/schedule/v1"
@@ -120,11 +121,39 @@ func (r *recurring) clockWhy(at time.Time) string {
 		return fmt.Sprintf("not fired: Temporal's calendar fires at %s, %s in %s, a time cron %q does not name (a daylight-saving change)",
 			at.UTC().Format(time.RFC3339), local.Format("2006-01-02 15:04 MST"), r.TimeZone, r.Cron)
 	}
-	if twin := earlierTwin(local); !twin.IsZero() && lists(spec, twin) {
+	if twin := r.repeatedTwin(spec, local); !twin.IsZero() {
 		return fmt.Sprintf("not fired: %s came twice in %s (daylight saving ended); it fired at the first, %s (%s)",
 			local.Format("2006-01-02 15:04"), r.TimeZone, twin.Format("15:04 MST"), twin.UTC().Format(time.RFC3339))
 	}
 	return ""
+}
+
+// repeatedTwin is the earlier firing of r's calendar at local's
+// wall-clock time, when local is in the hour a daylight-saving change
+// repeated and r's cron line names its hours; zero otherwise. A line
+// whose hour field is "*" runs by the clock through the repeated hour,
+// as cron runs it (a reviewer's finding: "*/5 * * * *" ran nothing for
+// an hour).
+func (r *recurring) repeatedTwin(spec *scheduler.CompiledSpec, local time.Time) time.Time {
+	f := strings.Fields(r.Cron)
+	if len(f) < 5 || f[len(f)-4] == "*" {
+		return time.Time{}
+	}
+	if twin := earlierTwin(local); !twin.IsZero() && lists(spec, twin) {
+		return twin
+	}
+	return time.Time{}
+}
+
+// twinFiring is the time of the earlier firing of r that its firing at
+// at repeats (repeatedTwin); zero when at repeats none.
+func (r *recurring) twinFiring(at time.Time) time.Time {
+	spec, err := r.compiled()
+	loc, lerr := time.LoadLocation(r.TimeZone)
+	if err != nil || lerr != nil || r.Cron == "" {
+		return time.Time{}
+	}
+	return r.repeatedTwin(spec, at.In(loc))
 }
 
 // earlierTwin is the earlier instant that shows t's wall-clock time when

@@ -42,6 +42,7 @@ func TestFiringsAroundDaylightSavingRunOnce(t *testing.T) {
 		{"Australia/Lord_Howe", "15 1 * * *", "2026-04-04T14:15:00Z", ""},              // 01:15 +11
 		{"UTC", "30 1 * * *", "2026-11-01T01:30:00Z", ""},                              // no daylight saving
 		{"America/New_York", "30 1 * * *", "0001-01-01T00:00:00Z", ""},                 // a run asked for now
+		{"America/New_York", "*/5 * * * *", "2026-11-01T06:05:00Z", ""},                // hour "*": by the clock
 	} {
 		var when time.Time
 		if !strings.HasPrefix(c.at, "0001") {
@@ -80,7 +81,9 @@ func TestFiringsAroundDaylightSavingRunOnce(t *testing.T) {
 				}
 				l := from.In(loc)
 				wall := l.Format(time.DateTime)
-				require.False(t, seen[wall], "%s %q: %s ran twice", tz, line, wall)
+				// A line whose hour field is "*" runs by the clock through
+				// the repeated hour, as cron runs it.
+				require.False(t, seen[wall] && !strings.HasPrefix(strings.Fields(line)[1], "*"), "%s %q: %s ran twice", tz, line, wall)
 				seen[wall] = true
 				w := time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), 0, 0, time.UTC)
 				require.True(t, lists(utc, w), "%s %q: ran at %s, which it does not name", tz, line, l)

@@ -132,7 +132,7 @@ func (s *Service) PausedWhy(ctx context.Context, id string) (string, error) {
 // change ("" when it may): the local wall-clock time came twice and it is
 // the second, or the record's cron does not name it (recurring.clockWhy).
 // A zero at (a run asked for now) always may.
-func (s *Service) ClockWhy(ctx context.Context, id string, at time.Time) (string, error) {
+func (s *Service) ClockWhy(ctx context.Context, id string, at time.Time, key string) (string, error) {
 	if at.IsZero() {
 		return "", nil
 	}
@@ -140,7 +140,22 @@ func (s *Service) ClockWhy(ctx context.Context, id string, at time.Time) (string
 	if r == nil || err != nil {
 		return "", err
 	}
-	return r.clockWhy(at), nil
+	why := r.clockWhy(at)
+	if twin := r.twinFiring(at); why != "" && !twin.IsZero() {
+		// The repeat runs when the first of the two started nothing (the
+		// hub was down then, its firing past the catch-up window; a
+		// record paused then; an overlap skipped): a reviewer's finding,
+		// the day's run was lost. Temporal names a firing's workflow by
+		// its time; a key of another shape is taken as started.
+		stamp := at.UTC().Format(time.RFC3339)
+		if first, ok := strings.CutSuffix(key, stamp); ok {
+			started, err := models.FiringStarted(ctx, s.DB, first+twin.UTC().Format(time.RFC3339))
+			if err != nil || !started {
+				return "", err
+			}
+		}
+	}
+	return why, nil
 }
 
 // wanted is what Temporal Schedule id should be now; nil: there should be

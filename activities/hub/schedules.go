@@ -164,7 +164,7 @@ func (a *Activities) pausedSince(ctx context.Context, in workflows.Fire, id stri
 	}
 	if why != "" {
 		why = "not fired: " + why
-	} else if why, err = svc.ClockWhy(ctx, id, in.At); why == "" || err != nil {
+	} else if why, err = svc.ClockWhy(ctx, id, in.At, in.Key); why == "" || err != nil {
 		return "", err
 	}
 	// An attempt after one that started jobs goes on: a retry finds them

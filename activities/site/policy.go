@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -16,6 +16,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/thehub/hub/activities/fsutil"
 	"github.com/thehub/hub/workflows/vocab"
 )
 
@@ -478,6 +479,50 @@ func (a *Activities) measurePool(ctx context.Context, pool string) (used, total 
 	return 0, 0, errPolicy("unknown pool %q on site %s", pool, a.Site)
 }
 
+// foreignVolumes lists, as API paths, the mount points beneath the site
+// root of filesystems other than the root's: another type or source. A
+// btrfs subvolume (its own device number, but the root's pool: compared
+// by device, its files were never taken; a reviewer's finding) and a
+// folder of the root's filesystem bound beneath it are the root's.
+func foreignVolumes(root string) []string {
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	mounts := fsutil.Mounts()
+	own, at := "", -1
+	for _, m := range mounts {
+		if (m.Point == root || strings.HasPrefix(root, strings.TrimSuffix(m.Point, "/")+"/")) && len(m.Point) > at {
+			own, at = typeAndSource(m.From), len(m.Point)
+		}
+	}
+	var out []string
+	for _, m := range mounts {
+		if strings.HasPrefix(m.Point, root+"/") && typeAndSource(m.From) != own {
+			out = append(out, strings.TrimPrefix(m.Point, root))
+		}
+	}
+	return out
+}
+
+// typeAndSource is a mount's filesystem type and source (fsutil.Mount's
+// From without the folder mounted).
+func typeAndSource(from string) string {
+	if f := strings.Fields(from); len(f) >= 2 {
+		return f[0] + " " + f[1]
+	}
+	return from
+}
+
+// beneathAny tells whether API path p is one of folders or beneath one.
+func beneathAny(p string, folders []string) bool {
+	for _, f := range folders {
+		if p == f || strings.HasPrefix(p, f+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // selection collects the files a scan selects. Without a bound it keeps
 // them all; with one it keeps only the shortest prefix (in scan order) of
 // the files seen so far whose counted sizes reach the bound, as a heap
@@ -583,22 +628,19 @@ func (a *Activities) discoverPolicy(ctx context.Context, in DiscoverInput, w *ba
 	}
 	sel := &selection{p: p, bounded: len(in.Policy.Triggers) > 0, need: c.premigrate}
 	// Triggers measure the pool of the site root's filesystem: a file on
-	// a volume mounted beneath the root frees nothing there. Counted, the
-	// pool never fell below its threshold, and each check took another
-	// slice of that volume until all of it was migrated (a reviewer's
-	// finding); such files are left to a policy without triggers.
-	var poolDev uint64
+	// another filesystem mounted beneath the root frees nothing there.
+	// Counted, the pool never fell below its threshold, and each check
+	// took another slice of that volume until all of it was migrated (a
+	// reviewer's finding); such files are left to a policy without
+	// triggers.
+	var foreign []string
 	if sel.bounded {
-		fi, err := os.Stat(a.Root.Dir())
-		if err != nil {
-			return err
-		}
-		poolDev = device(fi)
+		foreign = foreignVolumes(a.Root.Dir())
 	}
 	err = walkTree(ctx, a.Root, walk, walkConfig{workers: cmp.Or(in.Policy.Threads, policyWalkers()), filter: f, skipFile: p.cannotMatch, useMarks: true}, func(items []item) error {
 		for i := range items {
 			it := &items[i]
-			if p.matches(it) && (!sel.bounded || it.dev == poolDev) && !w.unnamable(it.Path) { // not counted toward the trigger's need either
+			if p.matches(it) && !beneathAny(it.Path, foreign) && !w.unnamable(it.Path) { // not counted toward the trigger's need either
 				sel.add(policyFile{path: it.Path, key: p.key(it), size: it.Size, state: it.State})
 			}
 		}

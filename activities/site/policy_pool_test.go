@@ -3,7 +3,9 @@ package site
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,31 +17,34 @@ import (
 // mounted beneath the root frees nothing there. Its files were selected,
 // the pool never fell, and each check migrated another slice of that
 // volume, until all of it was (a reviewer's finding). A triggered policy
-// now selects only files on the measured filesystem.
+// now selects only files on the measured filesystem; a folder of that
+// filesystem mounted elsewhere beneath the root (a bind mount; a btrfs
+// subvolume, which has a device number of its own) is the same pool.
 func TestATriggeredPolicyTakesOnlyFilesOfThePoolItMeasures(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	vol := filepath.Join(dir, "vol")
 	mountAt(t, "tmpfs", vol, "tmpfs", 0, "size=16m")
 	old := time.Now().Add(-100 * 24 * time.Hour)
-	for _, p := range []string{"vol/a.bin", "vol/b.bin", "here/c.bin", "here/d.bin"} {
+	for _, p := range []string{"vol/a.bin", "vol/b.bin", "here/c.bin", "here/d.bin", "elsewhere/e.bin"} {
 		abs := filepath.Join(dir, filepath.FromSlash(p))
 		require.NoError(t, os.MkdirAll(filepath.Dir(abs), 0o755))
 		require.NoError(t, os.WriteFile(abs, make([]byte, 1<<20), 0o644))
 		require.NoError(t, os.Chtimes(abs, old, old))
 	}
+	bindMount(t, filepath.Join(dir, "elsewhere"), filepath.Join(dir, "bound"))
 	a := &Activities{Root: newRoot(t, dir, false), Site: "west",
 		// Always full: the bound is never reached, and every file the
 		// policy may take is taken.
 		Utilisation: func(context.Context, string) (int64, int64, error) { return 99 << 30, 100 << 30, nil }}
-	in := DiscoverInput{JobID: 9, Run: 1, Mode: "policy", Paths: []string{"/vol", "/here"}, BatchSize: 100,
+	in := DiscoverInput{JobID: 9, Run: 1, Mode: "policy", Paths: []string{"/vol", "/here", "/bound"}, BatchSize: 100,
 		Policy: &PolicySelect{Triggers: []PolicyTrigger{{Pool: "system", Upper: 80, Lower: 60, Premigrate: 60}},
 			States: []string{"resident", "premigrated"}}}
 	out, err := discover(t, a, in)
 	require.NoError(t, err)
 	require.True(t, out.Fired)
 	got := batchedPaths(t, a, in, out)
-	require.ElementsMatch(t, []string{"/here/c.bin", "/here/d.bin"}, got[PolicyRuleAction])
+	require.ElementsMatch(t, []string{"/here/c.bin", "/here/d.bin", "/bound/e.bin"}, got[PolicyRuleAction])
 
 	// Without triggers, the policy takes what its conditions select,
 	// wherever it is.
@@ -47,5 +52,44 @@ func TestATriggeredPolicyTakesOnlyFilesOfThePoolItMeasures(t *testing.T) {
 	out, err = discover(t, a, in)
 	require.NoError(t, err)
 	got = batchedPaths(t, a, in, out)
-	require.ElementsMatch(t, []string{"/vol/a.bin", "/vol/b.bin", "/here/c.bin", "/here/d.bin"}, got[PolicyRuleAction])
+	require.ElementsMatch(t, []string{"/vol/a.bin", "/vol/b.bin", "/here/c.bin", "/here/d.bin", "/bound/e.bin"}, got[PolicyRuleAction])
+}
+
+// TestATriggeredPolicyTakesFilesOfABtrfsSubvolume: a btrfs subvolume has
+// a device number of its own but is the root's pool (statfs counts the
+// whole filesystem); compared by device, its files were never taken and
+// the pool never fell (a reviewer's finding on the first mend).
+func TestATriggeredPolicyTakesFilesOfABtrfsSubvolume(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	img := filepath.Join(t.TempDir(), "b.img")
+	require.NoError(t, os.WriteFile(img, nil, 0o600))
+	require.NoError(t, os.Truncate(img, 300<<20))
+	out, err := exec.Command("mkfs.btrfs", "-q", img).CombinedOutput()
+	require.NoError(t, err, string(out))
+	loop, err := exec.Command("losetup", "-f", "--show", img).Output()
+	require.NoError(t, err)
+	dev := strings.TrimSpace(string(loop))
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	dir := filepath.Join(t.TempDir(), "root")
+	mountAt(t, dev, dir, "btrfs", 0, "")
+	out, err = exec.Command("btrfs", "subvolume", "create", filepath.Join(dir, "sub")).CombinedOutput()
+	require.NoError(t, err, string(out))
+	old := time.Now().Add(-100 * 24 * time.Hour)
+	for _, p := range []string{"sub/a.bin", "here/c.bin"} {
+		abs := filepath.Join(dir, filepath.FromSlash(p))
+		require.NoError(t, os.MkdirAll(filepath.Dir(abs), 0o755))
+		require.NoError(t, os.WriteFile(abs, make([]byte, 1<<20), 0o644))
+		require.NoError(t, os.Chtimes(abs, old, old))
+	}
+	a := &Activities{Root: newRoot(t, dir, false), Site: "west",
+		Utilisation: func(context.Context, string) (int64, int64, error) { return 99 << 30, 100 << 30, nil }}
+	in := DiscoverInput{JobID: 9, Run: 1, Mode: "policy", Paths: []string{"/sub", "/here"}, BatchSize: 100,
+		Policy: &PolicySelect{Triggers: []PolicyTrigger{{Pool: "system", Upper: 80, Lower: 60, Premigrate: 60}},
+			States: []string{"resident", "premigrated"}}}
+	o, err := discover(t, a, in)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"/sub/a.bin", "/here/c.bin"}, batchedPaths(t, a, in, o)[PolicyRuleAction])
 }

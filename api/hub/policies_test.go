@@ -455,13 +455,21 @@ func TestAChangedPolicysUnscannedFiringsAreCancelled(t *testing.T) {
 		now := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/policies/%d/run/", policy), nil)
 		require.Equal(t, http.StatusAccepted, now.Status, string(now.Body))
 
+		// A change of what does not choose the files (its name) cancels
+		// nothing.
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", policy), map[string]any{"name": "tidy up"})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		j, err := models.GetJob(ctx, e.DB, fired.ID)
+		require.NoError(t, err)
+		require.NotContains(t, []string{"CANCELLING", "CANCELLED"}, j.State, "a rename cancels nothing")
+
 		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", policy), map[string]any{"enabled": false,
 			"condition_groups": []any{map[string]any{"name": "none", "filesize_conditions": []any{map[string]any{"greater_or_less": "greater", "size": int64(1) << 50}}}}})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 		s.startWorker()
 
-		j := waitJob(t, e, fired.ID)
-		require.Equal(t, "CANCELLED", j["state"], j)
+		ended := waitJob(t, e, fired.ID)
+		require.Equal(t, "CANCELLED", ended["state"], ended)
 		asked := waitJob(t, e, int64(now.Map()["id"].(float64)))
 		require.Equal(t, "SUCCESS", asked["state"], "the run an operator asked for goes on: %v", asked)
 		require.Equal(t, float64(5), asked["numprocessedfiles"], asked)

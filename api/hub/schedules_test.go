@@ -523,6 +523,23 @@ func TestARepeatedHourFiresOnce(t *testing.T) {
 		require.Contains(t, second.Skipped, "came twice", "%v", results)
 		jobs := e.AsAdmin(http.MethodGet, fmt.Sprintf("/api/jobs/?schedule_ids=%d", id), nil).Map()
 		require.EqualValues(t, 1, jobs["count"], "one job for the day: %v", jobs)
+
+		// The repeat runs when the first started nothing (the hub was
+		// down then; a reviewer's finding: the day's run was lost).
+		late := createSchedule(t, e, map[string]any{"name": "late", "site": "east", "minute": "30", "hour": "1",
+			"managed_paths": map[string]any{"/data": map[string]any{}}})
+		r = e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/schedules/%d/workflows/", late), map[string]any{"workflow": "premigrate"})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+		h = e.Temporal.ScheduleClient().GetHandle(ctx, workflows.ScheduleTemporalID(late))
+		require.NoError(t, h.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{{
+			Start: time.Date(2026, 11, 1, 6, 0, 0, 0, time.UTC), End: time.Date(2026, 11, 1, 7, 0, 0, 0, time.UTC),
+			Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL}}}))
+		var repeat workflows.FireResult
+		require.Eventually(t, func() bool {
+			run := e.Temporal.GetWorkflow(ctx, workflows.ScheduleTemporalID(late)+"-fire-2026-11-01T06:30:00Z", "")
+			return run.Get(ctx, &repeat) == nil
+		}, time.Minute, 200*time.Millisecond)
+		require.Len(t, repeat.Jobs, 1, "%+v", repeat)
 	})
 }
 
