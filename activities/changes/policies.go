@@ -121,6 +121,9 @@ func (s *Service) SavePolicy(ctx context.Context, id int64, in PolicyInput) (p *
 	if err := s.applyPolicy(ctx, p, in, id == 0); err != nil {
 		return nil, nil, err
 	}
+	if id != 0 {
+		numberPolicy(p) // numbered as stored: resent conditions are no change
+	}
 	changed := id != 0 && policyChoice(p) != before
 	if id == 0 && in.RunImmediately {
 		// Refused before anything is stored: a 400 after the policy was

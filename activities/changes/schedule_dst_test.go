@@ -43,6 +43,7 @@ func TestFiringsAroundDaylightSavingRunOnce(t *testing.T) {
 		{"UTC", "30 1 * * *", "2026-11-01T01:30:00Z", ""},                              // no daylight saving
 		{"America/New_York", "30 1 * * *", "0001-01-01T00:00:00Z", ""},                 // a run asked for now
 		{"America/New_York", "*/5 * * * *", "2026-11-01T06:05:00Z", ""},                // hour "*": by the clock
+		{"America/Havana", "@daily", "2026-11-01T05:00:00Z", "came twice"},             // 00:00 CST, after 00:00 CDT
 	} {
 		var when time.Time
 		if !strings.HasPrefix(c.at, "0001") {
@@ -83,7 +84,7 @@ func TestFiringsAroundDaylightSavingRunOnce(t *testing.T) {
 				wall := l.Format(time.DateTime)
 				// A line whose hour field is "*" runs by the clock through
 				// the repeated hour, as cron runs it.
-				require.False(t, seen[wall] && !strings.HasPrefix(strings.Fields(line)[1], "*"), "%s %q: %s ran twice", tz, line, wall)
+				require.False(t, seen[wall] && namesHours(line), "%s %q: %s ran twice", tz, line, wall)
 				seen[wall] = true
 				w := time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), 0, 0, time.UTC)
 				require.True(t, lists(utc, w), "%s %q: ran at %s, which it does not name", tz, line, l)

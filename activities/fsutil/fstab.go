@@ -71,7 +71,11 @@ func MountPoints() []string {
 // mounted there (From).
 type Mount struct {
 	ID, Parent uint64 // the mount's ID and its parent's
-	Point      string
+	// Dev is the filesystem's device number as mountinfo gives it
+	// ("major:minor"): every mount of one filesystem has it, a btrfs
+	// subvolume's and a bind mount's too.
+	Dev   string
+	Point string
 	// From names what is mounted: the filesystem type, its source (a
 	// device, server:/export, …) and the folder of that filesystem
 	// mounted (mountinfo's fourth field: "/" for the whole of it).
@@ -97,7 +101,7 @@ func Mounts() []Mount {
 		}
 		id, _ := strconv.ParseUint(f[0], 10, 64)
 		parent, _ := strconv.ParseUint(f[1], 10, 64)
-		m := Mount{ID: id, Parent: parent, Point: unescapeMount(f[4])}
+		m := Mount{ID: id, Parent: parent, Dev: f[2], Point: unescapeMount(f[4])}
 		if a := strings.SplitN(after, " ", 3); len(a) >= 2 {
 			m.From = a[0] + " " + a[1] + " " + f[3]
 			if len(a) == 3 {

@@ -64,9 +64,9 @@ func TestMounts(t *testing.T) {
 	t.Cleanup(func() { MountTables = saved })
 	MountTables.Mountinfo = info
 	require.Equal(t, []Mount{
-		{ID: 22, Parent: 1, Point: "/", From: "ext4 /dev/vda /", Super: "rw"},
-		{ID: 40, Parent: 22, Point: "/mnt/my part", From: "xfs /dev/sdb1 /sub", Super: "rw,attr2"},
-		{ID: 41, Parent: 22, Point: "/mnt/empty", From: "tmpfs  /", Super: "rw,size=1024k"},
+		{ID: 22, Parent: 1, Dev: "8:1", Point: "/", From: "ext4 /dev/vda /", Super: "rw"},
+		{ID: 40, Parent: 22, Dev: "0:50", Point: "/mnt/my part", From: "xfs /dev/sdb1 /sub", Super: "rw,attr2"},
+		{ID: 41, Parent: 22, Dev: "0:51", Point: "/mnt/empty", From: "tmpfs  /", Super: "rw,size=1024k"},
 	}, Mounts())
 }
 

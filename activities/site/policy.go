@@ -480,37 +480,35 @@ func (a *Activities) measurePool(ctx context.Context, pool string) (used, total 
 }
 
 // foreignVolumes lists, as API paths, the mount points beneath the site
-// root of filesystems other than the root's: another type or source. A
-// btrfs subvolume (its own device number, but the root's pool: compared
-// by device, its files were never taken; a reviewer's finding) and a
-// folder of the root's filesystem bound beneath it are the root's.
+// root, reachable there (fsutil.Visible), of filesystems other than the
+// root's: another device number in mountinfo. A btrfs subvolume (its own
+// device number in stat, but the root's pool and the root's number in
+// mountinfo: compared by stat, its files were never taken; a reviewer's
+// finding) and a folder of the root's filesystem bound beneath it are
+// the root's.
 func foreignVolumes(root string) []string {
 	if r, err := filepath.EvalSymlinks(root); err == nil {
 		root = r
 	}
-	mounts := fsutil.Mounts()
+	processRoot, _, _ := fsutil.MountIDOf("/")
+	rootID, _, _ := fsutil.MountIDOf(root)
+	mounts := fsutil.Visible(fsutil.Mounts(), processRoot)
 	own, at := "", -1
 	for _, m := range mounts {
-		if (m.Point == root || strings.HasPrefix(root, strings.TrimSuffix(m.Point, "/")+"/")) && len(m.Point) > at {
-			own, at = typeAndSource(m.From), len(m.Point)
+		switch {
+		case rootID != 0 && m.ID == rootID:
+			own, at = m.Dev, len(root)+1
+		case (m.Point == root || strings.HasPrefix(root, strings.TrimSuffix(m.Point, "/")+"/")) && len(m.Point) > at:
+			own, at = m.Dev, len(m.Point)
 		}
 	}
 	var out []string
 	for _, m := range mounts {
-		if strings.HasPrefix(m.Point, root+"/") && typeAndSource(m.From) != own {
-			out = append(out, strings.TrimPrefix(m.Point, root))
+		if rel, ok := strings.CutPrefix(m.Point, strings.TrimSuffix(root, "/")+"/"); ok && m.Dev != own {
+			out = append(out, "/"+rel)
 		}
 	}
 	return out
-}
-
-// typeAndSource is a mount's filesystem type and source (fsutil.Mount's
-// From without the folder mounted).
-func typeAndSource(from string) string {
-	if f := strings.Fields(from); len(f) >= 2 {
-		return f[0] + " " + f[1]
-	}
-	return from
 }
 
 // beneathAny tells whether API path p is one of folders or beneath one.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // TestATriggeredPolicyTakesOnlyFilesOfThePoolItMeasures: a trigger
@@ -92,4 +93,36 @@ func TestATriggeredPolicyTakesFilesOfABtrfsSubvolume(t *testing.T) {
 	o, err := discover(t, a, in)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"/sub/a.bin", "/here/c.bin"}, batchedPaths(t, a, in, o)[PolicyRuleAction])
+}
+
+// TestATriggeredPolicyTellsFilesystemsByDeviceNumber: on a root that is a
+// tmpfs, another tmpfs mounted beneath it (same type and source) is
+// another filesystem, and one hidden by a folder of the root's own
+// filesystem bound over it is not where its point's path leads (a
+// reviewer's findings on a comparison by type and source).
+func TestATriggeredPolicyTellsFilesystemsByDeviceNumber(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "root")
+	mountAt(t, "tmpfs", dir, "tmpfs", 0, "size=64m")
+	mountAt(t, "tmpfs", filepath.Join(dir, "vol"), "tmpfs", 0, "size=16m")
+	mountAt(t, "tmpfs", filepath.Join(dir, "x"), "tmpfs", 0, "size=16m")
+	old := time.Now().Add(-100 * 24 * time.Hour)
+	for _, p := range []string{"vol/a.bin", "here/c.bin", "own/e.bin"} {
+		abs := filepath.Join(dir, filepath.FromSlash(p))
+		require.NoError(t, os.MkdirAll(filepath.Dir(abs), 0o755))
+		require.NoError(t, os.WriteFile(abs, make([]byte, 1<<20), 0o644))
+		require.NoError(t, os.Chtimes(abs, old, old))
+	}
+	require.NoError(t, unix.Mount(filepath.Join(dir, "own"), filepath.Join(dir, "x"), "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(filepath.Join(dir, "x"), unix.MNT_DETACH) })
+	require.Equal(t, []string{"/vol"}, foreignVolumes(dir))
+
+	a := &Activities{Root: newRoot(t, dir, false), Site: "west",
+		Utilisation: func(context.Context, string) (int64, int64, error) { return 99 << 30, 100 << 30, nil }}
+	in := DiscoverInput{JobID: 9, Run: 1, Mode: "policy", Paths: []string{"/vol", "/here", "/x"}, BatchSize: 100,
+		Policy: &PolicySelect{Triggers: []PolicyTrigger{{Pool: "system", Upper: 80, Lower: 60, Premigrate: 60}},
+			States: []string{"resident", "premigrated"}}}
+	o, err := discover(t, a, in)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"/here/c.bin", "/x/e.bin"}, batchedPaths(t, a, in, o)[PolicyRuleAction])
 }

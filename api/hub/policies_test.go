@@ -455,9 +455,10 @@ func TestAChangedPolicysUnscannedFiringsAreCancelled(t *testing.T) {
 		now := e.AsAdmin(http.MethodPost, fmt.Sprintf("/api/policies/%d/run/", policy), nil)
 		require.Equal(t, http.StatusAccepted, now.Status, string(now.Body))
 
-		// A change of what does not choose the files (its name) cancels
-		// nothing.
-		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", policy), map[string]any{"name": "tidy up"})
+		// A change of what does not choose the files (its name, its
+		// conditions sent again as they are) cancels nothing.
+		r = e.AsAdmin(http.MethodPatch, fmt.Sprintf("/api/policies/%d/", policy), map[string]any{"name": "tidy up",
+			"condition_groups": []any{map[string]any{"name": "all", "filesize_conditions": []any{map[string]any{"greater_or_less": "greater", "size": 0}}}}})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 		j, err := models.GetJob(ctx, e.DB, fired.ID)
 		require.NoError(t, err)

@@ -497,10 +497,19 @@ func TestARepeatedHourFiresOnce(t *testing.T) {
 		require.NotNil(t, d)
 		require.Equal(t, "America/New_York", d.Schedule.Spec.TimeZoneName)
 
+		// The two firings an hour apart, as they come: the second once
+		// the first has started its job.
 		h := e.Temporal.ScheduleClient().GetHandle(ctx, workflows.ScheduleTemporalID(id))
-		require.NoError(t, h.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{{
-			Start: time.Date(2026, 11, 1, 4, 0, 0, 0, time.UTC), End: time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC),
-			Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL}}}))
+		for _, hour := range []int{5, 6} {
+			require.NoError(t, h.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{{
+				Start: time.Date(2026, 11, 1, hour, 0, 0, 0, time.UTC), End: time.Date(2026, 11, 1, hour+1, 0, 0, 0, time.UTC),
+				Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL}}}))
+			var fired workflows.FireResult
+			require.Eventually(t, func() bool {
+				run := e.Temporal.GetWorkflow(ctx, fmt.Sprintf("%s-fire-2026-11-01T%02d:30:00Z", workflows.ScheduleTemporalID(id), hour), "")
+				return run.Get(ctx, &fired) == nil
+			}, time.Minute, 200*time.Millisecond)
+		}
 		results := map[string]workflows.FireResult{}
 		require.Eventually(t, func() bool {
 			resp, err := e.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
