@@ -70,7 +70,7 @@ func TestADeleteNeverRemovesWhatTheGlobsKeepOut(t *testing.T) {
 				require.NoFileExists(t, filepath.Join(dir, "data", "sub", "a.txt"), "the file the job selected is deleted by its own entry")
 				for _, p := range []string{"/data", "/data/sub"} {
 					require.Equal(t, OutcomeFailure, got[p].State, "%s: %+v", p, got[p])
-					require.Contains(t, got[p].Message, "not deleted: it holds 1 path the job's include/exclude globs keep out of the job, e.g. /data/sub/b.keep")
+					require.Contains(t, got[p].Message, "not deleted: it holds 1 path the job's exclude globs keep out of the job, e.g. /data/sub/b.keep")
 				}
 				require.Equal(t, OutcomeSuccess, got["/data/sub/a.txt"].State, "%+v", got["/data/sub/a.txt"])
 				requireTrashEmpty(t, dir)
@@ -80,22 +80,23 @@ func TestADeleteNeverRemovesWhatTheGlobsKeepOut(t *testing.T) {
 	}
 }
 
-// TestADeleteKeepsWhatTheIncludesDoNotSelect: with include globs, a folder
-// the includes select (here by its name) is no longer removed whole when
-// it holds files they do not select (a reviewer's finding); the files they
-// select in it are deleted.
-func TestADeleteKeepsWhatTheIncludesDoNotSelect(t *testing.T) {
+// TestADeleteTakesAFolderItsIncludesChoseWhole: an include glob that
+// selects folders (a cleanup of `**/cache`) chooses them with what they
+// hold; the first mend counted what in them only missed the include as
+// kept out, and refused every such folder (a reviewer's finding). Only
+// the excludes keep a path out.
+func TestADeleteTakesAFolderItsIncludesChoseWhole(t *testing.T) {
 	t.Parallel()
 	for _, remote := range []bool{false, true} {
 		dir := t.TempDir()
-		writeFiles(t, dir, map[string]string{"/data/d.txt/a.txt": "selected", "/data/d.txt/notes.bin": "not selected"})
+		writeFiles(t, dir, map[string]string{"/proj/a/cache/x.bin": "cached", "/proj/a/cache/sub/y.bin": "cached",
+			"/proj/a/keep.txt": "not chosen"})
 		a := &Activities{Root: newRoot(t, dir, false), Site: "s"}
-		got := deleteJob(t, a, t.TempDir(), "recursive", []string{"/data"}, []string{"**/*.txt"}, nil, remote)
+		got := deleteJob(t, a, t.TempDir(), "recursive", []string{"/proj"}, []string{"**/cache"}, nil, remote)
 
-		require.FileExists(t, filepath.Join(dir, "data", "d.txt", "notes.bin"), "a file the job's includes do not select was deleted")
-		require.NoFileExists(t, filepath.Join(dir, "data", "d.txt", "a.txt"))
-		require.Equal(t, OutcomeFailure, got["/data/d.txt"].State, "%+v", got["/data/d.txt"])
-		require.Contains(t, got["/data/d.txt"].Message, "e.g. /data/d.txt/notes.bin")
+		require.NoDirExists(t, filepath.Join(dir, "proj", "a", "cache"))
+		require.FileExists(t, filepath.Join(dir, "proj", "a", "keep.txt"))
+		require.Equal(t, OutcomeSuccess, got["/proj/a/cache"].State, "%+v", got["/proj/a/cache"])
 		requireTrashEmpty(t, dir)
 	}
 }

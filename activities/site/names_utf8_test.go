@@ -102,15 +102,17 @@ func TestASyncNeverTurnsANameThatIsNotUTF8IntoAnother(t *testing.T) {
 }
 
 // TestAnEarlierManifestIsReadWithoutTheNamesItMayHaveChanged: a manifest
-// of version 2 holds U+FFFD where a name was not UTF-8; its entries so
-// named are left out (a file truly so named is found created again),
-// never diffed as deleted.
+// written before the hub left such names out (no "utf8" in its header)
+// holds U+FFFD where a name was not UTF-8; its entries so named are left
+// out (a file truly so named is found created again), never diffed as
+// deleted. The version stays: a node of the earlier version, which
+// ignores the field, still diffs against the manifest.
 func TestAnEarlierManifestIsReadWithoutTheNamesItMayHaveChanged(t *testing.T) {
 	t.Parallel()
 	name := filepath.Join(t.TempDir(), "m")
-	want := manifestHeader{Version: manifestVersion, Root: "/r", Path: "/p"}
+	want := manifestHeader{Version: manifestVersion, Root: "/r", Path: "/p", UTF8: true}
 	earlier := want
-	earlier.Version = 2
+	earlier.UTF8 = false
 	body := func(h manifestHeader) string {
 		b, err := json.Marshal(h)
 		require.NoError(t, err)

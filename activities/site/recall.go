@@ -709,7 +709,7 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 	if err != nil {
 		return nil, err
 	}
-	if len(globs.include) == 0 && len(globs.exclude) == 0 {
+	if len(globs.exclude) == 0 {
 		globs = nil // none in force: nothing is kept out
 	}
 	s := newRun(ctx, root, paths, opts)
@@ -856,11 +856,12 @@ func Delete(ctx context.Context, root *Root, paths []string, targetsFn TargetFun
 
 // keptOut counts the paths in the folder at abs (the folder of
 // root-relative path rel, or where a delete moved it aside) that the
-// job's globs keep out of the job: those a discovery's walk with the same
-// globs does not report (filter.excluded, filter.wants), each matched by
-// its root-relative path at rel, without a leading "/", as readDir forms
-// it. An excluded folder counts once, for all it holds. first is the
-// first of them, as an API path.
+// job's exclude globs keep out of the job (filter.excluded), each matched
+// by its root-relative path at rel, without a leading "/", as readDir
+// forms it. An excluded folder counts once, for all it holds. first is
+// the first of them, as an API path. What only misses an include comes
+// with the folder the includes chose (a reviewer's finding: a delete of
+// the folders `**/cache` selects refused every one of them).
 func keptOut(ctx context.Context, f *filter, abs, rel string) (n int, first string, err error) {
 	err = filepath.WalkDir(abs, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -880,14 +881,13 @@ func keptOut(ctx context.Context, f *filter, abs, rel string) (n int, first stri
 			return err
 		}
 		r := path.Join(rel, filepath.ToSlash(sub))
-		excluded := f.excluded(r)
-		if !excluded && f.wants(r, typeOf(e.Type())) {
+		if !f.excluded(r) {
 			return nil
 		}
 		if n++; first == "" {
 			first = apiPath(r)
 		}
-		if excluded && e.IsDir() {
+		if e.IsDir() {
 			return fs.SkipDir
 		}
 		return nil
@@ -917,7 +917,7 @@ func keptOutMessage(n int, first, rel, where string) string {
 	if n == 1 {
 		paths = "path"
 	}
-	msg := fmt.Sprintf("not deleted: it holds %d %s the job's include/exclude globs keep out of the job, e.g. %s; its other files are deleted by their own entries (a recursive discovery lists them)",
+	msg := fmt.Sprintf("not deleted: it holds %d %s the job's exclude globs keep out of the job, e.g. %s; its other files are deleted by their own entries (a recursive discovery lists them)",
 		n, paths, first)
 	if where != rel {
 		msg += fmt.Sprintf("; a folder took its name while it was set aside, so it is kept as %s", apiPath(where))

@@ -64,15 +64,20 @@ func (r *SnapdiffResult) Discard() error { return DiscardSnapdiff(r.Pending) }
 const snapdiffBatch = 1000
 
 // manifestVersion is bumped when the manifest line format changes; a
-// manifest of another version is treated as absent (full rescan), but
-// for version 2, read without the names it may have changed (3 holds no
-// name that is not valid UTF-8; see readManifest).
-const manifestVersion = 3
+// manifest of another version is treated as absent (full rescan).
+const manifestVersion = 2
 
 type manifestHeader struct {
 	Version int    `json:"v"`
 	Root    string `json:"root"`
 	Path    string `json:"path"`
+	// UTF8: the manifest holds no name that is not valid UTF-8 (JSON
+	// writes U+FFFD for such a byte: see Snapdiff); one written before
+	// is read without its names holding U+FFFD (readManifest). A field,
+	// not a new version: a node of the earlier version still reads the
+	// manifest during a rolling upgrade (a reviewer's finding: with a
+	// version 3 it rescanned, and lost the deletions and moves since).
+	UTF8 bool `json:"utf8,omitempty"`
 }
 
 type manifestEntry struct {
@@ -106,7 +111,7 @@ func Snapdiff(ctx context.Context, root *Root, managedPath, manifestDir string, 
 		return nil, fmt.Errorf("snapdiff: %w", err)
 	}
 	final := filepath.Join(manifestDir, manifestName(root, rel))
-	hdr := manifestHeader{Version: manifestVersion, Root: root.dir, Path: apiPath(rel)}
+	hdr := manifestHeader{Version: manifestVersion, Root: root.dir, Path: apiPath(rel), UTF8: true}
 	old, err := readManifest(final, hdr, progressIn(ctx))
 	if err != nil {
 		return nil, err
@@ -280,7 +285,7 @@ func ForgetMount(root *Root, managedPath, folder string) (int, error) {
 	}
 	manifestDir := filepath.Join(root.Dir(), hubDir, "manifests")
 	final := filepath.Join(manifestDir, manifestName(root, rel))
-	hdr := manifestHeader{Version: manifestVersion, Root: root.dir, Path: apiPath(rel)}
+	hdr := manifestHeader{Version: manifestVersion, Root: root.dir, Path: apiPath(rel), UTF8: true}
 	old, err := readManifest(final, hdr, nil)
 	if err != nil {
 		return 0, err
@@ -397,9 +402,7 @@ func readManifest(name string, want manifestHeader, prog *walkProgress) (map[str
 		return old, sc.Err()
 	}
 	var hdr manifestHeader
-	earlier := want
-	earlier.Version = 2
-	if err := json.Unmarshal(sc.Bytes(), &hdr); err != nil || (hdr != want && hdr != earlier) {
+	if err := json.Unmarshal(sc.Bytes(), &hdr); err != nil || hdr.Version != want.Version || hdr.Root != want.Root || hdr.Path != want.Path {
 		return old, nil
 	}
 	for sc.Scan() {
@@ -407,8 +410,8 @@ func readManifest(name string, want manifestHeader, prog *walkProgress) (map[str
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return nil, fmt.Errorf("snapdiff: manifest %s: %w", name, err)
 		}
-		if hdr == earlier && strings.ContainsRune(e.Path, utf8.RuneError) {
-			// Version 2 wrote a name that is not UTF-8 with U+FFFD (JSON):
+		if !hdr.UTF8 && strings.ContainsRune(e.Path, utf8.RuneError) {
+			// An earlier manifest wrote a name that is not UTF-8 with U+FFFD (JSON):
 			// such an entry may stand for a file whose name is another,
 			// and would be diffed as that name's deletion or move. Left
 			// out, a file truly so named is found created again.
