@@ -305,7 +305,10 @@ func checkTemplate(v *validator, doc map[string]any, _ *models.CJItem) error {
 
 func checkProfile(v *validator, doc map[string]any, _ *models.CJItem) error {
 	names := v.stringList(doc, "ilmsteps", nameRE, "an ilmstep name")
-	for _, n := range names {
+	// In name order: the check inside the write's transaction locks each
+	// on PostgreSQL, and two writes locking the same rows in two orders
+	// could deadlock.
+	for _, n := range slices.Sorted(slices.Values(names)) {
 		ok, err := v.exists(models.CJIlmsteps, "", n)
 		if err != nil {
 			return err
